@@ -1,0 +1,116 @@
+"""oncelog: exactly-once side effects for AI agents.
+
+Intent is durable before every external call and the outcome right after; a resumed run
+replays recorded results instead of calling again; an effect whose outcome cannot be
+known halts the run until a person decides.
+"""
+
+from ._effects import idempotency_key
+from ._exceptions import (
+    AmbiguousOutcome,
+    ArgumentDrift,
+    ConfigurationError,
+    CorruptRecord,
+    DuplicateStep,
+    EffectAbandoned,
+    EffectRefused,
+    InvalidPayload,
+    InvalidResolution,
+    LeaseLost,
+    NeedsPerson,
+    NoActiveRun,
+    NotATool,
+    OnceLogError,
+    PayloadTooLarge,
+    PlanMismatch,
+    ReplayDivergence,
+    ResultNotRecorded,
+    RunLeased,
+    RunStopped,
+    SchemaTooNew,
+    StepError,
+    StepNotInPlan,
+    StoreError,
+    StoreUnavailable,
+    TryLater,
+    UnknownRun,
+    UnknownStep,
+    UnserializableValue,
+    UsageError,
+)
+from ._ledger import Ledger, open
+from ._process import (
+    EXIT_COMPLETED,
+    EXIT_HALTED,
+    EXIT_TRY_LATER,
+    EXIT_WAITING,
+    exit_code_for,
+    run_main,
+)
+from ._records import (
+    JournalEntry,
+    Resolution,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+    StepState,
+    StepType,
+)
+from ._run import AsyncRun, Run, current_run
+from ._tools import Kind, Tool
+
+__all__ = [
+    "EXIT_COMPLETED",
+    "EXIT_HALTED",
+    "EXIT_TRY_LATER",
+    "EXIT_WAITING",
+    "AmbiguousOutcome",
+    "ArgumentDrift",
+    "AsyncRun",
+    "ConfigurationError",
+    "CorruptRecord",
+    "DuplicateStep",
+    "EffectAbandoned",
+    "EffectRefused",
+    "InvalidPayload",
+    "InvalidResolution",
+    "JournalEntry",
+    "Kind",
+    "LeaseLost",
+    "Ledger",
+    "NeedsPerson",
+    "NoActiveRun",
+    "NotATool",
+    "OnceLogError",
+    "PayloadTooLarge",
+    "PlanMismatch",
+    "ReplayDivergence",
+    "Resolution",
+    "ResultNotRecorded",
+    "Run",
+    "RunLeased",
+    "RunRecord",
+    "RunStatus",
+    "RunStopped",
+    "SchemaTooNew",
+    "StepError",
+    "StepNotInPlan",
+    "StepRecord",
+    "StepState",
+    "StepType",
+    "StoreError",
+    "StoreUnavailable",
+    "Tool",
+    "TryLater",
+    "UnknownRun",
+    "UnknownStep",
+    "UnserializableValue",
+    "UsageError",
+    "current_run",
+    "exit_code_for",
+    "idempotency_key",
+    "open",
+    "run_main",
+]
+
+__version__ = "0.1.0"

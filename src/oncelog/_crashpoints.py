@@ -1,0 +1,51 @@
+"""Named crash points at the commit boundaries, armed only from outside the process.
+
+``ONCELOG_CRASH_AT=after_intent_commit`` kills the process with SIGKILL the first time
+execution reaches that point; ``after_intent_commit:3`` the third time;
+``after_intent_commit@email`` the first time for step ``email``. Unset, every point
+costs one dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV_VAR = "ONCELOG_CRASH_AT"
+
+POINTS = (
+    "before_intent_commit",  # the intent transaction is written but not committed
+    "after_intent_commit",  # the intent is durable; the tool has not been called
+    "after_call",  # the tool answered; its outcome is not yet committed
+    "before_outcome_commit",  # the outcome transaction is written but not committed
+    "after_outcome_commit",  # the outcome is durable
+)
+
+_hits: dict[str, int] = {}
+
+
+def _armed() -> tuple[str, str | None, int] | None:
+    spec = os.environ.get(ENV_VAR)
+    if not spec:
+        return None
+    count = 1
+    if ":" in spec:
+        spec, _, n = spec.partition(":")
+        count = int(n)
+    name, _, step = spec.partition("@")
+    if name not in POINTS:
+        raise ValueError(f"{ENV_VAR} names unknown crash point {name!r}; known: {POINTS}")
+    return name, step or None, count
+
+
+def reach(point: str, step_id: str) -> None:
+    """Die here, without cleanup, if the environment armed this point."""
+    armed = _armed()
+    if armed is None:
+        return
+    name, step, count = armed
+    if name != point or (step is not None and step != step_id):
+        return
+    _hits[point] = _hits.get(point, 0) + 1
+    if _hits[point] == count:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,266 @@
+"""The effect state machine: what to do at one position, given what is recorded there.
+
+    (no record) --intent committed--> in_flight --outcome committed--> done
+                                          |   \\--definite refusal----> failed
+                                          \\ found at recovery = unknown --> a person
+
+``prepare`` decides (replay, run live, or stop) and writes the intent; ``complete`` and
+``fail`` write the outcome. The sync and async runs share these; only the call differs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from . import _crashpoints as crashpoints
+from ._exceptions import (
+    AmbiguousOutcome,
+    ArgumentDrift,
+    CorruptRecord,
+    EffectAbandoned,
+    EffectRefused,
+    InvalidPayload,
+    ResultNotRecorded,
+    StepNotInPlan,
+)
+from ._records import StepRecord, StepState, StepType
+from ._replay import ReplayCursor, check_same_step
+from ._serialization import decode, digest, encode
+from .stores._protocol import Lease, NewStep, Outcome, Store
+
+log = logging.getLogger("oncelog")
+
+KEY_PREFIX = "ol1_"
+
+
+def idempotency_key(run_id: str, step_id: str, tool: str) -> str:
+    """Deterministic in (run, step, tool) only: never the payload, never an attempt count."""
+    return KEY_PREFIX + digest(json.dumps([run_id, step_id, tool]))[:40]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One step the agent asked for."""
+
+    step_id: str | None
+    step_type: StepType
+    tool: str
+    kind: str
+    idempotent: bool
+    drift: str
+    refusals: tuple[type[BaseException], ...]
+    args_json: str
+
+
+@dataclass(frozen=True)
+class Replayed:
+    value: Any
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A step that runs live: its intent is durable if it is an effect."""
+
+    step: NewStep
+    call: Call
+    attempt: int
+    previous: StepState | None
+
+
+def encode_args(args: tuple[Any, ...], kwargs: dict[str, Any], limit: int) -> str:
+    return encode({"args": list(args), "kwargs": kwargs}, what="arguments", limit=limit)
+
+
+def _usage(result: Any) -> tuple[int, int]:
+    """Token counts from an OpenAI- or Anthropic-shaped response, if it carries them."""
+    usage = result.get("usage") if isinstance(result, dict) else None
+    if not isinstance(usage, dict):
+        return 0, 0
+    tokens_in = usage.get("prompt_tokens", usage.get("input_tokens", 0))
+    tokens_out = usage.get("completion_tokens", usage.get("output_tokens", 0))
+    return int(tokens_in or 0), int(tokens_out or 0)
+
+
+def _error_json(exc: BaseException) -> str:
+    return encode(
+        {"type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": str(exc)[:2000]},
+        what="error",
+        limit=1 << 20,
+    )
+
+
+class Engine:
+    def __init__(
+        self,
+        store: Store,
+        lease: Lease,
+        cursor: ReplayCursor,
+        plan: tuple[str, ...] | None,
+        payload_limit: int,
+    ) -> None:
+        self.store = store
+        self.lease = lease
+        self.cursor = cursor
+        self.plan = plan
+        self.payload_limit = payload_limit
+
+    @property
+    def run_id(self) -> str:
+        return self.lease.run_id
+
+    def prepare(self, seq: int, call: Call) -> Replayed | Pending:
+        step_id = call.step_id if call.step_id is not None else f"{call.tool}@{seq}"
+        key = idempotency_key(self.run_id, step_id, call.tool)
+        step = NewStep(
+            seq,
+            step_id,
+            call.step_type.value,
+            call.tool,
+            call.kind,
+            key,
+            digest(call.args_json),
+            call.args_json,
+        )
+        record = self.cursor.recorded(seq)
+        if record is None:
+            self._check_plan(call, step_id)
+            return self._go_live(step, call, None)
+        check_same_step(record, step_id, call.tool, call.step_type.value)
+        return self._resume(record, step, call)
+
+    def _check_plan(self, call: Call, step_id: str) -> None:
+        if self.plan is not None and call.step_id is not None and step_id not in self.plan:
+            raise StepNotInPlan(
+                f"step {step_id!r} is not in the run's stored plan {list(self.plan)}",
+                run_id=self.run_id,
+                step_id=step_id,
+            )
+
+    def _go_live(self, step: NewStep, call: Call, previous: StepState | None) -> Pending:
+        attempt = 0
+        if call.step_type is StepType.EFFECT:
+            attempt = self.store.write_intent(self.lease, step, previous)
+            self.cursor.advance_frontier(step.seq)
+            crashpoints.reach("after_intent_commit", step.step_id)
+        return Pending(step, call, attempt, previous)
+
+    def _resume(self, record: StepRecord, step: NewStep, call: Call) -> Replayed | Pending:
+        state = record.state
+        if state in (StepState.DONE, StepState.FAILED):
+            self._check_drift(record, step, call)
+        if state is StepState.DONE:
+            if record.error_json is not None:
+                raise self._not_recorded(record)
+            return Replayed(_decoded(record))
+        if state is StepState.FAILED:
+            raise self._refused(record)
+        if state is StepState.ABANDONED:
+            raise EffectAbandoned(
+                "a person abandoned this effect",
+                run_id=self.run_id,
+                step_id=record.step_id,
+                key=record.key,
+            )
+        if state is StepState.NOT_DONE or call.idempotent:
+            return self._go_live(step, call, state)
+        reason = (
+            f"{call.kind} effect {record.step_id!r} was started (attempt {record.attempts}) "
+            "but its outcome was never recorded; it may or may not have happened"
+        )
+        self.store.mark_unknown(self.lease, record.seq, reason)
+        raise AmbiguousOutcome(reason, run_id=self.run_id, step_id=record.step_id, key=record.key)
+
+    def _check_drift(self, record: StepRecord, step: NewStep, call: Call) -> None:
+        if record.args_hash == step.args_hash:
+            return
+        message = (
+            f"step {record.step_id!r} was recorded with other arguments "
+            f"(recorded {record.args_json[:200]}, now {step.args_json[:200]})"
+        )
+        if call.drift == "error":
+            raise ArgumentDrift(message, run_id=self.run_id, step_id=record.step_id, key=record.key)
+        log.warning("%s; returning the recorded outcome", message)
+
+    def complete(self, pending: Pending, result: Any) -> Any:
+        """Record what the call returned; hand back what replay would hand back."""
+        crashpoints.reach("after_call", pending.step.step_id)
+        try:
+            result_json = encode(result, what="result", limit=self.payload_limit)
+        except InvalidPayload as exc:
+            # The effect happened: record it as done so it never runs again, and say why
+            # its result is missing, now and on every replay.
+            self._write(pending, Outcome(StepState.DONE, error_json=_error_json(exc)))
+            raise ResultNotRecorded(
+                f"the call succeeded but its result cannot be recorded: {exc.message}",
+                run_id=self.run_id,
+                step_id=pending.step.step_id,
+                key=pending.step.key,
+            ) from exc
+        tokens_in, tokens_out = _usage(result) if pending.call.step_type is StepType.LLM else (0, 0)
+        self._write(pending, Outcome(StepState.DONE, result_json, None, tokens_in, tokens_out))
+        return decode(result_json)
+
+    def fail(self, pending: Pending, exc: Exception) -> Exception:
+        """Record a call that raised; return the exception the agent should see."""
+        step = pending.step
+        if isinstance(exc, pending.call.refusals):
+            self._write(pending, Outcome(StepState.FAILED, error_json=_error_json(exc)))
+            return EffectRefused(
+                f"the provider refused: {exc}",
+                run_id=self.run_id,
+                step_id=step.step_id,
+                key=step.key,
+                error_type=type(exc).__qualname__,
+            )
+        if pending.call.idempotent or pending.call.step_type is not StepType.EFFECT:
+            if pending.call.step_type is StepType.EFFECT:
+                self._write(pending, Outcome(StepState.NOT_DONE, error_json=_error_json(exc)))
+            return exc
+        reason = (
+            f"{pending.call.kind} effect {step.step_id!r} raised {type(exc).__name__}: {exc}; "
+            "it may or may not have happened"
+        )
+        self.store.mark_unknown(self.lease, step.seq, reason)
+        return AmbiguousOutcome(reason, run_id=self.run_id, step_id=step.step_id, key=step.key)
+
+    def _write(self, pending: Pending, outcome: Outcome) -> None:
+        if pending.call.step_type is StepType.EFFECT:
+            self.store.write_outcome(self.lease, pending.step, pending.attempt, outcome)
+        else:
+            self.store.record_step(self.lease, pending.step, pending.previous, outcome)
+            self.cursor.advance_frontier(pending.step.seq)
+        crashpoints.reach("after_outcome_commit", pending.step.step_id)
+
+    def _refused(self, record: StepRecord) -> EffectRefused:
+        error = record.error or {}
+        return EffectRefused(
+            f"the provider refused: {error.get('message', '')}",
+            run_id=self.run_id,
+            step_id=record.step_id,
+            key=record.key,
+            error_type=str(error.get("type", "")).rpartition(".")[2] or None,
+        )
+
+    def _not_recorded(self, record: StepRecord) -> ResultNotRecorded:
+        error = record.error or {}
+        return ResultNotRecorded(
+            f"the call succeeded but its result was not recorded: {error.get('message', '')}",
+            run_id=self.run_id,
+            step_id=record.step_id,
+            key=record.key,
+        )
+
+
+def _decoded(record: StepRecord) -> Any:
+    try:
+        return record.result
+    except ValueError as exc:
+        raise CorruptRecord(
+            f"the recorded result does not decode: {exc}",
+            run_id=record.run_id,
+            step_id=record.step_id,
+            key=record.key,
+        ) from exc

@@ -1,0 +1,209 @@
+"""Every error oncelog raises, under one base.
+
+    OnceLogError
+    ├── UsageError                 a programmer's mistake; fix the code
+    │   ├── ConfigurationError     a bad URL, option or store setting
+    │   ├── InvalidPayload         arguments or a result that cannot be recorded
+    │   │   ├── UnserializableValue
+    │   │   └── PayloadTooLarge
+    │   ├── PlanMismatch           a different plan for an existing run
+    │   ├── StepNotInPlan
+    │   ├── DuplicateStep          one explicit step id used at two positions
+    │   ├── NotATool               an effect given an undecorated callable
+    │   ├── NoActiveRun            a tool called outside ``ledger.run``
+    │   ├── UnknownRun
+    │   ├── UnknownStep
+    │   └── InvalidResolution
+    ├── RunStopped                 the run cannot go on; see ``exit_code``
+    │   ├── NeedsPerson            exit 3: a person must act
+    │   │   ├── AmbiguousOutcome   an effect may or may not have happened
+    │   │   ├── ReplayDivergence   the code asked for a different step than the journal holds
+    │   │   └── ArgumentDrift      a finished step asked again with other arguments
+    │   └── TryLater               exit 75: nothing wrong, run it again later
+    │       ├── RunLeased          another live worker owns the run
+    │       └── LeaseLost          this worker's lease was taken over while it ran
+    ├── StepError                  the agent may catch these and carry on
+    │   ├── EffectRefused          the provider definitely refused (recorded, replayed)
+    │   ├── EffectAbandoned        a person gave up on the effect
+    │   └── ResultNotRecorded      the effect happened but its result could not be stored
+    └── StoreError                 the ledger itself
+        ├── StoreUnavailable       cannot open, read or durably write
+        ├── SchemaTooNew
+        └── CorruptRecord          a stored row that does not decode
+
+Errors carry structured attributes (``run_id``, ``step_id``, ``key``) and pickle.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class OnceLogError(Exception):
+    """Base of every oncelog error."""
+
+    exit_code: ClassVar[int] = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        step_id: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.run_id = run_id
+        self.step_id = step_id
+        self.key = key
+
+    def _fields(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "step_id": self.step_id, "key": self.key}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only constructors defeat Exception's default pickling.
+        return (_rebuild, (type(self), self.message, self._fields()))
+
+    def __str__(self) -> str:
+        where = ", ".join(f"{k}={v!r}" for k, v in self._fields().items() if v is not None)
+        return f"{self.message} ({where})" if where else self.message
+
+
+def _rebuild(cls: type[OnceLogError], message: str, fields: dict[str, Any]) -> OnceLogError:
+    return cls(message, **fields)
+
+
+class UsageError(OnceLogError):
+    """The calling code is wrong; retrying will not help."""
+
+
+class ConfigurationError(UsageError):
+    pass
+
+
+class InvalidPayload(UsageError):
+    pass
+
+
+class UnserializableValue(InvalidPayload):
+    pass
+
+
+class PayloadTooLarge(InvalidPayload):
+    pass
+
+
+class PlanMismatch(UsageError):
+    pass
+
+
+class StepNotInPlan(UsageError):
+    pass
+
+
+class DuplicateStep(UsageError):
+    pass
+
+
+class NotATool(UsageError):
+    pass
+
+
+class NoActiveRun(UsageError):
+    pass
+
+
+class UnknownRun(UsageError):
+    pass
+
+
+class UnknownStep(UsageError):
+    pass
+
+
+class InvalidResolution(UsageError):
+    pass
+
+
+class RunStopped(OnceLogError):
+    """The run cannot continue in this process."""
+
+
+class NeedsPerson(RunStopped):
+    """The run is halted until a person decides."""
+
+    exit_code = 3
+
+
+class AmbiguousOutcome(NeedsPerson):
+    """An effect's intent is recorded but not its outcome: it may have happened."""
+
+
+class ReplayDivergence(NeedsPerson):
+    """The agent asked for a different step than the one recorded at that position."""
+
+
+class ArgumentDrift(NeedsPerson):
+    """A recorded step was asked for again with different arguments."""
+
+
+class TryLater(RunStopped):
+    """Nothing is wrong with the run; another attempt later will proceed."""
+
+    exit_code = 75
+
+
+class RunLeased(TryLater):
+    pass
+
+
+class LeaseLost(TryLater):
+    pass
+
+
+class StepError(OnceLogError):
+    """A recorded step ended without a usable result; the agent may handle it."""
+
+
+class EffectRefused(StepError):
+    """The provider definitely refused; the refusal is recorded and replayed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        step_id: str | None = None,
+        key: str | None = None,
+        error_type: str | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id, step_id=step_id, key=key)
+        self.error_type = error_type
+
+    def _fields(self) -> dict[str, Any]:
+        return {**super()._fields(), "error_type": self.error_type}
+
+
+class EffectAbandoned(StepError):
+    pass
+
+
+class ResultNotRecorded(StepError):
+    pass
+
+
+class StoreError(OnceLogError):
+    pass
+
+
+class StoreUnavailable(StoreError):
+    pass
+
+
+class SchemaTooNew(StoreError):
+    pass
+
+
+class CorruptRecord(StoreError):
+    pass

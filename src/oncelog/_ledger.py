@@ -1,0 +1,202 @@
+"""The facade users meet: open a ledger, declare tools, run agents, resolve what is in doubt."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar
+
+from . import _leases as leases
+from ._effects import Engine
+from ._exceptions import ConfigurationError, UnknownRun
+from ._records import (
+    JournalEntry,
+    Resolution,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+)
+from ._replay import ReplayCursor
+from ._run import RunContext
+from ._serialization import encode
+from ._tools import DriftPolicy, Kind, KindName, Tool, make_spec
+from .stores import Store, open_store
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+PlanArg = Sequence[str] | Callable[[], Sequence[str]] | None
+
+
+class Ledger:
+    """A handle on one store. Thread-safe; open one per process and pass it around."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        lease_ttl: float = 30.0,
+        max_payload_bytes: int = 1 << 20,
+    ) -> None:
+        if lease_ttl <= 0 or max_payload_bytes <= 0:
+            raise ConfigurationError("lease_ttl and max_payload_bytes must be positive")
+        self.store = store
+        self.lease_ttl = lease_ttl
+        self.max_payload_bytes = max_payload_bytes
+
+    # -- declaring tools ----------------------------------------------------------------
+
+    def tool(
+        self,
+        *,
+        kind: Kind | KindName,
+        name: str | None = None,
+        refusals: tuple[type[BaseException], ...] = (),
+        drift: DriftPolicy | None = None,
+    ) -> Callable[[Callable[..., Any]], Tool[..., Any]]:
+        """Declare a tool. ``name`` defaults to the function's qualified name and is part
+        of the idempotency key, so keep it stable. ``refusals`` are the exceptions that
+        mean the provider definitely did not act; any other exception leaves the outcome
+        unknown. ``drift`` is what to do when a recorded step is asked again with other
+        arguments: ``error`` (default for create, payment, destructive) or ``warn``."""
+
+        def declare(fn: Callable[..., Any]) -> Tool[..., Any]:
+            return Tool(fn, make_spec(fn, kind=kind, name=name, refusals=refusals, drift=drift))
+
+        return declare
+
+    # -- running ------------------------------------------------------------------------
+
+    def run(
+        self,
+        run_id: str,
+        *,
+        plan: PlanArg = None,
+        replace_plan: bool = False,
+        create: bool = True,
+    ) -> RunContext:
+        """Start or resume the run named ``run_id``: take it from outside the process (the
+        Job name, the queue message id, the ticket id), never from a fresh UUID.
+
+        ``plan`` (a list of step ids, or a function returning one, called only when the
+        run has no plan yet) is stored before the first step. A different plan for an
+        existing run raises ``PlanMismatch`` unless ``replace_plan``. With ``create=False``
+        an unknown ``run_id`` raises ``UnknownRun``."""
+        if not isinstance(run_id, str) or not run_id or len(run_id) > 512:
+            raise ConfigurationError(
+                f"run_id must be a non-empty string of at most 512 chars, not {run_id!r}"
+            )
+        options = {"plan": plan, "replace_plan": replace_plan, "create": create}
+        return RunContext(self, run_id, options)
+
+    def _start(
+        self, run_id: str, *, plan: PlanArg, replace_plan: bool, create: bool
+    ) -> tuple[Engine, RunRecord]:
+        stored = self._resolve_plan(run_id, plan)
+        owner = leases.new_owner()
+        try:
+            lease, record = self.store.acquire(
+                run_id,
+                owner=owner,
+                ttl=self.lease_ttl,
+                plan=stored,
+                replace_plan=replace_plan,
+                create=create,
+                owner_is_dead=leases.is_dead,
+            )
+        except BaseException:
+            leases.forget(owner)
+            raise
+        cursor = ReplayCursor(self.store, run_id, record.next_seq)
+        return Engine(self.store, lease, cursor, record.plan, self.max_payload_bytes), record
+
+    def _resolve_plan(self, run_id: str, plan: PlanArg) -> tuple[str, ...] | None:
+        if callable(plan):
+            try:
+                existing = self.store.get_run(run_id).plan
+            except UnknownRun:
+                existing = None
+            plan = existing if existing is not None else plan()
+        if plan is None:
+            return None
+        steps = tuple(plan)
+        if not all(isinstance(s, str) and s for s in steps) or len(set(steps)) != len(steps):
+            raise ConfigurationError(f"a plan is a list of distinct non-empty step ids: {steps}")
+        return steps
+
+    # -- a person's decisions -----------------------------------------------------------
+
+    def resolve(
+        self,
+        run_id: str,
+        step_id: str,
+        resolution: Resolution | Literal["done", "not_done", "abandon"],
+        *,
+        by: str,
+        result: Any = None,
+        note: str | None = None,
+    ) -> StepRecord:
+        """Decide an effect in doubt: ``done`` (with the provider's result), ``not_done``
+        (safe to run again, with the same key) or ``abandon``. ``by`` names the person."""
+        if not by:
+            raise ConfigurationError("resolve(..., by=...) must name the person deciding")
+        resolution = Resolution(resolution)
+        result_json = None
+        if resolution is Resolution.DONE:
+            result_json = encode(result, what="result", limit=self.max_payload_bytes)
+        return self.store.resolve(
+            run_id, step_id, resolution, result_json=result_json, by=by, note=note
+        )
+
+    # -- reading ------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRecord:
+        return self.store.get_run(run_id)
+
+    def runs(self, status: RunStatus | str | None = None, *, limit: int = 100) -> list[RunRecord]:
+        return self.store.list_runs(None if status is None else RunStatus(status), limit)
+
+    def steps(self, run_id: str) -> list[StepRecord]:
+        """Every recorded step of a run, in order."""
+        self.store.get_run(run_id)
+        out: list[StepRecord] = []
+        while True:
+            page = self.store.steps(run_id, out[-1].seq + 1 if out else 0, 1000)
+            out.extend(page)
+            if len(page) < 1000:
+                return out
+
+    def in_doubt(self, *, limit: int = 100) -> list[StepRecord]:
+        """Effects whose outcome is unknown or not yet recorded, oldest first."""
+        return self.store.steps_in_doubt(limit)
+
+    def journal(
+        self, run_id: str | None = None, *, after: int = 0, limit: int = 1000
+    ) -> list[JournalEntry]:
+        return self.store.journal(run_id, after, limit)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open(
+    url: str | None = None,
+    *,
+    durability: Literal["full", "process"] = "full",
+    lease_ttl: float = 30.0,
+    max_payload_bytes: int = 1 << 20,
+) -> Ledger:
+    """Open the ledger at ``url``: a SQLite path or ``sqlite:///`` URL; by default
+    ``$ONCELOG_URL``, else ``./.oncelog/ledger.db``.
+
+    ``durability="full"`` survives a power loss; ``"process"`` survives a process kill
+    but not an OS crash, and commits faster."""
+    return Ledger(
+        open_store(url, durability=durability),
+        lease_ttl=lease_ttl,
+        max_payload_bytes=max_payload_bytes,
+    )

@@ -1,0 +1,94 @@
+"""Value objects read from the store: runs, steps and journal entries."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from ._serialization import decode
+
+
+class RunStatus(str, enum.Enum):
+    RUNNING = "running"
+    WAITING = "waiting"
+    HALTED = "halted"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class StepState(str, enum.Enum):
+    """The effect lifecycle: ``in_flight`` is written before the call, the rest after."""
+
+    IN_FLIGHT = "in_flight"
+    DONE = "done"
+    FAILED = "failed"  # a definite refusal: it did not happen
+    NOT_DONE = "not_done"  # known not to have happened; the next visit runs it again
+    UNKNOWN = "unknown"  # in_flight found by someone other than its writer
+    ABANDONED = "abandoned"  # a person gave up on it
+
+
+class StepType(str, enum.Enum):
+    EFFECT = "effect"
+    READ = "read"
+    LLM = "llm"
+
+
+class Resolution(str, enum.Enum):
+    """What a person decided about an effect whose outcome was unknown."""
+
+    DONE = "done"
+    NOT_DONE = "not_done"
+    ABANDON = "abandon"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: str
+    status: RunStatus
+    plan: tuple[str, ...] | None
+    reason: str | None
+    created_at: float
+    updated_at: float
+    owner: str | None
+    fencing_token: int
+    next_seq: int
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    run_id: str
+    seq: int
+    step_id: str
+    type: StepType
+    tool: str
+    kind: str
+    key: str
+    args_hash: str
+    args_json: str
+    state: StepState
+    result_json: str | None
+    error_json: str | None
+    attempts: int
+    tokens_in: int
+    tokens_out: int
+    started_at: float
+    finished_at: float | None
+
+    @property
+    def result(self) -> Any:
+        return None if self.result_json is None else decode(self.result_json)
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        return None if self.error_json is None else dict(decode(self.error_json))
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    id: int
+    run_id: str
+    seq: int | None
+    event: str
+    data: dict[str, Any]
+    at: float

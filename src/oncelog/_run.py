@@ -1,0 +1,278 @@
+"""A run in progress: the object an agent's code records its steps through.
+
+``with ledger.run(...) as run`` gives a ``Run``; ``async with`` gives an ``AsyncRun``.
+Both hand out positions in call order and share the effect state machine; the async one
+does its store writes in a worker thread so the event loop never waits on an fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from . import _leases as leases
+from ._effects import Call, Engine, Pending, Replayed, encode_args
+from ._exceptions import (
+    LeaseLost,
+    NeedsPerson,
+    NotATool,
+    OnceLogError,
+    ReplayDivergence,
+    RunStopped,
+    UsageError,
+)
+from ._records import RunRecord, RunStatus, StepType
+from ._tools import Tool
+
+if TYPE_CHECKING:
+    from ._ledger import Ledger
+
+R = TypeVar("R")
+
+_current: contextvars.ContextVar[Run | AsyncRun | None] = contextvars.ContextVar(
+    "oncelog_run", default=None
+)
+
+
+def current_run() -> Run | AsyncRun | None:
+    """The run whose ``with`` block is executing, if any."""
+    return _current.get()
+
+
+class _Steps:
+    """What ``Run`` and ``AsyncRun`` share: the engine and how calls become ``Call``s."""
+
+    def __init__(self, ledger: Ledger, engine: Engine, record: RunRecord) -> None:
+        self._ledger = ledger
+        self._engine = engine
+        self.record = record
+
+    @property
+    def run_id(self) -> str:
+        return self._engine.run_id
+
+    @property
+    def plan(self) -> tuple[str, ...] | None:
+        """The stored plan: take step names from here, not from a model after a restart."""
+        return self._engine.plan
+
+    @property
+    def fencing_token(self) -> int:
+        return self._engine.lease.token
+
+    def _call(
+        self,
+        step_id: str | None,
+        type_: StepType,
+        tool: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> tuple[Call, Callable[..., Any]]:
+        limit = self._ledger.max_payload_bytes
+        if type_ is StepType.EFFECT:
+            if not isinstance(tool, Tool):
+                raise NotATool(
+                    f"{tool!r} is not an oncelog tool; declare it with @ledger.tool(kind=...)",
+                    run_id=self.run_id,
+                    step_id=step_id,
+                )
+            if tool.is_async and not isinstance(self, AsyncRun):
+                raise UsageError(
+                    f"tool {tool.spec.name!r} is a coroutine function; run it inside "
+                    "`async with ledger.run(...)` and `await run.effect(...)`",
+                    run_id=self.run_id,
+                    step_id=step_id,
+                )
+            spec = tool.spec
+            return Call(
+                step_id,
+                type_,
+                spec.name,
+                spec.kind.value,
+                spec.kind.idempotent,
+                spec.drift,
+                spec.refusals,
+                encode_args(args, kwargs, limit),
+            ), tool.fn
+        name = getattr(tool, "__qualname__", type(tool).__qualname__)
+        kind = "llm" if type_ is StepType.LLM else "read"
+        drift = "warn"
+        return Call(
+            step_id, type_, name, kind, True, drift, (), encode_args(args, kwargs, limit)
+        ), tool
+
+    @staticmethod
+    def _kwargs_for(pending: Pending, tool: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(tool, Tool) and tool.spec.takes_key:
+            return {**kwargs, "idempotency_key": pending.step.key}
+        return kwargs
+
+    def _sync_step(
+        self,
+        step_id: str | None,
+        type_: StepType,
+        tool: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        call, fn = self._call(step_id, type_, tool, args, kwargs)
+        seq = self._engine.cursor.position()
+        got = self._engine.prepare(seq, call)
+        if isinstance(got, Replayed):
+            return got.value
+        try:
+            result = fn(*args, **self._kwargs_for(got, tool, kwargs))
+        except Exception as exc:
+            raise self._failed(got, exc) from exc
+        return self._engine.complete(got, result)
+
+    def _failed(self, pending: Pending, exc: Exception) -> Exception:
+        err = self._engine.fail(pending, exc)
+        if err is exc:
+            # Re-raising the tool's own exception: keep its traceback, add no cause.
+            raise exc
+        return err
+
+    def _close(self, exc: BaseException | None) -> None:
+        """Record how the run ended and release its lease."""
+        engine = self._engine
+        divergence = None
+        if exc is None:
+            try:
+                engine.cursor.check_fully_replayed()
+            except ReplayDivergence as found:
+                exc = divergence = found
+        status, reason = _ending(exc)
+        try:
+            if not isinstance(exc, LeaseLost):
+                engine.store.finish(engine.lease, status, reason)
+        except RunStopped:
+            pass  # another worker owns the run now; there is nothing of ours to release
+        except OnceLogError:
+            if exc is None:
+                raise
+            # The store failing must not hide why the run stopped; the lease expires.
+        finally:
+            leases.forget(engine.lease.owner)
+        if divergence is not None:
+            raise divergence
+
+
+def _ending(exc: BaseException | None) -> tuple[RunStatus, str | None]:
+    if exc is None:
+        return RunStatus.COMPLETED, None
+    if isinstance(exc, NeedsPerson):
+        return RunStatus.HALTED, str(exc)
+    if isinstance(exc, Exception):
+        return RunStatus.FAILED, f"{type(exc).__name__}: {exc}"
+    # KeyboardInterrupt, SystemExit, cancellation: the run can be resumed at once.
+    return RunStatus.RUNNING, f"interrupted by {type(exc).__name__}"
+
+
+class Run(_Steps):
+    """A run driven by synchronous code."""
+
+    def effect(self, step_id: str | None, tool: Tool[..., R], /, *args: Any, **kwargs: Any) -> R:
+        """Run ``tool`` once for this step; on replay return its recorded result.
+
+        ``step_id`` is a stable name (ideally from the stored plan) or None for the
+        position of the call in the run. The tool receives ``idempotency_key``."""
+        result: R = self._sync_step(step_id, StepType.EFFECT, tool, args, kwargs)
+        return result
+
+    def read(self, step_id: str | None, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
+        """A query: recorded so that replay sees what the first run saw."""
+        result: R = self._sync_step(step_id, StepType.READ, fn, args, kwargs)
+        return result
+
+    def llm(self, step_id: str | None, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
+        """A model call: its response and token usage are recorded; replay costs no tokens."""
+        result: R = self._sync_step(step_id, StepType.LLM, fn, args, kwargs)
+        return result
+
+
+class AsyncRun(_Steps):
+    """A run driven by asyncio code. Tools may be coroutine functions or plain ones."""
+
+    async def _async_step(
+        self,
+        step_id: str | None,
+        type_: StepType,
+        tool: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        call, fn = self._call(step_id, type_, tool, args, kwargs)
+        seq = self._engine.cursor.position()
+        got = await asyncio.to_thread(self._engine.prepare, seq, call)
+        if isinstance(got, Replayed):
+            return got.value
+        try:
+            result = fn(*args, **self._kwargs_for(got, tool, kwargs))
+            if isinstance(result, Awaitable):
+                result = await result
+        except Exception as exc:
+            raise await asyncio.to_thread(self._failed, got, exc) from exc
+        return await asyncio.to_thread(self._engine.complete, got, result)
+
+    async def effect(
+        self, step_id: str | None, tool: Tool[..., Any], /, *args: Any, **kwargs: Any
+    ) -> Any:
+        return await self._async_step(step_id, StepType.EFFECT, tool, args, kwargs)
+
+    async def read(
+        self, step_id: str | None, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> Any:
+        return await self._async_step(step_id, StepType.READ, fn, args, kwargs)
+
+    async def llm(
+        self, step_id: str | None, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> Any:
+        return await self._async_step(step_id, StepType.LLM, fn, args, kwargs)
+
+
+class RunContext:
+    """What ``ledger.run(...)`` returns: enter it with ``with`` or ``async with``."""
+
+    def __init__(self, ledger: Ledger, run_id: str, options: dict[str, Any]) -> None:
+        self._ledger = ledger
+        self._run_id = run_id
+        self._options = options
+        self._run: Run | AsyncRun | None = None
+        self._token: contextvars.Token[Run | AsyncRun | None] | None = None
+
+    def __enter__(self) -> Run:
+        engine, record = self._ledger._start(self._run_id, **self._options)
+        run = Run(self._ledger, engine, record)
+        self._run, self._token = run, _current.set(run)
+        return run
+
+    def __exit__(
+        self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._exit(exc)
+
+    async def __aenter__(self) -> AsyncRun:
+        engine, record = await asyncio.to_thread(self._ledger._start, self._run_id, **self._options)
+        run = AsyncRun(self._ledger, engine, record)
+        self._run, self._token = run, _current.set(run)
+        return run
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        run, self._run = self._run, None
+        if self._token is not None:
+            _current.reset(self._token)
+        if run is not None:
+            await asyncio.to_thread(run._close, exc)
+
+    def _exit(self, exc: BaseException | None) -> None:
+        run, self._run = self._run, None
+        if self._token is not None:
+            _current.reset(self._token)
+        if run is not None:
+            run._close(exc)

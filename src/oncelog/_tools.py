@@ -1,0 +1,112 @@
+"""Tools: callables with consequences, declared once with their kind and policies."""
+
+from __future__ import annotations
+
+import enum
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, ParamSpec, TypeVar
+
+from ._exceptions import ConfigurationError, NoActiveRun
+from ._records import StepType
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Kind(str, enum.Enum):
+    """What a repeated call would do to the world; it sets the default controls."""
+
+    READ = "read"
+    UPSERT = "upsert"
+    CREATE = "create"
+    PAYMENT = "payment"
+    DESTRUCTIVE = "destructive"
+
+    @property
+    def idempotent(self) -> bool:
+        """Safe to run again when a previous attempt's outcome is unknown."""
+        return self in (Kind.READ, Kind.UPSERT)
+
+
+DriftPolicy = Literal["error", "warn"]
+KindName = Literal["read", "upsert", "create", "payment", "destructive"]
+
+
+def default_drift(kind: Kind) -> DriftPolicy:
+    return "warn" if kind.idempotent else "error"
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """How oncelog treats one tool."""
+
+    name: str
+    kind: Kind
+    refusals: tuple[type[BaseException], ...]
+    drift: DriftPolicy
+    takes_key: bool
+
+
+class Tool(Generic[P, R]):
+    """A decorated callable. Inside ``ledger.run`` a direct call is a recorded effect
+    whose step id is its position in the run; outside one it refuses to run."""
+
+    def __init__(self, fn: Callable[..., R], spec: ToolSpec) -> None:
+        self.fn = fn
+        self.spec = spec
+        functools.update_wrapper(self, fn)
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        from ._run import AsyncRun, current_run
+
+        run = current_run()
+        if run is None:
+            raise NoActiveRun(
+                f"tool {self.spec.name!r} was called outside ledger.run(...); "
+                "call tool.fn(...) to run it unguarded on purpose"
+            )
+        if isinstance(run, AsyncRun) and self.is_async:
+            # The caller awaits the returned coroutine, as it would await the tool's own.
+            pending: R = run.effect(None, self, *args, **kwargs)  # type: ignore[assignment]
+            return pending
+        result: R = run._sync_step(None, StepType.EFFECT, self, args, kwargs)
+        return result
+
+    def __repr__(self) -> str:
+        return f"<oncelog.Tool {self.spec.name} kind={self.spec.kind.value}>"
+
+
+def make_spec(
+    fn: Callable[..., Any],
+    *,
+    kind: Kind | KindName,
+    name: str | None,
+    refusals: tuple[type[BaseException], ...],
+    drift: DriftPolicy | None,
+) -> ToolSpec:
+    try:
+        kind = Kind(kind)
+    except ValueError:
+        raise ConfigurationError(
+            f"unknown tool kind {kind!r}; use one of {[k.value for k in Kind]}"
+        ) from None
+    if drift not in (None, "error", "warn"):
+        raise ConfigurationError(f"drift must be 'error' or 'warn', not {drift!r}")
+    params = inspect.signature(fn).parameters
+    takes_key = "idempotency_key" in params or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+    )
+    return ToolSpec(
+        name=name or fn.__qualname__,
+        kind=kind,
+        refusals=refusals,
+        drift=drift or default_drift(kind),
+        takes_key=takes_key,
+    )

@@ -1,0 +1,34 @@
+"""Stores hold the ledger. Open one from a URL with ``open_store``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from .._exceptions import ConfigurationError
+from ._protocol import Lease, NewStep, Outcome, Store
+from ._sqlite import SQLiteStore
+
+__all__ = ["DEFAULT_PATH", "Lease", "NewStep", "Outcome", "SQLiteStore", "Store", "open_store"]
+
+DEFAULT_PATH = Path(".oncelog") / "ledger.db"
+
+
+def open_store(url: str | None, *, durability: str = "full") -> Store:
+    """``sqlite:///relative.db``, ``sqlite:////absolute.db``, a plain path, or None for
+    ``$ONCELOG_URL`` and then ``./.oncelog/ledger.db``."""
+    url = url or os.environ.get("ONCELOG_URL") or str(DEFAULT_PATH)
+    parsed = urlparse(url)
+    if parsed.scheme in ("postgresql", "postgres"):
+        raise ConfigurationError(
+            "the PostgreSQL store is not part of this release yet; use a SQLite path"
+        )
+    if parsed.scheme == "sqlite":
+        path = unquote(parsed.path[1:] if parsed.path.startswith("/") else parsed.path)
+        if not path:
+            raise ConfigurationError(f"{url!r} names no file; e.g. sqlite:///agents.db")
+        return SQLiteStore(path, durability=durability)
+    if parsed.scheme and len(parsed.scheme) > 1:
+        raise ConfigurationError(f"unsupported ledger URL scheme {parsed.scheme!r} in {url!r}")
+    return SQLiteStore(url, durability=durability)

@@ -1,0 +1,123 @@
+"""The storage contract. Every method is one atomic transaction unless it says otherwise;
+every write that carries a ``Lease`` is refused with ``LeaseLost`` once another worker
+has taken the run over."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from .._records import JournalEntry, Resolution, RunRecord, RunStatus, StepRecord, StepState
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Proof of ownership of a run: the fencing token grows with every takeover."""
+
+    run_id: str
+    owner: str
+    token: int
+    ttl: float
+
+
+@dataclass(frozen=True)
+class NewStep:
+    """Everything known about a step before it runs."""
+
+    seq: int
+    step_id: str
+    type: str
+    tool: str
+    kind: str
+    key: str
+    args_hash: str
+    args_json: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: StepState
+    result_json: str | None = None
+    error_json: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
+class Store(Protocol):
+    durability: str
+
+    def acquire(
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        ttl: float,
+        plan: tuple[str, ...] | None,
+        replace_plan: bool,
+        create: bool,
+        owner_is_dead: OwnerCheck,
+    ) -> tuple[Lease, RunRecord]:
+        """Create the run (plan stored with it) or take it over; bump the fencing token.
+        Raises ``RunLeased`` if a live owner holds an unexpired lease, ``UnknownRun`` if
+        ``create`` is false and it does not exist, ``PlanMismatch`` on another plan."""
+        ...
+
+    def steps(self, run_id: str, from_seq: int, limit: int) -> list[StepRecord]:
+        """Recorded steps at positions ``>= from_seq``, in order (a read, no lock)."""
+        ...
+
+    def write_intent(self, lease: Lease, step: NewStep, previous: StepState | None) -> int:
+        """Record that the step is about to run (``in_flight``); return its attempt number.
+        ``previous`` is the state it must still be in (``None``: not recorded yet)."""
+        ...
+
+    def write_outcome(self, lease: Lease, step: NewStep, attempt: int, outcome: Outcome) -> None:
+        """Record the outcome of the attempt whose intent was written."""
+        ...
+
+    def record_step(
+        self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
+    ) -> None:
+        """Intent and outcome in one commit, for steps without external consequences."""
+        ...
+
+    def mark_unknown(self, lease: Lease, seq: int, reason: str) -> None:
+        """The step's outcome cannot be known: mark it and halt the run for a person."""
+        ...
+
+    def finish(self, lease: Lease, status: RunStatus, reason: str | None) -> None:
+        """Set the run's status and release the lease (the token is kept)."""
+        ...
+
+    def resolve(
+        self,
+        run_id: str,
+        step_id: str,
+        resolution: Resolution,
+        *,
+        result_json: str | None,
+        by: str,
+        note: str | None,
+    ) -> StepRecord:
+        """A person's decision on an effect in doubt. Fences off any current owner."""
+        ...
+
+    def get_run(self, run_id: str) -> RunRecord: ...
+
+    def list_runs(self, status: RunStatus | None, limit: int) -> list[RunRecord]: ...
+
+    def get_step(self, run_id: str, step_id: str) -> StepRecord: ...
+
+    def steps_in_doubt(self, limit: int) -> list[StepRecord]:
+        """Effects recorded ``in_flight`` or ``unknown``, across runs."""
+        ...
+
+    def journal(self, run_id: str | None, after_id: int, limit: int) -> list[JournalEntry]: ...
+
+    def close(self) -> None: ...
+
+
+class OwnerCheck(Protocol):
+    def __call__(self, owner: str) -> bool:
+        """True if the process named by ``owner`` is certainly gone."""
+        ...
