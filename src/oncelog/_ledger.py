@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from . import _leases as leases
 from ._effects import Engine
@@ -21,7 +21,8 @@ from ._serialization import encode
 from ._tools import DriftPolicy, Kind, KindName, Tool, make_spec
 from .stores import Store, open_store
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 PlanArg = Sequence[str] | Callable[[], Sequence[str]] | None
 
@@ -51,14 +52,14 @@ class Ledger:
         name: str | None = None,
         refusals: tuple[type[BaseException], ...] = (),
         drift: DriftPolicy | None = None,
-    ) -> Callable[[Callable[..., Any]], Tool[..., Any]]:
+    ) -> Callable[[Callable[P, R]], Tool[P, R]]:
         """Declare a tool. ``name`` defaults to the function's qualified name and is part
         of the idempotency key, so keep it stable. ``refusals`` are the exceptions that
         mean the provider definitely did not act; any other exception leaves the outcome
         unknown. ``drift`` is what to do when a recorded step is asked again with other
         arguments: ``error`` (default for create, payment, destructive) or ``warn``."""
 
-        def declare(fn: Callable[..., Any]) -> Tool[..., Any]:
+        def declare(fn: Callable[P, R]) -> Tool[P, R]:
             return Tool(fn, make_spec(fn, kind=kind, name=name, refusals=refusals, drift=drift))
 
         return declare

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -195,18 +195,32 @@ class Run(_Steps):
 
 
 class AsyncRun(_Steps):
-    """A run driven by asyncio code. Tools may be coroutine functions or plain ones."""
+    """A run driven by asyncio code. Tools may be coroutine functions or plain ones.
 
-    async def _async_step(
+    Each method takes its position when called, not when awaited, so steps started
+    together (``asyncio.gather``) keep the order in which the code asked for them."""
+
+    def _async_step(
         self,
         step_id: str | None,
         type_: StepType,
         tool: Any,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-    ) -> Any:
+    ) -> Coroutine[Any, Any, Any]:
         call, fn = self._call(step_id, type_, tool, args, kwargs)
         seq = self._engine.cursor.position()
+        return self._run_step(seq, call, fn, tool, args, kwargs)
+
+    async def _run_step(
+        self,
+        seq: int,
+        call: Call,
+        fn: Callable[..., Any],
+        tool: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
         got = await asyncio.to_thread(self._engine.prepare, seq, call)
         if isinstance(got, Replayed):
             return got.value
@@ -218,20 +232,21 @@ class AsyncRun(_Steps):
             raise await asyncio.to_thread(self._failed, got, exc) from exc
         return await asyncio.to_thread(self._engine.complete, got, result)
 
-    async def effect(
+    def effect(
         self, step_id: str | None, tool: Tool[..., Any], /, *args: Any, **kwargs: Any
-    ) -> Any:
-        return await self._async_step(step_id, StepType.EFFECT, tool, args, kwargs)
+    ) -> Coroutine[Any, Any, Any]:
+        """Await to run ``tool`` once for this step; see ``Run.effect``."""
+        return self._async_step(step_id, StepType.EFFECT, tool, args, kwargs)
 
-    async def read(
+    def read(
         self, step_id: str | None, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
-    ) -> Any:
-        return await self._async_step(step_id, StepType.READ, fn, args, kwargs)
+    ) -> Coroutine[Any, Any, Any]:
+        return self._async_step(step_id, StepType.READ, fn, args, kwargs)
 
-    async def llm(
+    def llm(
         self, step_id: str | None, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
-    ) -> Any:
-        return await self._async_step(step_id, StepType.LLM, fn, args, kwargs)
+    ) -> Coroutine[Any, Any, Any]:
+        return self._async_step(step_id, StepType.LLM, fn, args, kwargs)
 
 
 class RunContext:

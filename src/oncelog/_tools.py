@@ -63,7 +63,8 @@ class Tool(Generic[P, R]):
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.fn)
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+    def __call__(self, *args: Any, **kwargs: Any) -> R:
+        # Not P: the caller leaves out ``idempotency_key``, which oncelog supplies.
         from ._run import AsyncRun, current_run
 
         run = current_run()

@@ -10,7 +10,7 @@ from typing import Any
 
 from . import _leases as leases
 from ._ledger import Ledger, open
-from ._run import AsyncRun, Run
+from ._run import AsyncRun, Run, _current, current_run
 
 
 @contextmanager
@@ -28,3 +28,5 @@ def abandon(run: Run | AsyncRun) -> None:
     """Forget ``run`` as a crash would: no outcome, no release. The next ``ledger.run``
     of the same id in this process takes it over at once, as a restarted process would."""
     leases.forget(run._engine.lease.owner)
+    if current_run() is run:
+        _current.set(None)

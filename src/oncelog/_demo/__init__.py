@@ -1,0 +1,1 @@
+"""``oncelog demo``: the incident the project exists to prevent, reproduced and fixed."""

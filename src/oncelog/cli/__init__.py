@@ -1,0 +1,22 @@
+"""The ``oncelog`` command: thin commands over the library API."""
+
+from __future__ import annotations
+
+import click
+
+from ._demo import demo
+from ._runs import resolve, runs, show, unknown
+
+
+@click.group()
+@click.version_option(package_name="oncelog")
+def cli() -> None:
+    """Exactly-once side effects for AI agents: inspect runs, resolve effects in doubt."""
+
+
+for command in (demo, runs, show, unknown, resolve):
+    cli.add_command(command)
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,49 @@
+"""Options shared by the commands."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+
+import oncelog
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def db_option(fn: F) -> F:
+    decorated: F = click.option(
+        "--db",
+        "db",
+        envvar="ONCELOG_URL",
+        default=None,
+        metavar="URL",
+        help="Ledger path or URL (default: $ONCELOG_URL, else ./.oncelog/ledger.db).",
+    )(fn)
+    return decorated
+
+
+def json_option(fn: F) -> F:
+    decorated: F = click.option(
+        "--json", "as_json", is_flag=True, help="Print JSON instead of a table."
+    )(fn)
+    return decorated
+
+
+@contextmanager
+def opened(db: str | None) -> Iterator[oncelog.Ledger]:
+    """Open the ledger; turn oncelog errors into a message and exit code 1 (or 2 for usage)."""
+    try:
+        with oncelog.open(db) as ledger:
+            yield ledger
+    except oncelog.UsageError as exc:
+        raise click.UsageError(str(exc)) from exc
+    except oncelog.OnceLogError as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
+
+
+def emit(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))

@@ -1,0 +1,126 @@
+"""Listing runs and steps, and resolving effects whose outcome is unknown."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from typing import Any
+
+import click
+
+import oncelog
+
+from ._options import db_option, emit, json_option, opened
+
+
+def _when(ts: float | None) -> str:
+    return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def _step_row(step: oncelog.StepRecord) -> dict[str, Any]:
+    row = dataclasses.asdict(step)
+    row.update(type=step.type.value, state=step.state.value)
+    return row
+
+
+@click.command()
+@click.option("--status", type=click.Choice([s.value for s in oncelog.RunStatus]))
+@click.option("--limit", default=100, show_default=True)
+@db_option
+@json_option
+def runs(status: str | None, limit: int, db: str | None, as_json: bool) -> None:
+    """List runs, most recently updated first."""
+    with opened(db) as ledger:
+        found = ledger.runs(status, limit=limit)
+    if as_json:
+        emit([{**dataclasses.asdict(r), "status": r.status.value} for r in found])
+        return
+    for r in found:
+        click.echo(
+            f"{r.run_id:<30} {r.status.value:<10} {r.next_seq:>5} steps  "
+            f"{_when(r.updated_at)}  {r.reason or ''}"
+        )
+
+
+@click.command()
+@click.argument("run_id")
+@db_option
+@json_option
+def show(run_id: str, db: str | None, as_json: bool) -> None:
+    """A run's timeline: every step with its state, key, attempts and result."""
+    with opened(db) as ledger:
+        run = ledger.get_run(run_id)
+        steps = ledger.steps(run_id)
+    if as_json:
+        emit(
+            {
+                "run": {**dataclasses.asdict(run), "status": run.status.value},
+                "steps": [_step_row(s) for s in steps],
+            }
+        )
+        return
+    click.echo(f"run {run.run_id}: {run.status.value}" + (f" ({run.reason})" if run.reason else ""))
+    if run.plan:
+        click.echo(f"plan: {', '.join(run.plan)}")
+    for s in steps:
+        click.echo(
+            f"{s.seq:>4} {s.step_id:<20} {s.type.value:<6} {s.kind:<11} "
+            f"{s.state.value:<9} x{s.attempts} {s.key}  {_when(s.started_at)}"
+        )
+        if s.result_json is not None:
+            click.echo(f"       result: {s.result_json[:200]}")
+        if s.error_json is not None:
+            click.echo(f"       error:  {s.error_json[:200]}")
+
+
+@click.command()
+@db_option
+@json_option
+def unknown(db: str | None, as_json: bool) -> None:
+    """Effects in doubt: started, with no recorded outcome. Each needs a person."""
+    with opened(db) as ledger:
+        found = ledger.in_doubt()
+    if as_json:
+        emit([_step_row(s) for s in found])
+        return
+    if not found:
+        click.echo("no effects in doubt")
+    for s in found:
+        click.echo(f"{s.run_id} {s.step_id} ({s.tool}, {s.kind}) {s.state.value} key={s.key}")
+        click.echo(f"    arguments: {s.args_json[:300]}")
+
+
+@click.command()
+@click.argument("run_id")
+@click.argument("step_id")
+@click.argument("resolution", type=click.Choice([r.value for r in oncelog.Resolution]))
+@click.option("--by", required=True, help="Who decides (recorded in the journal).")
+@click.option(
+    "--result",
+    "result_json",
+    default=None,
+    metavar="JSON",
+    help="The provider's result, for 'done'.",
+)
+@click.option("--note", default=None)
+@db_option
+def resolve(
+    run_id: str,
+    step_id: str,
+    resolution: str,
+    by: str,
+    result_json: str | None,
+    note: str | None,
+    db: str | None,
+) -> None:
+    """Decide an effect in doubt: done (it happened), not_done (run it again) or abandon."""
+    try:
+        result = None if result_json is None else json.loads(result_json)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--result") from exc
+    with opened(db) as ledger:
+        step = ledger.resolve(
+            run_id, step_id, oncelog.Resolution(resolution), by=by, result=result, note=note
+        )
+    click.echo(f"{run_id} {step_id}: {step.state.value} (by {by})")

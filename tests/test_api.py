@@ -1,0 +1,274 @@
+"""The public API's behaviour, in one process. Crash behaviour is in the kill tests."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+import oncelog
+
+
+class Declined(Exception):
+    pass
+
+
+class Provider:
+    """Counts calls per idempotency key."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def tools(
+        self, ledger: oncelog.Ledger
+    ) -> tuple[oncelog.Tool[..., dict[str, str]], oncelog.Tool[..., int]]:
+        @ledger.tool(kind="create", name="send", refusals=(Declined,))
+        def send(to: str, *, idempotency_key: str) -> dict[str, str]:
+            self.calls.append(idempotency_key)
+            if to == "declined":
+                raise Declined("card declined")
+            if to == "boom":
+                raise ConnectionError("reset by peer")
+            return {"to": to}
+
+        @ledger.tool(kind="upsert", name="put")
+        def put(value: int, *, idempotency_key: str) -> int:
+            self.calls.append(idempotency_key)
+            if value < 0:
+                raise TimeoutError("no answer")
+            return value
+
+        return send, put
+
+
+def test_replay_returns_recorded_results_without_calling(ledger: oncelog.Ledger) -> None:
+    provider = Provider()
+    send, _ = provider.tools(ledger)
+    tokens: list[int] = []
+
+    def model(prompt: str) -> dict[str, object]:
+        tokens.append(1)
+        return {"text": prompt.upper(), "usage": {"input_tokens": 7, "output_tokens": 2}}
+
+    results = []
+    for _ in range(3):
+        with ledger.run("r", plan=["think", "mail"]) as run:
+            text = run.llm("think", model, "hi")["text"]
+            results.append(run.effect("mail", send, to=text))
+    assert results == [{"to": "HI"}] * 3
+    assert len(provider.calls) == 1
+    assert len(tokens) == 1
+    think = ledger.steps("r")[0]
+    assert (think.tokens_in, think.tokens_out) == (7, 2)
+    assert ledger.get_run("r").status is oncelog.RunStatus.COMPLETED
+
+
+def test_key_depends_on_run_step_and_tool_only(ledger: oncelog.Ledger) -> None:
+    provider = Provider()
+    send, _ = provider.tools(ledger)
+    with ledger.run("r1") as run:
+        run.effect("a", send, to="x")
+    with ledger.run("r2") as run:
+        run.effect("a", send, to="completely different payload")
+    assert provider.calls == [
+        oncelog.idempotency_key("r1", "a", send.spec.name),
+        oncelog.idempotency_key("r2", "a", send.spec.name),
+    ]
+    assert oncelog.idempotency_key("r1", "a", "t") == oncelog.idempotency_key("r1", "a", "t")
+    assert oncelog.idempotency_key("r1", "a", "t") != oncelog.idempotency_key("r1", "b", "t")
+
+
+def test_live_call_returns_what_replay_will_return(ledger: oncelog.Ledger) -> None:
+    @ledger.tool(kind="read")
+    def pair(*, idempotency_key: str) -> tuple[int, int]:
+        return (1, 2)
+
+    with ledger.run("r") as run:
+        live: object = run.effect("p", pair)
+    with ledger.run("r") as run:
+        replayed: object = run.effect("p", pair)
+    assert live == replayed == [1, 2]
+
+
+def test_refusal_is_recorded_and_replayed(ledger: oncelog.Ledger) -> None:
+    provider = Provider()
+    send, _ = provider.tools(ledger)
+    for _ in range(2):
+        with ledger.run("r") as run, pytest.raises(oncelog.EffectRefused) as refused:
+            run.effect("pay", send, to="declined")
+        assert refused.value.error_type == "Declined"
+        assert refused.value.step_id == "pay"
+    assert len(provider.calls) == 1
+    assert ledger.steps("r")[0].state is oncelog.StepState.FAILED
+
+
+def test_unexpected_error_of_a_create_halts_for_a_person(ledger: oncelog.Ledger) -> None:
+    provider = Provider()
+    send, _ = provider.tools(ledger)
+    with pytest.raises(oncelog.AmbiguousOutcome) as halted, ledger.run("r") as run:
+        run.effect("mail", send, to="boom")
+    assert halted.value.exit_code == oncelog.EXIT_HALTED
+    assert isinstance(halted.value.__cause__, ConnectionError)
+    assert ledger.get_run("r").status is oncelog.RunStatus.HALTED
+    with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("r") as run:
+        run.effect("mail", send, to="boom")
+    assert len(provider.calls) == 1
+    ledger.resolve("r", "mail", "not_done", by="alice")
+    with ledger.run("r") as run:
+        assert run.effect("mail", send, to="fixed") == {"to": "fixed"}
+    assert provider.calls[0] == provider.calls[1]  # the retry kept its key
+    assert ledger.steps("r")[0].attempts == 2
+
+
+def test_idempotent_kind_reruns_after_an_error_with_the_same_key(
+    ledger: oncelog.Ledger,
+) -> None:
+    provider = Provider()
+    _, put = provider.tools(ledger)
+    with pytest.raises(TimeoutError), ledger.run("r") as run:
+        run.effect("set", put, -1)
+    assert ledger.steps("r")[0].state is oncelog.StepState.NOT_DONE
+    with ledger.run("r") as run:
+        assert run.effect("set", put, 5) == 5
+    assert len(set(provider.calls)) == 1
+    assert len(provider.calls) == 2
+
+
+def test_in_flight_create_found_on_resume_is_unknown(ledger: oncelog.Ledger) -> None:
+    provider = Provider()
+    send, put = provider.tools(ledger)
+
+    class Killed(BaseException):
+        """Stands in for SIGKILL inside the call; the kill tests use the real thing."""
+
+    @ledger.tool(kind="create", name="send")
+    def dies(to: str, *, idempotency_key: str) -> None:
+        raise Killed
+
+    with pytest.raises(Killed), ledger.run("r") as run:
+        run.effect("mail", dies, to="x")
+    assert ledger.steps("r")[0].state is oncelog.StepState.IN_FLIGHT
+    with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("r") as run:
+        run.effect("mail", send, to="x")
+    assert provider.calls == []
+    [step] = ledger.in_doubt()
+    assert (step.step_id, step.state) == ("mail", oncelog.StepState.UNKNOWN)
+    ledger.resolve("r", "mail", "done", result={"to": "x"}, by="bob", note="seen in provider")
+    with ledger.run("r") as run:
+        assert run.effect("mail", send, to="x") == {"to": "x"}
+        assert run.effect("set", put, 1) == 1
+    assert len(provider.calls) == 1
+    resolved = [e for e in ledger.journal("r") if e.event == "resolved"]
+    assert resolved[0].data["by"] == "bob"
+
+
+def test_abandoned_effect_reaches_the_agent(ledger: oncelog.Ledger) -> None:
+    provider = Provider()
+    send, _ = provider.tools(ledger)
+    with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("r") as run:
+        run.effect("mail", send, to="boom")
+    ledger.resolve("r", "mail", "abandon", by="carol")
+    with ledger.run("r") as run, pytest.raises(oncelog.EffectAbandoned):
+        run.effect("mail", send, to="boom")
+    assert len(provider.calls) == 1
+
+
+def test_argument_drift(ledger: oncelog.Ledger, caplog: pytest.LogCaptureFixture) -> None:
+    provider = Provider()
+    send, put = provider.tools(ledger)
+    with ledger.run("r") as run:
+        run.effect("mail", send, to="a")
+        run.effect("set", put, 1)
+    with pytest.raises(oncelog.ArgumentDrift), ledger.run("r") as run:
+        run.effect("mail", send, to="b")
+    assert ledger.get_run("r").status is oncelog.RunStatus.HALTED
+    with caplog.at_level(logging.WARNING, "oncelog"), ledger.run("r") as run:
+        run.effect("mail", send, to="a")
+        assert run.effect("set", put, 2) == 1  # warn: the recorded result stands
+    assert "other arguments" in caplog.text
+    assert len(provider.calls) == 2
+
+
+def test_replay_divergence(ledger: oncelog.Ledger) -> None:
+    provider = Provider()
+    send, put = provider.tools(ledger)
+    with ledger.run("r") as run:
+        run.effect("mail", send, to="a")
+        run.effect("set", put, 1)
+    with pytest.raises(oncelog.ReplayDivergence) as diverged, ledger.run("r") as run:
+        run.effect("set", put, 1)
+    assert diverged.value.step_id == "set"
+    with pytest.raises(oncelog.ReplayDivergence), ledger.run("r") as run:
+        run.effect("mail", send, to="a")  # stops before the recorded "set"
+    assert len(provider.calls) == 2
+
+
+def test_direct_tool_calls_are_positional_effects(ledger: oncelog.Ledger) -> None:
+    provider = Provider()
+    send, _ = provider.tools(ledger)
+    with pytest.raises(oncelog.NoActiveRun):
+        send(to="x")
+    for _ in range(2):
+        with ledger.run("r"):
+            assert send(to="x") == {"to": "x"}
+            assert send(to="y") == {"to": "y"}
+    assert [s.step_id for s in ledger.steps("r")] == [f"{send.spec.name}@0", f"{send.spec.name}@1"]
+    assert len(provider.calls) == 2
+
+
+def test_plan_is_stored_and_guarded(ledger: oncelog.Ledger) -> None:
+    asked: list[int] = []
+
+    def make_plan() -> list[str]:
+        asked.append(1)
+        return ["a", "b"]
+
+    with ledger.run("r", plan=make_plan) as run:
+        assert run.plan == ("a", "b")
+    with ledger.run("r", plan=make_plan) as run:
+        assert run.plan == ("a", "b")
+    assert asked == [1]  # a re-plan after a restart is never asked for
+    with pytest.raises(oncelog.PlanMismatch), ledger.run("r", plan=["b", "a"]):
+        pass
+    with ledger.run("r", plan=["b", "a", "c"], replace_plan=True) as run:
+        assert run.plan == ("b", "a", "c")
+    assert [e.event for e in ledger.journal("r")].count("plan_replaced") == 1
+
+
+def test_second_live_owner_is_refused(ledger: oncelog.Ledger) -> None:
+    with ledger.run("r"):
+        with pytest.raises(oncelog.RunLeased) as leased, ledger.run("r"):
+            pass
+        assert leased.value.exit_code == oncelog.EXIT_TRY_LATER
+    with ledger.run("r") as run:
+        assert run.fencing_token == 2  # the refused attempt took nothing
+
+
+def test_agent_exception_marks_the_run_failed_and_resumable(ledger: oncelog.Ledger) -> None:
+    provider = Provider()
+    send, _ = provider.tools(ledger)
+    with pytest.raises(KeyError), ledger.run("r") as run:
+        run.effect("mail", send, to="a")
+        raise KeyError("agent bug")
+    assert ledger.get_run("r").status is oncelog.RunStatus.FAILED
+    with ledger.run("r") as run:
+        run.effect("mail", send, to="a")
+    assert ledger.get_run("r").status is oncelog.RunStatus.COMPLETED
+    assert len(provider.calls) == 1
+
+
+def test_exit_codes() -> None:
+    assert oncelog.exit_code_for(None) == 0
+    assert oncelog.exit_code_for(oncelog.AmbiguousOutcome("x")) == 3
+    assert oncelog.exit_code_for(oncelog.RunLeased("x")) == 75
+    assert oncelog.exit_code_for(ValueError()) == 1
+    with pytest.raises(SystemExit) as done:
+        oncelog.run_main(lambda: None)
+    assert done.value.code == 0
+
+    def halts() -> None:
+        raise oncelog.ReplayDivergence("x", run_id="r")
+
+    with pytest.raises(SystemExit) as halted:
+        oncelog.run_main(halts)
+    assert halted.value.code == 3
