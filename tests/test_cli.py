@@ -1,0 +1,93 @@
+"""The CLI through click's runner, against a real ledger."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import oncelog
+from oncelog.cli import cli
+
+
+@pytest.fixture
+def halted_run(db_path: str) -> str:
+    with oncelog.open(db_path) as ledger:
+
+        @ledger.tool(kind="create", name="send")
+        def send(*, idempotency_key: str) -> None:
+            raise ConnectionError("no answer")
+
+        with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("r1") as run:
+            run.effect("mail", send)
+    return db_path
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+def test_runs_show_unknown_resolve(halted_run: str) -> None:
+    code, out = invoke("runs", "--db", halted_run)
+    assert code == 0
+    assert "r1" in out
+    assert "halted" in out
+    code, out = invoke("unknown", "--db", halted_run, "--json")
+    assert code == 0
+    [step] = json.loads(out)
+    assert (step["run_id"], step["step_id"], step["state"]) == ("r1", "mail", "unknown")
+    code, out = invoke(
+        "resolve",
+        "r1",
+        "mail",
+        "done",
+        "--by",
+        "alice",
+        "--result",
+        '{"id": 7}',
+        "--db",
+        halted_run,
+    )
+    assert code == 0, out
+    code, out = invoke("show", "r1", "--db", halted_run)
+    assert code == 0
+    assert "done" in out
+    assert '{"id":7}' in out
+    with oncelog.open(halted_run) as ledger:
+        assert ledger.get_run("r1").status is oncelog.RunStatus.RUNNING
+        assert ledger.steps("r1")[0].result == {"id": 7}
+
+
+def test_errors_are_messages_with_exit_codes(halted_run: str, tmp_path: Path) -> None:
+    code, out = invoke("show", "nope", "--db", halted_run)
+    assert code == 2
+    assert "no run named 'nope'" in out
+    code, out = invoke(
+        "resolve", "r1", "mail", "done", "--by", "a", "--result", "{", "--db", halted_run
+    )
+    assert code == 2
+    assert "not JSON" in out
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a database" * 100)
+    code, out = invoke("runs", "--db", str(garbage))
+    assert code == 1
+    assert "CorruptRecord" in out
+
+
+def test_db_from_environment(halted_run: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ONCELOG_URL", f"sqlite:///{halted_run}")
+    code, out = invoke("runs", "--json")
+    assert code == 0
+    assert json.loads(out)[0]["run_id"] == "r1"
+
+
+def test_demo_shows_one_email_with_oncelog(tmp_path: Path) -> None:
+    code, out = invoke("demo", "--dir", str(tmp_path / "demo"))
+    assert code == 0, out
+    assert "ticket-1: 2  duplicate!" in out
+    assert "ticket-2: 1  once" in out
+    assert "ticket-3: 1  once" in out
+    assert "resolved by demo operator" in out

@@ -1,0 +1,47 @@
+"""The public surface is deliberate: adding or removing a name is a visible change."""
+
+from __future__ import annotations
+
+import pickle
+
+import oncelog
+
+PUBLIC = {
+    "EXIT_COMPLETED", "EXIT_HALTED", "EXIT_TRY_LATER", "EXIT_WAITING",
+    "AmbiguousOutcome", "ArgumentDrift", "AsyncRun", "ConfigurationError", "CorruptRecord",
+    "DuplicateStep", "EffectAbandoned", "EffectRefused", "InvalidPayload",
+    "InvalidResolution", "JournalEntry", "Kind", "LeaseLost", "Ledger", "NeedsPerson",
+    "NoActiveRun", "NotATool", "OnceLogError", "PayloadTooLarge", "PlanMismatch",
+    "ReplayDivergence", "Resolution", "ResultNotRecorded", "Run", "RunLeased", "RunRecord",
+    "RunStatus", "RunStopped", "SchemaTooNew", "StepError", "StepNotInPlan", "StepRecord",
+    "StepState", "StepType", "StoreError", "StoreUnavailable", "Tool", "TryLater",
+    "UnknownRun", "UnknownStep", "UnserializableValue", "UsageError", "current_run",
+    "exit_code_for", "idempotency_key", "open", "run_main",
+}  # fmt: skip
+
+
+def test_public_names_are_pinned() -> None:
+    # ruff (RUF022) keeps __all__ sorted; this pins its content.
+    assert set(oncelog.__all__) == PUBLIC
+    assert len(oncelog.__all__) == len(PUBLIC)
+    for name in oncelog.__all__:
+        value = getattr(oncelog, name)
+        assert isinstance(value, int) or value.__module__.startswith("oncelog"), name
+
+
+def test_every_error_has_one_base_and_pickles() -> None:
+    errors = [v for v in vars(oncelog).values() if isinstance(v, type) and issubclass(v, Exception)]
+    assert len(errors) > 20
+    for cls in errors:
+        assert issubclass(cls, oncelog.OnceLogError)
+        exc = cls("message", run_id="r", step_id="s", key="k")
+        copy = pickle.loads(pickle.dumps(exc))
+        assert type(copy) is cls
+        assert (copy.run_id, copy.step_id, copy.key, str(copy)) == ("r", "s", "k", str(exc))
+
+
+def test_exit_codes_follow_the_design() -> None:
+    assert oncelog.NeedsPerson.exit_code == oncelog.EXIT_HALTED == 3
+    assert oncelog.TryLater.exit_code == oncelog.EXIT_TRY_LATER == 75
+    assert oncelog.EXIT_WAITING == 4
+    assert oncelog.UsageError.exit_code == 1
