@@ -1,0 +1,71 @@
+"""The SQLite store's settings and migrations, read back from SQLite itself."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import oncelog
+from oncelog.stores import SQLiteStore, open_store
+
+
+@pytest.mark.parametrize(("durability", "synchronous"), [("full", 2), ("process", 1)])
+def test_durability_sets_and_verifies_synchronous(
+    db_path: str, durability: str, synchronous: int
+) -> None:
+    store = SQLiteStore(db_path, durability=durability)
+    try:
+        assert store._db.execute("PRAGMA synchronous").fetchone()[0] == synchronous
+        assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert store._db.execute("PRAGMA busy_timeout").fetchone()[0] > 0
+    finally:
+        store.close()
+
+
+def test_migrations_are_recorded_and_reapplied_idempotently(db_path: str) -> None:
+    for _ in range(2):
+        oncelog.open(db_path).close()
+    with sqlite3.connect(db_path) as db:
+        versions = db.execute("SELECT version FROM schema_migrations").fetchall()
+    assert versions == [(1,)]
+
+
+def test_a_newer_schema_is_refused(db_path: str) -> None:
+    oncelog.open(db_path).close()
+    with sqlite3.connect(db_path) as db:
+        db.execute("INSERT INTO schema_migrations VALUES (99, '0099_future.sql', 0)")
+    with pytest.raises(oncelog.SchemaTooNew, match="Upgrade oncelog"):
+        oncelog.open(db_path)
+
+
+def test_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    absolute = tmp_path / "a.db"
+    open_store(f"sqlite:///{absolute}").close()
+    assert absolute.exists()
+    monkeypatch.chdir(tmp_path)
+    open_store("sqlite:///relative.db").close()
+    assert (tmp_path / "relative.db").exists()
+    monkeypatch.setenv("ONCELOG_URL", str(tmp_path / "env.db"))
+    open_store(None).close()
+    assert (tmp_path / "env.db").exists()
+    monkeypatch.delenv("ONCELOG_URL")
+    open_store(None).close()
+    assert (tmp_path / ".oncelog" / "ledger.db").exists()
+    with pytest.raises(oncelog.ConfigurationError, match="not part of this release"):
+        open_store("postgresql://localhost/agents")
+    with pytest.raises(oncelog.ConfigurationError, match="unsupported"):
+        open_store("mysql://localhost/agents")
+
+
+def test_several_store_objects_share_one_file(db_path: str) -> None:
+    first, second = oncelog.open(db_path), oncelog.open(db_path)
+    try:
+        with first.run("a") as run:
+            run.read("q", lambda: 1)
+        with second.run("a") as run:
+            assert run.read("q", lambda: 2) == 1
+    finally:
+        first.close()
+        second.close()
