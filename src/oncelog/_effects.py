@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from . import _crashpoints as crashpoints
 from ._exceptions import (
@@ -25,6 +26,7 @@ from ._exceptions import (
     InvalidPayload,
     ResultNotRecorded,
     StepNotInPlan,
+    StoreUnavailable,
 )
 from ._records import StepRecord, StepState, StepType
 from ._replay import ReplayCursor, check_same_step
@@ -32,6 +34,8 @@ from ._serialization import decode, digest, encode
 from .stores._protocol import Lease, NewStep, Outcome, Store
 
 log = logging.getLogger("oncelog")
+
+T = TypeVar("T")
 
 KEY_PREFIX = "ol1_"
 
@@ -106,6 +110,24 @@ class Engine:
         self.cursor = cursor
         self.plan = plan
         self.payload_limit = payload_limit
+        self._broken: Exception | None = None
+
+    def _store(self, operation: Callable[..., T], *args: Any) -> T:
+        """Every store access of a step. Once one fails, this run takes no further step:
+        the failed step has used its position, and a retry in the same process would
+        record it one position later, under another key. A new process replays from
+        what the ledger durably holds."""
+        if self._broken is not None:
+            raise StoreUnavailable(
+                f"an earlier ledger operation of this run failed ({self._broken}); "
+                "restart the run to continue from what was recorded",
+                run_id=self.run_id,
+            )
+        try:
+            return operation(*args)
+        except Exception as exc:
+            self._broken = exc
+            raise
 
     @property
     def run_id(self) -> str:
@@ -124,7 +146,7 @@ class Engine:
             digest(call.args_json),
             call.args_json,
         )
-        record = self.cursor.recorded(seq)
+        record = self._store(self.cursor.recorded, seq)
         if record is None:
             self._check_plan(call, step_id)
             return self._go_live(step, call, None)
@@ -142,7 +164,7 @@ class Engine:
     def _go_live(self, step: NewStep, call: Call, previous: StepState | None) -> Pending:
         attempt = 0
         if call.step_type is StepType.EFFECT:
-            attempt = self.store.write_intent(self.lease, step, previous)
+            attempt = self._store(self.store.write_intent, self.lease, step, previous)
             self.cursor.advance_frontier(step.seq)
             crashpoints.reach("after_intent_commit", step.step_id)
         return Pending(step, call, attempt, previous)
@@ -170,7 +192,7 @@ class Engine:
             f"{call.kind} effect {record.step_id!r} was started (attempt {record.attempts}) "
             "but its outcome was never recorded; it may or may not have happened"
         )
-        self.store.mark_unknown(self.lease, record.seq, reason)
+        self._store(self.store.mark_unknown, self.lease, record.seq, reason)
         raise AmbiguousOutcome(reason, run_id=self.run_id, step_id=record.step_id, key=record.key)
 
     def _check_drift(self, record: StepRecord, step: NewStep, call: Call) -> None:
@@ -223,14 +245,16 @@ class Engine:
             f"{pending.call.kind} effect {step.step_id!r} raised {type(exc).__name__}: {exc}; "
             "it may or may not have happened"
         )
-        self.store.mark_unknown(self.lease, step.seq, reason)
+        self._store(self.store.mark_unknown, self.lease, step.seq, reason)
         return AmbiguousOutcome(reason, run_id=self.run_id, step_id=step.step_id, key=step.key)
 
     def _write(self, pending: Pending, outcome: Outcome) -> None:
         if pending.call.step_type is StepType.EFFECT:
-            self.store.write_outcome(self.lease, pending.step, pending.attempt, outcome)
+            self._store(
+                self.store.write_outcome, self.lease, pending.step, pending.attempt, outcome
+            )
         else:
-            self.store.record_step(self.lease, pending.step, pending.previous, outcome)
+            self._store(self.store.record_step, self.lease, pending.step, pending.previous, outcome)
             self.cursor.advance_frontier(pending.step.seq)
         crashpoints.reach("after_outcome_commit", pending.step.step_id)
 

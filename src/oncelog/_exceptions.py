@@ -27,7 +27,7 @@
     │   ├── EffectAbandoned        a person gave up on the effect
     │   └── ResultNotRecorded      the effect happened but its result could not be stored
     └── StoreError                 the ledger itself
-        ├── StoreUnavailable       cannot open, read or durably write
+        ├── StoreUnavailable       cannot open, read or durably write now (exit 75)
         ├── SchemaTooNew
         └── CorruptRecord          a stored row that does not decode
 
@@ -198,7 +198,10 @@ class StoreError(OnceLogError):
 
 
 class StoreUnavailable(StoreError):
-    pass
+    """The ledger cannot be written now (a full disk, an I/O error, a lock held too long).
+    A failed commit may or may not have reached the disk: a restart finds out."""
+
+    exit_code = 75
 
 
 class SchemaTooNew(StoreError):
