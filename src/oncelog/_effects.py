@@ -20,7 +20,6 @@ from . import _crashpoints as crashpoints
 from ._exceptions import (
     AmbiguousOutcome,
     ArgumentDrift,
-    CorruptRecord,
     EffectAbandoned,
     EffectRefused,
     InvalidPayload,
@@ -74,8 +73,13 @@ class Pending:
     previous: StepState | None
 
 
-def encode_args(args: tuple[Any, ...], kwargs: dict[str, Any], limit: int) -> str:
-    return encode({"args": list(args), "kwargs": kwargs}, what="arguments", limit=limit)
+def encode_args(
+    args: tuple[Any, ...], kwargs: dict[str, Any], limit: int, run_id: str, step_id: str | None
+) -> str:
+    try:
+        return encode({"args": list(args), "kwargs": kwargs}, what="arguments", limit=limit)
+    except InvalidPayload as exc:
+        raise type(exc)(exc.message, run_id=run_id, step_id=step_id) from None
 
 
 def _usage(result: Any) -> tuple[int, int]:
@@ -110,10 +114,11 @@ class Engine:
         self.cursor = cursor
         self.plan = plan
         self.payload_limit = payload_limit
-        self._broken: Exception | None = None
+        self._broken: StoreUnavailable | None = None
 
     def _store(self, operation: Callable[..., T], *args: Any) -> T:
-        """Every store access of a step. Once one fails, this run takes no further step:
+        """Every store access of a step. Once one cannot reach the disk, this run takes no
+        further step:
         the failed step has used its position, and a retry in the same process would
         record it one position later, under another key. A new process replays from
         what the ledger durably holds."""
@@ -125,7 +130,7 @@ class Engine:
             )
         try:
             return operation(*args)
-        except Exception as exc:
+        except StoreUnavailable as exc:
             self._broken = exc
             raise
 
@@ -176,7 +181,7 @@ class Engine:
         if state is StepState.DONE:
             if record.error_json is not None:
                 raise self._not_recorded(record)
-            return Replayed(_decoded(record))
+            return Replayed(record.result)
         if state is StepState.FAILED:
             raise self._refused(record)
         if state is StepState.ABANDONED:
@@ -276,15 +281,3 @@ class Engine:
             step_id=record.step_id,
             key=record.key,
         )
-
-
-def _decoded(record: StepRecord) -> Any:
-    try:
-        return record.result
-    except ValueError as exc:
-        raise CorruptRecord(
-            f"the recorded result does not decode: {exc}",
-            run_id=record.run_id,
-            step_id=record.step_id,
-            key=record.key,
-        ) from exc

@@ -7,7 +7,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 
 from . import _leases as leases
 from ._effects import Engine
-from ._exceptions import ConfigurationError, UnknownRun
+from ._exceptions import ConfigurationError, InvalidResolution, UnknownRun
 from ._records import (
     JournalEntry,
     Resolution,
@@ -139,7 +139,14 @@ class Ledger:
         (safe to run again, with the same key) or ``abandon``. ``by`` names the person."""
         if not by:
             raise ConfigurationError("resolve(..., by=...) must name the person deciding")
-        resolution = Resolution(resolution)
+        try:
+            resolution = Resolution(resolution)
+        except ValueError:
+            raise InvalidResolution(
+                f"{resolution!r} is not a resolution; use one of {[r.value for r in Resolution]}",
+                run_id=run_id,
+                step_id=step_id,
+            ) from None
         result_json = None
         if resolution is Resolution.DONE:
             result_json = encode(result, what="result", limit=self.max_payload_bytes)

@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from ._exceptions import CorruptRecord
 from ._serialization import decode
 
 
@@ -77,11 +78,30 @@ class StepRecord:
 
     @property
     def result(self) -> Any:
-        return None if self.result_json is None else decode(self.result_json)
+        return self._decode("result", self.result_json)
 
     @property
     def error(self) -> dict[str, Any] | None:
-        return None if self.error_json is None else dict(decode(self.error_json))
+        error = self._decode("error", self.error_json)
+        if error is not None and not isinstance(error, dict):
+            raise self._corrupt("error", "not an object")
+        return error
+
+    def _decode(self, what: str, text: str | None) -> Any:
+        if text is None:
+            return None
+        try:
+            return decode(text)
+        except ValueError as exc:
+            raise self._corrupt(what, str(exc)) from exc
+
+    def _corrupt(self, what: str, why: str) -> CorruptRecord:
+        return CorruptRecord(
+            f"the recorded {what} of step {self.step_id!r} does not decode: {why}",
+            run_id=self.run_id,
+            step_id=self.step_id,
+            key=self.key,
+        )
 
 
 @dataclass(frozen=True)

@@ -95,13 +95,20 @@ class _Steps:
                 spec.kind.idempotent,
                 spec.drift,
                 spec.refusals,
-                encode_args(args, kwargs, limit),
+                encode_args(args, kwargs, limit, self.run_id, step_id),
             ), tool.fn
         name = getattr(tool, "__qualname__", type(tool).__qualname__)
         kind = "llm" if type_ is StepType.LLM else "read"
         drift = "warn"
         return Call(
-            step_id, type_, name, kind, True, drift, (), encode_args(args, kwargs, limit)
+            step_id,
+            type_,
+            name,
+            kind,
+            True,
+            drift,
+            (),
+            encode_args(args, kwargs, limit, self.run_id, step_id),
         ), tool
 
     @staticmethod

@@ -64,9 +64,19 @@ def _json(value: Any) -> str:
     return encode(value, what="journal entry", limit=_JSON_LIMIT)
 
 
+def _plan(value: Any) -> tuple[str, ...]:
+    if (
+        not isinstance(value, list)
+        or not all(isinstance(step, str) and step for step in value)
+        or len(set(value)) != len(value)
+    ):
+        raise ValueError(f"the stored plan is not a list of distinct step ids: {value!r}")
+    return tuple(value)
+
+
 def _run_record(row: sqlite3.Row) -> RunRecord:
     try:
-        plan = None if row["plan"] is None else tuple(decode(row["plan"]))
+        plan = None if row["plan"] is None else _plan(decode(row["plan"]))
         return RunRecord(
             run_id=row["run_id"],
             status=RunStatus(row["status"]),

@@ -1,0 +1,1 @@
+"""Agent processes started by ``tests/test_race.py``."""

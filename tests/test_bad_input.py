@@ -1,0 +1,585 @@
+"""Invariant 7: bad input gets a clear, typed error and leaves the ledger consistent.
+
+Every refusal here is checked three ways: the error's type and its ``run_id``/``step_id``/
+``key`` (which must survive pickling), the provider's own call count, and the database
+file read through a separate connection (``PRAGMA integrity_check`` and every row of
+``runs``, ``steps`` and ``journal`` exactly as before).
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+import oncelog
+
+E = TypeVar("E", bound=oncelog.OnceLogError)
+Rows = tuple[tuple[Any, ...], ...]
+SendTool = oncelog.Tool[..., Any]
+
+SMALL_LIMIT = 256
+
+
+class Declined(Exception):
+    """The provider's definite refusal."""
+
+
+@dataclass
+class Provider:
+    """The outside world: it records every call it really received."""
+
+    calls: list[str] = field(default_factory=list)
+
+    def tool(self, ledger: oncelog.Ledger) -> SendTool:
+        @ledger.tool(kind="create", name="send", refusals=(Declined,))
+        def send(payload: Any, *, idempotency_key: str) -> Any:
+            self.calls.append(idempotency_key)
+            return self.answer(payload)
+
+        return send
+
+    @staticmethod
+    def answer(payload: Any) -> Any:
+        """What the provider returns: some answers cannot be recorded, on purpose."""
+        if payload == "refuse":
+            raise Declined("card declined")
+        return {
+            "set": {1, 2},
+            "nan": math.nan,
+            "int keys": {1: "one"},
+            "big": "x" * (SMALL_LIMIT * 4),
+        }.get(payload, {"sent": payload})
+
+
+# -- looking at the file from outside ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    runs: Rows
+    steps: Rows
+    journal: Rows
+
+
+def _rows(db: sqlite3.Connection, table: str, order: str) -> Rows:
+    return tuple(db.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall())
+
+
+def snapshot(db_path: str) -> Snapshot:
+    """Every row, read through a connection of its own; the file must be intact."""
+    with closing(sqlite3.connect(db_path)) as db:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        return Snapshot(
+            _rows(db, "runs", "run_id"),
+            _rows(db, "steps", "run_id, seq"),
+            _rows(db, "journal", "id"),
+        )
+
+
+def tamper(db_path: str, sql: str, *params: Any) -> None:
+    """Edit the file behind the ledger's back, as a bad migration or a bit flip would."""
+    with closing(sqlite3.connect(db_path)) as db:
+        assert db.execute(sql, params).rowcount == 1
+        db.commit()
+
+
+def assert_round_trips(exc: oncelog.OnceLogError) -> None:
+    copy = pickle.loads(pickle.dumps(exc))
+    assert type(copy) is type(exc)
+    assert (copy.message, copy.run_id, copy.step_id, copy.key) == (
+        exc.message,
+        exc.run_id,
+        exc.step_id,
+        exc.key,
+    )
+    assert (str(copy), copy.exit_code) == (str(exc), exc.exit_code)
+
+
+@contextmanager
+def refused_cleanly(db_path: str, expected: type[E]) -> Iterator[pytest.ExceptionInfo[E]]:
+    """The block raises ``expected`` and leaves every row of the ledger as it was."""
+    before = snapshot(db_path)
+    with pytest.raises(expected) as info:
+        yield info
+    assert_round_trips(info.value)
+    assert snapshot(db_path) == before
+
+
+# -- fixtures and the agent --------------------------------------------------------------
+
+
+@pytest.fixture
+def provider() -> Provider:
+    return Provider()
+
+
+@pytest.fixture
+def send(ledger: oncelog.Ledger, provider: Provider) -> SendTool:
+    return provider.tool(ledger)
+
+
+@pytest.fixture
+def small(db_path: str) -> Iterator[oncelog.Ledger]:
+    with oncelog.open(db_path, max_payload_bytes=SMALL_LIMIT) as opened:
+        yield opened
+
+
+def agent(ledger: oncelog.Ledger, send: SendTool, run_id: str) -> list[Any]:
+    """Two effects, the second refused: what it returns must be the same on every replay."""
+    with ledger.run(run_id, plan=["s1", "s2"]) as run:
+        first = run.effect("s1", send, "hello")
+        try:
+            run.effect("s2", send, "refuse")
+        except oncelog.EffectRefused as refused:
+            return [first, refused.error_type]
+    raise AssertionError("the refusal was not replayed")
+
+
+# -- values that cannot be recorded ------------------------------------------------------
+
+UNSERIALISABLE = {
+    "set": {1, 2},
+    "object": object(),
+    "nan": math.nan,
+    "infinity": [1.0, -math.inf],
+    "int keys": {1: "one"},
+    "nested int keys": {"a": [{"b": {2: "two"}}]},
+    "bytes": b"raw",
+}
+
+
+@pytest.mark.parametrize("value", UNSERIALISABLE.values(), ids=UNSERIALISABLE.keys())
+def test_unserialisable_arguments_are_refused_before_anything_is_written(
+    ledger: oncelog.Ledger, send: SendTool, provider: Provider, db_path: str, value: Any
+) -> None:
+    with ledger.run("r") as run:
+        with refused_cleanly(db_path, oncelog.UnserializableValue):
+            run.effect("mail", send, value)
+        with refused_cleanly(db_path, oncelog.UnserializableValue):
+            send(value)  # a positional effect
+        with refused_cleanly(db_path, oncelog.UnserializableValue):
+            run.read("lookup", lambda v: v, value)
+        with refused_cleanly(db_path, oncelog.UnserializableValue):
+            run.llm("think", lambda v: v, value)
+        assert provider.calls == []
+        # Nothing was recorded and no position was used: the run goes on at position 0.
+        assert run.effect("mail", send, "fixed") == {"sent": "fixed"}
+    assert [(s.seq, s.step_id) for s in ledger.steps("r")] == [(0, "mail")]
+    with ledger.run("r") as run:
+        assert run.effect("mail", send, "fixed") == {"sent": "fixed"}
+    assert len(provider.calls) == 1
+
+
+def test_an_argument_error_names_its_run_and_step(ledger: oncelog.Ledger, send: SendTool) -> None:
+    """Errors carry structured attributes (``_exceptions`` docstring): an agent with
+    fifty steps needs to know which one handed over a set."""
+    with ledger.run("r") as run, pytest.raises(oncelog.UnserializableValue) as refused:
+        run.effect("mail", send, {1, 2})
+    assert (refused.value.run_id, refused.value.step_id) == ("r", "mail")
+
+
+def test_oversized_arguments_are_refused_before_the_call(
+    small: oncelog.Ledger, provider: Provider, db_path: str
+) -> None:
+    send = provider.tool(small)
+    with small.run("r") as run:
+        with refused_cleanly(db_path, oncelog.PayloadTooLarge) as refused:
+            run.effect("mail", send, "y" * SMALL_LIMIT)
+        assert str(SMALL_LIMIT) in refused.value.message
+        with refused_cleanly(db_path, oncelog.PayloadTooLarge):
+            run.read("lookup", len, ["z"] * SMALL_LIMIT)
+        assert run.effect("mail", send, "short") == {"sent": "short"}
+    assert len(provider.calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [("big", oncelog.PayloadTooLarge), ("set", oncelog.UnserializableValue)],
+)
+def test_an_unrecordable_result_ran_once_and_never_runs_again(
+    small: oncelog.Ledger,
+    provider: Provider,
+    answer: str,
+    reason: type[oncelog.InvalidPayload],
+) -> None:
+    send = provider.tool(small)
+    for attempt in range(3):
+        with small.run("r") as run:
+            with pytest.raises(oncelog.ResultNotRecorded) as lost:
+                run.effect("mail", send, answer)
+            assert (lost.value.run_id, lost.value.step_id) == ("r", "mail")
+            assert lost.value.key == oncelog.idempotency_key("r", "mail", "send")
+            assert_round_trips(lost.value)
+            if attempt == 0:
+                assert isinstance(lost.value.__cause__, reason)
+            run.effect("next", send, "after")  # the agent may carry on
+    assert provider.calls == [
+        oncelog.idempotency_key("r", "mail", "send"),
+        oncelog.idempotency_key("r", "next", "send"),
+    ]
+    mail = small.steps("r")[0]
+    assert (mail.state, mail.attempts, mail.result_json) == (oncelog.StepState.DONE, 1, None)
+    assert mail.error is not None
+    assert reason.__name__ in mail.error["type"]
+    assert small.in_doubt() == []
+    assert small.get_run("r").status is oncelog.RunStatus.COMPLETED
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [({"s": {1}}, oncelog.UnserializableValue), ("w" * 1000, oncelog.PayloadTooLarge)],
+)
+def test_a_resolution_with_an_unrecordable_result_is_refused(
+    small: oncelog.Ledger,
+    provider: Provider,
+    db_path: str,
+    result: Any,
+    expected: type[oncelog.InvalidPayload],
+) -> None:
+    send = provider.tool(small)
+    with pytest.raises(oncelog.AmbiguousOutcome), small.run("r") as run:
+        run.effect("mail", send, "x", oops=1)  # an unexpected TypeError: unknown
+    with refused_cleanly(db_path, expected):
+        small.resolve("r", "mail", "done", by="alice", result=result)
+    assert small.steps("r")[0].state is oncelog.StepState.UNKNOWN
+
+
+# -- names that do not exist -------------------------------------------------------------
+
+
+def test_unknown_run_ids(ledger: oncelog.Ledger, send: SendTool, db_path: str) -> None:
+    agent(ledger, send, "known")
+    with refused_cleanly(db_path, oncelog.UnknownRun) as refused, ledger.run("nope", create=False):
+        pass
+    assert refused.value.run_id == "nope"
+    with refused_cleanly(db_path, oncelog.UnknownRun):
+        ledger.resolve("nope", "s1", "done", by="alice", result=1)
+    with refused_cleanly(db_path, oncelog.UnknownRun):
+        ledger.get_run("nope")
+    with refused_cleanly(db_path, oncelog.UnknownRun):
+        ledger.steps("nope")
+
+
+def test_unknown_and_settled_steps_cannot_be_resolved(
+    ledger: oncelog.Ledger, send: SendTool, db_path: str
+) -> None:
+    agent(ledger, send, "r")
+    with refused_cleanly(db_path, oncelog.UnknownStep) as unknown:
+        ledger.resolve("r", "s9", "not_done", by="alice")
+    assert (unknown.value.run_id, unknown.value.step_id) == ("r", "s9")
+    for step_id in ("s1", "s2"):  # done, refused
+        for resolution in oncelog.Resolution:
+            with refused_cleanly(db_path, oncelog.InvalidResolution) as invalid:
+                ledger.resolve("r", step_id, resolution, by="alice", result=None)
+            assert (invalid.value.run_id, invalid.value.step_id) == ("r", step_id)
+            assert invalid.value.key == oncelog.idempotency_key("r", step_id, "send")
+
+
+def test_a_resolution_that_does_not_exist_is_a_typed_error(
+    ledger: oncelog.Ledger, send: SendTool, provider: Provider, db_path: str
+) -> None:
+    with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("r") as run:
+        run.effect("mail", send, "x", oops=1)
+    with refused_cleanly(db_path, oncelog.UsageError):
+        ledger.resolve("r", "mail", "maybe", by="alice")  # type: ignore[arg-type]
+
+
+# -- rows damaged behind the ledger's back -----------------------------------------------
+
+
+def assert_others_unaffected(ledger: oncelog.Ledger, send: SendTool, provider: Provider) -> None:
+    calls = len(provider.calls)
+    assert agent(ledger, send, "healthy") == [{"sent": "hello"}, "Declined"]
+    assert len(provider.calls) == calls  # replayed, not re-run
+    assert agent(ledger, send, "fresh") == [{"sent": "hello"}, "Declined"]
+    assert len(provider.calls) == calls + 2
+
+
+def assert_only_appended(before: Snapshot, after: Snapshot) -> None:
+    """The damaged row is left for a person to see: not repaired, not rewritten."""
+    assert after.steps == before.steps
+    assert after.journal[: len(before.journal)] == before.journal
+
+
+@pytest.fixture
+def two_runs(ledger: oncelog.Ledger, send: SendTool, provider: Provider) -> Provider:
+    for run_id in ("damaged", "healthy"):
+        agent(ledger, send, run_id)
+    assert len(provider.calls) == 4
+    return provider
+
+
+def test_a_result_that_does_not_decode(
+    ledger: oncelog.Ledger, send: SendTool, two_runs: Provider, db_path: str
+) -> None:
+    tamper(db_path, "UPDATE steps SET result = '{\"sent\": ' WHERE run_id = 'damaged' AND seq = 0")
+    before = snapshot(db_path)
+    with pytest.raises(oncelog.CorruptRecord) as corrupt:
+        agent(ledger, send, "damaged")
+    assert (corrupt.value.run_id, corrupt.value.step_id) == ("damaged", "s1")
+    assert_round_trips(corrupt.value)
+    assert len(two_runs.calls) == 4  # never "re-run because the result is unreadable"
+    assert_only_appended(before, snapshot(db_path))
+    assert_others_unaffected(ledger, send, two_runs)
+
+
+def test_a_result_that_does_not_decode_read_through_steps(
+    ledger: oncelog.Ledger, send: SendTool, two_runs: Provider, db_path: str
+) -> None:
+    """``ledger.steps`` is what a console or a person reads: the damage must be named."""
+    tamper(db_path, "UPDATE steps SET result = '{\"sent\": ' WHERE run_id = 'damaged' AND seq = 0")
+    with pytest.raises(oncelog.CorruptRecord) as corrupt:
+        [record.result for record in ledger.steps("damaged")]
+    assert (corrupt.value.run_id, corrupt.value.step_id) == ("damaged", "s1")
+
+
+def test_a_refusal_that_does_not_decode(
+    ledger: oncelog.Ledger, send: SendTool, two_runs: Provider, db_path: str
+) -> None:
+    tamper(db_path, "UPDATE steps SET error = '{oops' WHERE run_id = 'damaged' AND seq = 1")
+    before = snapshot(db_path)
+    with pytest.raises(oncelog.CorruptRecord) as corrupt:
+        agent(ledger, send, "damaged")
+    assert (corrupt.value.run_id, corrupt.value.step_id) == ("damaged", "s2")
+    assert len(two_runs.calls) == 4
+    assert_only_appended(before, snapshot(db_path))
+    assert_others_unaffected(ledger, send, two_runs)
+
+
+def test_a_state_that_does_not_exist(
+    ledger: oncelog.Ledger, send: SendTool, two_runs: Provider, db_path: str
+) -> None:
+    tamper(db_path, "UPDATE steps SET state = 'exploded' WHERE run_id = 'damaged' AND seq = 0")
+    before = snapshot(db_path)
+    for read in (
+        lambda: ledger.steps("damaged"),
+        lambda: ledger.resolve("damaged", "s1", "not_done", by="alice"),
+        lambda: agent(ledger, send, "damaged"),
+    ):
+        with pytest.raises(oncelog.CorruptRecord) as corrupt:
+            read()
+        assert (corrupt.value.run_id, corrupt.value.step_id) == ("damaged", "s1")
+        assert_round_trips(corrupt.value)
+    assert len(two_runs.calls) == 4
+    assert_only_appended(before, snapshot(db_path))
+    assert_others_unaffected(ledger, send, two_runs)
+
+
+@pytest.mark.parametrize(
+    "plan",
+    ['["s1", ', "5", "null]", '"s1s2"', '{"s1": 1, "s2": 2}', "[1, 2]", '["s1", "s1"]', '[""]'],
+)
+def test_a_plan_that_does_not_decode(
+    ledger: oncelog.Ledger, send: SendTool, two_runs: Provider, db_path: str, plan: str
+) -> None:
+    tamper(db_path, "UPDATE runs SET plan = ? WHERE run_id = 'damaged'", plan)
+    for read in (
+        lambda: ledger.get_run("damaged"),
+        lambda: agent(ledger, send, "damaged"),
+        lambda: ledger.run("damaged", plan=lambda: ["s1", "s2"]).__enter__(),
+    ):
+        with refused_cleanly(db_path, oncelog.CorruptRecord) as corrupt:
+            read()
+        assert corrupt.value.run_id == "damaged"
+    assert len(two_runs.calls) == 4
+    assert_others_unaffected(ledger, send, two_runs)
+
+
+def test_a_journal_entry_that_does_not_decode(
+    ledger: oncelog.Ledger, send: SendTool, two_runs: Provider, db_path: str
+) -> None:
+    tamper(
+        db_path,
+        "UPDATE journal SET data = 'garbage' WHERE id = "
+        "(SELECT MIN(id) FROM journal WHERE run_id = 'damaged')",
+    )
+    with refused_cleanly(db_path, oncelog.CorruptRecord) as corrupt:
+        ledger.journal("damaged")
+    assert corrupt.value.run_id == "damaged"
+    assert [e.event for e in ledger.journal("healthy")][:2] == ["run_created", "lease_acquired"]
+    assert_others_unaffected(ledger, send, two_runs)
+
+
+# -- plans and step ids ------------------------------------------------------------------
+
+
+def test_a_plan_with_duplicate_ids_is_refused(ledger: oncelog.Ledger, db_path: str) -> None:
+    for plan in (["a", "b", "a"], ["a", ""]):
+        with refused_cleanly(db_path, oncelog.ConfigurationError), ledger.run("r", plan=plan):
+            pass
+    with pytest.raises(oncelog.UnknownRun):
+        ledger.get_run("r")
+
+
+def test_another_plan_for_an_existing_run(
+    ledger: oncelog.Ledger, send: SendTool, provider: Provider, db_path: str
+) -> None:
+    agent(ledger, send, "r")
+    with (
+        refused_cleanly(db_path, oncelog.PlanMismatch) as mismatch,
+        ledger.run("r", plan=["s2", "s1"]),
+    ):
+        pass
+    assert mismatch.value.run_id == "r"
+    assert ledger.get_run("r").plan == ("s1", "s2")
+    with ledger.run("r", plan=["s1", "s2", "s3"], replace_plan=True) as run:
+        assert run.plan == ("s1", "s2", "s3")
+        assert run.effect("s1", send, "hello") == {"sent": "hello"}
+        with pytest.raises(oncelog.EffectRefused):
+            run.effect("s2", send, "refuse")
+        run.effect("s3", send, "new step")
+    replaced = [e.data for e in ledger.journal("r") if e.event == "plan_replaced"]
+    assert replaced == [{"old": ["s1", "s2"], "new": ["s1", "s2", "s3"]}]
+    assert len(provider.calls) == 3
+
+
+def test_a_step_outside_the_plan(
+    ledger: oncelog.Ledger, send: SendTool, provider: Provider, db_path: str
+) -> None:
+    with ledger.run("r", plan=["s1"]) as run:
+        with refused_cleanly(db_path, oncelog.StepNotInPlan) as outside:
+            run.effect("improvised", send, "x")
+        assert (outside.value.run_id, outside.value.step_id) == ("r", "improvised")
+        run.effect("s1", send, "x")
+    assert provider.calls == [oncelog.idempotency_key("r", "s1", "send")]
+    with ledger.run("r", plan=["s1"]) as run:  # the same code replays the same way
+        with pytest.raises(oncelog.StepNotInPlan):
+            run.effect("improvised", send, "x")
+        run.effect("s1", send, "x")
+    assert len(provider.calls) == 1
+
+
+def test_a_step_id_used_twice(
+    ledger: oncelog.Ledger, send: SendTool, provider: Provider, db_path: str
+) -> None:
+    for _ in range(2):  # the same code meets the same refusal on replay
+        with ledger.run("r") as run:
+            assert run.effect("mail", send, "first") == {"sent": "first"}
+            with refused_cleanly(db_path, oncelog.DuplicateStep) as duplicate:
+                run.effect("mail", send, "second")
+        assert (duplicate.value.run_id, duplicate.value.step_id) == ("r", "mail")
+    with ledger.run("reads") as run:
+        run.read("look", len, "first")
+        with refused_cleanly(db_path, oncelog.DuplicateStep):
+            run.read("look", len, "second")
+    assert len(provider.calls) == 1
+    [mail] = ledger.steps("r")
+    assert (mail.state, mail.result) == (oncelog.StepState.DONE, {"sent": "first"})
+
+
+# -- mistakes in the calling code --------------------------------------------------------
+
+
+def test_a_tool_called_outside_a_run(
+    ledger: oncelog.Ledger, send: SendTool, provider: Provider, db_path: str
+) -> None:
+    with refused_cleanly(db_path, oncelog.NoActiveRun):
+        send("x")
+    agent(ledger, send, "r")
+    with refused_cleanly(db_path, oncelog.NoActiveRun):  # after a run has ended, too
+        send("x")
+    assert len(provider.calls) == 2
+
+
+def test_an_undecorated_function_as_an_effect(
+    ledger: oncelog.Ledger, send: SendTool, provider: Provider, db_path: str
+) -> None:
+    with ledger.run("r") as run:
+        not_tools: tuple[Any, ...] = (send.fn, print, lambda: None)
+        for not_a_tool in not_tools:
+            with refused_cleanly(db_path, oncelog.NotATool) as refused:
+                run.effect("mail", not_a_tool)
+            assert (refused.value.run_id, refused.value.step_id) == ("r", "mail")
+        run.effect("mail", send, "x")  # no position was used up
+    assert [s.seq for s in ledger.steps("r")] == [0]
+    assert provider.calls == [oncelog.idempotency_key("r", "mail", "send")]
+
+
+def test_bogus_configuration(ledger: oncelog.Ledger, tmp_path: Path, db_path: str) -> None:
+    before = snapshot(db_path)
+    with pytest.raises(oncelog.ConfigurationError):
+        ledger.tool(kind="mutate")(print)  # type: ignore[arg-type]
+    with pytest.raises(oncelog.ConfigurationError):
+        ledger.tool(kind="create", drift="ignore")(print)  # type: ignore[arg-type]
+    for url in ("ftp://host/ledger.db", "sqlite://", "postgresql://localhost/agents"):
+        with pytest.raises(oncelog.ConfigurationError):
+            oncelog.open(url)
+    target = str(tmp_path / "other.db")
+    with pytest.raises(oncelog.ConfigurationError):
+        oncelog.open(target, durability="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(oncelog.ConfigurationError):
+        oncelog.open(target, lease_ttl=0)
+    with pytest.raises(oncelog.ConfigurationError):
+        oncelog.open(target, max_payload_bytes=-1)
+    for run_id in ("", "r" * 513, 4711):
+        with pytest.raises(oncelog.ConfigurationError):
+            ledger.run(run_id)  # type: ignore[arg-type]
+    with pytest.raises(oncelog.ConfigurationError):
+        ledger.resolve("r", "s", "done", by="")
+    assert snapshot(db_path) == before
+
+
+def test_a_file_that_is_not_a_ledger(tmp_path: Path) -> None:
+    junk = tmp_path / "notes.db"
+    junk.write_bytes(b"these are my notes, not a database\n" * 200)
+    content = junk.read_bytes()
+    with pytest.raises(oncelog.StoreError) as refused:
+        oncelog.open(str(junk))
+    assert_round_trips(refused.value)
+    assert junk.read_bytes() == content  # never "initialised" over someone's file
+    with pytest.raises(oncelog.StoreError):
+        oncelog.open(str(tmp_path))  # a directory
+
+
+def test_a_damaged_page(ledger: oncelog.Ledger, send: SendTool, db_path: str) -> None:
+    for n in range(3):
+        agent(ledger, send, f"r{n}")
+    ledger.close()
+    with closing(sqlite3.connect(db_path)) as db:
+        [(root,)] = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'steps'")
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    with open(db_path, "r+b") as f:
+        f.seek((root - 1) * page_size)
+        f.write(b"\x42" * page_size)
+
+    def open_and_read() -> None:  # the damage may show at open or at the first read
+        with oncelog.open(db_path) as reopened:
+            reopened.steps("r0")
+
+    with pytest.raises(oncelog.StoreError) as damaged:
+        open_and_read()
+    assert_round_trips(damaged.value)
+
+
+# -- the hierarchy -----------------------------------------------------------------------
+
+PUBLIC_ERRORS = [
+    obj
+    for obj in (getattr(oncelog, name) for name in oncelog.__all__)
+    if isinstance(obj, type) and issubclass(obj, BaseException)
+]
+
+
+@pytest.mark.parametrize("error", PUBLIC_ERRORS, ids=lambda e: e.__name__)
+def test_every_error_is_a_oncelog_error_and_pickles(error: type[BaseException]) -> None:
+    assert issubclass(error, oncelog.OnceLogError)
+    exc = error("it broke", run_id="r", step_id="s", key="ol1_k")
+    assert_round_trips(exc)
+    assert "run_id='r'" in str(exc)
+    assert "step_id='s'" in str(exc)
+    assert oncelog.exit_code_for(exc) == exc.exit_code
+
+
+def test_a_refusal_keeps_its_error_type_through_pickling() -> None:
+    exc = oncelog.EffectRefused("no", run_id="r", step_id="s", key="k", error_type="Declined")
+    copy = pickle.loads(pickle.dumps(exc))
+    assert copy.error_type == "Declined"
+    assert_round_trips(copy)
