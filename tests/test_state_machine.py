@@ -184,9 +184,8 @@ class EffectLifecycle(RuleBasedStateMachine):
         variables = contextvars.copy_context()
         run = variables.run(context.__enter__)
         self.session = Session(context, run, variables)
-        self.status = (
-            RunStatus.COMPLETED if self.status is RunStatus.COMPLETED else RunStatus.RUNNING
-        )
+        # Entering a run makes it running again, completed or not; only a halt stays.
+        self.status = RunStatus.HALTED if self.status is RunStatus.HALTED else RunStatus.RUNNING
         self.provider.script = deque(script)
         for step in self.program:
             if not self._visit(step):

@@ -22,28 +22,25 @@ POINTS = (
 )
 
 _hits: dict[str, int] = {}
+_parsed: dict[str, tuple[str, str | None, int]] = {}
 
 
-def _armed() -> tuple[str, str | None, int] | None:
-    spec = os.environ.get(ENV_VAR)
-    if not spec:
-        return None
-    count = 1
-    if ":" in spec:
-        spec, _, n = spec.partition(":")
-        count = int(n)
-    name, _, step = spec.partition("@")
+def _parse(spec: str) -> tuple[str, str | None, int]:
+    name, _, count = spec.partition(":")
+    name, _, step = name.partition("@")
     if name not in POINTS:
         raise ValueError(f"{ENV_VAR} names unknown crash point {name!r}; known: {POINTS}")
-    return name, step or None, count
+    return name, step or None, int(count or 1)
 
 
 def reach(point: str, step_id: str) -> None:
     """Die here, without cleanup, if the environment armed this point."""
-    armed = _armed()
-    if armed is None:
+    spec = os.environ.get(ENV_VAR)
+    if not spec:
         return
-    name, step, count = armed
+    if spec not in _parsed:
+        _parsed[spec] = _parse(spec)
+    name, step, count = _parsed[spec]
     if name != point or (step is not None and step != step_id):
         return
     _hits[point] = _hits.get(point, 0) + 1

@@ -30,6 +30,7 @@ from ._exceptions import (
 from ._records import StepRecord, StepState, StepType
 from ._replay import ReplayCursor, check_same_step
 from ._serialization import decode, digest, encode
+from ._tools import ToolSpec
 from .stores._protocol import Lease, NewStep, Outcome, Store
 
 log = logging.getLogger("oncelog")
@@ -44,18 +45,34 @@ def idempotency_key(run_id: str, step_id: str, tool: str) -> str:
     return KEY_PREFIX + digest(json.dumps([run_id, step_id, tool]))[:40]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Call:
     """One step the agent asked for."""
 
     step_id: str | None
     step_type: StepType
-    tool: str
-    kind: str
-    idempotent: bool
-    drift: str
-    refusals: tuple[type[BaseException], ...]
+    spec: ToolSpec
     args_json: str
+
+    @property
+    def tool(self) -> str:
+        return self.spec.name
+
+    @property
+    def kind(self) -> str:
+        return "llm" if self.step_type is StepType.LLM else self.spec.kind.value
+
+    @property
+    def idempotent(self) -> bool:
+        return self.spec.idempotent
+
+    @property
+    def drift(self) -> str:
+        return self.spec.drift
+
+    @property
+    def refusals(self) -> tuple[type[BaseException], ...]:
+        return self.spec.refusals
 
 
 @dataclass(frozen=True)
@@ -76,6 +93,7 @@ class Pending:
 def encode_args(
     args: tuple[Any, ...], kwargs: dict[str, Any], limit: int, run_id: str, step_id: str | None
 ) -> str:
+    """Refused before the step takes a position, so a caught error leaves no gap."""
     try:
         return encode({"args": list(args), "kwargs": kwargs}, what="arguments", limit=limit)
     except InvalidPayload as exc:
@@ -140,23 +158,20 @@ class Engine:
 
     def prepare(self, seq: int, call: Call) -> Replayed | Pending:
         step_id = call.step_id if call.step_id is not None else f"{call.tool}@{seq}"
-        key = idempotency_key(self.run_id, step_id, call.tool)
-        step = NewStep(
-            seq,
-            step_id,
-            call.step_type.value,
-            call.tool,
-            call.kind,
-            key,
-            digest(call.args_json),
-            call.args_json,
-        )
         record = self._store(self.cursor.recorded, seq)
         if record is None:
             self._check_plan(call, step_id)
-            return self._go_live(step, call, None)
-        check_same_step(record, step_id, call.tool, call.step_type.value)
-        return self._resume(record, step, call)
+            return self._go_live(self._new_step(seq, step_id, call), call, None)
+        check_same_step(record, step_id, call.tool, call.step_type)
+        return self._resume(record, call)
+
+    def _new_step(self, seq: int, step_id: str, call: Call) -> NewStep:
+        """A step about to run live; a replayed one needs neither key nor hash."""
+        return NewStep(
+            seq, step_id, call.step_type.value, call.tool, call.kind,
+            idempotency_key(self.run_id, step_id, call.tool), digest(call.args_json),
+            call.args_json,
+        )  # fmt: skip
 
     def _check_plan(self, call: Call, step_id: str) -> None:
         if self.plan is not None and call.step_id is not None and step_id not in self.plan:
@@ -174,10 +189,10 @@ class Engine:
             crashpoints.reach("after_intent_commit", step.step_id)
         return Pending(step, call, attempt, previous)
 
-    def _resume(self, record: StepRecord, step: NewStep, call: Call) -> Replayed | Pending:
+    def _resume(self, record: StepRecord, call: Call) -> Replayed | Pending:
         state = record.state
         if state in (StepState.DONE, StepState.FAILED):
-            self._check_drift(record, step, call)
+            self._check_drift(record, call)
         if state is StepState.DONE:
             if record.error_json is not None:
                 raise self._not_recorded(record)
@@ -192,7 +207,7 @@ class Engine:
                 key=record.key,
             )
         if state is StepState.NOT_DONE or call.idempotent:
-            return self._go_live(step, call, state)
+            return self._go_live(self._new_step(record.seq, record.step_id, call), call, state)
         reason = (
             f"{call.kind} effect {record.step_id!r} was started (attempt {record.attempts}) "
             "but its outcome was never recorded; it may or may not have happened"
@@ -200,12 +215,12 @@ class Engine:
         self._store(self.store.mark_unknown, self.lease, record.seq, reason)
         raise AmbiguousOutcome(reason, run_id=self.run_id, step_id=record.step_id, key=record.key)
 
-    def _check_drift(self, record: StepRecord, step: NewStep, call: Call) -> None:
-        if record.args_hash == step.args_hash:
+    def _check_drift(self, record: StepRecord, call: Call) -> None:
+        if record.args_hash == digest(call.args_json):
             return
         message = (
             f"step {record.step_id!r} was recorded with other arguments "
-            f"(recorded {record.args_json[:200]}, now {step.args_json[:200]})"
+            f"(recorded {record.args_json[:200]}, now {call.args_json[:200]})"
         )
         if call.drift == "error":
             raise ArgumentDrift(message, run_id=self.run_id, step_id=record.step_id, key=record.key)

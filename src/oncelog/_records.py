@@ -56,7 +56,7 @@ class RunRecord:
     next_seq: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepRecord:
     run_id: str
     seq: int

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 
 from ._exceptions import ReplayDivergence
-from ._records import StepRecord
+from ._records import StepRecord, StepType
 from .stores._protocol import Store
 
 PAGE = 512
@@ -63,11 +63,12 @@ class ReplayCursor:
             )
 
 
-def check_same_step(record: StepRecord, step_id: str, tool: str, step_type: str) -> None:
-    if (record.step_id, record.tool, record.type.value) != (step_id, tool, step_type):
+def check_same_step(record: StepRecord, step_id: str, tool: str, step_type: StepType) -> None:
+    if record.step_id != step_id or record.tool != tool or record.type is not step_type:
         raise ReplayDivergence(
             f"position {record.seq} records {record.type.value} step {record.step_id!r} "
-            f"({record.tool}); the code now asks for {step_type} step {step_id!r} ({tool})",
+            f"({record.tool}); the code now asks for {step_type.value} step {step_id!r} "
+            f"({tool})",
             run_id=record.run_id,
             step_id=step_id,
             key=record.key,

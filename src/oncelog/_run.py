@@ -25,7 +25,7 @@ from ._exceptions import (
     UsageError,
 )
 from ._records import RunRecord, RunStatus, StepType
-from ._tools import Tool
+from ._tools import Tool, step_spec
 
 if TYPE_CHECKING:
     from ._ledger import Ledger
@@ -71,7 +71,6 @@ class _Steps:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> tuple[Call, Callable[..., Any]]:
-        limit = self._ledger.max_payload_bytes
         if type_ is StepType.EFFECT:
             if not isinstance(tool, Tool):
                 raise NotATool(
@@ -87,29 +86,11 @@ class _Steps:
                     step_id=step_id,
                 )
             spec = tool.spec
-            return Call(
-                step_id,
-                type_,
-                spec.name,
-                spec.kind.value,
-                spec.kind.idempotent,
-                spec.drift,
-                spec.refusals,
-                encode_args(args, kwargs, limit, self.run_id, step_id),
-            ), tool.fn
-        name = getattr(tool, "__qualname__", type(tool).__qualname__)
-        kind = "llm" if type_ is StepType.LLM else "read"
-        drift = "warn"
-        return Call(
-            step_id,
-            type_,
-            name,
-            kind,
-            True,
-            drift,
-            (),
-            encode_args(args, kwargs, limit, self.run_id, step_id),
-        ), tool
+            fn: Callable[..., Any] = tool.fn
+        else:
+            spec, fn = step_spec(tool), tool
+        args_json = encode_args(args, kwargs, self._ledger.max_payload_bytes, self.run_id, step_id)
+        return Call(step_id, type_, spec, args_json), fn
 
     @staticmethod
     def _kwargs_for(pending: Pending, tool: Any, kwargs: dict[str, Any]) -> dict[str, Any]:

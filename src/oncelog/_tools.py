@@ -48,6 +48,7 @@ class ToolSpec:
     refusals: tuple[type[BaseException], ...]
     drift: DriftPolicy
     takes_key: bool
+    idempotent: bool = False
 
 
 class Tool(Generic[P, R]):
@@ -57,11 +58,8 @@ class Tool(Generic[P, R]):
     def __init__(self, fn: Callable[..., R], spec: ToolSpec) -> None:
         self.fn = fn
         self.spec = spec
+        self.is_async = inspect.iscoroutinefunction(fn)
         functools.update_wrapper(self, fn)
-
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> R:
         # Not P: the caller leaves out ``idempotency_key``, which oncelog supplies.
@@ -110,4 +108,11 @@ def make_spec(
         refusals=refusals,
         drift=drift or default_drift(kind),
         takes_key=takes_key,
+        idempotent=kind.idempotent,
     )
+
+
+def step_spec(fn: Any) -> ToolSpec:
+    """How a model call or a query is treated: recorded, and run again when in doubt."""
+    name = getattr(fn, "__qualname__", type(fn).__qualname__)
+    return ToolSpec(name, Kind.READ, (), "warn", takes_key=False, idempotent=True)

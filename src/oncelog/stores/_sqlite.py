@@ -34,96 +34,37 @@ from .._exceptions import (
     UnknownRun,
     UnknownStep,
 )
-from .._records import (
-    JournalEntry,
-    Resolution,
-    RunRecord,
-    RunStatus,
-    StepRecord,
-    StepState,
-    StepType,
-)
+from .._records import JournalEntry, Resolution, RunRecord, RunStatus, StepRecord, StepState
 from .._serialization import decode, encode
 from ._migrations import migrations
 from ._protocol import Lease, NewStep, Outcome, OwnerCheck
+from ._rows import (
+    NEXT_SEQ,
+    RUN_COLUMNS,
+    STEP_COLUMNS,
+    journal_json,
+    run_record,
+    step_record,
+    text,
+)
 
 _NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 _SYNCHRONOUS = {"full": 2, "process": 1}
-_JSON_LIMIT = 1 << 30
 _IN_DOUBT = (StepState.IN_FLIGHT.value, StepState.UNKNOWN.value)
-_RUN_COLUMNS = (
-    "run_id, status, plan, reason, created_at, updated_at, owner, fencing_token, next_seq"
-)
-_STEP_COLUMNS = (
-    "run_id, seq, step_id, type, tool, kind, key, args_hash, args, state, result, error, "
-    "attempts, tokens_in, tokens_out, started_at, finished_at"
-)
-
-
-def _json(value: Any) -> str:
-    return encode(value, what="journal entry", limit=_JSON_LIMIT)
-
-
-def _plan(value: Any) -> tuple[str, ...]:
-    if (
-        not isinstance(value, list)
-        or not all(isinstance(step, str) and step for step in value)
-        or len(set(value)) != len(value)
-    ):
-        raise ValueError(f"the stored plan is not a list of distinct step ids: {value!r}")
-    return tuple(value)
-
-
-def _run_record(row: sqlite3.Row) -> RunRecord:
-    try:
-        plan = None if row["plan"] is None else _plan(decode(row["plan"]))
-        return RunRecord(
-            run_id=row["run_id"],
-            status=RunStatus(row["status"]),
-            plan=plan,
-            reason=row["reason"],
-            created_at=float(row["created_at"]),
-            updated_at=float(row["updated_at"]),
-            owner=row["owner"],
-            fencing_token=int(row["fencing_token"]),
-            next_seq=int(row["next_seq"]),
-        )
-    except (ValueError, TypeError) as exc:
-        raise CorruptRecord(f"run row does not decode: {exc}", run_id=row["run_id"]) from exc
-
-
-def _step_record(row: sqlite3.Row) -> StepRecord:
-    try:
-        return StepRecord(
-            run_id=row["run_id"],
-            seq=int(row["seq"]),
-            step_id=row["step_id"],
-            type=StepType(row["type"]),
-            tool=row["tool"],
-            kind=row["kind"],
-            key=row["key"],
-            args_hash=row["args_hash"],
-            args_json=row["args"],
-            state=StepState(row["state"]),
-            result_json=row["result"],
-            error_json=row["error"],
-            attempts=int(row["attempts"]),
-            tokens_in=int(row["tokens_in"]),
-            tokens_out=int(row["tokens_out"]),
-            started_at=float(row["started_at"]),
-            finished_at=None if row["finished_at"] is None else float(row["finished_at"]),
-        )
-    except (ValueError, TypeError) as exc:
-        raise CorruptRecord(
-            f"step row does not decode: {exc}", run_id=row["run_id"], step_id=row["step_id"]
-        ) from exc
+_SELECT_RUN = f"SELECT {RUN_COLUMNS}, {NEXT_SEQ} FROM runs"
+_SELECT_STEP = f"SELECT {STEP_COLUMNS} FROM steps"
+_RESOLVED_STATE = {
+    Resolution.DONE: StepState.DONE,
+    Resolution.NOT_DONE: StepState.NOT_DONE,
+    Resolution.ABANDON: StepState.ABANDONED,
+}
 
 
 def _store_error(exc: sqlite3.Error, path: str) -> Exception:
-    text = str(exc)
-    if "malformed" in text or "not a database" in text:
-        return CorruptRecord(f"the ledger at {path} is damaged: {text}")
-    return StoreUnavailable(f"the ledger at {path} cannot be used: {text}")
+    message = str(exc)
+    if "malformed" in message or "not a database" in message:
+        return CorruptRecord(f"the ledger at {path} is damaged: {message}")
+    return StoreUnavailable(f"the ledger at {path} cannot be used: {message}")
 
 
 class SQLiteStore:
@@ -141,7 +82,6 @@ class SQLiteStore:
             self._db = sqlite3.connect(
                 path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
             )
-            self._db.row_factory = sqlite3.Row
             self._configure(busy_timeout)
             self._migrate()
         except sqlite3.Error as exc:
@@ -199,13 +139,11 @@ class SQLiteStore:
                 # open; roll back so the connection is usable and nothing half-done stays.
                 with suppress(sqlite3.Error):
                     self._db.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.IntegrityError):
-                    raise
-                if isinstance(exc, sqlite3.Error):
+                if isinstance(exc, sqlite3.Error) and not isinstance(exc, sqlite3.IntegrityError):
                     raise _store_error(exc, self.path) from exc
                 raise
 
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         with self._lock:
             try:
                 return self._db.execute(sql, params).fetchall()
@@ -214,26 +152,36 @@ class SQLiteStore:
 
     @staticmethod
     def _append(
-        db: sqlite3.Connection, run_id: str, seq: int | None, event: str, data: dict[str, Any]
+        db: sqlite3.Connection, run_id: str, seq: int | None, event: str, data: str
     ) -> None:
         db.execute(
             f"INSERT INTO journal (run_id, seq, event, data, at) VALUES (?, ?, ?, ?, {_NOW})",
-            (run_id, seq, event, _json(data)),
+            (run_id, seq, event, data),
         )
 
     @staticmethod
     def _fence(db: sqlite3.Connection, lease: Lease) -> None:
-        """Refuse a stale owner and extend a current one's lease, inside the write."""
-        cur = db.execute(
-            f"UPDATE runs SET lease_expires_at = {_NOW} + ?, updated_at = {_NOW} "
-            "WHERE run_id = ? AND owner = ? AND fencing_token = ?",
-            (lease.ttl, lease.run_id, lease.owner, lease.token),
-        )
-        if cur.rowcount != 1:
+        """Refuse a stale owner, inside the write transaction (which holds the write lock).
+        The lease is extended only once half of it is used, so most commits leave the
+        runs table untouched."""
+        row = db.execute(
+            f"SELECT owner, fencing_token, lease_expires_at - {_NOW} FROM runs WHERE run_id = ?",
+            (lease.run_id,),
+        ).fetchone()
+        if row is None or row[0] != lease.owner or row[1] != lease.token:
             raise LeaseLost(
                 "another worker took this run over; this worker may not write to it",
                 run_id=lease.run_id,
             )
+        if row[2] is None or row[2] < lease.ttl / 2:
+            db.execute(
+                f"UPDATE runs SET lease_expires_at = {_NOW} + ? WHERE run_id = ?",
+                (lease.ttl, lease.run_id),
+            )
+
+    def _run_row(self, db: sqlite3.Connection, run_id: str) -> RunRecord | None:
+        row = db.execute(f"{_SELECT_RUN} WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else run_record(row)
 
     # -- runs ---------------------------------------------------------------------------
 
@@ -248,67 +196,65 @@ class SQLiteStore:
         create: bool,
         owner_is_dead: OwnerCheck,
     ) -> tuple[Lease, RunRecord]:
+        plan_json = None if plan is None else encode(list(plan), what="plan", limit=1 << 24)
         with self._tx() as db:
-            row = db.execute(
-                f"SELECT {_RUN_COLUMNS}, lease_expires_at < {_NOW} AS expired "
-                "FROM runs WHERE run_id = ?",
-                (run_id,),
-            ).fetchone()
-            if row is None:
+            current = self._run_row(db, run_id)
+            if current is None:
                 if not create:
                     raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
-                plan_json = None if plan is None else _json(list(plan))
                 db.execute(
                     f"INSERT INTO runs (run_id, status, plan, created_at, updated_at) "
                     f"VALUES (?, 'running', ?, {_NOW}, {_NOW})",
                     (run_id, plan_json),
                 )
-                self._append(db, run_id, None, "run_created", {"plan": plan})
+                self._append(db, run_id, None, "run_created", journal_json(plan=plan_json))
             else:
-                current = _run_record(row)
-                holder = current.owner
-                if holder and not row["expired"] and not owner_is_dead(holder):
-                    raise RunLeased(f"run is owned by live worker {holder}", run_id=run_id)
+                self._check_holder(db, current, owner_is_dead)
                 if plan is not None and current.plan != plan:
-                    if not replace_plan and current.plan is not None:
-                        raise PlanMismatch(
-                            f"run has plan {list(current.plan)}, asked for {list(plan)}; "
-                            "pass replace_plan=True to replace it",
-                            run_id=run_id,
-                        )
-                    db.execute(
-                        "UPDATE runs SET plan = ? WHERE run_id = ?", (_json(list(plan)), run_id)
-                    )
-                    self._append(
-                        db,
-                        run_id,
-                        None,
-                        "plan_replaced",
-                        {
-                            "old": None if current.plan is None else list(current.plan),
-                            "new": list(plan),
-                        },
-                    )
+                    self._replace_plan(db, current, plan_json, replace_plan)
             db.execute(
                 f"UPDATE runs SET owner = ?, lease_expires_at = {_NOW} + ?, "
-                "fencing_token = fencing_token + 1, updated_at = " + _NOW + ", "
-                "status = CASE WHEN status = 'completed' THEN status ELSE 'running' END "
+                f"fencing_token = fencing_token + 1, updated_at = {_NOW}, "
+                # Only a person clears a halt; a completed run entered again is running
+                # until it completes again (so a completed run never holds a step in doubt).
+                "status = CASE WHEN status = 'halted' THEN status ELSE 'running' END "
                 "WHERE run_id = ?",
                 (owner, ttl, run_id),
             )
-            record = _run_record(
-                db.execute(
-                    f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
-                ).fetchone()
-            )
+            record = self._run_row(db, run_id)
+            assert record is not None
             self._append(
-                db,
-                run_id,
-                None,
-                "lease_acquired",
-                {"owner": owner, "token": record.fencing_token},
-            )
+                db, run_id, None, "lease_acquired",
+                journal_json(owner=text(owner), token=str(record.fencing_token)),
+            )  # fmt: skip
         return Lease(run_id, owner, record.fencing_token, ttl), record
+
+    @staticmethod
+    def _check_holder(db: sqlite3.Connection, current: RunRecord, gone: OwnerCheck) -> None:
+        holder = current.owner
+        if holder is None or gone(holder):
+            return
+        expired = db.execute(
+            f"SELECT lease_expires_at < {_NOW} FROM runs WHERE run_id = ?", (current.run_id,)
+        ).fetchone()[0]
+        if not expired:
+            raise RunLeased(f"run is owned by live worker {holder}", run_id=current.run_id)
+
+    def _replace_plan(
+        self, db: sqlite3.Connection, current: RunRecord, plan_json: str | None, replace: bool
+    ) -> None:
+        old = None if current.plan is None else list(current.plan)
+        if current.plan is not None and not replace:
+            raise PlanMismatch(
+                f"run has plan {old}, asked for {decode(plan_json or 'null')}; "
+                "pass replace_plan=True to replace it",
+                run_id=current.run_id,
+            )
+        db.execute("UPDATE runs SET plan = ? WHERE run_id = ?", (plan_json, current.run_id))
+        old_json = None if old is None else encode(old, what="plan", limit=1 << 24)
+        self._append(
+            db, current.run_id, None, "plan_replaced", journal_json(old=old_json, new=plan_json)
+        )
 
     def finish(self, lease: Lease, status: RunStatus, reason: str | None) -> None:
         with self._tx() as db:
@@ -318,47 +264,49 @@ class SQLiteStore:
                 f"updated_at = {_NOW} WHERE run_id = ?",
                 (status.value, reason, lease.run_id),
             )
-            self._append(db, lease.run_id, None, "run_" + status.value, {"reason": reason})
+            self._append(
+                db, lease.run_id, None, "run_" + status.value, journal_json(reason=text(reason))
+            )
 
     def get_run(self, run_id: str) -> RunRecord:
-        rows = self._read(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
+        rows = self._read(f"{_SELECT_RUN} WHERE run_id = ?", (run_id,))
         if not rows:
             raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
-        return _run_record(rows[0])
+        return run_record(rows[0])
 
     def list_runs(self, status: RunStatus | None, limit: int) -> list[RunRecord]:
         where, params = ("WHERE status = ?", (status.value,)) if status else ("", ())
         rows = self._read(
-            f"SELECT {_RUN_COLUMNS} FROM runs {where} ORDER BY updated_at DESC LIMIT ?",
-            (*params, limit),
+            f"{_SELECT_RUN} {where} ORDER BY updated_at DESC LIMIT ?", (*params, limit)
         )
-        return [_run_record(r) for r in rows]
+        return [run_record(r) for r in rows]
 
     # -- steps --------------------------------------------------------------------------
 
     def steps(self, run_id: str, from_seq: int, limit: int) -> list[StepRecord]:
         rows = self._read(
-            f"SELECT {_STEP_COLUMNS} FROM steps WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+            f"{_SELECT_STEP} WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
             (run_id, from_seq, limit),
         )
-        return [_step_record(r) for r in rows]
+        return [step_record(r) for r in rows]
 
     def get_step(self, run_id: str, step_id: str) -> StepRecord:
-        rows = self._read(
-            f"SELECT {_STEP_COLUMNS} FROM steps WHERE run_id = ? AND step_id = ?",
-            (run_id, step_id),
-        )
+        rows = self._read(f"{_SELECT_STEP} WHERE run_id = ? AND step_id = ?", (run_id, step_id))
         if not rows:
             self.get_run(run_id)
             raise UnknownStep(f"run has no step {step_id!r}", run_id=run_id, step_id=step_id)
-        return _step_record(rows[0])
+        return step_record(rows[0])
 
     def steps_in_doubt(self, limit: int) -> list[StepRecord]:
+        # A completed run has no step in doubt (completing revisits every step), so only
+        # the runs that are not completed are searched, by their primary key.
         rows = self._read(
-            f"SELECT {_STEP_COLUMNS} FROM steps WHERE state IN (?, ?) ORDER BY started_at LIMIT ?",
+            f"{_SELECT_STEP} WHERE run_id IN "
+            "(SELECT run_id FROM runs WHERE status != 'completed') "
+            "AND state IN (?, ?) ORDER BY started_at LIMIT ?",
             (*_IN_DOUBT, limit),
         )
-        return [_step_record(r) for r in rows]
+        return [step_record(r) for r in rows]
 
     def _begin_step(
         self, db: sqlite3.Connection, lease: Lease, step: NewStep, previous: StepState | None
@@ -366,73 +314,51 @@ class SQLiteStore:
         """Write the step as ``in_flight``; return its attempt number."""
         self._fence(db, lease)
         if previous is None:
+            attempt = 1
             try:
                 db.execute(
-                    f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES "
+                    f"INSERT INTO steps ({STEP_COLUMNS}) VALUES "
                     f"(?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_flight', NULL, NULL, 1, 0, 0, {_NOW}, NULL)",
-                    (
-                        lease.run_id,
-                        step.seq,
-                        step.step_id,
-                        step.type,
-                        step.tool,
-                        step.kind,
-                        step.key,
-                        step.args_hash,
-                        step.args_json,
-                    ),
-                )
+                    (lease.run_id, step.seq, step.step_id, step.type, step.tool, step.kind,
+                     step.key, step.args_hash, step.args_json),
+                )  # fmt: skip
             except sqlite3.IntegrityError as exc:
                 raise DuplicateStep(
                     f"step id {step.step_id!r} is already recorded at another position "
                     f"(asked at position {step.seq}): step ids must be unique in a run",
-                    run_id=lease.run_id,
-                    step_id=step.step_id,
-                    key=step.key,
-                ) from exc
-            db.execute(
-                "UPDATE runs SET next_seq = MAX(next_seq, ?) WHERE run_id = ?",
-                (step.seq + 1, lease.run_id),
-            )
-            attempt = 1
+                    run_id=lease.run_id, step_id=step.step_id, key=step.key,
+                ) from exc  # fmt: skip
         else:
-            cur = db.execute(
-                f"UPDATE steps SET state = 'in_flight', attempts = attempts + 1, "
-                f"args_hash = ?, args = ?, started_at = {_NOW}, finished_at = NULL, "
-                "result = NULL, error = NULL WHERE run_id = ? AND seq = ? AND state = ?",
-                (step.args_hash, step.args_json, lease.run_id, step.seq, previous.value),
-            )
-            if cur.rowcount != 1:
-                raise LeaseLost(
-                    "the step changed under this worker (resolved or taken over)",
-                    run_id=lease.run_id,
-                    step_id=step.step_id,
-                    key=step.key,
-                )
-            attempt = int(
-                db.execute(
-                    "SELECT attempts FROM steps WHERE run_id = ? AND seq = ?",
-                    (lease.run_id, step.seq),
-                ).fetchone()[0]
-            )
+            attempt = self._restart_step(db, lease, step, previous)
         self._append(
-            db,
-            lease.run_id,
-            step.seq,
-            "intent",
-            {
-                "step_id": step.step_id,
-                "type": step.type,
-                "tool": step.tool,
-                "kind": step.kind,
-                "key": step.key,
-                "args_hash": step.args_hash,
-                "args": decode(step.args_json),
-                "attempt": attempt,
-                "token": lease.token,
-            },
-        )
+            db, lease.run_id, step.seq, "intent",
+            journal_json(
+                step_id=text(step.step_id), type=text(step.type), tool=text(step.tool),
+                kind=text(step.kind), key=text(step.key), args_hash=text(step.args_hash),
+                args=step.args_json, attempt=str(attempt), token=str(lease.token),
+            ),
+        )  # fmt: skip
         return attempt
+
+    @staticmethod
+    def _restart_step(
+        db: sqlite3.Connection, lease: Lease, step: NewStep, previous: StepState
+    ) -> int:
+        cur = db.execute(
+            f"UPDATE steps SET state = 'in_flight', attempts = attempts + 1, args_hash = ?, "
+            f"args = ?, started_at = {_NOW}, finished_at = NULL, result = NULL, error = NULL "
+            "WHERE run_id = ? AND seq = ? AND state = ?",
+            (step.args_hash, step.args_json, lease.run_id, step.seq, previous.value),
+        )
+        if cur.rowcount != 1:
+            raise LeaseLost(
+                "the step changed under this worker (resolved or taken over)",
+                run_id=lease.run_id, step_id=step.step_id, key=step.key,
+            )  # fmt: skip
+        attempts: int = db.execute(
+            "SELECT attempts FROM steps WHERE run_id = ? AND seq = ?", (lease.run_id, step.seq)
+        ).fetchone()[0]
+        return attempts
 
     def _end_step(
         self, db: sqlite3.Connection, lease: Lease, seq: int, attempt: int, outcome: Outcome
@@ -441,36 +367,22 @@ class SQLiteStore:
             f"UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, tokens_out = ?, "
             f"finished_at = {_NOW} WHERE run_id = ? AND seq = ? AND attempts = ? "
             "AND state = 'in_flight'",
-            (
-                outcome.state.value,
-                outcome.result_json,
-                outcome.error_json,
-                outcome.tokens_in,
-                outcome.tokens_out,
-                lease.run_id,
-                seq,
-                attempt,
-            ),
-        )
+            (outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
+             outcome.tokens_out, lease.run_id, seq, attempt),
+        )  # fmt: skip
         if cur.rowcount != 1:
             raise LeaseLost(
                 "the step was resolved or retried by someone else while this worker ran it",
                 run_id=lease.run_id,
             )
         self._append(
-            db,
-            lease.run_id,
-            seq,
-            "outcome",
-            {
-                "state": outcome.state.value,
-                "attempt": attempt,
-                "result": None if outcome.result_json is None else decode(outcome.result_json),
-                "error": None if outcome.error_json is None else decode(outcome.error_json),
-                "tokens_in": outcome.tokens_in,
-                "tokens_out": outcome.tokens_out,
-            },
-        )
+            db, lease.run_id, seq, "outcome",
+            journal_json(
+                state=text(outcome.state.value), attempt=str(attempt),
+                result=outcome.result_json, error=outcome.error_json,
+                tokens_in=str(outcome.tokens_in), tokens_out=str(outcome.tokens_out),
+            ),
+        )  # fmt: skip
 
     def write_intent(self, lease: Lease, step: NewStep, previous: StepState | None) -> int:
         with self._tx() as db:
@@ -504,7 +416,7 @@ class SQLiteStore:
                 "WHERE run_id = ?",
                 (reason, lease.run_id),
             )
-            self._append(db, lease.run_id, seq, "unknown", {"reason": reason})
+            self._append(db, lease.run_id, seq, "unknown", journal_json(reason=text(reason)))
 
     def resolve(
         self,
@@ -516,30 +428,8 @@ class SQLiteStore:
         by: str,
         note: str | None,
     ) -> StepRecord:
-        state = {
-            Resolution.DONE: StepState.DONE,
-            Resolution.NOT_DONE: StepState.NOT_DONE,
-            Resolution.ABANDON: StepState.ABANDONED,
-        }[resolution]
         with self._tx() as db:
-            rows = db.execute(
-                f"SELECT {_STEP_COLUMNS} FROM steps WHERE run_id = ? AND step_id = ?",
-                (run_id, step_id),
-            ).fetchall()
-            if not rows:
-                if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
-                    raise UnknownStep(
-                        f"run has no step {step_id!r}", run_id=run_id, step_id=step_id
-                    )
-                raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
-            step = _step_record(rows[0])
-            if step.state.value not in _IN_DOUBT:
-                raise InvalidResolution(
-                    f"step is {step.state.value}; only an effect in doubt can be resolved",
-                    run_id=run_id,
-                    step_id=step_id,
-                    key=step.key,
-                )
+            step = self._step_in_doubt(db, run_id, step_id)
             # A person's decision is a takeover: any worker still running the step is fenced.
             db.execute(
                 "UPDATE runs SET fencing_token = fencing_token + 1, owner = NULL, "
@@ -549,34 +439,38 @@ class SQLiteStore:
             db.execute(
                 f"UPDATE steps SET state = ?, result = ?, finished_at = {_NOW} "
                 "WHERE run_id = ? AND seq = ?",
-                (state.value, result_json, run_id, step.seq),
+                (_RESOLVED_STATE[resolution].value, result_json, run_id, step.seq),
             )
-            left = db.execute(
-                "SELECT COUNT(*) FROM steps WHERE run_id = ? AND state = 'unknown'", (run_id,)
-            ).fetchone()[0]
-            if left == 0:
-                db.execute(
-                    f"UPDATE runs SET status = 'running', reason = NULL, updated_at = {_NOW} "
-                    "WHERE run_id = ? AND status = 'halted'",
-                    (run_id,),
-                )
+            db.execute(
+                f"UPDATE runs SET status = 'running', reason = NULL, updated_at = {_NOW} "
+                "WHERE run_id = ? AND status = 'halted' AND NOT EXISTS "
+                "(SELECT 1 FROM steps WHERE run_id = ? AND state = 'unknown')",
+                (run_id, run_id),
+            )
             self._append(
-                db,
-                run_id,
-                step.seq,
-                "resolved",
-                {
-                    "resolution": resolution.value,
-                    "by": by,
-                    "note": note,
-                    "result": None if result_json is None else decode(result_json),
-                },
-            )
-            row = db.execute(
-                f"SELECT {_STEP_COLUMNS} FROM steps WHERE run_id = ? AND seq = ?",
-                (run_id, step.seq),
-            ).fetchone()
-        return _step_record(row)
+                db, run_id, step.seq, "resolved",
+                journal_json(resolution=text(resolution.value), by=text(by), note=text(note),
+                             result=result_json),
+            )  # fmt: skip
+            row = db.execute(f"{_SELECT_STEP} WHERE run_id = ? AND seq = ?", (run_id, step.seq))
+            return step_record(row.fetchone())
+
+    @staticmethod
+    def _step_in_doubt(db: sqlite3.Connection, run_id: str, step_id: str) -> StepRecord:
+        row = db.execute(
+            f"{_SELECT_STEP} WHERE run_id = ? AND step_id = ?", (run_id, step_id)
+        ).fetchone()
+        if row is None:
+            if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
+                raise UnknownStep(f"run has no step {step_id!r}", run_id=run_id, step_id=step_id)
+            raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+        step = step_record(row)
+        if step.state.value not in _IN_DOUBT:
+            raise InvalidResolution(
+                f"step is {step.state.value}; only an effect in doubt can be resolved",
+                run_id=run_id, step_id=step_id, key=step.key,
+            )  # fmt: skip
+        return step
 
     # -- journal ------------------------------------------------------------------------
 
@@ -588,14 +482,14 @@ class SQLiteStore:
             (*params, limit),
         )
         out = []
-        for r in rows:
+        for entry_id, entry_run, seq, event, data, at in rows:
             try:
-                data = decode(r["data"])
+                decoded = decode(data)
             except ValueError as exc:
                 raise CorruptRecord(
-                    f"journal entry {r['id']} does not decode", run_id=r["run_id"]
+                    f"journal entry {entry_id} does not decode", run_id=entry_run
                 ) from exc
-            out.append(JournalEntry(r["id"], r["run_id"], r["seq"], r["event"], data, r["at"]))
+            out.append(JournalEntry(entry_id, entry_run, seq, event, decoded, at))
         return out
 
     def close(self) -> None:

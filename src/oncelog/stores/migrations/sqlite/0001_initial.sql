@@ -8,8 +8,7 @@ CREATE TABLE runs (
     updated_at       REAL NOT NULL,
     owner            TEXT,                       -- host|pid|start|nonce of the lease holder
     lease_expires_at REAL,
-    fencing_token    INTEGER NOT NULL DEFAULT 0, -- grows with every acquisition
-    next_seq         INTEGER NOT NULL DEFAULT 0  -- one past the highest recorded position
+    fencing_token    INTEGER NOT NULL DEFAULT 0  -- grows with every acquisition
 );
 CREATE INDEX runs_by_status ON runs (status, updated_at);
 
@@ -35,11 +34,14 @@ CREATE TABLE steps (
     PRIMARY KEY (run_id, seq),
     UNIQUE (run_id, step_id)
 ) WITHOUT ROWID;
-CREATE INDEX steps_in_doubt ON steps (state) WHERE state IN ('in_flight', 'unknown');
+-- No index on state: effects in doubt live only in runs that are not completed, found
+-- through runs_by_status, so no commit pays for a third index.
 
 -- Journal: every change above, appended in the same transaction and never rewritten.
+-- Plain INTEGER PRIMARY KEY: rows are never deleted, so ids only grow without the extra
+-- write to sqlite_sequence that AUTOINCREMENT costs every commit.
 CREATE TABLE journal (
-    id     INTEGER PRIMARY KEY AUTOINCREMENT,
+    id     INTEGER PRIMARY KEY,
     run_id TEXT NOT NULL,
     seq    INTEGER,
     event  TEXT NOT NULL,

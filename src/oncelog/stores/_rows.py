@@ -1,0 +1,85 @@
+"""Rows to records and journal entries to text, shared by every SQL store.
+
+Rows are read as plain tuples in the column order below: replaying 10,000 steps decodes
+10,000 rows, and lookups by name cost more than the rest of a replayed step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .._exceptions import CorruptRecord
+from .._records import RunRecord, RunStatus, StepRecord, StepState, StepType
+from .._serialization import decode
+
+RUN_COLUMNS = "run_id, status, plan, reason, created_at, updated_at, owner, fencing_token"
+# One past the highest recorded position: a seek on the steps primary key, not a column
+# every step would have to update.
+NEXT_SEQ = "(SELECT COALESCE(MAX(seq) + 1, 0) FROM steps WHERE steps.run_id = runs.run_id)"
+STEP_COLUMNS = (
+    "run_id, seq, step_id, type, tool, kind, key, args_hash, args, state, result, error, "
+    "attempts, tokens_in, tokens_out, started_at, finished_at"
+)
+
+
+def _plan(value: Any) -> tuple[str, ...]:
+    if (
+        not isinstance(value, list)
+        or not all(isinstance(step, str) and step for step in value)
+        or len(set(value)) != len(value)
+    ):
+        raise ValueError(f"the stored plan is not a list of distinct step ids: {value!r}")
+    return tuple(value)
+
+
+def run_record(row: Sequence[Any]) -> RunRecord:
+    """A row of ``RUN_COLUMNS`` followed by ``NEXT_SEQ``."""
+    run_id, status, plan, reason, created, updated, owner, token, next_seq = row[:9]
+    try:
+        return RunRecord(
+            run_id,
+            RunStatus(status),
+            None if plan is None else _plan(decode(plan)),
+            reason,
+            float(created),
+            float(updated),
+            owner,
+            int(token),
+            int(next_seq),
+        )
+    except (ValueError, TypeError) as exc:
+        raise CorruptRecord(f"run row does not decode: {exc}", run_id=run_id) from exc
+
+
+# Dictionaries, not Enum(value): a lookup by value through the enum machinery costs more
+# than the rest of decoding a row.
+_TYPES = {t.value: t for t in StepType}
+_STATES = {s.value: s for s in StepState}
+
+
+def step_record(row: Sequence[Any]) -> StepRecord:
+    """A row of ``STEP_COLUMNS``."""
+    step_type, state = _TYPES.get(row[3]), _STATES.get(row[9])
+    if step_type is None or state is None:
+        raise CorruptRecord(
+            f"step row does not decode: type {row[3]!r}, state {row[9]!r}",
+            run_id=row[0], step_id=row[2],
+        )  # fmt: skip
+    return StepRecord(
+        row[0], row[1], row[2], step_type, row[4], row[5], row[6], row[7], row[8], state,
+        row[10], row[11], row[12], row[13], row[14], row[15], row[16],
+    )  # fmt: skip
+
+
+def journal_json(**fields: str | None) -> str:
+    """A journal entry's canonical JSON from values that are already canonical JSON text,
+    spliced rather than decoded and encoded again (arguments and results can be large)."""
+    parts = (f"{json.dumps(k)}:{'null' if v is None else v}" for k, v in sorted(fields.items()))
+    return "{" + ",".join(parts) + "}"
+
+
+def text(value: str | None) -> str:
+    """A string as canonical JSON text, for ``journal_json``."""
+    return json.dumps(value, ensure_ascii=False)
