@@ -1,0 +1,179 @@
+"""Where a guarded effect's time goes: each SQL statement timed, and WAL pages counted."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import oncelog
+from oncelog.stores import SQLiteStore
+
+from .floor import Floor
+from .stats import NS_PER_US
+from .workload import CountingTool, EffectInput, open_guarded
+
+# Statement labels by SQL prefix, as ``stores/_sqlite.py`` writes them. An intent is
+# BEGIN, the fence, INSERT steps, INSERT journal, COMMIT; an outcome is BEGIN, the fence,
+# UPDATE steps, INSERT journal, COMMIT. The fence extends the lease only once half of it
+# is used, so "lease extension" is rare or absent.
+COMMIT_LABEL = "COMMIT (the fsync)"
+STATEMENTS = (
+    ("BEGIN", "BEGIN IMMEDIATE"),
+    ("COMMIT", COMMIT_LABEL),
+    ("SELECT owner, fencing_token", "SELECT runs: fence"),
+    ("UPDATE runs SET lease_expires_at", "UPDATE runs: lease extension"),
+    ("INSERT INTO steps", "INSERT steps: intent row"),
+    ("INSERT INTO journal", "INSERT journal: entry"),
+    ("UPDATE steps SET state", "UPDATE steps: outcome"),
+    ("INSERT INTO effects", "INSERT effects: intent row"),
+    ("UPDATE effects", "UPDATE effects: outcome"),
+)
+WAL_EFFECTS = 200  # effects whose WAL pages are counted
+
+
+class TimedConnection:
+    """Wraps a connection and adds up the time of each statement, by kind. Benchmark-only
+    instrumentation: it replaces the store's connection object, not the store's code."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self._labels: dict[str, str] = {}  # by SQL text: the store reuses its strings
+        self.ns: dict[str, int] = {}
+        self.count: dict[str, int] = {}
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        start = time.perf_counter_ns()
+        try:
+            return self._db.execute(sql, parameters)
+        finally:
+            elapsed = time.perf_counter_ns() - start
+            label = self._labels.get(sql) or self._label(sql)
+            self.ns[label] = self.ns.get(label, 0) + elapsed
+            self.count[label] = self.count.get(label, 0) + 1
+
+    def _label(self, sql: str) -> str:
+        flat = " ".join(sql.split())
+        label = next((lb for prefix, lb in STATEMENTS if flat.startswith(prefix)), flat[:48])
+        self._labels[sql] = label
+        return label
+
+    def reset(self) -> None:
+        self.ns.clear()
+        self.count.clear()
+
+    def per_effect(self, n: int) -> dict[str, tuple[float, float]]:
+        """label -> (us per effect, statements per effect), the costliest first."""
+        return {
+            label: (self.ns[label] / n / NS_PER_US, self.count[label] / n)
+            for label in sorted(self.ns, key=lambda k: -self.ns[k])
+        }
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    effects: int
+    guarded_total_us: float
+    guarded: dict[str, tuple[float, float]]  # label -> (us per effect, statements per effect)
+    floor_total_us: float
+    floor: dict[str, tuple[float, float]]
+
+
+def store_connection(ledger: oncelog.Ledger) -> sqlite3.Connection:
+    return cast(SQLiteStore, ledger.store)._db
+
+
+def time_store_statements(ledger: oncelog.Ledger) -> TimedConnection:
+    """Put a timing wrapper in place of the store's connection."""
+    timed = TimedConnection(store_connection(ledger))
+    setattr(ledger.store, "_db", timed)  # noqa: B010 (mypy: the proxy is not a Connection)
+    return timed
+
+
+def time_floor_statements(floor: Floor) -> TimedConnection:
+    timed = TimedConnection(floor.connection)
+    floor.db = timed
+    return timed
+
+
+def alternate(
+    run: oncelog.Run, tool: CountingTool, floor: Floor, items: list[EffectInput]
+) -> tuple[int, int]:
+    """Guarded and floor effects one after the other, so both see the same machine; the
+    total ns of each."""
+    guarded_ns = floor_ns = 0
+    clock = time.perf_counter_ns
+    for item in items:
+        t0 = clock()
+        run.effect(item.step_id, tool.tool, **item.kwargs)
+        t1 = clock()
+        floor.effect(item)
+        t2 = clock()
+        guarded_ns += t1 - t0
+        floor_ns += t2 - t1
+    return guarded_ns, floor_ns
+
+
+def measure_breakdown(folder: Path, n: int) -> Breakdown:
+    """Time each SQL statement of the guarded path (durability full) and of the floor."""
+    items = [EffectInput.make("breakdown", i) for i in range(2 * n)]
+    ledger, tool = open_guarded(folder / "breakdown.db")
+    timed = time_store_statements(ledger)
+    floor = Floor(folder / "breakdown-floor.db", "FULL")
+    floor_timed = time_floor_statements(floor)
+    with ledger.run("breakdown") as run:
+        alternate(run, tool, floor, items[:n])  # warm-up
+        timed.reset()
+        floor_timed.reset()
+        guarded_ns, floor_ns = alternate(run, tool, floor, items[n:])
+        # Read before the run's exit adds its own statements.
+        guarded, floor_rows = timed.per_effect(n), floor_timed.per_effect(n)
+    ledger.close()
+    floor.connection.close()
+    return Breakdown(n, guarded_ns / n / NS_PER_US, guarded, floor_ns / n / NS_PER_US, floor_rows)
+
+
+def wal_frames(path: Path, page_size: int) -> int:
+    """Frames in a WAL file that is never checkpointed (32-byte header, 24 per frame)."""
+    wal = Path(str(path) + "-wal")
+    size = wal.stat().st_size if wal.exists() else 0
+    return max(0, size - 32) // (page_size + 24)
+
+
+def guarded_wal_pages(path: Path, items: list[EffectInput]) -> tuple[float, int]:
+    """(pages per guarded effect, page size)."""
+    ledger, tool = open_guarded(path)
+    conn = store_connection(ledger)
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    with ledger.run("walcount") as run:
+        before = wal_frames(path, page_size)
+        for item in items:
+            run.effect(item.step_id, tool.tool, **item.kwargs)
+        pages = (wal_frames(path, page_size) - before) / len(items)
+    ledger.close()
+    return pages, page_size
+
+
+def floor_wal_pages(path: Path, items: list[EffectInput], page_size: int) -> float:
+    floor = Floor(path, "FULL")
+    floor.connection.execute("PRAGMA wal_autocheckpoint = 0")
+    before = wal_frames(path, page_size)
+    for item in items:
+        floor.effect(item)
+    pages = (wal_frames(path, page_size) - before) / len(items)
+    floor.connection.close()
+    return pages
+
+
+def measure_wal_pages(folder: Path, n: int = WAL_EFFECTS) -> dict[str, float]:
+    """Database pages each effect appends to the WAL (and so writes and fsyncs)."""
+    items = [EffectInput.make("walcount", i) for i in range(n)]
+    guarded, page_size = guarded_wal_pages(folder / "walcount.db", items)
+    floor = floor_wal_pages(folder / "walcount-floor.db", items, page_size)
+    return {"guarded": guarded, "floor": floor, "page_size": float(page_size)}
