@@ -2,8 +2,9 @@
 
 ``ONCELOG_CRASH_AT=after_intent_commit`` kills the process with SIGKILL the first time
 execution reaches that point; ``after_intent_commit:3`` the third time;
-``after_intent_commit@email`` the first time for step ``email``. Unset, every point
-costs one dictionary lookup.
+``after_intent_commit@email`` the first time for step ``email``. The points are the
+boundaries of effects only; model calls and reads never reach them. Unset, every point
+costs one environment lookup.
 """
 
 from __future__ import annotations

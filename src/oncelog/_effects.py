@@ -228,7 +228,8 @@ class Engine:
 
     def complete(self, pending: Pending, result: Any) -> Any:
         """Record what the call returned; hand back what replay would hand back."""
-        crashpoints.reach("after_call", pending.step.step_id)
+        if pending.call.step_type is StepType.EFFECT:  # crash points mark effect boundaries
+            crashpoints.reach("after_call", pending.step.step_id)
         try:
             result_json = encode(result, what="result", limit=self.payload_limit)
         except InvalidPayload as exc:
@@ -273,10 +274,10 @@ class Engine:
             self._store(
                 self.store.write_outcome, self.lease, pending.step, pending.attempt, outcome
             )
+            crashpoints.reach("after_outcome_commit", pending.step.step_id)
         else:
             self._store(self.store.record_step, self.lease, pending.step, pending.previous, outcome)
             self.cursor.advance_frontier(pending.step.seq)
-        crashpoints.reach("after_outcome_commit", pending.step.step_id)
 
     def _refused(self, record: StepRecord) -> EffectRefused:
         error = record.error or {}

@@ -116,7 +116,7 @@ def agent(config: Config) -> None:
             label = reply["choices"][0]["message"]["content"]
             customer = run.read("lookup", lookup_customer, "cus_1")
             results = {}
-            for step, kind in zip(steps, config.kinds):
+            for step, kind in zip(steps, config.kinds, strict=True):
                 payload = {"label": label, "to": customer["email"], "step": step, "kind": kind}
                 results[step] = run.effect(step, tools[kind], step, payload)
     print(json.dumps(results, sort_keys=True), flush=True)

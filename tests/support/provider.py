@@ -85,19 +85,29 @@ class EffectStore:
                     self._log_request(run, key, "replayed", request)
                     return "replayed", str(row[0])
             self._db.execute("BEGIN IMMEDIATE")
-            effect_id = self._db.execute(
-                "INSERT INTO effects (run, key, payload, response, intent_state, performed_at) "
-                "VALUES (?, ?, ?, '', ?, ?)",
-                (run, key, payload, intent_state, time.time()),
-            ).lastrowid
-            response = json.dumps(
-                {"effect_id": effect_id, "key": key, "payload": request.get("payload")},
-                sort_keys=True,
-            )
-            self._db.execute("UPDATE effects SET response = ? WHERE id = ?", (response, effect_id))
-            self._log_request(run, key, "performed", request)
+            try:
+                response = self._insert(run, key, payload, intent_state, request)
+            except BaseException:
+                self._db.execute("ROLLBACK")  # nothing half-performed stays behind
+                raise
             self._db.execute("COMMIT")
         return "performed", response
+
+    def _insert(
+        self, run: str, key: str, payload: str, intent_state: str | None, request: dict[str, Any]
+    ) -> str:
+        effect_id = self._db.execute(
+            "INSERT INTO effects (run, key, payload, response, intent_state, performed_at) "
+            "VALUES (?, ?, ?, '', ?, ?)",
+            (run, key, payload, intent_state, time.time()),
+        ).lastrowid
+        response = json.dumps(
+            {"effect_id": effect_id, "key": key, "payload": request.get("payload")},
+            sort_keys=True,
+        )
+        self._db.execute("UPDATE effects SET response = ? WHERE id = ?", (response, effect_id))
+        self._log_request(run, key, "performed", request)
+        return response
 
     def _log_request(self, run: str, key: str, outcome: str, request: dict[str, Any]) -> None:
         self._db.execute(
@@ -131,7 +141,10 @@ def kill_and_wait(pid: int) -> None:
     if not hasattr(os, "pidfd_open"):
         os.kill(pid, signal.SIGKILL)  # a SIGKILLed process runs no more user code
         return
-    fd = os.pidfd_open(pid)
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return  # already gone
     try:
         signal.pidfd_send_signal(fd, signal.SIGKILL)
         select.select([fd], [], [], 10.0)  # readable once the process has exited
