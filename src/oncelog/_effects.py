@@ -52,7 +52,9 @@ class Call:
     step_id: str | None
     step_type: StepType
     spec: ToolSpec
+    payload: Any  # {"args": [...], "kwargs": {...}} as given
     args_json: str
+    checked: bool  # the payload was found exactly representable in JSON
 
     @property
     def tool(self) -> str:
@@ -91,11 +93,13 @@ class Pending:
 
 
 def encode_args(
-    args: tuple[Any, ...], kwargs: dict[str, Any], limit: int, run_id: str, step_id: str | None
+    payload: Any, limit: int, run_id: str, step_id: str | None, *, exact: bool = True
 ) -> str:
-    """Refused before the step takes a position, so a caught error leaves no gap."""
+    """The arguments' canonical JSON. Checked to the letter (``exact``) before a step that
+    will run live takes its position, so a caught error leaves no gap; a step that replays
+    only needs the text for its hash, and is checked later if it turns out to run."""
     try:
-        return encode({"args": list(args), "kwargs": kwargs}, what="arguments", limit=limit)
+        return encode(payload, what="arguments", limit=limit, exact=exact)
     except InvalidPayload as exc:
         raise type(exc)(exc.message, run_id=run_id, step_id=step_id) from None
 
@@ -167,6 +171,8 @@ class Engine:
 
     def _new_step(self, seq: int, step_id: str, call: Call) -> NewStep:
         """A step about to run live; a replayed one needs neither key nor hash."""
+        if not call.checked:
+            encode_args(call.payload, self.payload_limit, self.run_id, step_id)
         return NewStep(
             seq, step_id, call.step_type.value, call.tool, call.kind,
             idempotency_key(self.run_id, step_id, call.tool), digest(call.args_json),

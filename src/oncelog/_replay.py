@@ -34,6 +34,10 @@ class ReplayCursor:
             self._next += 1
             return seq
 
+    def replaying(self) -> bool:
+        """Whether the next position may hold a recorded step."""
+        return self._next < self.frontier
+
     def recorded(self, seq: int) -> StepRecord | None:
         if seq >= self.frontier:
             return None

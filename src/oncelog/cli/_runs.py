@@ -19,7 +19,7 @@ def _when(ts: float | None) -> str:
 
 
 def _step_row(step: oncelog.StepRecord) -> dict[str, Any]:
-    row = dataclasses.asdict(step)
+    row = step._asdict()
     row.update(type=step.type.value, state=step.state.value)
     return row
 

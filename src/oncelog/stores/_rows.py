@@ -6,8 +6,8 @@ Rows are read as plain tuples in the column order below: replaying 10,000 steps 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from json.encoder import encode_basestring as quote  # the C escaper json.dumps uses
 from typing import Any
 
 from .._exceptions import CorruptRecord
@@ -67,19 +67,17 @@ def step_record(row: Sequence[Any]) -> StepRecord:
             f"step row does not decode: type {row[3]!r}, state {row[9]!r}",
             run_id=row[0], step_id=row[2],
         )  # fmt: skip
-    return StepRecord(
-        row[0], row[1], row[2], step_type, row[4], row[5], row[6], row[7], row[8], state,
-        row[10], row[11], row[12], row[13], row[14], row[15], row[16],
-    )  # fmt: skip
+    return StepRecord._make((*row[:3], step_type, *row[4:9], state, *row[10:]))
 
 
 def journal_json(**fields: str | None) -> str:
     """A journal entry's canonical JSON from values that are already canonical JSON text,
-    spliced rather than decoded and encoded again (arguments and results can be large)."""
-    parts = (f"{json.dumps(k)}:{'null' if v is None else v}" for k, v in sorted(fields.items()))
+    spliced rather than decoded and encoded again (arguments and results can be large).
+    The names are Python identifiers, so they need no escaping."""
+    parts = [f'"{k}":{"null" if v is None else v}' for k, v in sorted(fields.items())]
     return "{" + ",".join(parts) + "}"
 
 
 def text(value: str | None) -> str:
-    """A string as canonical JSON text, for ``journal_json``."""
-    return json.dumps(value, ensure_ascii=False)
+    """A string as canonical JSON text (non-ASCII kept), for ``journal_json``."""
+    return "null" if value is None else quote(value)
