@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -53,8 +54,7 @@ class Call:
     step_type: StepType
     spec: ToolSpec
     payload: Any  # {"args": [...], "kwargs": {...}} as given
-    args_json: str
-    checked: bool  # the payload was found exactly representable in JSON
+    args_json: str | None  # canonical JSON, checked to the letter; None until a live step
 
     @property
     def tool(self) -> str:
@@ -92,14 +92,13 @@ class Pending:
     previous: StepState | None
 
 
-def encode_args(
-    payload: Any, limit: int, run_id: str, step_id: str | None, *, exact: bool = True
-) -> str:
-    """The arguments' canonical JSON. Checked to the letter (``exact``) before a step that
-    will run live takes its position, so a caught error leaves no gap; a step that replays
-    only needs the text for its hash, and is checked later if it turns out to run."""
+def encode_args(payload: Any, limit: int, run_id: str, step_id: str | None) -> str:
+    """The arguments' canonical JSON, refused with the step named if JSON cannot hold
+    them exactly. A step that will run live is encoded before it takes its position, so
+    a caught error leaves no gap; one that replays is compared with the recorded
+    arguments instead, and encoded only if it turns out to run."""
     try:
-        return encode(payload, what="arguments", limit=limit, exact=exact)
+        return encode(payload, what="arguments", limit=limit)
     except InvalidPayload as exc:
         raise type(exc)(exc.message, run_id=run_id, step_id=step_id) from None
 
@@ -171,13 +170,16 @@ class Engine:
 
     def _new_step(self, seq: int, step_id: str, call: Call) -> NewStep:
         """A step about to run live; a replayed one needs neither key nor hash."""
-        if not call.checked:
-            encode_args(call.payload, self.payload_limit, self.run_id, step_id)
+        args_json = self._args_json(call, step_id)
         return NewStep(
             seq, step_id, call.step_type.value, call.tool, call.kind,
-            idempotency_key(self.run_id, step_id, call.tool), digest(call.args_json),
-            call.args_json,
+            idempotency_key(self.run_id, step_id, call.tool), digest(args_json), args_json,
         )  # fmt: skip
+
+    def _args_json(self, call: Call, step_id: str) -> str:
+        if call.args_json is None:
+            call.args_json = encode_args(call.payload, self.payload_limit, self.run_id, step_id)
+        return call.args_json
 
     def _check_plan(self, call: Call, step_id: str) -> None:
         if self.plan is not None and call.step_id is not None and step_id not in self.plan:
@@ -222,11 +224,17 @@ class Engine:
         raise AmbiguousOutcome(reason, run_id=self.run_id, step_id=record.step_id, key=record.key)
 
     def _check_drift(self, record: StepRecord, call: Call) -> None:
-        if record.args_hash == digest(call.args_json):
+        # Comparing with the decoded record runs in C and needs no encoding or hashing;
+        # values JSON would write differently (a tuple for a list) fall to the hash.
+        with suppress(ValueError):
+            if decode(record.args_json) == call.payload:
+                return
+        args_json = self._args_json(call, record.step_id)
+        if record.args_hash == digest(args_json):
             return
         message = (
             f"step {record.step_id!r} was recorded with other arguments "
-            f"(recorded {record.args_json[:200]}, now {call.args_json[:200]})"
+            f"(recorded {record.args_json[:200]}, now {args_json[:200]})"
         )
         if call.drift == "error":
             raise ArgumentDrift(message, run_id=self.run_id, step_id=record.step_id, key=record.key)

@@ -90,10 +90,11 @@ class _Steps:
         else:
             spec, fn = step_spec(tool), tool
         payload = {"args": list(args), "kwargs": kwargs}
-        exact = not self._engine.cursor.replaying()
-        limit = self._ledger.max_payload_bytes
-        args_json = encode_args(payload, limit, self.run_id, step_id, exact=exact)
-        return Call(step_id, type_, spec, payload, args_json, exact), fn
+        args_json = None
+        if not self._engine.cursor.replaying():
+            limit = self._ledger.max_payload_bytes
+            args_json = encode_args(payload, limit, self.run_id, step_id)
+        return Call(step_id, type_, spec, payload, args_json), fn
 
     @staticmethod
     def _kwargs_for(pending: Pending, tool: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
