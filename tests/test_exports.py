@@ -9,14 +9,15 @@ import oncelog
 PUBLIC = {
     "EXIT_COMPLETED", "EXIT_HALTED", "EXIT_TRY_LATER", "EXIT_WAITING",
     "AmbiguousOutcome", "ArgumentDrift", "AsyncRun", "ConfigurationError", "CorruptRecord",
-    "DuplicateStep", "EffectAbandoned", "EffectRefused", "InvalidPayload",
-    "InvalidResolution", "JournalEntry", "Kind", "LeaseLost", "Ledger", "NeedsPerson",
-    "NoActiveRun", "NotATool", "OnceLogError", "PayloadTooLarge", "PlanMismatch",
-    "ReplayDivergence", "Resolution", "ResultNotRecorded", "Run", "RunLeased", "RunRecord",
-    "RunStatus", "RunStopped", "SchemaTooNew", "StepError", "StepNotInPlan", "StepRecord",
-    "StepState", "StepType", "StoreError", "StoreUnavailable", "Tool", "TryLater",
-    "UnknownRun", "UnknownStep", "UnserializableValue", "UsageError", "current_run",
-    "exit_code_for", "idempotency_key", "open", "run_main",
+    "DuplicateStep", "EffectAbandoned", "EffectRefused", "Halt", "HaltScope",
+    "InvalidPayload", "InvalidResolution", "JournalEntry", "Kind", "LeaseLost", "Ledger",
+    "NeedsPerson", "NoActiveRun", "NotATool", "OnceLogError", "PayloadTooLarge",
+    "PlanMismatch", "ReplayDivergence", "Resolution", "ResultNotRecorded", "Run",
+    "RunHalted", "RunLeased", "RunRecord", "RunStatus", "RunStopped", "SchemaTooNew",
+    "StepError", "StepNotInPlan", "StepRecord", "StepState", "StepType", "StoreError",
+    "StoreUnavailable", "Tool", "TryLater", "UnknownHalt", "UnknownRun", "UnknownStep",
+    "UnserializableValue", "UsageError", "current_run", "exit_code_for", "idempotency_key",
+    "open", "run_main",
 }  # fmt: skip
 
 

@@ -27,6 +27,7 @@ from ._exceptions import (
     ResultNotRecorded,
     StepNotInPlan,
     StoreUnavailable,
+    halted,
 )
 from ._records import StepRecord, StepState, StepType
 from ._replay import ReplayCursor, check_same_step
@@ -191,7 +192,13 @@ class Engine:
 
     def _go_live(self, step: NewStep, call: Call, previous: StepState | None) -> Pending:
         attempt = 0
-        if call.step_type is StepType.EFFECT:
+        if call.step_type is not StepType.EFFECT:
+            # A model call or a query is recorded after it runs; look for a kill switch
+            # first so a halted agent spends nothing. Effects check inside their intent.
+            halt = self._store(self.store.active_halt, self.run_id, self.lease.agent)
+            if halt is not None:
+                raise halted(halt, self.run_id, step.step_id)
+        else:
             attempt = self._store(self.store.write_intent, self.lease, step, previous)
             self.cursor.advance_frontier(step.seq)
             crashpoints.reach("after_intent_commit", step.step_id)

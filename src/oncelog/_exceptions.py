@@ -13,9 +13,11 @@
     │   ├── NoActiveRun            a tool called outside ``ledger.run``
     │   ├── UnknownRun
     │   ├── UnknownStep
+    │   ├── UnknownHalt            clearing a kill switch that is not on
     │   └── InvalidResolution
     ├── RunStopped                 the run cannot go on; see ``exit_code``
     │   ├── NeedsPerson            exit 3: a person must act
+    │   │   ├── RunHalted          a kill switch is on (global, agent or run)
     │   │   ├── AmbiguousOutcome   an effect may or may not have happened
     │   │   ├── ReplayDivergence   the code asked for a different step than the journal holds
     │   │   └── ArgumentDrift      a finished step asked again with other arguments
@@ -122,6 +124,10 @@ class UnknownStep(UsageError):
     pass
 
 
+class UnknownHalt(UsageError):
+    pass
+
+
 class InvalidResolution(UsageError):
     pass
 
@@ -134,6 +140,21 @@ class NeedsPerson(RunStopped):
     """The run is halted until a person decides."""
 
     exit_code = 3
+
+
+class RunHalted(NeedsPerson):
+    """A durable kill switch covers this run; only a named person can clear it."""
+
+
+def halted(halt: Any, run_id: str, step_id: str | None = None) -> RunHalted:
+    """The error for a step refused by ``halt`` (an ``oncelog.Halt``)."""
+    where = "global" if halt.scope.value == "global" else f"{halt.scope.value} {halt.target!r}"
+    return RunHalted(
+        f"the {where} kill switch is on ({halt.reason}; set by {halt.set_by}); "
+        "a person must clear it with `oncelog resume`",
+        run_id=run_id,
+        step_id=step_id,
+    )
 
 
 class AmbiguousOutcome(NeedsPerson):

@@ -9,6 +9,8 @@ from . import _leases as leases
 from ._effects import Engine
 from ._exceptions import ConfigurationError, InvalidResolution, UnknownRun
 from ._records import (
+    Halt,
+    HaltScope,
     JournalEntry,
     Resolution,
     RunRecord,
@@ -73,6 +75,7 @@ class Ledger:
         plan: PlanArg = None,
         replace_plan: bool = False,
         create: bool = True,
+        agent: str | None = None,
     ) -> RunContext:
         """Start or resume the run named ``run_id``: take it from outside the process (the
         Job name, the queue message id, the ticket id), never from a fresh UUID.
@@ -80,16 +83,17 @@ class Ledger:
         ``plan`` (a list of step ids, or a function returning one, called only when the
         run has no plan yet) is stored before the first step. A different plan for an
         existing run raises ``PlanMismatch`` unless ``replace_plan``. With ``create=False``
-        an unknown ``run_id`` raises ``UnknownRun``."""
+        an unknown ``run_id`` raises ``UnknownRun``. ``agent`` names the scope the run
+        belongs to (its kill switch covers the run); it is fixed when the run is created."""
         if not isinstance(run_id, str) or not run_id or len(run_id) > 512:
             raise ConfigurationError(
                 f"run_id must be a non-empty string of at most 512 chars, not {run_id!r}"
             )
-        options = {"plan": plan, "replace_plan": replace_plan, "create": create}
+        options = {"plan": plan, "replace_plan": replace_plan, "create": create, "agent": agent}
         return RunContext(self, run_id, options)
 
     def _start(
-        self, run_id: str, *, plan: PlanArg, replace_plan: bool, create: bool
+        self, run_id: str, *, plan: PlanArg, replace_plan: bool, create: bool, agent: str | None
     ) -> tuple[Engine, RunRecord]:
         stored = self._resolve_plan(run_id, plan)
         owner = leases.new_owner()
@@ -102,6 +106,7 @@ class Ledger:
                 replace_plan=replace_plan,
                 create=create,
                 owner_is_dead=leases.is_dead,
+                agent=agent,
             )
         except BaseException:
             leases.forget(owner)
@@ -154,6 +159,39 @@ class Ledger:
             run_id, step_id, resolution, result_json=result_json, by=by, note=note
         )
 
+    # -- the kill switch ----------------------------------------------------------------
+
+    def halt(
+        self, reason: str, *, by: str, run: str | None = None, agent: str | None = None
+    ) -> Halt:
+        """Turn a durable kill switch on: for one ``run``, every run of an ``agent``, or,
+        with neither, every run. From then on no new step of a covered run starts (it
+        raises ``RunHalted``, exit code 3), in this process or any other, across restarts,
+        until a person clears it. ``by`` names who or what set it (a person, a detector)."""
+        scope, target = _switch(run, agent)
+        if not reason or not by:
+            raise ConfigurationError("a halt needs a reason and by=... naming who set it")
+        return self.store.set_halt(scope, target, reason=reason, by=by)
+
+    def clear_halt(
+        self,
+        *,
+        by: str,
+        run: str | None = None,
+        agent: str | None = None,
+        note: str | None = None,
+    ) -> Halt:
+        """Turn a kill switch off. Only a person should: ``by`` names them, and it is
+        recorded with the halt and in the journal. ``UnknownHalt`` if it is not on."""
+        scope, target = _switch(run, agent)
+        if not by:
+            raise ConfigurationError("clear_halt(by=...) must name the person clearing it")
+        return self.store.clear_halt(scope, target, by=by, note=note)
+
+    def halts(self, *, active_only: bool = True, limit: int = 100) -> list[Halt]:
+        """Kill switches, newest first; with ``active_only=False`` the cleared ones too."""
+        return self.store.halts(active_only=active_only, limit=limit)
+
     # -- reading ------------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> RunRecord:
@@ -189,6 +227,16 @@ class Ledger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _switch(run: str | None, agent: str | None) -> tuple[HaltScope, str]:
+    if run is not None and agent is not None:
+        raise ConfigurationError("a kill switch is for one run or one agent, not both")
+    if run is not None:
+        return HaltScope.RUN, run
+    if agent is not None:
+        return HaltScope.AGENT, agent
+    return HaltScope.GLOBAL, ""
 
 
 def open(

@@ -35,6 +35,14 @@ class StepType(str, enum.Enum):
     LLM = "llm"
 
 
+class HaltScope(str, enum.Enum):
+    """Where a kill switch applies: every run, the runs of one agent, or one run."""
+
+    GLOBAL = "global"
+    AGENT = "agent"
+    RUN = "run"
+
+
 class Resolution(str, enum.Enum):
     """What a person decided about an effect whose outcome was unknown."""
 
@@ -54,6 +62,7 @@ class RunRecord:
     owner: str | None
     fencing_token: int
     next_seq: int
+    agent: str | None = None
 
 
 class StepRecord(NamedTuple):
@@ -114,3 +123,22 @@ class JournalEntry:
     event: str
     data: dict[str, Any]
     at: float
+
+
+@dataclass(frozen=True)
+class Halt:
+    """A kill switch, set by code or a person; cleared only by a named person."""
+
+    id: int
+    scope: HaltScope
+    target: str  # the agent or run id; "" for global
+    reason: str
+    set_by: str
+    set_at: float
+    cleared_by: str | None
+    cleared_at: float | None
+    note: str | None
+
+    @property
+    def active(self) -> bool:
+        return self.cleared_at is None

@@ -11,7 +11,7 @@ import asyncio
 import contextvars
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from . import _leases as leases
 from ._effects import Call, Engine, Pending, Replayed, encode_args
@@ -21,6 +21,7 @@ from ._exceptions import (
     NotATool,
     OnceLogError,
     ReplayDivergence,
+    RunHalted,
     RunStopped,
     UsageError,
 )
@@ -62,6 +63,15 @@ class _Steps:
     @property
     def fencing_token(self) -> int:
         return self._engine.lease.token
+
+    def halt(self, reason: str, *, by: str) -> NoReturn:
+        """Turn this run's kill switch on and stop here: for code that detects trouble
+        (a lockout, a runaway loop). A restart does not clear it; a person must."""
+        self._ledger.halt(reason, by=by, run=self.run_id)
+        raise RunHalted(
+            f"halted by {by}: {reason}; a person must clear it with `oncelog resume`",
+            run_id=self.run_id,
+        )
 
     def _call(
         self,

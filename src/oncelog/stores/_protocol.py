@@ -7,7 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from .._records import JournalEntry, Resolution, RunRecord, RunStatus, StepRecord, StepState
+from .._records import (
+    Halt,
+    HaltScope,
+    JournalEntry,
+    Resolution,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+    StepState,
+)
 
 
 @dataclass(frozen=True)
@@ -18,6 +27,7 @@ class Lease:
     owner: str
     token: int
     ttl: float
+    agent: str | None = None  # the run's agent, whose kill switch covers it
 
 
 @dataclass(frozen=True)
@@ -56,8 +66,10 @@ class Store(Protocol):
         replace_plan: bool,
         create: bool,
         owner_is_dead: OwnerCheck,
+        agent: str | None = None,
     ) -> tuple[Lease, RunRecord]:
-        """Create the run (plan stored with it) or take it over; bump the fencing token.
+        """Create the run (plan and agent stored with it) or take it over; bump the
+        fencing token.
         Raises ``RunLeased`` if a live owner holds an unexpired lease, ``UnknownRun`` if
         ``create`` is false and it does not exist, ``PlanMismatch`` on another plan."""
         ...
@@ -113,6 +125,21 @@ class Store(Protocol):
         ...
 
     def journal(self, run_id: str | None, after_id: int, limit: int) -> list[JournalEntry]: ...
+
+    def active_halt(self, run_id: str, agent: str | None) -> Halt | None:
+        """The first active kill switch covering the run (a read, no lock). Writes of new
+        steps check the same inside their transaction and raise ``RunHalted``."""
+        ...
+
+    def set_halt(self, scope: HaltScope, target: str, *, reason: str, by: str) -> Halt:
+        """Turn a switch on (a no-op returning the active halt if it is on already)."""
+        ...
+
+    def clear_halt(self, scope: HaltScope, target: str, *, by: str, note: str | None) -> Halt:
+        """Turn a switch off, recording who did; ``UnknownHalt`` if it is not on."""
+        ...
+
+    def halts(self, *, active_only: bool, limit: int) -> list[Halt]: ...
 
     def close(self) -> None: ...
 

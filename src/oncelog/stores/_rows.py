@@ -11,10 +11,11 @@ from json.encoder import encode_basestring as quote  # the C escaper json.dumps 
 from typing import Any
 
 from .._exceptions import CorruptRecord
-from .._records import RunRecord, RunStatus, StepRecord, StepState, StepType
+from .._records import Halt, HaltScope, RunRecord, RunStatus, StepRecord, StepState, StepType
 from .._serialization import decode
 
-RUN_COLUMNS = "run_id, status, plan, reason, created_at, updated_at, owner, fencing_token"
+RUN_COLUMNS = "run_id, status, plan, reason, created_at, updated_at, owner, fencing_token, agent"
+HALT_COLUMNS = "id, scope, target, reason, set_by, set_at, cleared_by, cleared_at, note"
 # One past the highest recorded position: a seek on the steps primary key, not a column
 # every step would have to update.
 NEXT_SEQ = "(SELECT COALESCE(MAX(seq) + 1, 0) FROM steps WHERE steps.run_id = runs.run_id)"
@@ -36,7 +37,7 @@ def _plan(value: Any) -> tuple[str, ...]:
 
 def run_record(row: Sequence[Any]) -> RunRecord:
     """A row of ``RUN_COLUMNS`` followed by ``NEXT_SEQ``."""
-    run_id, status, plan, reason, created, updated, owner, token, next_seq = row[:9]
+    run_id, status, plan, reason, created, updated, owner, token, agent, next_seq = row[:10]
     try:
         return RunRecord(
             run_id,
@@ -48,6 +49,7 @@ def run_record(row: Sequence[Any]) -> RunRecord:
             owner,
             int(token),
             int(next_seq),
+            agent,
         )
     except (ValueError, TypeError) as exc:
         raise CorruptRecord(f"run row does not decode: {exc}", run_id=run_id) from exc
@@ -68,6 +70,14 @@ def step_record(row: Sequence[Any]) -> StepRecord:
             run_id=row[0], step_id=row[2],
         )  # fmt: skip
     return StepRecord._make((*row[:3], step_type, *row[4:9], state, *row[10:]))
+
+
+def halt_record(row: Sequence[Any]) -> Halt:
+    """A row of ``HALT_COLUMNS``."""
+    try:
+        return Halt(row[0], HaltScope(row[1]), *row[2:])
+    except ValueError as exc:
+        raise CorruptRecord(f"halt {row[0]} does not decode: {exc}") from exc
 
 
 def journal_json(**fields: str | None) -> str:

@@ -31,17 +31,30 @@ from .._exceptions import (
     RunLeased,
     SchemaTooNew,
     StoreUnavailable,
+    UnknownHalt,
     UnknownRun,
     UnknownStep,
+    halted,
 )
-from .._records import JournalEntry, Resolution, RunRecord, RunStatus, StepRecord, StepState
+from .._records import (
+    Halt,
+    HaltScope,
+    JournalEntry,
+    Resolution,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+    StepState,
+)
 from .._serialization import decode, encode
 from ._migrations import migrations
 from ._protocol import Lease, NewStep, Outcome, OwnerCheck
 from ._rows import (
+    HALT_COLUMNS,
     NEXT_SEQ,
     RUN_COLUMNS,
     STEP_COLUMNS,
+    halt_record,
     journal_json,
     run_record,
     step_record,
@@ -195,6 +208,7 @@ class SQLiteStore:
         replace_plan: bool,
         create: bool,
         owner_is_dead: OwnerCheck,
+        agent: str | None = None,
     ) -> tuple[Lease, RunRecord]:
         plan_json = None if plan is None else encode(list(plan), what="plan", limit=1 << 24)
         with self._tx() as db:
@@ -203,12 +217,18 @@ class SQLiteStore:
                 if not create:
                     raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
                 db.execute(
-                    f"INSERT INTO runs (run_id, status, plan, created_at, updated_at) "
-                    f"VALUES (?, 'running', ?, {_NOW}, {_NOW})",
-                    (run_id, plan_json),
+                    f"INSERT INTO runs (run_id, status, plan, agent, created_at, updated_at) "
+                    f"VALUES (?, 'running', ?, ?, {_NOW}, {_NOW})",
+                    (run_id, plan_json, agent),
                 )
-                self._append(db, run_id, None, "run_created", journal_json(plan=plan_json))
+                self._append(
+                    db, run_id, None, "run_created", journal_json(plan=plan_json, agent=text(agent))
+                )
             else:
+                if agent is not None and current.agent != agent:
+                    raise ConfigurationError(
+                        f"run belongs to agent {current.agent!r}, not {agent!r}", run_id=run_id
+                    )
                 self._check_holder(db, current, owner_is_dead)
                 if plan is not None and current.plan != plan:
                     self._replace_plan(db, current, plan_json, replace_plan)
@@ -227,7 +247,7 @@ class SQLiteStore:
                 db, run_id, None, "lease_acquired",
                 journal_json(owner=text(owner), token=str(record.fencing_token)),
             )  # fmt: skip
-        return Lease(run_id, owner, record.fencing_token, ttl), record
+        return Lease(run_id, owner, record.fencing_token, ttl, record.agent), record
 
     @staticmethod
     def _check_holder(db: sqlite3.Connection, current: RunRecord, gone: OwnerCheck) -> None:
@@ -311,8 +331,13 @@ class SQLiteStore:
     def _begin_step(
         self, db: sqlite3.Connection, lease: Lease, step: NewStep, previous: StepState | None
     ) -> int:
-        """Write the step as ``in_flight``; return its attempt number."""
+        """Write the step as ``in_flight``; return its attempt number. A kill switch is
+        checked here, in the transaction that writes the intent, so no effect starts after
+        a halt was committed."""
         self._fence(db, lease)
+        halt = self._active_halt(db, lease.run_id, lease.agent)
+        if halt is not None:
+            raise halted(halt, lease.run_id, step.step_id)
         if previous is None:
             attempt = 1
             try:
@@ -471,6 +496,75 @@ class SQLiteStore:
                 run_id=run_id, step_id=step_id, key=step.key,
             )  # fmt: skip
         return step
+
+    # -- kill switch --------------------------------------------------------------------
+
+    @staticmethod
+    def _active_halt(db: sqlite3.Connection, run_id: str, agent: str | None) -> Halt | None:
+        row = db.execute(
+            f"SELECT {HALT_COLUMNS} FROM halts WHERE cleared_at IS NULL AND ("
+            "(scope = 'global' AND target = '') OR (scope = 'agent' AND target = ?) "
+            "OR (scope = 'run' AND target = ?)) ORDER BY id LIMIT 1",
+            (agent if agent is not None else "", run_id),
+        ).fetchone()
+        return None if row is None else halt_record(row)
+
+    def active_halt(self, run_id: str, agent: str | None) -> Halt | None:
+        with self._lock:
+            try:
+                return self._active_halt(self._db, run_id, agent)
+            except sqlite3.Error as exc:
+                raise _store_error(exc, self.path) from exc
+
+    def set_halt(self, scope: HaltScope, target: str, *, reason: str, by: str) -> Halt:
+        with self._tx() as db:
+            existing = db.execute(
+                f"SELECT {HALT_COLUMNS} FROM halts WHERE scope = ? AND target = ? "
+                "AND cleared_at IS NULL",
+                (scope.value, target),
+            ).fetchone()
+            if existing is not None:
+                return halt_record(existing)  # already on: the first reason stands
+            cur = db.execute(
+                f"INSERT INTO halts (scope, target, reason, set_by, set_at) "
+                f"VALUES (?, ?, ?, ?, {_NOW})",
+                (scope.value, target, reason, by),
+            )
+            self._append(
+                db, target if scope is HaltScope.RUN else "", None, "halt_set",
+                journal_json(scope=text(scope.value), target=text(target), reason=text(reason),
+                             by=text(by)),
+            )  # fmt: skip
+            row = db.execute(f"SELECT {HALT_COLUMNS} FROM halts WHERE id = ?", (cur.lastrowid,))
+            return halt_record(row.fetchone())
+
+    def clear_halt(self, scope: HaltScope, target: str, *, by: str, note: str | None) -> Halt:
+        with self._tx() as db:
+            row = db.execute(
+                f"SELECT {HALT_COLUMNS} FROM halts WHERE scope = ? AND target = ? "
+                "AND cleared_at IS NULL",
+                (scope.value, target),
+            ).fetchone()
+            if row is None:
+                named = "" if scope is HaltScope.GLOBAL else f" for {target!r}"
+                raise UnknownHalt(f"no {scope.value} kill switch is on{named}")
+            db.execute(
+                f"UPDATE halts SET cleared_by = ?, cleared_at = {_NOW}, note = ? WHERE id = ?",
+                (by, note, row[0]),
+            )
+            self._append(
+                db, target if scope is HaltScope.RUN else "", None, "halt_cleared",
+                journal_json(scope=text(scope.value), target=text(target), by=text(by),
+                             note=text(note)),
+            )  # fmt: skip
+            cleared = db.execute(f"SELECT {HALT_COLUMNS} FROM halts WHERE id = ?", (row[0],))
+            return halt_record(cleared.fetchone())
+
+    def halts(self, *, active_only: bool, limit: int) -> list[Halt]:
+        where = "WHERE cleared_at IS NULL" if active_only else ""
+        rows = self._read(f"SELECT {HALT_COLUMNS} FROM halts {where} ORDER BY id DESC LIMIT ?",
+                          (limit,))  # fmt: skip
+        return [halt_record(r) for r in rows]
 
     # -- journal ------------------------------------------------------------------------
 

@@ -1,0 +1,5 @@
+"""``python -m oncelog``: the same as the ``oncelog`` command."""
+
+from .cli import main
+
+main()

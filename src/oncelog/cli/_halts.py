@@ -1,0 +1,92 @@
+"""The kill switch: turn it on, turn it off (a person), list it."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+import oncelog
+
+from ._options import db_option, emit, json_option, opened
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def switch_options(fn: F) -> F:
+    """Which switch: --run RUN, --agent AGENT, or --global (each needs exactly one)."""
+    for option in reversed(
+        (
+            click.option("--run", "run", metavar="RUN_ID", help="One run."),
+            click.option("--agent", "agent", metavar="AGENT", help="Every run of an agent."),
+            click.option("--global", "every", is_flag=True, help="Every run."),
+        )
+    ):
+        fn = option(fn)
+    return fn
+
+
+def _one(run: str | None, agent: str | None, every: bool) -> None:
+    if [run is not None, agent is not None, every].count(True) != 1:
+        raise click.UsageError("name exactly one switch: --run RUN_ID, --agent AGENT or --global")
+
+
+def _describe(halt: oncelog.Halt) -> str:
+    where = (
+        "global" if halt.scope is oncelog.HaltScope.GLOBAL else f"{halt.scope.value} {halt.target}"
+    )
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(halt.set_at))
+    line = f"{where}: {halt.reason} (set by {halt.set_by} at {when})"
+    if halt.cleared_by:
+        line += f"; cleared by {halt.cleared_by}" + (f": {halt.note}" if halt.note else "")
+    return line
+
+
+@click.command()
+@switch_options
+@click.option("--reason", required=True, help="Why; shown to whoever meets the halt.")
+@click.option("--by", required=True, help="Who sets it (recorded).")
+@db_option
+def halt(
+    run: str | None, agent: str | None, every: bool, reason: str, by: str, db: str | None
+) -> None:
+    """Turn a kill switch on: no new step of a covered run starts until a person clears it."""
+    _one(run, agent, every)
+    with opened(db) as ledger:
+        found = ledger.halt(reason, by=by, run=run, agent=agent)
+    click.echo(f"halted: {_describe(found)}")
+
+
+@click.command()
+@switch_options
+@click.option("--by", required=True, help="The person clearing it (recorded).")
+@click.option("--note", default=None, help="Why it is safe to go on.")
+@db_option
+def resume(
+    run: str | None, agent: str | None, every: bool, by: str, note: str | None, db: str | None
+) -> None:
+    """Turn a kill switch off. Restart the halted agents afterwards; they resume."""
+    _one(run, agent, every)
+    with opened(db) as ledger:
+        found = ledger.clear_halt(by=by, run=run, agent=agent, note=note)
+    click.echo(f"cleared: {_describe(found)}")
+
+
+@click.command()
+@click.option("--all", "everything", is_flag=True, help="Include cleared switches.")
+@db_option
+@json_option
+def halts(everything: bool, db: str | None, as_json: bool) -> None:
+    """List kill switches that are on (with --all, the cleared ones too)."""
+    with opened(db) as ledger:
+        found = ledger.halts(active_only=not everything)
+    if as_json:
+        emit([{**dataclasses.asdict(h), "scope": h.scope.value, "active": h.active} for h in found])
+        return
+    if not found:
+        click.echo("no kill switch is on")
+    for h in found:
+        click.echo(_describe(h))
