@@ -41,6 +41,7 @@ from ._exceptions import (
     UsageError,
 )
 from ._ledger import Ledger, open
+from ._probes import CANNOT_TELL, NOT_FOUND, Found, ProbeAnswer
 from ._process import (
     EXIT_COMPLETED,
     EXIT_HALTED,
@@ -64,10 +65,12 @@ from ._run import AsyncRun, Run, current_run
 from ._tools import Kind, Tool
 
 __all__ = [
+    "CANNOT_TELL",
     "EXIT_COMPLETED",
     "EXIT_HALTED",
     "EXIT_TRY_LATER",
     "EXIT_WAITING",
+    "NOT_FOUND",
     "AmbiguousOutcome",
     "ArgumentDrift",
     "AsyncRun",
@@ -76,6 +79,7 @@ __all__ = [
     "DuplicateStep",
     "EffectAbandoned",
     "EffectRefused",
+    "Found",
     "Halt",
     "HaltScope",
     "InvalidPayload",
@@ -90,6 +94,7 @@ __all__ = [
     "OnceLogError",
     "PayloadTooLarge",
     "PlanMismatch",
+    "ProbeAnswer",
     "ReplayDivergence",
     "Resolution",
     "ResultNotRecorded",

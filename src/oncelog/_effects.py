@@ -29,6 +29,8 @@ from ._exceptions import (
     StoreUnavailable,
     halted,
 )
+from ._probes import NOT_FOUND, Found
+from ._reconcile import ask, retry_allowed
 from ._records import StepRecord, StepState, StepType
 from ._replay import ReplayCursor, check_same_step
 from ._serialization import decode, digest, encode
@@ -190,7 +192,9 @@ class Engine:
                 step_id=step_id,
             )
 
-    def _go_live(self, step: NewStep, call: Call, previous: StepState | None) -> Pending:
+    def _go_live(
+        self, step: NewStep, call: Call, previous: StepState | None, reason: str | None = None
+    ) -> Pending:
         attempt = 0
         if call.step_type is not StepType.EFFECT:
             # A model call or a query is recorded after it runs; look for a kill switch
@@ -199,7 +203,7 @@ class Engine:
             if halt is not None:
                 raise halted(halt, self.run_id, step.step_id)
         else:
-            attempt = self._store(self.store.write_intent, self.lease, step, previous)
+            attempt = self._store(self.store.write_intent, self.lease, step, previous, reason)
             self.cursor.advance_frontier(step.seq)
             crashpoints.reach("after_intent_commit", step.step_id)
         return Pending(step, call, attempt, previous)
@@ -223,12 +227,34 @@ class Engine:
             )
         if state is StepState.NOT_DONE or call.idempotent:
             return self._go_live(self._new_step(record.seq, record.step_id, call), call, state)
+        said = "no probe is declared"
+        if call.spec.probe is not None:
+            answer, said = ask(call.spec, record)
+            if isinstance(answer, Found):
+                return self._settle(record, answer)
+            if retry_allowed(answer, call.spec, record):
+                step = self._new_step(record.seq, record.step_id, call)
+                return self._go_live(step, call, state, reason=said)
+            if answer is NOT_FOUND:
+                said += ", but the provider no longer honours the key (key_ttl)"
         reason = (
             f"{call.kind} effect {record.step_id!r} was started (attempt {record.attempts}) "
-            "but its outcome was never recorded; it may or may not have happened"
+            f"but its outcome was never recorded; it may or may not have happened ({said})"
         )
         self._store(self.store.mark_unknown, self.lease, record.seq, reason)
         raise AmbiguousOutcome(reason, run_id=self.run_id, step_id=record.step_id, key=record.key)
+
+    def _settle(self, record: StepRecord, found: Found) -> Replayed:
+        """The probe found the effect: record it done with the provider's answer."""
+        try:
+            result_json = encode(found.result, what="probe result", limit=self.payload_limit)
+        except InvalidPayload as exc:
+            outcome = Outcome(StepState.DONE, error_json=_error_json(exc))
+            self._store(self.store.settle, self.lease, record.seq, record.attempts, outcome)
+            raise self._not_recorded(record._replace(error_json=outcome.error_json)) from exc
+        outcome = Outcome(StepState.DONE, result_json)
+        self._store(self.store.settle, self.lease, record.seq, record.attempts, outcome)
+        return Replayed(decode(result_json))
 
     def _check_drift(self, record: StepRecord, call: Call) -> None:
         # Comparing with the decoded record runs in C and needs no encoding or hashing;

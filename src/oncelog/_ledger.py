@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any, Literal, ParamSpec, TypeVar
 
 from . import _leases as leases
 from ._effects import Engine
 from ._exceptions import ConfigurationError, InvalidResolution, UnknownRun
+from ._probes import Probe
 from ._records import (
     Halt,
     HaltScope,
@@ -54,15 +56,25 @@ class Ledger:
         name: str | None = None,
         refusals: tuple[type[BaseException], ...] = (),
         drift: DriftPolicy | None = None,
+        probe: Probe | None = None,
+        key_ttl: timedelta | float | None = None,
     ) -> Callable[[Callable[P, R]], Tool[P, R]]:
         """Declare a tool. ``name`` defaults to the function's qualified name and is part
         of the idempotency key, so keep it stable. ``refusals`` are the exceptions that
         mean the provider definitely did not act; any other exception leaves the outcome
         unknown. ``drift`` is what to do when a recorded step is asked again with other
-        arguments: ``error`` (default for create, payment, destructive) or ``warn``."""
+        arguments: ``error`` (default for create, payment, destructive) or ``warn``.
+        ``probe`` asks the provider what happened to an effect whose outcome is unknown
+        (see ``oncelog.Found``); ``key_ttl`` is how long the provider honours an
+        idempotency key (Stripe: about 24 hours): an unknown effect older than that is
+        not called again on a probe's "not found" alone."""
 
         def declare(fn: Callable[P, R]) -> Tool[P, R]:
-            return Tool(fn, make_spec(fn, kind=kind, name=name, refusals=refusals, drift=drift))
+            spec = make_spec(
+                fn, kind=kind, name=name, refusals=refusals, drift=drift, probe=probe,
+                key_ttl=key_ttl,
+            )  # fmt: skip
+            return Tool(fn, spec)
 
         return declare
 

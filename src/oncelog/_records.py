@@ -92,6 +92,11 @@ class StepRecord(NamedTuple):
         return self._decode("result", self.result_json)
 
     @property
+    def args_payload(self) -> Any:
+        """The recorded arguments: ``{"args": [...], "kwargs": {...}}``."""
+        return self._decode("arguments", self.args_json)
+
+    @property
     def error(self) -> dict[str, Any] | None:
         error = self._decode("error", self.error_json)
         if error is not None and not isinstance(error, dict):

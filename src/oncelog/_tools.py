@@ -7,9 +7,11 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Generic, Literal, ParamSpec, TypeVar
 
 from ._exceptions import ConfigurationError, NoActiveRun
+from ._probes import Probe
 from ._records import StepType
 
 P = ParamSpec("P")
@@ -49,6 +51,8 @@ class ToolSpec:
     drift: DriftPolicy
     takes_key: bool
     idempotent: bool = False
+    probe: Probe | None = None
+    key_ttl: float | None = None  # seconds the provider keeps an idempotency key
 
 
 class Tool(Generic[P, R]):
@@ -89,6 +93,8 @@ def make_spec(
     name: str | None,
     refusals: tuple[type[BaseException], ...],
     drift: DriftPolicy | None,
+    probe: Probe | None = None,
+    key_ttl: timedelta | float | None = None,
 ) -> ToolSpec:
     try:
         kind = Kind(kind)
@@ -109,7 +115,18 @@ def make_spec(
         drift=drift or default_drift(kind),
         takes_key=takes_key,
         idempotent=kind.idempotent,
+        probe=probe,
+        key_ttl=_seconds(key_ttl),
     )
+
+
+def _seconds(ttl: timedelta | float | None) -> float | None:
+    if ttl is None:
+        return None
+    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
+    if seconds <= 0:
+        raise ConfigurationError(f"key_ttl must be positive, not {ttl!r}")
+    return seconds
 
 
 def step_spec(fn: Any) -> ToolSpec:

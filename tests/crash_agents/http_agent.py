@@ -19,8 +19,9 @@ import argparse
 import json
 import os
 import time
+import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ class Config:
     kinds: tuple[str, ...]
     tool_sleep: float
     kill_before_answer: str | None
+    probe: bool = False
 
 
 def parse(argv: Sequence[str] | None = None) -> Config:
@@ -47,12 +49,19 @@ def parse(argv: Sequence[str] | None = None) -> Config:
     parser.add_argument("--kinds", default="create,create,create")
     parser.add_argument("--tool-sleep", type=float, default=0.0)
     parser.add_argument("--kill-before-answer", default=None, metavar="STEP_ID")
+    parser.add_argument("--probe", action="store_true", help="payments ask the provider")
     args = parser.parse_args(argv)
     kinds = tuple(args.kinds.split(","))
     if not set(kinds) <= set(KINDS):
         parser.error(f"--kinds takes {KINDS}, not {kinds}")
     return Config(
-        args.ledger, args.run, args.provider, kinds, args.tool_sleep, args.kill_before_answer
+        args.ledger,
+        args.run,
+        args.provider,
+        kinds,
+        args.tool_sleep,
+        args.kill_before_answer,
+        args.probe,
     )
 
 
@@ -91,6 +100,20 @@ def post_effect(config: Config, step: str, payload: dict[str, Any], key: str) ->
     return result
 
 
+def find_effect(config: Config) -> Callable[..., oncelog.ProbeAnswer]:
+    """A probe: asks the provider for the effects it performed under the key."""
+
+    def probe(key: str, step: str, payload: dict[str, Any]) -> oncelog.ProbeAnswer:
+        query = urllib.parse.urlencode({"key": key})
+        with urllib.request.urlopen(f"{config.provider}/effects?{query}", timeout=30) as answer:
+            found = json.loads(answer.read())["found"]
+        if len(found) == 1:
+            return oncelog.Found(found[0])
+        return oncelog.NOT_FOUND if not found else oncelog.CANNOT_TELL
+
+    return probe
+
+
 def make_tools(ledger: oncelog.Ledger, config: Config) -> dict[str, oncelog.Tool[..., Any]]:
     """One tool per kind; the tool name is part of the key, so it is fixed here."""
 
@@ -98,7 +121,9 @@ def make_tools(ledger: oncelog.Ledger, config: Config) -> dict[str, oncelog.Tool
         def call_provider(step: str, payload: dict[str, Any], *, idempotency_key: str) -> Any:
             return post_effect(config, step, payload, idempotency_key)
 
-        return ledger.tool(kind=oncelog.Kind(kind), name=f"provider.{kind}")(call_provider)
+        probe = find_effect(config) if config.probe and kind == "payment" else None
+        declared = ledger.tool(kind=oncelog.Kind(kind), name=f"provider.{kind}", probe=probe)
+        return declared(call_provider)
 
     return {kind: declare(kind) for kind in KINDS}
 

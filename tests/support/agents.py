@@ -29,6 +29,7 @@ class AgentSetup:
     provider_url: str
     kinds: tuple[str, ...] = ("create", "create", "create")
     tool_sleep: float = 0.0
+    probe: bool = False  # payment tools declare a probe that asks the provider
 
     @property
     def effect_steps(self) -> list[str]:
@@ -44,6 +45,8 @@ class AgentSetup:
         argv += ["--kinds", ",".join(self.kinds), "--tool-sleep", str(self.tool_sleep)]
         if kill_before_answer is not None:
             argv += ["--kill-before-answer", kill_before_answer]
+        if self.probe:
+            argv.append("--probe")
         return argv
 
 

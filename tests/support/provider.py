@@ -34,6 +34,7 @@ import sqlite3
 import sys
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -108,6 +109,14 @@ class EffectStore:
         self._db.execute("UPDATE effects SET response = ? WHERE id = ?", (response, effect_id))
         self._log_request(run, key, "performed", request)
         return response
+
+    def lookup(self, key: str) -> list[Any]:
+        """The responses of the effects performed under ``key``, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT response FROM effects WHERE key = ? ORDER BY id", (key,)
+            ).fetchall()
+        return [json.loads(row[0]) for row in rows]
 
     def _log_request(self, run: str, key: str, outcome: str, request: dict[str, Any]) -> None:
         self._db.execute(
@@ -189,7 +198,12 @@ class Handler(BaseHTTPRequestHandler):
         pass  # one line per request would drown the test output
 
     def do_GET(self) -> None:
-        if self.path != "/idle":
+        url = urllib.parse.urlsplit(self.path)
+        if url.path == "/effects":  # what a probe asks: the effects done under a key
+            key = urllib.parse.parse_qs(url.query).get("key", [""])[0]
+            self._answer(200, {"found": self.server.store.lookup(key)})
+            return
+        if url.path != "/idle":
             self._answer(404, {"error": "not found"})
             return
         idle = self.server.wait_idle()

@@ -78,9 +78,13 @@ class Store(Protocol):
         """Recorded steps at positions ``>= from_seq``, in order (a read, no lock)."""
         ...
 
-    def write_intent(self, lease: Lease, step: NewStep, previous: StepState | None) -> int:
+    def write_intent(
+        self, lease: Lease, step: NewStep, previous: StepState | None, reason: str | None = None
+    ) -> int:
         """Record that the step is about to run (``in_flight``); return its attempt number.
-        ``previous`` is the state it must still be in (``None``: not recorded yet)."""
+        ``previous`` is the state it must still be in (``None``: not recorded yet);
+        ``reason`` says why a step in doubt runs again (journalled). Refuses with
+        ``RunHalted`` when a kill switch covers the run."""
         ...
 
     def write_outcome(self, lease: Lease, step: NewStep, attempt: int, outcome: Outcome) -> None:
@@ -91,6 +95,10 @@ class Store(Protocol):
         self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
     ) -> None:
         """Intent and outcome in one commit, for steps without external consequences."""
+        ...
+
+    def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
+        """A probe's answer for an effect in doubt (``in_flight`` or ``unknown``)."""
         ...
 
     def mark_unknown(self, lease: Lease, seq: int, reason: str) -> None:

@@ -329,7 +329,12 @@ class SQLiteStore:
         return [step_record(r) for r in rows]
 
     def _begin_step(
-        self, db: sqlite3.Connection, lease: Lease, step: NewStep, previous: StepState | None
+        self,
+        db: sqlite3.Connection,
+        lease: Lease,
+        step: NewStep,
+        previous: StepState | None,
+        reason: str | None = None,
     ) -> int:
         """Write the step as ``in_flight``; return its attempt number. A kill switch is
         checked here, in the transaction that writes the intent, so no effect starts after
@@ -361,6 +366,7 @@ class SQLiteStore:
                 step_id=text(step.step_id), type=text(step.type), tool=text(step.tool),
                 kind=text(step.kind), key=text(step.key), args_hash=text(step.args_hash),
                 args=step.args_json, attempt=str(attempt), token=str(lease.token),
+                reason=text(reason),
             ),
         )  # fmt: skip
         return attempt
@@ -386,14 +392,23 @@ class SQLiteStore:
         return attempts
 
     def _end_step(
-        self, db: sqlite3.Connection, lease: Lease, seq: int, attempt: int, outcome: Outcome
+        self,
+        db: sqlite3.Connection,
+        lease: Lease,
+        seq: int,
+        attempt: int,
+        outcome: Outcome,
+        event: str = "outcome",
     ) -> None:
+        """Record the outcome of the attempt in flight (or, for a probe's answer, of the
+        attempt in doubt)."""
         cur = db.execute(
             f"UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, tokens_out = ?, "
             f"finished_at = {_NOW} WHERE run_id = ? AND seq = ? AND attempts = ? "
-            "AND state = 'in_flight'",
+            "AND state IN (?, ?)",
             (outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
-             outcome.tokens_out, lease.run_id, seq, attempt),
+             outcome.tokens_out, lease.run_id, seq, attempt, StepState.IN_FLIGHT.value,
+             StepState.UNKNOWN.value if event == "probed" else StepState.IN_FLIGHT.value),
         )  # fmt: skip
         if cur.rowcount != 1:
             raise LeaseLost(
@@ -401,7 +416,7 @@ class SQLiteStore:
                 run_id=lease.run_id,
             )
         self._append(
-            db, lease.run_id, seq, "outcome",
+            db, lease.run_id, seq, event,
             journal_json(
                 state=text(outcome.state.value), attempt=str(attempt),
                 result=outcome.result_json, error=outcome.error_json,
@@ -409,9 +424,11 @@ class SQLiteStore:
             ),
         )  # fmt: skip
 
-    def write_intent(self, lease: Lease, step: NewStep, previous: StepState | None) -> int:
+    def write_intent(
+        self, lease: Lease, step: NewStep, previous: StepState | None, reason: str | None = None
+    ) -> int:
         with self._tx() as db:
-            attempt = self._begin_step(db, lease, step, previous)
+            attempt = self._begin_step(db, lease, step, previous, reason)
             crashpoints.reach("before_intent_commit", step.step_id)
         return attempt
 
@@ -427,6 +444,11 @@ class SQLiteStore:
         with self._tx() as db:
             attempt = self._begin_step(db, lease, step, previous)
             self._end_step(db, lease, step.seq, attempt, outcome)
+
+    def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
+        with self._tx() as db:
+            self._fence(db, lease)
+            self._end_step(db, lease, seq, attempt, outcome, event="probed")
 
     def mark_unknown(self, lease: Lease, seq: int, reason: str) -> None:
         with self._tx() as db:
