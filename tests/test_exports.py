@@ -10,14 +10,16 @@ import oncelog
 PUBLIC = {
     "CANNOT_TELL", "EXIT_COMPLETED", "EXIT_HALTED", "EXIT_TRY_LATER", "EXIT_WAITING",
     "NOT_FOUND", "Found",
-    "AmbiguousOutcome", "ArgumentDrift", "AsyncRun", "ConfigurationError", "CorruptRecord",
+    "AmbiguousOutcome", "Approval", "ApprovalDenied", "ApprovalRequired", "ApprovalStatus",
+    "ArgumentDrift", "AsyncRun", "ConfigurationError", "CorruptRecord",
     "DuplicateStep", "EffectAbandoned", "EffectRefused", "Halt", "HaltScope",
     "InvalidPayload", "InvalidResolution", "JournalEntry", "Kind", "LeaseLost", "Ledger",
     "NeedsPerson", "NoActiveRun", "NotATool", "OnceLogError", "PayloadTooLarge",
     "PlanMismatch", "ProbeAnswer", "ReplayDivergence", "Resolution", "ResultNotRecorded", "Run",
     "RunHalted", "RunLeased", "RunRecord", "RunStatus", "RunStopped", "SchemaTooNew",
     "StepError", "StepNotInPlan", "StepRecord", "StepState", "StepType", "StoreError",
-    "StoreUnavailable", "Tool", "TryLater", "UnknownHalt", "UnknownRun", "UnknownStep",
+    "StoreUnavailable", "Tool", "TryLater", "UnknownApproval", "UnknownHalt", "UnknownRun",
+    "UnknownStep",
     "UnserializableValue", "UsageError", "current_run", "exit_code_for", "idempotency_key",
     "open", "run_main",
 }  # fmt: skip
@@ -47,5 +49,5 @@ def test_every_error_has_one_base_and_pickles() -> None:
 def test_exit_codes_follow_the_design() -> None:
     assert oncelog.NeedsPerson.exit_code == oncelog.EXIT_HALTED == 3
     assert oncelog.TryLater.exit_code == oncelog.EXIT_TRY_LATER == 75
-    assert oncelog.EXIT_WAITING == 4
+    assert oncelog.ApprovalRequired.exit_code == oncelog.EXIT_WAITING == 4
     assert oncelog.UsageError.exit_code == 1

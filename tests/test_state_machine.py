@@ -145,6 +145,7 @@ class EffectLifecycle(RuleBasedStateMachine):
             kind=oncelog.Kind(kind),
             name=f"tool_{kind}",
             refusals=(Declined,),
+            approval=False,  # this machine models the lifecycle; approvals: test_approvals
         )(call_provider)
         return tool
 

@@ -8,6 +8,8 @@ known halts the run until a person decides.
 from ._effects import idempotency_key
 from ._exceptions import (
     AmbiguousOutcome,
+    ApprovalDenied,
+    ApprovalRequired,
     ArgumentDrift,
     ConfigurationError,
     CorruptRecord,
@@ -34,6 +36,7 @@ from ._exceptions import (
     StoreError,
     StoreUnavailable,
     TryLater,
+    UnknownApproval,
     UnknownHalt,
     UnknownRun,
     UnknownStep,
@@ -51,6 +54,8 @@ from ._process import (
     run_main,
 )
 from ._records import (
+    Approval,
+    ApprovalStatus,
     Halt,
     HaltScope,
     JournalEntry,
@@ -72,6 +77,10 @@ __all__ = [
     "EXIT_WAITING",
     "NOT_FOUND",
     "AmbiguousOutcome",
+    "Approval",
+    "ApprovalDenied",
+    "ApprovalRequired",
+    "ApprovalStatus",
     "ArgumentDrift",
     "AsyncRun",
     "ConfigurationError",
@@ -114,6 +123,7 @@ __all__ = [
     "StoreUnavailable",
     "Tool",
     "TryLater",
+    "UnknownApproval",
     "UnknownHalt",
     "UnknownRun",
     "UnknownStep",

@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 from . import _crashpoints as crashpoints
 from ._exceptions import (
     AmbiguousOutcome,
+    ApprovalDenied,
+    ApprovalRequired,
     ArgumentDrift,
     EffectAbandoned,
     EffectRefused,
@@ -31,7 +33,7 @@ from ._exceptions import (
 )
 from ._probes import NOT_FOUND, Found
 from ._reconcile import ask, retry_allowed
-from ._records import StepRecord, StepState, StepType
+from ._records import ApprovalStatus, StepRecord, StepState, StepType
 from ._replay import ReplayCursor, check_same_step
 from ._serialization import decode, digest, encode
 from ._tools import ToolSpec
@@ -177,6 +179,7 @@ class Engine:
         return NewStep(
             seq, step_id, call.step_type.value, call.tool, call.kind,
             idempotency_key(self.run_id, step_id, call.tool), digest(args_json), args_json,
+            needs_approval=call.step_type is StepType.EFFECT and call.spec.approval,
         )  # fmt: skip
 
     def _args_json(self, call: Call, step_id: str) -> str:
@@ -203,10 +206,29 @@ class Engine:
             if halt is not None:
                 raise halted(halt, self.run_id, step.step_id)
         else:
+            if step.needs_approval:
+                self._check_approval(step)
             attempt = self._store(self.store.write_intent, self.lease, step, previous, reason)
             self.cursor.advance_frontier(step.seq)
             crashpoints.reach("after_intent_commit", step.step_id)
         return Pending(step, call, attempt, previous)
+
+    def _check_approval(self, step: NewStep) -> None:
+        """Ask for approval of these arguments, or find the decision. The intent then
+        consumes an approval in its own transaction."""
+        approval = self._store(self.store.request_approval, self.lease, step)
+        if approval.status is ApprovalStatus.DENIED:
+            raise ApprovalDenied(
+                f"{approval.decided_by} denied {step.step_id!r} with these arguments"
+                + (f": {approval.note}" if approval.note else ""),
+                run_id=self.run_id, step_id=step.step_id, key=step.key,
+            )  # fmt: skip
+        if approval.status is not ApprovalStatus.APPROVED:
+            raise ApprovalRequired(
+                f"{step.tool} {step.step_id!r} waits for approval: "
+                f"oncelog approve {self.run_id} {step.step_id} --by NAME",
+                run_id=self.run_id, step_id=step.step_id, key=step.key,
+            )  # fmt: skip
 
     def _resume(self, record: StepRecord, call: Call) -> Replayed | Pending:
         state = record.state

@@ -14,6 +14,7 @@
     │   ├── UnknownRun
     │   ├── UnknownStep
     │   ├── UnknownHalt            clearing a kill switch that is not on
+    │   ├── UnknownApproval        deciding a request that is not pending
     │   └── InvalidResolution
     ├── RunStopped                 the run cannot go on; see ``exit_code``
     │   ├── NeedsPerson            exit 3: a person must act
@@ -21,12 +22,14 @@
     │   │   ├── AmbiguousOutcome   an effect may or may not have happened
     │   │   ├── ReplayDivergence   the code asked for a different step than the journal holds
     │   │   └── ArgumentDrift      a finished step asked again with other arguments
+    │   ├── ApprovalRequired       exit 4: waiting for a person to approve an effect
     │   └── TryLater               exit 75: nothing wrong, run it again later
     │       ├── RunLeased          another live worker owns the run
     │       └── LeaseLost          this worker's lease was taken over while it ran
     ├── StepError                  the agent may catch these and carry on
     │   ├── EffectRefused          the provider definitely refused (recorded, replayed)
     │   ├── EffectAbandoned        a person gave up on the effect
+    │   ├── ApprovalDenied         a person denied the effect with these arguments
     │   └── ResultNotRecorded      the effect happened but its result could not be stored
     └── StoreError                 the ledger itself
         ├── StoreUnavailable       cannot open, read or durably write now (exit 75)
@@ -128,6 +131,10 @@ class UnknownHalt(UsageError):
     pass
 
 
+class UnknownApproval(UsageError):
+    pass
+
+
 class InvalidResolution(UsageError):
     pass
 
@@ -169,6 +176,12 @@ class ArgumentDrift(NeedsPerson):
     """A recorded step was asked for again with different arguments."""
 
 
+class ApprovalRequired(RunStopped):
+    """The effect waits for a person's approval of exactly these arguments."""
+
+    exit_code = 4
+
+
 class TryLater(RunStopped):
     """Nothing is wrong with the run; another attempt later will proceed."""
 
@@ -208,6 +221,10 @@ class EffectRefused(StepError):
 
 class EffectAbandoned(StepError):
     pass
+
+
+class ApprovalDenied(StepError):
+    """A person denied this effect with these arguments; the agent may do something else."""
 
 
 class ResultNotRecorded(StepError):

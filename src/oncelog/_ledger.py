@@ -11,6 +11,8 @@ from ._effects import Engine
 from ._exceptions import ConfigurationError, InvalidResolution, UnknownRun
 from ._probes import Probe
 from ._records import (
+    Approval,
+    ApprovalStatus,
     Halt,
     HaltScope,
     JournalEntry,
@@ -40,12 +42,14 @@ class Ledger:
         *,
         lease_ttl: float = 30.0,
         max_payload_bytes: int = 1 << 20,
+        approval_poll: float = 1.0,
     ) -> None:
         if lease_ttl <= 0 or max_payload_bytes <= 0:
             raise ConfigurationError("lease_ttl and max_payload_bytes must be positive")
         self.store = store
         self.lease_ttl = lease_ttl
         self.max_payload_bytes = max_payload_bytes
+        self.approval_poll = approval_poll  # seconds between looks, while async code waits
 
     # -- declaring tools ----------------------------------------------------------------
 
@@ -58,6 +62,7 @@ class Ledger:
         drift: DriftPolicy | None = None,
         probe: Probe | None = None,
         key_ttl: timedelta | float | None = None,
+        approval: bool | None = None,
     ) -> Callable[[Callable[P, R]], Tool[P, R]]:
         """Declare a tool. ``name`` defaults to the function's qualified name and is part
         of the idempotency key, so keep it stable. ``refusals`` are the exceptions that
@@ -67,12 +72,14 @@ class Ledger:
         ``probe`` asks the provider what happened to an effect whose outcome is unknown
         (see ``oncelog.Found``); ``key_ttl`` is how long the provider honours an
         idempotency key (Stripe: about 24 hours): an unknown effect older than that is
-        not called again on a probe's "not found" alone."""
+        not called again on a probe's "not found" alone. ``approval`` (default: for
+        ``destructive`` tools) makes every attempt wait for a person's approval of its
+        exact arguments."""
 
         def declare(fn: Callable[P, R]) -> Tool[P, R]:
             spec = make_spec(
                 fn, kind=kind, name=name, refusals=refusals, drift=drift, probe=probe,
-                key_ttl=key_ttl,
+                key_ttl=key_ttl, approval=approval,
             )  # fmt: skip
             return Tool(fn, spec)
 
@@ -171,6 +178,41 @@ class Ledger:
             run_id, step_id, resolution, result_json=result_json, by=by, note=note
         )
 
+    # -- approvals ----------------------------------------------------------------------
+
+    def approve(
+        self,
+        run_id: str,
+        step_id: str,
+        *,
+        by: str,
+        expires_in: timedelta | float | None = None,
+        note: str | None = None,
+    ) -> Approval:
+        """Approve the pending request of a step, for exactly the arguments it was made
+        with, once: the next attempt uses it up. ``expires_in`` bounds how long it holds."""
+        if not by:
+            raise ConfigurationError("approve(..., by=...) must name the person approving")
+        seconds = expires_in.total_seconds() if isinstance(expires_in, timedelta) else expires_in
+        return self.store.decide_approval(
+            run_id, step_id, ApprovalStatus.APPROVED, by=by, expires_in=seconds, note=note
+        )
+
+    def deny(self, run_id: str, step_id: str, *, by: str, note: str | None = None) -> Approval:
+        """Deny the pending request of a step: the agent gets ``ApprovalDenied`` there,
+        now and on every replay, for those arguments."""
+        if not by:
+            raise ConfigurationError("deny(..., by=...) must name the person denying")
+        return self.store.decide_approval(
+            run_id, step_id, ApprovalStatus.DENIED, by=by, expires_in=None, note=note
+        )
+
+    def approvals(
+        self, status: ApprovalStatus | str | None = "pending", *, limit: int = 100
+    ) -> list[Approval]:
+        """Approval requests, newest first (by default the pending ones)."""
+        return self.store.approvals(None if status is None else ApprovalStatus(status), limit)
+
     # -- the kill switch ----------------------------------------------------------------
 
     def halt(
@@ -257,14 +299,17 @@ def open(
     durability: Literal["full", "process"] = "full",
     lease_ttl: float = 30.0,
     max_payload_bytes: int = 1 << 20,
+    approval_poll: float = 1.0,
 ) -> Ledger:
     """Open the ledger at ``url``: a SQLite path or ``sqlite:///`` URL; by default
     ``$ONCELOG_URL``, else ``./.oncelog/ledger.db``.
 
     ``durability="full"`` survives a power loss; ``"process"`` survives a process kill
-    but not an OS crash, and commits faster."""
+    but not an OS crash, and commits faster. ``approval_poll`` is how often async code
+    awaiting an approval looks again, in seconds."""
     return Ledger(
         open_store(url, durability=durability),
         lease_ttl=lease_ttl,
         max_payload_bytes=max_payload_bytes,
+        approval_poll=approval_poll,
     )

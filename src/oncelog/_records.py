@@ -43,6 +43,14 @@ class HaltScope(str, enum.Enum):
     RUN = "run"
 
 
+class ApprovalStatus(str, enum.Enum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    USED = "used"  # an attempt of the effect consumed it
+    EXPIRED = "expired"
+
+
 class Resolution(str, enum.Enum):
     """What a person decided about an effect whose outcome was unknown."""
 
@@ -147,3 +155,22 @@ class Halt:
     @property
     def active(self) -> bool:
         return self.cleared_at is None
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A request to run one effect with exactly these arguments, and a person's decision."""
+
+    id: int
+    run_id: str
+    step_id: str
+    tool: str
+    args_hash: str
+    args_json: str
+    status: ApprovalStatus
+    requested_at: float
+    decided_by: str | None
+    decided_at: float | None
+    expires_at: float | None
+    note: str | None
+    used_at: float | None

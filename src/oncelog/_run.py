@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from . import _leases as leases
 from ._effects import Call, Engine, Pending, Replayed, encode_args
 from ._exceptions import (
+    ApprovalRequired,
     LeaseLost,
     NeedsPerson,
     NotATool,
@@ -168,6 +169,8 @@ def _ending(exc: BaseException | None) -> tuple[RunStatus, str | None]:
         return RunStatus.COMPLETED, None
     if isinstance(exc, NeedsPerson):
         return RunStatus.HALTED, str(exc)
+    if isinstance(exc, ApprovalRequired):
+        return RunStatus.WAITING, str(exc)
     if isinstance(exc, Exception):
         return RunStatus.FAILED, f"{type(exc).__name__}: {exc}"
     # KeyboardInterrupt, SystemExit, cancellation: the run can be resumed at once.
@@ -223,7 +226,12 @@ class AsyncRun(_Steps):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        got = await asyncio.to_thread(self._engine.prepare, seq, call)
+        while True:  # async code awaits an approval instead of exiting with code 4
+            try:
+                got = await asyncio.to_thread(self._engine.prepare, seq, call)
+                break
+            except ApprovalRequired:
+                await asyncio.sleep(self._ledger.approval_poll)
         if isinstance(got, Replayed):
             return got.value
         try:

@@ -53,6 +53,7 @@ class ToolSpec:
     idempotent: bool = False
     probe: Probe | None = None
     key_ttl: float | None = None  # seconds the provider keeps an idempotency key
+    approval: bool = False  # each attempt needs a person's approval of its arguments
 
 
 class Tool(Generic[P, R]):
@@ -95,6 +96,7 @@ def make_spec(
     drift: DriftPolicy | None,
     probe: Probe | None = None,
     key_ttl: timedelta | float | None = None,
+    approval: bool | None = None,
 ) -> ToolSpec:
     try:
         kind = Kind(kind)
@@ -117,6 +119,7 @@ def make_spec(
         idempotent=kind.idempotent,
         probe=probe,
         key_ttl=_seconds(key_ttl),
+        approval=kind is Kind.DESTRUCTIVE if approval is None else approval,
     )
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .._records import (
+    Approval,
+    ApprovalStatus,
     Halt,
     HaltScope,
     JournalEntry,
@@ -42,6 +44,7 @@ class NewStep:
     key: str
     args_hash: str
     args_json: str
+    needs_approval: bool = False  # the intent must consume an approval of these arguments
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,26 @@ class Store(Protocol):
     ) -> None:
         """Intent and outcome in one commit, for steps without external consequences."""
         ...
+
+    def request_approval(self, lease: Lease, step: NewStep) -> Approval:
+        """The approval request for this step and these arguments: the live one if there
+        is one (pending, approved and unexpired, or denied), else a new pending one."""
+        ...
+
+    def decide_approval(
+        self,
+        run_id: str,
+        step_id: str,
+        status: ApprovalStatus,
+        *,
+        by: str,
+        expires_in: float | None,
+        note: str | None,
+    ) -> Approval:
+        """A person approves or denies the pending request of a step."""
+        ...
+
+    def approvals(self, status: ApprovalStatus | None, limit: int) -> list[Approval]: ...
 
     def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
         """A probe's answer for an effect in doubt (``in_flight`` or ``unknown``)."""

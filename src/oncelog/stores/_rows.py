@@ -11,10 +11,24 @@ from json.encoder import encode_basestring as quote  # the C escaper json.dumps 
 from typing import Any
 
 from .._exceptions import CorruptRecord
-from .._records import Halt, HaltScope, RunRecord, RunStatus, StepRecord, StepState, StepType
+from .._records import (
+    Approval,
+    ApprovalStatus,
+    Halt,
+    HaltScope,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+    StepState,
+    StepType,
+)
 from .._serialization import decode
 
 RUN_COLUMNS = "run_id, status, plan, reason, created_at, updated_at, owner, fencing_token, agent"
+APPROVAL_COLUMNS = (
+    "id, run_id, step_id, tool, args_hash, args, status, requested_at, decided_by, "
+    "decided_at, expires_at, note, used_at"
+)
 HALT_COLUMNS = "id, scope, target, reason, set_by, set_at, cleared_by, cleared_at, note"
 # One past the highest recorded position: a seek on the steps primary key, not a column
 # every step would have to update.
@@ -70,6 +84,20 @@ def step_record(row: Sequence[Any]) -> StepRecord:
             run_id=row[0], step_id=row[2],
         )  # fmt: skip
     return StepRecord._make((*row[:3], step_type, *row[4:9], state, *row[10:]))
+
+
+def approval_record(row: Sequence[Any]) -> Approval:
+    """A row of ``APPROVAL_COLUMNS``."""
+    try:
+        status = ApprovalStatus(row[6])
+    except ValueError as exc:
+        raise CorruptRecord(f"approval {row[0]} does not decode: {exc}", run_id=row[1]) from exc
+    id_, run_id, step_id, tool, args_hash, args = row[:6]
+    requested, decided_by, decided_at, expires_at, note, used_at = row[7:13]
+    return Approval(
+        id_, run_id, step_id, tool, args_hash, args, status, requested, decided_by,
+        decided_at, expires_at, note, used_at,
+    )  # fmt: skip
 
 
 def halt_record(row: Sequence[Any]) -> Halt:

@@ -22,6 +22,7 @@ from typing import Any
 
 from .. import _crashpoints as crashpoints
 from .._exceptions import (
+    ApprovalRequired,
     ConfigurationError,
     CorruptRecord,
     DuplicateStep,
@@ -31,12 +32,15 @@ from .._exceptions import (
     RunLeased,
     SchemaTooNew,
     StoreUnavailable,
+    UnknownApproval,
     UnknownHalt,
     UnknownRun,
     UnknownStep,
     halted,
 )
 from .._records import (
+    Approval,
+    ApprovalStatus,
     Halt,
     HaltScope,
     JournalEntry,
@@ -50,10 +54,12 @@ from .._serialization import decode, encode
 from ._migrations import migrations
 from ._protocol import Lease, NewStep, Outcome, OwnerCheck
 from ._rows import (
+    APPROVAL_COLUMNS,
     HALT_COLUMNS,
     NEXT_SEQ,
     RUN_COLUMNS,
     STEP_COLUMNS,
+    approval_record,
     halt_record,
     journal_json,
     run_record,
@@ -343,6 +349,8 @@ class SQLiteStore:
         halt = self._active_halt(db, lease.run_id, lease.agent)
         if halt is not None:
             raise halted(halt, lease.run_id, step.step_id)
+        if step.needs_approval:
+            self._use_approval(db, lease, step)
         if previous is None:
             attempt = 1
             try:
@@ -518,6 +526,102 @@ class SQLiteStore:
                 run_id=run_id, step_id=step_id, key=step.key,
             )  # fmt: skip
         return step
+
+    # -- approvals ----------------------------------------------------------------------
+
+    @staticmethod
+    def _use_approval(db: sqlite3.Connection, lease: Lease, step: NewStep) -> None:
+        """Consume the approval of exactly these arguments in the intent's transaction, so
+        one approval lets one attempt run, whatever is killed when."""
+        cur = db.execute(
+            f"UPDATE approvals SET status = 'used', used_at = {_NOW} WHERE id = ("
+            "SELECT id FROM approvals WHERE run_id = ? AND step_id = ? AND args_hash = ? "
+            f"AND status = 'approved' AND (expires_at IS NULL OR expires_at > {_NOW}) "
+            "ORDER BY id LIMIT 1)",
+            (lease.run_id, step.step_id, step.args_hash),
+        )
+        if cur.rowcount != 1:
+            raise ApprovalRequired(
+                "the approval of this effect is gone (used, expired or withdrawn)",
+                run_id=lease.run_id, step_id=step.step_id, key=step.key,
+            )  # fmt: skip
+
+    def request_approval(self, lease: Lease, step: NewStep) -> Approval:
+        with self._tx() as db:
+            self._fence(db, lease)
+            db.execute(
+                f"UPDATE approvals SET status = 'expired' WHERE run_id = ? AND step_id = ? "
+                f"AND status = 'approved' AND expires_at <= {_NOW}",
+                (lease.run_id, step.step_id),
+            )
+            row = db.execute(
+                f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? AND step_id = ? "
+                "AND args_hash = ? AND status IN ('pending', 'approved', 'denied') "
+                "ORDER BY id DESC LIMIT 1",
+                (lease.run_id, step.step_id, step.args_hash),
+            ).fetchone()
+            if row is not None:
+                return approval_record(row)
+            cur = db.execute(
+                "INSERT INTO approvals (run_id, step_id, tool, args_hash, args, status, "
+                f"requested_at) VALUES (?, ?, ?, ?, ?, 'pending', {_NOW})",
+                (lease.run_id, step.step_id, step.tool, step.args_hash, step.args_json),
+            )
+            self._append(
+                db, lease.run_id, step.seq, "approval_requested",
+                journal_json(step_id=text(step.step_id), args_hash=text(step.args_hash),
+                             args=step.args_json),
+            )  # fmt: skip
+            return self._approval(db, cur.lastrowid)
+
+    def decide_approval(
+        self,
+        run_id: str,
+        step_id: str,
+        status: ApprovalStatus,
+        *,
+        by: str,
+        expires_in: float | None,
+        note: str | None,
+    ) -> Approval:
+        with self._tx() as db:
+            row = db.execute(
+                "SELECT id FROM approvals WHERE run_id = ? AND step_id = ? "
+                "AND status = 'pending' ORDER BY id DESC LIMIT 1",
+                (run_id, step_id),
+            ).fetchone()
+            if row is None:
+                raise UnknownApproval(
+                    f"no approval is pending for step {step_id!r}", run_id=run_id,
+                    step_id=step_id,
+                )  # fmt: skip
+            db.execute(
+                f"UPDATE approvals SET status = ?, decided_by = ?, decided_at = {_NOW}, "
+                f"expires_at = CASE WHEN ? IS NULL THEN NULL ELSE {_NOW} + ? END, note = ? "
+                "WHERE id = ?",
+                (status.value, by, expires_in, expires_in, note, row[0]),
+            )
+            self._append(
+                db, run_id, None, f"approval_{status.value}",
+                journal_json(step_id=text(step_id), by=text(by), note=text(note),
+                             expires_in=None if expires_in is None else repr(expires_in)),
+            )  # fmt: skip
+            return self._approval(db, row[0])
+
+    @staticmethod
+    def _approval(db: sqlite3.Connection, approval_id: int | None) -> Approval:
+        row = db.execute(
+            f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)
+        ).fetchone()
+        return approval_record(row)
+
+    def approvals(self, status: ApprovalStatus | None, limit: int) -> list[Approval]:
+        where, params = ("WHERE status = ?", (status.value,)) if status else ("", ())
+        rows = self._read(
+            f"SELECT {APPROVAL_COLUMNS} FROM approvals {where} ORDER BY id DESC LIMIT ?",
+            (*params, limit),
+        )
+        return [approval_record(r) for r in rows]
 
     # -- kill switch --------------------------------------------------------------------
 
