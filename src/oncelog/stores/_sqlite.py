@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import _crashpoints as crashpoints
 from .._exceptions import (
-    ApprovalRequired,
     ConfigurationError,
     CorruptRecord,
     DuplicateStep,
@@ -32,8 +31,6 @@ from .._exceptions import (
     RunLeased,
     SchemaTooNew,
     StoreUnavailable,
-    UnknownApproval,
-    UnknownHalt,
     UnknownRun,
     UnknownStep,
     halted,
@@ -51,23 +48,21 @@ from .._records import (
     StepState,
 )
 from .._serialization import decode, encode
+from . import _sqlite_controls as controls
 from ._migrations import migrations
 from ._protocol import Lease, NewStep, Outcome, OwnerCheck
 from ._rows import (
-    APPROVAL_COLUMNS,
-    HALT_COLUMNS,
     NEXT_SEQ,
     RUN_COLUMNS,
     STEP_COLUMNS,
-    approval_record,
-    halt_record,
     journal_json,
     run_record,
     step_record,
     text,
 )
+from ._sqlite_tx import NOW, append, fence
 
-_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+T = TypeVar("T")
 _SYNCHRONOUS = {"full": 2, "process": 1}
 _IN_DOUBT = (StepState.IN_FLIGHT.value, StepState.UNKNOWN.value)
 _SELECT_RUN = f"SELECT {RUN_COLUMNS}, {NEXT_SEQ} FROM runs"
@@ -138,7 +133,7 @@ class SQLiteStore:
                 for statement in migration.statements():
                     db.execute(statement)
                 db.execute(
-                    f"INSERT INTO schema_migrations VALUES (?, ?, {_NOW})",
+                    f"INSERT INTO schema_migrations VALUES (?, ?, {NOW})",
                     (migration.version, migration.name),
                 )
 
@@ -169,35 +164,6 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 raise _store_error(exc, self.path) from exc
 
-    @staticmethod
-    def _append(
-        db: sqlite3.Connection, run_id: str, seq: int | None, event: str, data: str
-    ) -> None:
-        db.execute(
-            f"INSERT INTO journal (run_id, seq, event, data, at) VALUES (?, ?, ?, ?, {_NOW})",
-            (run_id, seq, event, data),
-        )
-
-    @staticmethod
-    def _fence(db: sqlite3.Connection, lease: Lease) -> None:
-        """Refuse a stale owner, inside the write transaction (which holds the write lock).
-        The lease is extended only once half of it is used, so most commits leave the
-        runs table untouched."""
-        row = db.execute(
-            f"SELECT owner, fencing_token, lease_expires_at - {_NOW} FROM runs WHERE run_id = ?",
-            (lease.run_id,),
-        ).fetchone()
-        if row is None or row[0] != lease.owner or row[1] != lease.token:
-            raise LeaseLost(
-                "another worker took this run over; this worker may not write to it",
-                run_id=lease.run_id,
-            )
-        if row[2] is None or row[2] < lease.ttl / 2:
-            db.execute(
-                f"UPDATE runs SET lease_expires_at = {_NOW} + ? WHERE run_id = ?",
-                (lease.ttl, lease.run_id),
-            )
-
     def _run_row(self, db: sqlite3.Connection, run_id: str) -> RunRecord | None:
         row = db.execute(f"{_SELECT_RUN} WHERE run_id = ?", (run_id,)).fetchone()
         return None if row is None else run_record(row)
@@ -224,10 +190,10 @@ class SQLiteStore:
                     raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
                 db.execute(
                     f"INSERT INTO runs (run_id, status, plan, agent, created_at, updated_at) "
-                    f"VALUES (?, 'running', ?, ?, {_NOW}, {_NOW})",
+                    f"VALUES (?, 'running', ?, ?, {NOW}, {NOW})",
                     (run_id, plan_json, agent),
                 )
-                self._append(
+                append(
                     db, run_id, None, "run_created", journal_json(plan=plan_json, agent=text(agent))
                 )
             else:
@@ -239,8 +205,8 @@ class SQLiteStore:
                 if plan is not None and current.plan != plan:
                     self._replace_plan(db, current, plan_json, replace_plan)
             db.execute(
-                f"UPDATE runs SET owner = ?, lease_expires_at = {_NOW} + ?, "
-                f"fencing_token = fencing_token + 1, updated_at = {_NOW}, "
+                f"UPDATE runs SET owner = ?, lease_expires_at = {NOW} + ?, "
+                f"fencing_token = fencing_token + 1, updated_at = {NOW}, "
                 # Only a person clears a halt; a completed run entered again is running
                 # until it completes again (so a completed run never holds a step in doubt).
                 "status = CASE WHEN status = 'halted' THEN status ELSE 'running' END "
@@ -249,7 +215,7 @@ class SQLiteStore:
             )
             record = self._run_row(db, run_id)
             assert record is not None
-            self._append(
+            append(
                 db, run_id, None, "lease_acquired",
                 journal_json(owner=text(owner), token=str(record.fencing_token)),
             )  # fmt: skip
@@ -261,7 +227,7 @@ class SQLiteStore:
         if holder is None or gone(holder):
             return
         expired = db.execute(
-            f"SELECT lease_expires_at < {_NOW} FROM runs WHERE run_id = ?", (current.run_id,)
+            f"SELECT lease_expires_at < {NOW} FROM runs WHERE run_id = ?", (current.run_id,)
         ).fetchone()[0]
         if not expired:
             raise RunLeased(f"run is owned by live worker {holder}", run_id=current.run_id)
@@ -278,21 +244,17 @@ class SQLiteStore:
             )
         db.execute("UPDATE runs SET plan = ? WHERE run_id = ?", (plan_json, current.run_id))
         old_json = None if old is None else encode(old, what="plan", limit=1 << 24)
-        self._append(
-            db, current.run_id, None, "plan_replaced", journal_json(old=old_json, new=plan_json)
-        )
+        append(db, current.run_id, None, "plan_replaced", journal_json(old=old_json, new=plan_json))
 
     def finish(self, lease: Lease, status: RunStatus, reason: str | None) -> None:
         with self._tx() as db:
-            self._fence(db, lease)
+            fence(db, lease)
             db.execute(
                 f"UPDATE runs SET status = ?, reason = ?, owner = NULL, lease_expires_at = NULL, "
-                f"updated_at = {_NOW} WHERE run_id = ?",
+                f"updated_at = {NOW} WHERE run_id = ?",
                 (status.value, reason, lease.run_id),
             )
-            self._append(
-                db, lease.run_id, None, "run_" + status.value, journal_json(reason=text(reason))
-            )
+            append(db, lease.run_id, None, "run_" + status.value, journal_json(reason=text(reason)))
 
     def get_run(self, run_id: str) -> RunRecord:
         rows = self._read(f"{_SELECT_RUN} WHERE run_id = ?", (run_id,))
@@ -345,18 +307,18 @@ class SQLiteStore:
         """Write the step as ``in_flight``; return its attempt number. A kill switch is
         checked here, in the transaction that writes the intent, so no effect starts after
         a halt was committed."""
-        self._fence(db, lease)
-        halt = self._active_halt(db, lease.run_id, lease.agent)
+        fence(db, lease)
+        halt = controls.active_halt(db, lease.run_id, lease.agent)
         if halt is not None:
             raise halted(halt, lease.run_id, step.step_id)
         if step.needs_approval:
-            self._use_approval(db, lease, step)
+            controls.use_approval(db, lease, step)
         if previous is None:
             attempt = 1
             try:
                 db.execute(
                     f"INSERT INTO steps ({STEP_COLUMNS}) VALUES "
-                    f"(?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_flight', NULL, NULL, 1, 0, 0, {_NOW}, NULL)",
+                    f"(?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_flight', NULL, NULL, 1, 0, 0, {NOW}, NULL)",
                     (lease.run_id, step.seq, step.step_id, step.type, step.tool, step.kind,
                      step.key, step.args_hash, step.args_json),
                 )  # fmt: skip
@@ -368,7 +330,7 @@ class SQLiteStore:
                 ) from exc  # fmt: skip
         else:
             attempt = self._restart_step(db, lease, step, previous)
-        self._append(
+        append(
             db, lease.run_id, step.seq, "intent",
             journal_json(
                 step_id=text(step.step_id), type=text(step.type), tool=text(step.tool),
@@ -385,7 +347,7 @@ class SQLiteStore:
     ) -> int:
         cur = db.execute(
             f"UPDATE steps SET state = 'in_flight', attempts = attempts + 1, args_hash = ?, "
-            f"args = ?, started_at = {_NOW}, finished_at = NULL, result = NULL, error = NULL "
+            f"args = ?, started_at = {NOW}, finished_at = NULL, result = NULL, error = NULL "
             "WHERE run_id = ? AND seq = ? AND state = ?",
             (step.args_hash, step.args_json, lease.run_id, step.seq, previous.value),
         )
@@ -412,7 +374,7 @@ class SQLiteStore:
         attempt in doubt)."""
         cur = db.execute(
             f"UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, tokens_out = ?, "
-            f"finished_at = {_NOW} WHERE run_id = ? AND seq = ? AND attempts = ? "
+            f"finished_at = {NOW} WHERE run_id = ? AND seq = ? AND attempts = ? "
             "AND state IN (?, ?)",
             (outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
              outcome.tokens_out, lease.run_id, seq, attempt, StepState.IN_FLIGHT.value,
@@ -423,7 +385,7 @@ class SQLiteStore:
                 "the step was resolved or retried by someone else while this worker ran it",
                 run_id=lease.run_id,
             )
-        self._append(
+        append(
             db, lease.run_id, seq, event,
             journal_json(
                 state=text(outcome.state.value), attempt=str(attempt),
@@ -442,7 +404,7 @@ class SQLiteStore:
 
     def write_outcome(self, lease: Lease, step: NewStep, attempt: int, outcome: Outcome) -> None:
         with self._tx() as db:
-            self._fence(db, lease)
+            fence(db, lease)
             self._end_step(db, lease, step.seq, attempt, outcome)
             crashpoints.reach("before_outcome_commit", step.step_id)
 
@@ -455,23 +417,23 @@ class SQLiteStore:
 
     def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
         with self._tx() as db:
-            self._fence(db, lease)
+            fence(db, lease)
             self._end_step(db, lease, seq, attempt, outcome, event="probed")
 
     def mark_unknown(self, lease: Lease, seq: int, reason: str) -> None:
         with self._tx() as db:
-            self._fence(db, lease)
+            fence(db, lease)
             db.execute(
                 "UPDATE steps SET state = 'unknown' WHERE run_id = ? AND seq = ? "
                 "AND state IN (?, ?)",
                 (lease.run_id, seq, *_IN_DOUBT),
             )
             db.execute(
-                f"UPDATE runs SET status = 'halted', reason = ?, updated_at = {_NOW} "
+                f"UPDATE runs SET status = 'halted', reason = ?, updated_at = {NOW} "
                 "WHERE run_id = ?",
                 (reason, lease.run_id),
             )
-            self._append(db, lease.run_id, seq, "unknown", journal_json(reason=text(reason)))
+            append(db, lease.run_id, seq, "unknown", journal_json(reason=text(reason)))
 
     def resolve(
         self,
@@ -492,17 +454,17 @@ class SQLiteStore:
                 (run_id,),
             )
             db.execute(
-                f"UPDATE steps SET state = ?, result = ?, finished_at = {_NOW} "
+                f"UPDATE steps SET state = ?, result = ?, finished_at = {NOW} "
                 "WHERE run_id = ? AND seq = ?",
                 (_RESOLVED_STATE[resolution].value, result_json, run_id, step.seq),
             )
             db.execute(
-                f"UPDATE runs SET status = 'running', reason = NULL, updated_at = {_NOW} "
+                f"UPDATE runs SET status = 'running', reason = NULL, updated_at = {NOW} "
                 "WHERE run_id = ? AND status = 'halted' AND NOT EXISTS "
                 "(SELECT 1 FROM steps WHERE run_id = ? AND state = 'unknown')",
                 (run_id, run_id),
             )
-            self._append(
+            append(
                 db, run_id, step.seq, "resolved",
                 journal_json(resolution=text(resolution.value), by=text(by), note=text(note),
                              result=result_json),
@@ -527,52 +489,12 @@ class SQLiteStore:
             )  # fmt: skip
         return step
 
-    # -- approvals ----------------------------------------------------------------------
-
-    @staticmethod
-    def _use_approval(db: sqlite3.Connection, lease: Lease, step: NewStep) -> None:
-        """Consume the approval of exactly these arguments in the intent's transaction, so
-        one approval lets one attempt run, whatever is killed when."""
-        cur = db.execute(
-            f"UPDATE approvals SET status = 'used', used_at = {_NOW} WHERE id = ("
-            "SELECT id FROM approvals WHERE run_id = ? AND step_id = ? AND args_hash = ? "
-            f"AND status = 'approved' AND (expires_at IS NULL OR expires_at > {_NOW}) "
-            "ORDER BY id LIMIT 1)",
-            (lease.run_id, step.step_id, step.args_hash),
-        )
-        if cur.rowcount != 1:
-            raise ApprovalRequired(
-                "the approval of this effect is gone (used, expired or withdrawn)",
-                run_id=lease.run_id, step_id=step.step_id, key=step.key,
-            )  # fmt: skip
+    # -- approvals and the kill switch (SQL in _sqlite_controls) -------------------------
 
     def request_approval(self, lease: Lease, step: NewStep) -> Approval:
         with self._tx() as db:
-            self._fence(db, lease)
-            db.execute(
-                f"UPDATE approvals SET status = 'expired' WHERE run_id = ? AND step_id = ? "
-                f"AND status = 'approved' AND expires_at <= {_NOW}",
-                (lease.run_id, step.step_id),
-            )
-            row = db.execute(
-                f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? AND step_id = ? "
-                "AND args_hash = ? AND status IN ('pending', 'approved', 'denied') "
-                "ORDER BY id DESC LIMIT 1",
-                (lease.run_id, step.step_id, step.args_hash),
-            ).fetchone()
-            if row is not None:
-                return approval_record(row)
-            cur = db.execute(
-                "INSERT INTO approvals (run_id, step_id, tool, args_hash, args, status, "
-                f"requested_at) VALUES (?, ?, ?, ?, ?, 'pending', {_NOW})",
-                (lease.run_id, step.step_id, step.tool, step.args_hash, step.args_json),
-            )
-            self._append(
-                db, lease.run_id, step.seq, "approval_requested",
-                journal_json(step_id=text(step.step_id), args_hash=text(step.args_hash),
-                             args=step.args_json),
-            )  # fmt: skip
-            return self._approval(db, cur.lastrowid)
+            fence(db, lease)
+            return controls.request_approval(db, lease, step)
 
     def decide_approval(
         self,
@@ -585,112 +507,36 @@ class SQLiteStore:
         note: str | None,
     ) -> Approval:
         with self._tx() as db:
-            row = db.execute(
-                "SELECT id FROM approvals WHERE run_id = ? AND step_id = ? "
-                "AND status = 'pending' ORDER BY id DESC LIMIT 1",
-                (run_id, step_id),
-            ).fetchone()
-            if row is None:
-                raise UnknownApproval(
-                    f"no approval is pending for step {step_id!r}", run_id=run_id,
-                    step_id=step_id,
-                )  # fmt: skip
-            db.execute(
-                f"UPDATE approvals SET status = ?, decided_by = ?, decided_at = {_NOW}, "
-                f"expires_at = CASE WHEN ? IS NULL THEN NULL ELSE {_NOW} + ? END, note = ? "
-                "WHERE id = ?",
-                (status.value, by, expires_in, expires_in, note, row[0]),
+            return controls.decide_approval(
+                db, run_id, step_id, status, by=by, expires_in=expires_in, note=note
             )
-            self._append(
-                db, run_id, None, f"approval_{status.value}",
-                journal_json(step_id=text(step_id), by=text(by), note=text(note),
-                             expires_in=None if expires_in is None else repr(expires_in)),
-            )  # fmt: skip
-            return self._approval(db, row[0])
-
-    @staticmethod
-    def _approval(db: sqlite3.Connection, approval_id: int | None) -> Approval:
-        row = db.execute(
-            f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)
-        ).fetchone()
-        return approval_record(row)
 
     def approvals(self, status: ApprovalStatus | None, limit: int) -> list[Approval]:
-        where, params = ("WHERE status = ?", (status.value,)) if status else ("", ())
-        rows = self._read(
-            f"SELECT {APPROVAL_COLUMNS} FROM approvals {where} ORDER BY id DESC LIMIT ?",
-            (*params, limit),
-        )
-        return [approval_record(r) for r in rows]
-
-    # -- kill switch --------------------------------------------------------------------
-
-    @staticmethod
-    def _active_halt(db: sqlite3.Connection, run_id: str, agent: str | None) -> Halt | None:
-        row = db.execute(
-            f"SELECT {HALT_COLUMNS} FROM halts WHERE cleared_at IS NULL AND ("
-            "(scope = 'global' AND target = '') OR (scope = 'agent' AND target = ?) "
-            "OR (scope = 'run' AND target = ?)) ORDER BY id LIMIT 1",
-            (agent if agent is not None else "", run_id),
-        ).fetchone()
-        return None if row is None else halt_record(row)
+        with self._lock:
+            return self._guarded(controls.list_approvals, self._db, status, limit)
 
     def active_halt(self, run_id: str, agent: str | None) -> Halt | None:
         with self._lock:
-            try:
-                return self._active_halt(self._db, run_id, agent)
-            except sqlite3.Error as exc:
-                raise _store_error(exc, self.path) from exc
+            return self._guarded(controls.active_halt, self._db, run_id, agent)
 
     def set_halt(self, scope: HaltScope, target: str, *, reason: str, by: str) -> Halt:
         with self._tx() as db:
-            existing = db.execute(
-                f"SELECT {HALT_COLUMNS} FROM halts WHERE scope = ? AND target = ? "
-                "AND cleared_at IS NULL",
-                (scope.value, target),
-            ).fetchone()
-            if existing is not None:
-                return halt_record(existing)  # already on: the first reason stands
-            cur = db.execute(
-                f"INSERT INTO halts (scope, target, reason, set_by, set_at) "
-                f"VALUES (?, ?, ?, ?, {_NOW})",
-                (scope.value, target, reason, by),
-            )
-            self._append(
-                db, target if scope is HaltScope.RUN else "", None, "halt_set",
-                journal_json(scope=text(scope.value), target=text(target), reason=text(reason),
-                             by=text(by)),
-            )  # fmt: skip
-            row = db.execute(f"SELECT {HALT_COLUMNS} FROM halts WHERE id = ?", (cur.lastrowid,))
-            return halt_record(row.fetchone())
+            return controls.set_halt(db, scope, target, reason, by)
 
     def clear_halt(self, scope: HaltScope, target: str, *, by: str, note: str | None) -> Halt:
         with self._tx() as db:
-            row = db.execute(
-                f"SELECT {HALT_COLUMNS} FROM halts WHERE scope = ? AND target = ? "
-                "AND cleared_at IS NULL",
-                (scope.value, target),
-            ).fetchone()
-            if row is None:
-                named = "" if scope is HaltScope.GLOBAL else f" for {target!r}"
-                raise UnknownHalt(f"no {scope.value} kill switch is on{named}")
-            db.execute(
-                f"UPDATE halts SET cleared_by = ?, cleared_at = {_NOW}, note = ? WHERE id = ?",
-                (by, note, row[0]),
-            )
-            self._append(
-                db, target if scope is HaltScope.RUN else "", None, "halt_cleared",
-                journal_json(scope=text(scope.value), target=text(target), by=text(by),
-                             note=text(note)),
-            )  # fmt: skip
-            cleared = db.execute(f"SELECT {HALT_COLUMNS} FROM halts WHERE id = ?", (row[0],))
-            return halt_record(cleared.fetchone())
+            return controls.clear_halt(db, scope, target, by, note)
 
     def halts(self, *, active_only: bool, limit: int) -> list[Halt]:
-        where = "WHERE cleared_at IS NULL" if active_only else ""
-        rows = self._read(f"SELECT {HALT_COLUMNS} FROM halts {where} ORDER BY id DESC LIMIT ?",
-                          (limit,))  # fmt: skip
-        return [halt_record(r) for r in rows]
+        with self._lock:
+            return self._guarded(controls.list_halts, self._db, active_only, limit)
+
+    def _guarded(self, read: Callable[..., T], *args: Any) -> T:
+        """A read outside a transaction, with SQLite's errors turned into the store's."""
+        try:
+            return read(*args)
+        except sqlite3.Error as exc:
+            raise _store_error(exc, self.path) from exc
 
     # -- journal ------------------------------------------------------------------------
 

@@ -1,0 +1,181 @@
+"""The SQL of the controls that live in the ledger: approvals and the kill switch. Each
+function runs inside a transaction its caller opened."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from .._exceptions import ApprovalRequired, UnknownApproval, UnknownHalt
+from .._records import Approval, ApprovalStatus, Halt, HaltScope
+from ._protocol import Lease, NewStep
+from ._rows import APPROVAL_COLUMNS, HALT_COLUMNS, approval_record, halt_record, journal_json
+from ._rows import text as quoted
+from ._sqlite_tx import NOW, append
+
+# -- approvals ----------------------------------------------------------------------------
+
+
+def use_approval(db: sqlite3.Connection, lease: Lease, step: NewStep) -> None:
+    """Consume the approval of exactly these arguments in the intent's transaction, so one
+    approval lets one attempt run, whatever is killed when."""
+    cur = db.execute(
+        f"UPDATE approvals SET status = 'used', used_at = {NOW} WHERE id = ("
+        "SELECT id FROM approvals WHERE run_id = ? AND step_id = ? AND args_hash = ? "
+        f"AND status = 'approved' AND (expires_at IS NULL OR expires_at > {NOW}) "
+        "ORDER BY id LIMIT 1)",
+        (lease.run_id, step.step_id, step.args_hash),
+    )
+    if cur.rowcount != 1:
+        raise ApprovalRequired(
+            "the approval of this effect is gone (used, expired or withdrawn)",
+            run_id=lease.run_id, step_id=step.step_id, key=step.key,
+        )  # fmt: skip
+
+
+def request_approval(db: sqlite3.Connection, lease: Lease, step: NewStep) -> Approval:
+    db.execute(
+        "UPDATE approvals SET status = 'expired' WHERE run_id = ? AND step_id = ? "
+        f"AND status = 'approved' AND expires_at <= {NOW}",
+        (lease.run_id, step.step_id),
+    )
+    row = db.execute(
+        f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? AND step_id = ? "
+        "AND args_hash = ? AND status IN ('pending', 'approved', 'denied') "
+        "ORDER BY id DESC LIMIT 1",
+        (lease.run_id, step.step_id, step.args_hash),
+    ).fetchone()
+    if row is not None:
+        return approval_record(row)
+    cur = db.execute(
+        "INSERT INTO approvals (run_id, step_id, tool, args_hash, args, status, requested_at) "
+        f"VALUES (?, ?, ?, ?, ?, 'pending', {NOW})",
+        (lease.run_id, step.step_id, step.tool, step.args_hash, step.args_json),
+    )
+    append(
+        db, lease.run_id, step.seq, "approval_requested",
+        journal_json(step_id=quoted(step.step_id), args_hash=quoted(step.args_hash),
+                     args=step.args_json),
+    )  # fmt: skip
+    return _approval(db, cur.lastrowid)
+
+
+def decide_approval(
+    db: sqlite3.Connection,
+    run_id: str,
+    step_id: str,
+    status: ApprovalStatus,
+    *,
+    by: str,
+    expires_in: float | None,
+    note: str | None,
+) -> Approval:
+    row = db.execute(
+        "SELECT id FROM approvals WHERE run_id = ? AND step_id = ? AND status = 'pending' "
+        "ORDER BY id DESC LIMIT 1",
+        (run_id, step_id),
+    ).fetchone()
+    if row is None:
+        raise UnknownApproval(
+            f"no approval is pending for step {step_id!r}", run_id=run_id, step_id=step_id
+        )
+    db.execute(
+        f"UPDATE approvals SET status = ?, decided_by = ?, decided_at = {NOW}, "
+        f"expires_at = CASE WHEN ? IS NULL THEN NULL ELSE {NOW} + ? END, note = ? WHERE id = ?",
+        (status.value, by, expires_in, expires_in, note, row[0]),
+    )
+    append(
+        db, run_id, None, f"approval_{status.value}",
+        journal_json(step_id=quoted(step_id), by=quoted(by), note=quoted(note),
+                     expires_in=None if expires_in is None else repr(expires_in)),
+    )  # fmt: skip
+    return _approval(db, row[0])
+
+
+def _approval(db: sqlite3.Connection, approval_id: int | None) -> Approval:
+    row = db.execute(
+        f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)
+    ).fetchone()
+    return approval_record(row)
+
+
+def list_approvals(
+    db: sqlite3.Connection, status: ApprovalStatus | None, limit: int
+) -> list[Approval]:
+    where, params = ("WHERE status = ?", (status.value,)) if status else ("", ())
+    rows = db.execute(
+        f"SELECT {APPROVAL_COLUMNS} FROM approvals {where} ORDER BY id DESC LIMIT ?",
+        (*params, limit),
+    ).fetchall()
+    return [approval_record(r) for r in rows]
+
+
+# -- the kill switch ----------------------------------------------------------------------
+
+
+def active_halt(db: sqlite3.Connection, run_id: str, agent: str | None) -> Halt | None:
+    """The first switch that is on for this run: global, its agent's, or its own."""
+    row = db.execute(
+        f"SELECT {HALT_COLUMNS} FROM halts WHERE cleared_at IS NULL AND ("
+        "(scope = 'global' AND target = '') OR (scope = 'agent' AND target = ?) "
+        "OR (scope = 'run' AND target = ?)) ORDER BY id LIMIT 1",
+        (agent if agent is not None else "", run_id),
+    ).fetchone()
+    return None if row is None else halt_record(row)
+
+
+def _switch_on(db: sqlite3.Connection, scope: HaltScope, target: str) -> Halt | None:
+    row = db.execute(
+        f"SELECT {HALT_COLUMNS} FROM halts WHERE scope = ? AND target = ? AND cleared_at IS NULL",
+        (scope.value, target),
+    ).fetchone()
+    return None if row is None else halt_record(row)
+
+
+def _journal_run(scope: HaltScope, target: str) -> str:
+    """Run switches are journalled with their run; agent and global ones under ''."""
+    return target if scope is HaltScope.RUN else ""
+
+
+def set_halt(db: sqlite3.Connection, scope: HaltScope, target: str, reason: str, by: str) -> Halt:
+    existing = _switch_on(db, scope, target)
+    if existing is not None:
+        return existing  # already on: the first reason stands
+    cur = db.execute(
+        f"INSERT INTO halts (scope, target, reason, set_by, set_at) VALUES (?, ?, ?, ?, {NOW})",
+        (scope.value, target, reason, by),
+    )
+    append(
+        db, _journal_run(scope, target), None, "halt_set",
+        journal_json(scope=quoted(scope.value), target=quoted(target), reason=quoted(reason),
+                     by=quoted(by)),
+    )  # fmt: skip
+    row = db.execute(f"SELECT {HALT_COLUMNS} FROM halts WHERE id = ?", (cur.lastrowid,))
+    return halt_record(row.fetchone())
+
+
+def clear_halt(
+    db: sqlite3.Connection, scope: HaltScope, target: str, by: str, note: str | None
+) -> Halt:
+    on = _switch_on(db, scope, target)
+    if on is None:
+        named = "" if scope is HaltScope.GLOBAL else f" for {target!r}"
+        raise UnknownHalt(f"no {scope.value} kill switch is on{named}")
+    db.execute(
+        f"UPDATE halts SET cleared_by = ?, cleared_at = {NOW}, note = ? WHERE id = ?",
+        (by, note, on.id),
+    )
+    append(
+        db, _journal_run(scope, target), None, "halt_cleared",
+        journal_json(scope=quoted(scope.value), target=quoted(target), by=quoted(by),
+                     note=quoted(note)),
+    )  # fmt: skip
+    row = db.execute(f"SELECT {HALT_COLUMNS} FROM halts WHERE id = ?", (on.id,))
+    return halt_record(row.fetchone())
+
+
+def list_halts(db: sqlite3.Connection, active_only: bool, limit: int) -> list[Halt]:
+    where = "WHERE cleared_at IS NULL" if active_only else ""
+    rows = db.execute(
+        f"SELECT {HALT_COLUMNS} FROM halts {where} ORDER BY id DESC LIMIT ?", (limit,)
+    ).fetchall()
+    return [halt_record(r) for r in rows]
