@@ -272,3 +272,19 @@ def test_exit_codes() -> None:
     with pytest.raises(SystemExit) as halted:
         oncelog.run_main(halts)
     assert halted.value.code == 3
+
+
+def test_a_key_namespace_separates_services(db_path: str) -> None:
+    keys: list[str] = []
+    for n, namespace in enumerate(("billing", "shipping", "billing")):  # a ledger each
+        with oncelog.open(f"{db_path}.{n}", key_namespace=namespace) as ledger:
+
+            @ledger.tool(kind="create", name="send")
+            def send(*, idempotency_key: str) -> None:
+                keys.append(idempotency_key)
+
+            with ledger.run("order-7") as run:
+                run.effect("mail", send)
+    assert keys[0] == keys[2] == oncelog.idempotency_key("order-7", "mail", "send", "billing")
+    assert keys[1] != keys[0]
+    assert oncelog.idempotency_key("order-7", "mail", "send") not in keys

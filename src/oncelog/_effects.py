@@ -46,9 +46,13 @@ T = TypeVar("T")
 KEY_PREFIX = "ol1_"
 
 
-def idempotency_key(run_id: str, step_id: str, tool: str) -> str:
-    """Deterministic in (run, step, tool) only: never the payload, never an attempt count."""
-    return KEY_PREFIX + digest(json.dumps([run_id, step_id, tool]))[:40]
+def idempotency_key(run_id: str, step_id: str, tool: str, namespace: str = "") -> str:
+    """Deterministic in (run, step, tool) only: never the payload, never an attempt count.
+    ``namespace`` separates services that could give runs the same id at one provider; it
+    must be as stable as the run id (a new random one after a lost ledger would defeat
+    the provider's deduplication)."""
+    parts = [run_id, step_id, tool] if not namespace else [namespace, run_id, step_id, tool]
+    return KEY_PREFIX + digest(json.dumps(parts))[:40]
 
 
 @dataclass(slots=True)
@@ -134,12 +138,14 @@ class Engine:
         cursor: ReplayCursor,
         plan: tuple[str, ...] | None,
         payload_limit: int,
+        key_namespace: str = "",
     ) -> None:
         self.store = store
         self.lease = lease
         self.cursor = cursor
         self.plan = plan
         self.payload_limit = payload_limit
+        self.key_namespace = key_namespace
         self._broken: StoreUnavailable | None = None
 
     def _store(self, operation: Callable[..., T], *args: Any) -> T:
@@ -178,7 +184,8 @@ class Engine:
         args_json = self._args_json(call, step_id)
         return NewStep(
             seq, step_id, call.step_type.value, call.tool, call.kind,
-            idempotency_key(self.run_id, step_id, call.tool), digest(args_json), args_json,
+            idempotency_key(self.run_id, step_id, call.tool, self.key_namespace),
+            digest(args_json), args_json,
             needs_approval=call.step_type is StepType.EFFECT and call.spec.approval,
         )  # fmt: skip
 

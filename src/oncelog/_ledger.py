@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Literal, ParamSpec, TypeVar
@@ -43,6 +44,7 @@ class Ledger:
         lease_ttl: float = 30.0,
         max_payload_bytes: int = 1 << 20,
         approval_poll: float = 1.0,
+        key_namespace: str = "",
     ) -> None:
         if lease_ttl <= 0 or max_payload_bytes <= 0:
             raise ConfigurationError("lease_ttl and max_payload_bytes must be positive")
@@ -50,6 +52,7 @@ class Ledger:
         self.lease_ttl = lease_ttl
         self.max_payload_bytes = max_payload_bytes
         self.approval_poll = approval_poll  # seconds between looks, while async code waits
+        self.key_namespace = key_namespace
 
     # -- declaring tools ----------------------------------------------------------------
 
@@ -131,7 +134,10 @@ class Ledger:
             leases.forget(owner)
             raise
         cursor = ReplayCursor(self.store, run_id, record.next_seq)
-        return Engine(self.store, lease, cursor, record.plan, self.max_payload_bytes), record
+        engine = Engine(
+            self.store, lease, cursor, record.plan, self.max_payload_bytes, self.key_namespace
+        )
+        return engine, record
 
     def _resolve_plan(self, run_id: str, plan: PlanArg) -> tuple[str, ...] | None:
         if callable(plan):
@@ -300,16 +306,22 @@ def open(
     lease_ttl: float = 30.0,
     max_payload_bytes: int = 1 << 20,
     approval_poll: float = 1.0,
+    key_namespace: str | None = None,
 ) -> Ledger:
     """Open the ledger at ``url``: a SQLite path or ``sqlite:///`` URL; by default
     ``$ONCELOG_URL``, else ``./.oncelog/ledger.db``.
 
     ``durability="full"`` survives a power loss; ``"process"`` survives a process kill
     but not an OS crash, and commits faster. ``approval_poll`` is how often async code
-    awaiting an approval looks again, in seconds."""
+    awaiting an approval looks again, in seconds. ``key_namespace`` (default
+    ``$ONCELOG_KEY_NAMESPACE``, else none) goes into every idempotency key: give each
+    service its own if two could use the same run ids at one provider account."""
+    if key_namespace is None:
+        key_namespace = os.environ.get("ONCELOG_KEY_NAMESPACE", "")
     return Ledger(
         open_store(url, durability=durability),
         lease_ttl=lease_ttl,
         max_payload_bytes=max_payload_bytes,
         approval_poll=approval_poll,
+        key_namespace=key_namespace,
     )
