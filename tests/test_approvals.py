@@ -14,6 +14,8 @@ import pytest
 
 import oncelog
 
+from .support import oncelog_cli
+
 DELETER = Path(__file__).parent / "approval_agents" / "deleter.py"
 
 
@@ -30,14 +32,6 @@ def deleter(
     return done.returncode, done.stdout + done.stderr
 
 
-def cli(db_path: str, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "oncelog", *args, "--db", db_path],
-        capture_output=True, text=True, check=True, timeout=60,
-    )  # fmt: skip
-    return done.stdout
-
-
 def deletions(markers: Path) -> list[str]:
     return markers.read_text().splitlines() if markers.exists() else []
 
@@ -49,13 +43,13 @@ def test_a_destructive_effect_waits_and_runs_once_approved(db_path: str, tmp_pat
         assert code == oncelog.EXIT_WAITING, out
         assert "ApprovalRequired" in out
     assert deletions(markers) == []
-    listed = cli(db_path, "approvals")
+    listed = oncelog_cli(db_path, "approvals")
     assert "r1 delete (delete_account) pending" in listed
     assert '"acct_1"' in listed
     with oncelog.open(db_path) as ledger:
         assert ledger.get_run("r1").status is oncelog.RunStatus.WAITING
         assert len(ledger.approvals()) == 1  # one request, not one per restart
-    cli(db_path, "approve", "r1", "delete", "--by", "alice")
+    oncelog_cli(db_path, "approve", "r1", "delete", "--by", "alice")
     code, out = deleter(db_path, markers)
     assert code == 0, out
     code, out = deleter(db_path, markers)  # a replay does not need or use an approval
@@ -71,7 +65,7 @@ def test_a_destructive_effect_waits_and_runs_once_approved(db_path: str, tmp_pat
 def test_an_approval_counts_only_for_its_arguments(db_path: str, tmp_path: Path) -> None:
     markers = tmp_path / "markers"
     assert deleter(db_path, markers, "acct_1")[0] == oncelog.EXIT_WAITING
-    cli(db_path, "approve", "r1", "delete", "--by", "alice")
+    oncelog_cli(db_path, "approve", "r1", "delete", "--by", "alice")
     code, out = deleter(db_path, markers, "acct_2")  # the model now names another account
     assert code == oncelog.EXIT_WAITING, out
     assert deletions(markers) == []
@@ -83,7 +77,7 @@ def test_an_approval_counts_only_for_its_arguments(db_path: str, tmp_path: Path)
 def test_an_expired_approval_does_not_count(db_path: str, tmp_path: Path) -> None:
     markers = tmp_path / "markers"
     assert deleter(db_path, markers)[0] == oncelog.EXIT_WAITING
-    cli(db_path, "approve", "r1", "delete", "--by", "alice", "--expires-in", "0.2")
+    oncelog_cli(db_path, "approve", "r1", "delete", "--by", "alice", "--expires-in", "0.2")
     time.sleep(0.4)
     assert deleter(db_path, markers)[0] == oncelog.EXIT_WAITING
     assert deletions(markers) == []
@@ -95,7 +89,7 @@ def test_an_expired_approval_does_not_count(db_path: str, tmp_path: Path) -> Non
 def test_a_crash_before_the_intent_commits_keeps_the_approval(db_path: str, tmp_path: Path) -> None:
     markers = tmp_path / "markers"
     assert deleter(db_path, markers)[0] == oncelog.EXIT_WAITING
-    cli(db_path, "approve", "r1", "delete", "--by", "alice")
+    oncelog_cli(db_path, "approve", "r1", "delete", "--by", "alice")
     code, _ = deleter(db_path, markers, crash_at="before_intent_commit@delete")
     assert code == -9
     code, out = deleter(db_path, markers)
@@ -106,13 +100,13 @@ def test_a_crash_before_the_intent_commits_keeps_the_approval(db_path: str, tmp_
 def test_an_approval_is_used_once_even_across_a_crash(db_path: str, tmp_path: Path) -> None:
     markers = tmp_path / "markers"
     assert deleter(db_path, markers)[0] == oncelog.EXIT_WAITING
-    cli(db_path, "approve", "r1", "delete", "--by", "alice")
+    oncelog_cli(db_path, "approve", "r1", "delete", "--by", "alice")
     code, _ = deleter(db_path, markers, crash_at="after_call@delete")
     assert code == -9
     assert len(deletions(markers)) == 1
     code, out = deleter(db_path, markers)  # in doubt, destructive, no probe: a person
     assert code == oncelog.EXIT_HALTED, out
-    cli(db_path, "resolve", "r1", "delete", "not_done", "--by", "bob")  # wrong, on purpose
+    oncelog_cli(db_path, "resolve", "r1", "delete", "not_done", "--by", "bob")  # wrong, on purpose
     code, out = deleter(db_path, markers)  # the used approval does not let it run again
     assert code == oncelog.EXIT_WAITING, out
     assert len(deletions(markers)) == 1
@@ -121,7 +115,9 @@ def test_an_approval_is_used_once_even_across_a_crash(db_path: str, tmp_path: Pa
 def test_a_denial_reaches_the_agent_as_a_typed_result(db_path: str, tmp_path: Path) -> None:
     markers = tmp_path / "markers"
     assert deleter(db_path, markers)[0] == oncelog.EXIT_WAITING
-    cli(db_path, "deny", "r1", "delete", "--by", "carol", "--note", "customer asked to keep it")
+    oncelog_cli(
+        db_path, "deny", "r1", "delete", "--by", "carol", "--note", "customer asked to keep it"
+    )
     for _ in range(2):  # and again on replay
         code, out = deleter(db_path, markers)
         assert code == 0, out

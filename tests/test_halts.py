@@ -10,6 +10,8 @@ import pytest
 
 import oncelog
 
+from .support import oncelog_cli
+
 LOOPER = Path(__file__).parent / "halt_agents" / "looper.py"
 
 
@@ -36,14 +38,6 @@ def sent(markers: Path) -> list[str]:
     return markers.read_text().splitlines() if markers.exists() else []
 
 
-def cli(db_path: str, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "oncelog", *args, "--db", db_path],
-        capture_output=True, text=True, check=True, timeout=60,
-    )  # fmt: skip
-    return done.stdout
-
-
 def test_a_halt_from_another_process_stops_the_next_effect_across_restarts(
     db_path: str, tmp_path: Path
 ) -> None:
@@ -52,7 +46,7 @@ def test_a_halt_from_another_process_stops_the_next_effect_across_restarts(
     try:
         while len(sent(markers)) < 2:
             assert agent.poll() is None, finish(agent)
-        cli(db_path, "halt", "--global", "--reason", "incident 42", "--by", "oncall")
+        oncelog_cli(db_path, "halt", "--global", "--reason", "incident 42", "--by", "oncall")
         go.touch()
         code, stderr = finish(agent)
     finally:
@@ -68,7 +62,9 @@ def test_a_halt_from_another_process_stops_the_next_effect_across_restarts(
     assert len(sent(markers)) == 2
     with oncelog.open(db_path) as ledger:
         assert [s.step_id for s in ledger.steps("r1")] == ["email-0", "email-1"]
-    assert "cleared" in cli(db_path, "resume", "--global", "--by", "alice", "--note", "fixed")
+    assert "cleared" in oncelog_cli(
+        db_path, "resume", "--global", "--by", "alice", "--note", "fixed"
+    )
     code, _ = finish(looper(db_path, markers))
     assert code == 0
     assert len(sent(markers)) == len(set(sent(markers))) == 4
@@ -89,8 +85,8 @@ def test_a_detector_halt_set_by_code_survives_restarts(db_path: str, tmp_path: P
         code, _ = finish(looper(db_path, markers))
         assert code == oncelog.EXIT_HALTED
     assert len(sent(markers)) == 1
-    assert "run r1: account locked out (set by lockout-detector" in cli(db_path, "halts")
-    cli(db_path, "resume", "--run", "r1", "--by", "bob")
+    assert "run r1: account locked out (set by lockout-detector" in oncelog_cli(db_path, "halts")
+    oncelog_cli(db_path, "resume", "--run", "r1", "--by", "bob")
     code, _ = finish(looper(db_path, markers))
     assert code == 0
     assert len(set(sent(markers))) == len(sent(markers)) == 4

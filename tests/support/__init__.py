@@ -8,6 +8,7 @@ from .ledger_view import (
     read_ledger,
     resolve_from_provider,
 )
+from .operator import oncelog_cli
 from .provider_process import EffectRecord, Provider, RequestRecord, running_provider
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "Provider",
     "RequestRecord",
     "assert_intents_preceded_effects",
+    "oncelog_cli",
     "read_ledger",
     "resolve_from_provider",
     "run_agent",
