@@ -11,7 +11,7 @@ PUBLIC = {
     "CANNOT_TELL", "EXIT_COMPLETED", "EXIT_HALTED", "EXIT_TRY_LATER", "EXIT_WAITING",
     "NOT_FOUND", "Found",
     "AmbiguousOutcome", "Approval", "ApprovalDenied", "ApprovalRequired", "ApprovalStatus",
-    "ArgumentDrift", "AsyncRun", "ConfigurationError", "CorruptRecord",
+    "ArgumentDrift", "AsyncRun", "Budget", "BudgetExceeded", "ConfigurationError", "CorruptRecord",
     "DuplicateStep", "EffectAbandoned", "EffectRefused", "Halt", "HaltScope",
     "InvalidPayload", "InvalidResolution", "JournalEntry", "Kind", "LeaseLost", "Ledger",
     "NeedsPerson", "NoActiveRun", "NotATool", "OnceLogError", "PayloadTooLarge",

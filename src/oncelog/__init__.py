@@ -5,12 +5,14 @@ replays recorded results instead of calling again; an effect whose outcome canno
 known halts the run until a person decides.
 """
 
+from ._budgets import Budget
 from ._effects import idempotency_key
 from ._exceptions import (
     AmbiguousOutcome,
     ApprovalDenied,
     ApprovalRequired,
     ArgumentDrift,
+    BudgetExceeded,
     ConfigurationError,
     CorruptRecord,
     DuplicateStep,
@@ -83,6 +85,8 @@ __all__ = [
     "ApprovalStatus",
     "ArgumentDrift",
     "AsyncRun",
+    "Budget",
+    "BudgetExceeded",
     "ConfigurationError",
     "CorruptRecord",
     "DuplicateStep",

@@ -14,15 +14,18 @@ import json
 import logging
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from . import _crashpoints as crashpoints
+from ._budgets import exceeded
 from ._exceptions import (
     AmbiguousOutcome,
     ApprovalDenied,
     ApprovalRequired,
     ArgumentDrift,
+    BudgetExceeded,
+    ConfigurationError,
     EffectAbandoned,
     EffectRefused,
     InvalidPayload,
@@ -112,14 +115,19 @@ def encode_args(payload: Any, limit: int, run_id: str, step_id: str | None) -> s
         raise type(exc)(exc.message, run_id=run_id, step_id=step_id) from None
 
 
-def _usage(result: Any) -> tuple[int, int]:
-    """Token counts from an OpenAI- or Anthropic-shaped response, if it carries them."""
+def _usage(result: Any) -> tuple[int, int, float | None]:
+    """Token counts (OpenAI- or Anthropic-shaped) and a cost, if the response carries them."""
     usage = result.get("usage") if isinstance(result, dict) else None
     if not isinstance(usage, dict):
-        return 0, 0
+        return 0, 0, None
     tokens_in = usage.get("prompt_tokens", usage.get("input_tokens", 0))
     tokens_out = usage.get("completion_tokens", usage.get("output_tokens", 0))
-    return int(tokens_in or 0), int(tokens_out or 0)
+    cost = usage.get("cost")
+    return (
+        int(tokens_in or 0),
+        int(tokens_out or 0),
+        float(cost) if isinstance(cost, (int, float)) else None,
+    )
 
 
 def _error_json(exc: BaseException) -> str:
@@ -187,7 +195,23 @@ class Engine:
             idempotency_key(self.run_id, step_id, call.tool, self.key_namespace),
             digest(args_json), args_json,
             needs_approval=call.step_type is StepType.EFFECT and call.spec.approval,
+            cost=self._cost(call, step_id), irreversible=call.spec.irreversible,
         )  # fmt: skip
+
+    def _cost(self, call: Call, step_id: str) -> float:
+        cost = call.spec.cost
+        if call.step_type is not StepType.EFFECT:
+            return 0.0
+        if not callable(cost):
+            return float(cost)
+        try:
+            return float(cost(*call.payload["args"], **call.payload["kwargs"]))
+        except Exception as exc:
+            raise ConfigurationError(
+                f"the cost function of {call.spec.name!r} failed: {exc}",
+                run_id=self.run_id,
+                step_id=step_id,
+            ) from exc
 
     def _args_json(self, call: Call, step_id: str) -> str:
         if call.args_json is None:
@@ -212,6 +236,8 @@ class Engine:
             halt = self._store(self.store.active_halt, self.run_id, self.lease.agent)
             if halt is not None:
                 raise halted(halt, self.run_id, step.step_id)
+            if self.lease.budgeted:
+                self._check_budget(step)
         else:
             if step.needs_approval:
                 self._check_approval(step)
@@ -219,6 +245,18 @@ class Engine:
             self.cursor.advance_frontier(step.seq)
             crashpoints.reach("after_intent_commit", step.step_id)
         return Pending(step, call, attempt, previous)
+
+    def _check_budget(self, step: NewStep) -> None:
+        """Before a model call or a query: would one more step be over the budget?"""
+        budget, used = self._store(self.store.budget_usage, self.run_id)
+        if budget is None:
+            return
+        over = exceeded(budget, replace(used, steps=used.steps + 1))
+        if over is not None:
+            raise BudgetExceeded(
+                f"{step.step_id!r} would take the run past its budget: {over}",
+                run_id=self.run_id, step_id=step.step_id,
+            )  # fmt: skip
 
     def _check_approval(self, step: NewStep) -> None:
         """Ask for approval of these arguments, or find the decision. The intent then
@@ -318,8 +356,12 @@ class Engine:
                 step_id=pending.step.step_id,
                 key=pending.step.key,
             ) from exc
-        tokens_in, tokens_out = _usage(result) if pending.call.step_type is StepType.LLM else (0, 0)
-        self._write(pending, Outcome(StepState.DONE, result_json, None, tokens_in, tokens_out))
+        tokens_in, tokens_out, cost = (0, 0, None)
+        if pending.call.step_type is StepType.LLM:
+            tokens_in, tokens_out, cost = _usage(result)
+        self._write(
+            pending, Outcome(StepState.DONE, result_json, None, tokens_in, tokens_out, cost)
+        )
         return decode(result_json)
 
     def fail(self, pending: Pending, exc: Exception) -> Exception:

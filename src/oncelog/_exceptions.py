@@ -19,6 +19,7 @@
     ├── RunStopped                 the run cannot go on; see ``exit_code``
     │   ├── NeedsPerson            exit 3: a person must act
     │   │   ├── RunHalted          a kill switch is on (global, agent or run)
+    │   │   ├── BudgetExceeded     the next step would take the run past a limit
     │   │   ├── AmbiguousOutcome   an effect may or may not have happened
     │   │   ├── ReplayDivergence   the code asked for a different step than the journal holds
     │   │   └── ArgumentDrift      a finished step asked again with other arguments
@@ -162,6 +163,10 @@ def halted(halt: Any, run_id: str, step_id: str | None = None) -> RunHalted:
         run_id=run_id,
         step_id=step_id,
     )
+
+
+class BudgetExceeded(NeedsPerson):
+    """The next step would take the run past its budget; a person may raise it."""
 
 
 class AmbiguousOutcome(NeedsPerson):

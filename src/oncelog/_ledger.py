@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any, Literal, ParamSpec, TypeVar
 
 from . import _leases as leases
+from ._budgets import Budget
 from ._effects import Engine
 from ._exceptions import ConfigurationError, InvalidResolution, UnknownRun
 from ._probes import Probe
@@ -66,6 +67,8 @@ class Ledger:
         probe: Probe | None = None,
         key_ttl: timedelta | float | None = None,
         approval: bool | None = None,
+        cost: float | Callable[..., float] = 0.0,
+        irreversible: bool | None = None,
     ) -> Callable[[Callable[P, R]], Tool[P, R]]:
         """Declare a tool. ``name`` defaults to the function's qualified name and is part
         of the idempotency key, so keep it stable. ``refusals`` are the exceptions that
@@ -77,12 +80,14 @@ class Ledger:
         idempotency key (Stripe: about 24 hours): an unknown effect older than that is
         not called again on a probe's "not found" alone. ``approval`` (default: for
         ``destructive`` tools) makes every attempt wait for a person's approval of its
-        exact arguments."""
+        exact arguments. ``cost`` (a number, or a function of the call's arguments) is
+        charged to the run's budget per attempt; ``irreversible`` (default: for payment
+        and destructive tools) counts against its irreversible actions."""
 
         def declare(fn: Callable[P, R]) -> Tool[P, R]:
             spec = make_spec(
                 fn, kind=kind, name=name, refusals=refusals, drift=drift, probe=probe,
-                key_ttl=key_ttl, approval=approval,
+                key_ttl=key_ttl, approval=approval, cost=cost, irreversible=irreversible,
             )  # fmt: skip
             return Tool(fn, spec)
 
@@ -98,6 +103,7 @@ class Ledger:
         replace_plan: bool = False,
         create: bool = True,
         agent: str | None = None,
+        budget: Budget | None = None,
     ) -> RunContext:
         """Start or resume the run named ``run_id``: take it from outside the process (the
         Job name, the queue message id, the ticket id), never from a fresh UUID.
@@ -106,16 +112,28 @@ class Ledger:
         run has no plan yet) is stored before the first step. A different plan for an
         existing run raises ``PlanMismatch`` unless ``replace_plan``. With ``create=False``
         an unknown ``run_id`` raises ``UnknownRun``. ``agent`` names the scope the run
-        belongs to (its kill switch covers the run); it is fixed when the run is created."""
+        belongs to (its kill switch covers the run); it is fixed when the run is created.
+        ``budget`` is stored when the run is created and ignored afterwards, so that no
+        restart resets it; ``set_budget`` is how a person changes it."""
         if not isinstance(run_id, str) or not run_id or len(run_id) > 512:
             raise ConfigurationError(
                 f"run_id must be a non-empty string of at most 512 chars, not {run_id!r}"
             )
-        options = {"plan": plan, "replace_plan": replace_plan, "create": create, "agent": agent}
+        options = {
+            "plan": plan, "replace_plan": replace_plan, "create": create, "agent": agent,
+            "budget": budget,
+        }  # fmt: skip
         return RunContext(self, run_id, options)
 
     def _start(
-        self, run_id: str, *, plan: PlanArg, replace_plan: bool, create: bool, agent: str | None
+        self,
+        run_id: str,
+        *,
+        plan: PlanArg,
+        replace_plan: bool,
+        create: bool,
+        agent: str | None,
+        budget: Budget | None,
     ) -> tuple[Engine, RunRecord]:
         stored = self._resolve_plan(run_id, plan)
         owner = leases.new_owner()
@@ -129,6 +147,7 @@ class Ledger:
                 create=create,
                 owner_is_dead=leases.is_dead,
                 agent=agent,
+                budget=budget,
             )
         except BaseException:
             leases.forget(owner)
@@ -183,6 +202,14 @@ class Ledger:
         return self.store.resolve(
             run_id, step_id, resolution, result_json=result_json, by=by, note=note
         )
+
+    # -- budgets ------------------------------------------------------------------------
+
+    def set_budget(self, run_id: str, budget: Budget | None, *, by: str) -> None:
+        """Change a run's budget (raise it to let a stopped run go on); journalled."""
+        if not by:
+            raise ConfigurationError("set_budget(..., by=...) must name the person")
+        self.store.set_budget(run_id, budget, by=by)
 
     # -- approvals ----------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ._budgets import Budget
 from ._exceptions import CorruptRecord
 from ._serialization import decode
 
@@ -71,6 +72,7 @@ class RunRecord:
     fencing_token: int
     next_seq: int
     agent: str | None = None
+    budget: Budget | None = None
 
 
 class StepRecord(NamedTuple):

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from . import _leases as leases
+from ._budgets import remaining
 from ._effects import Call, Engine, Pending, Replayed, encode_args
 from ._exceptions import (
     ApprovalRequired,
@@ -64,6 +65,12 @@ class _Steps:
     @property
     def fencing_token(self) -> int:
         return self._engine.lease.token
+
+    def budget_left(self) -> dict[str, Any]:
+        """What is left of each limit of the run's budget (None: unlimited; {} without a
+        budget), read from the ledger: put it in a prompt."""
+        budget, used = self._ledger.store.budget_usage(self.run_id)
+        return {} if budget is None else remaining(budget, used)
 
     def halt(self, reason: str, *, by: str) -> NoReturn:
         """Turn this run's kill switch on and stop here: for code that detects trouble

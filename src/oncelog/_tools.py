@@ -54,6 +54,8 @@ class ToolSpec:
     probe: Probe | None = None
     key_ttl: float | None = None  # seconds the provider keeps an idempotency key
     approval: bool = False  # each attempt needs a person's approval of its arguments
+    cost: float | Callable[..., float] = 0.0  # charged to the run's budget per attempt
+    irreversible: bool = False  # counted against the budget's irreversible actions
 
 
 class Tool(Generic[P, R]):
@@ -97,6 +99,8 @@ def make_spec(
     probe: Probe | None = None,
     key_ttl: timedelta | float | None = None,
     approval: bool | None = None,
+    cost: float | Callable[..., float] = 0.0,
+    irreversible: bool | None = None,
 ) -> ToolSpec:
     try:
         kind = Kind(kind)
@@ -120,6 +124,10 @@ def make_spec(
         probe=probe,
         key_ttl=_seconds(key_ttl),
         approval=kind is Kind.DESTRUCTIVE if approval is None else approval,
+        cost=cost,
+        irreversible=kind in (Kind.PAYMENT, Kind.DESTRUCTIVE)
+        if irreversible is None
+        else irreversible,
     )
 
 

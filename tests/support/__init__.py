@@ -8,7 +8,7 @@ from .ledger_view import (
     read_ledger,
     resolve_from_provider,
 )
-from .operator import oncelog_cli
+from .operator_commands import oncelog_cli
 from .provider_process import EffectRecord, Provider, RequestRecord, running_provider
 
 __all__ = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from .._budgets import Budget, Usage
 from .._records import (
     Approval,
     ApprovalStatus,
@@ -30,6 +31,7 @@ class Lease:
     token: int
     ttl: float
     agent: str | None = None  # the run's agent, whose kill switch covers it
+    budgeted: bool = False  # the run had a budget when this lease was taken
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class NewStep:
     args_hash: str
     args_json: str
     needs_approval: bool = False  # the intent must consume an approval of these arguments
+    cost: float = 0.0  # reserved against the run's budget with the intent
+    irreversible: bool = False
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,7 @@ class Outcome:
     error_json: str | None = None
     tokens_in: int = 0
     tokens_out: int = 0
+    cost: float | None = None  # settles the reserved cost (a model call's, from its usage)
 
 
 class Store(Protocol):
@@ -70,6 +75,7 @@ class Store(Protocol):
         create: bool,
         owner_is_dead: OwnerCheck,
         agent: str | None = None,
+        budget: Budget | None = None,
     ) -> tuple[Lease, RunRecord]:
         """Create the run (plan and agent stored with it) or take it over; bump the
         fencing token.
@@ -119,6 +125,14 @@ class Store(Protocol):
         ...
 
     def approvals(self, status: ApprovalStatus | None, limit: int) -> list[Approval]: ...
+
+    def budget_usage(self, run_id: str) -> tuple[Budget | None, Usage]:
+        """The run's budget and what it has used (a read)."""
+        ...
+
+    def set_budget(self, run_id: str, budget: Budget | None, *, by: str) -> None:
+        """A person changes a run's budget (journalled)."""
+        ...
 
     def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
         """A probe's answer for an effect in doubt (``in_flight`` or ``unknown``)."""

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from json.encoder import encode_basestring as quote  # the C escaper json.dumps uses
 from typing import Any
 
+from .._budgets import Budget
 from .._exceptions import CorruptRecord
 from .._records import (
     Approval,
@@ -24,7 +25,9 @@ from .._records import (
 )
 from .._serialization import decode
 
-RUN_COLUMNS = "run_id, status, plan, reason, created_at, updated_at, owner, fencing_token, agent"
+RUN_COLUMNS = (
+    "run_id, status, plan, reason, created_at, updated_at, owner, fencing_token, agent, budget"
+)
 APPROVAL_COLUMNS = (
     "id, run_id, step_id, tool, args_hash, args, status, requested_at, decided_by, "
     "decided_at, expires_at, note, used_at"
@@ -51,7 +54,8 @@ def _plan(value: Any) -> tuple[str, ...]:
 
 def run_record(row: Sequence[Any]) -> RunRecord:
     """A row of ``RUN_COLUMNS`` followed by ``NEXT_SEQ``."""
-    run_id, status, plan, reason, created, updated, owner, token, agent, next_seq = row[:10]
+    run_id, status, plan, reason, created, updated, owner, token, agent, budget = row[:10]
+    next_seq = row[10]
     try:
         return RunRecord(
             run_id,
@@ -64,6 +68,7 @@ def run_record(row: Sequence[Any]) -> RunRecord:
             int(token),
             int(next_seq),
             agent,
+            None if budget is None else Budget.from_json(budget),
         )
     except (ValueError, TypeError) as exc:
         raise CorruptRecord(f"run row does not decode: {exc}", run_id=run_id) from exc

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .. import _crashpoints as crashpoints
+from .._budgets import Budget, Usage
 from .._exceptions import (
     ConfigurationError,
     CorruptRecord,
@@ -181,6 +182,7 @@ class SQLiteStore:
         create: bool,
         owner_is_dead: OwnerCheck,
         agent: str | None = None,
+        budget: Budget | None = None,
     ) -> tuple[Lease, RunRecord]:
         plan_json = None if plan is None else encode(list(plan), what="plan", limit=1 << 24)
         with self._tx() as db:
@@ -189,9 +191,9 @@ class SQLiteStore:
                 if not create:
                     raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
                 db.execute(
-                    f"INSERT INTO runs (run_id, status, plan, agent, created_at, updated_at) "
-                    f"VALUES (?, 'running', ?, ?, {NOW}, {NOW})",
-                    (run_id, plan_json, agent),
+                    "INSERT INTO runs (run_id, status, plan, agent, budget, created_at, "
+                    f"updated_at) VALUES (?, 'running', ?, ?, ?, {NOW}, {NOW})",
+                    (run_id, plan_json, agent, None if budget is None else budget.to_json()),
                 )
                 append(
                     db, run_id, None, "run_created", journal_json(plan=plan_json, agent=text(agent))
@@ -219,7 +221,10 @@ class SQLiteStore:
                 db, run_id, None, "lease_acquired",
                 journal_json(owner=text(owner), token=str(record.fencing_token)),
             )  # fmt: skip
-        return Lease(run_id, owner, record.fencing_token, ttl, record.agent), record
+        lease = Lease(
+            run_id, owner, record.fencing_token, ttl, record.agent, record.budget is not None
+        )
+        return lease, record
 
     @staticmethod
     def _check_holder(db: sqlite3.Connection, current: RunRecord, gone: OwnerCheck) -> None:
@@ -313,14 +318,16 @@ class SQLiteStore:
             raise halted(halt, lease.run_id, step.step_id)
         if step.needs_approval:
             controls.use_approval(db, lease, step)
+        if lease.budgeted:
+            controls.check_budget(db, lease.run_id, step, new=previous is None)
         if previous is None:
             attempt = 1
             try:
                 db.execute(
-                    f"INSERT INTO steps ({STEP_COLUMNS}) VALUES "
-                    f"(?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_flight', NULL, NULL, 1, 0, 0, {NOW}, NULL)",
+                    f"INSERT INTO steps ({STEP_COLUMNS}, cost, irreversible) VALUES (?, ?, ?, "
+                    f"?, ?, ?, ?, ?, ?, 'in_flight', NULL, NULL, 1, 0, 0, {NOW}, NULL, ?, ?)",
                     (lease.run_id, step.seq, step.step_id, step.type, step.tool, step.kind,
-                     step.key, step.args_hash, step.args_json),
+                     step.key, step.args_hash, step.args_json, step.cost, step.irreversible),
                 )  # fmt: skip
             except sqlite3.IntegrityError as exc:
                 raise DuplicateStep(
@@ -347,9 +354,9 @@ class SQLiteStore:
     ) -> int:
         cur = db.execute(
             f"UPDATE steps SET state = 'in_flight', attempts = attempts + 1, args_hash = ?, "
-            f"args = ?, started_at = {NOW}, finished_at = NULL, result = NULL, error = NULL "
-            "WHERE run_id = ? AND seq = ? AND state = ?",
-            (step.args_hash, step.args_json, lease.run_id, step.seq, previous.value),
+            f"args = ?, started_at = {NOW}, finished_at = NULL, result = NULL, error = NULL, "
+            "cost = cost + ? WHERE run_id = ? AND seq = ? AND state = ?",
+            (step.args_hash, step.args_json, step.cost, lease.run_id, step.seq, previous.value),
         )
         if cur.rowcount != 1:
             raise LeaseLost(
@@ -374,10 +381,11 @@ class SQLiteStore:
         attempt in doubt)."""
         cur = db.execute(
             f"UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, tokens_out = ?, "
-            f"finished_at = {NOW} WHERE run_id = ? AND seq = ? AND attempts = ? "
-            "AND state IN (?, ?)",
+            f"cost = COALESCE(?, cost), finished_at = {NOW} WHERE run_id = ? AND seq = ? "
+            "AND attempts = ? AND state IN (?, ?)",
             (outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
-             outcome.tokens_out, lease.run_id, seq, attempt, StepState.IN_FLIGHT.value,
+             outcome.tokens_out, outcome.cost, lease.run_id, seq, attempt,
+             StepState.IN_FLIGHT.value,
              StepState.UNKNOWN.value if event == "probed" else StepState.IN_FLIGHT.value),
         )  # fmt: skip
         if cur.rowcount != 1:
@@ -526,6 +534,14 @@ class SQLiteStore:
     def clear_halt(self, scope: HaltScope, target: str, *, by: str, note: str | None) -> Halt:
         with self._tx() as db:
             return controls.clear_halt(db, scope, target, by, note)
+
+    def budget_usage(self, run_id: str) -> tuple[Budget | None, Usage]:
+        with self._lock:
+            return self._guarded(controls.budget_usage, self._db, run_id)
+
+    def set_budget(self, run_id: str, budget: Budget | None, *, by: str) -> None:
+        with self._tx() as db:
+            controls.set_budget(db, run_id, budget, by)
 
     def halts(self, *, active_only: bool, limit: int) -> list[Halt]:
         with self._lock:

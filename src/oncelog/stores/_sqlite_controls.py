@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from .._exceptions import ApprovalRequired, UnknownApproval, UnknownHalt
+from .._budgets import Budget, Usage, exceeded
+from .._exceptions import ApprovalRequired, BudgetExceeded, UnknownApproval, UnknownHalt, UnknownRun
 from .._records import Approval, ApprovalStatus, Halt, HaltScope
 from ._protocol import Lease, NewStep
 from ._rows import APPROVAL_COLUMNS, HALT_COLUMNS, approval_record, halt_record, journal_json
@@ -179,3 +180,49 @@ def list_halts(db: sqlite3.Connection, active_only: bool, limit: int) -> list[Ha
         f"SELECT {HALT_COLUMNS} FROM halts {where} ORDER BY id DESC LIMIT ?", (limit,)
     ).fetchall()
     return [halt_record(r) for r in rows]
+
+
+# -- budgets ------------------------------------------------------------------------------
+
+
+def budget_usage(db: sqlite3.Connection, run_id: str) -> tuple[Budget | None, Usage]:
+    """The run's budget and its usage: refused steps are not counted, steps in doubt are."""
+    run = db.execute(
+        f"SELECT budget, {NOW} - created_at FROM runs WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    if run is None:
+        raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+    steps, tokens, cost, irreversible = db.execute(
+        "SELECT COUNT(*), COALESCE(SUM(tokens_in + tokens_out), 0), COALESCE(SUM(cost), 0), "
+        "COALESCE(SUM(irreversible), 0) FROM steps WHERE run_id = ? AND state != 'failed'",
+        (run_id,),
+    ).fetchone()
+    budget = None if run[0] is None else Budget.from_json(run[0])
+    return budget, Usage(steps, tokens, cost, run[1], irreversible)
+
+
+def check_budget(db: sqlite3.Connection, run_id: str, step: NewStep, *, new: bool) -> None:
+    """Refuse the step if, with it, the run would be over a limit. Cost is reserved per
+    attempt (a retry may be charged again by the provider); a retry is not a new step or
+    a new irreversible action. A model call's tokens are known only after it, so a run
+    goes on until its tokens are over the limit, then stops."""
+    budget, used = budget_usage(db, run_id)
+    if budget is None:
+        return
+    used = Usage(used.steps + new, used.tokens, used.cost + step.cost, used.wall_clock,
+                 used.irreversible + int(step.irreversible and new))  # fmt: skip
+    over = exceeded(budget, used)
+    if over is not None:
+        raise BudgetExceeded(
+            f"{step.step_id!r} would take the run past its budget: {over}; a person may "
+            "raise it with ledger.set_budget",
+            run_id=run_id, step_id=step.step_id, key=step.key,
+        )  # fmt: skip
+
+
+def set_budget(db: sqlite3.Connection, run_id: str, budget: Budget | None, by: str) -> None:
+    limits = None if budget is None else budget.to_json()
+    cur = db.execute("UPDATE runs SET budget = ? WHERE run_id = ?", (limits, run_id))
+    if cur.rowcount != 1:
+        raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+    append(db, run_id, None, "budget_set", journal_json(budget=limits, by=quoted(by)))
