@@ -91,3 +91,32 @@ def test_demo_shows_one_email_with_oncelog(tmp_path: Path) -> None:
     assert "ticket-2: 1  once" in out
     assert "ticket-3: 1  once" in out
     assert "resolved by demo operator" in out
+
+
+def test_budgets_shows_and_a_person_raises_them(db_path: str) -> None:
+    with oncelog.open(db_path) as ledger, ledger.run("b1", budget=oncelog.Budget(steps=1)) as run:
+        run.read("q", lambda: 1)
+    code, out = invoke("budgets", "b1", "--db", db_path)
+    assert code == 0
+    assert "steps         used          1   limit 1" in out
+    code, out = invoke("budgets", "b1", "--set", "steps=5", "--db", db_path)
+    assert code == 2
+    assert "--by" in out
+    code, out = invoke(
+        "budgets",
+        "b1",
+        "--set",
+        "steps=5",
+        "--set",
+        "cost=2.5",
+        "--by",
+        "alice",
+        "--db",
+        db_path,
+        "--json",
+    )
+    assert code == 0, out
+    limits = json.loads(out)["limits"]
+    assert (limits["steps"], limits["cost"]["limit"]) == ({"limit": 5, "used": 1}, 2.5)
+    code, out = invoke("budgets", "b1", "--set", "speed=3", "--by", "a", "--db", db_path)
+    assert code == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ._approvals import approvals, approve, deny
+from ._budgets import budgets
 from ._demo import demo
 from ._halts import halt, halts, resume
 from ._runs import resolve, runs, show, unknown
@@ -16,7 +17,20 @@ def cli() -> None:
     """Exactly-once side effects for AI agents: inspect runs, resolve effects in doubt."""
 
 
-for command in (demo, runs, show, unknown, resolve, approvals, approve, deny, halt, resume, halts):
+for command in (
+    demo,
+    runs,
+    show,
+    unknown,
+    resolve,
+    approvals,
+    approve,
+    deny,
+    budgets,
+    halt,
+    resume,
+    halts,
+):
     cli.add_command(command)
 
 
