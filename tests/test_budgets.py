@@ -135,3 +135,39 @@ def test_a_crash_loop_never_spends_past_the_budget(db_path: str, tmp_path: Path)
     final = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     assert final.returncode == oncelog.EXIT_HALTED, (seed, final.stderr)
     assert "BudgetExceeded" in final.stderr
+
+
+def test_an_agents_daily_budget_spans_its_runs(ledger: oncelog.Ledger) -> None:
+    class Declined(Exception):
+        pass
+
+    @ledger.tool(kind="payment", name="pay", cost=2.0, refusals=(Declined,))
+    def pay(n: int, *, idempotency_key: str) -> int:
+        if n < 0:
+            raise Declined
+        return n
+
+    ledger.set_agent_budget("billing", oncelog.AgentBudget(calls=3, cost=5.0), by="ops")
+    with ledger.run("a", agent="billing") as run:
+        run.effect("one", pay, 1)
+        with pytest.raises(oncelog.EffectRefused):
+            run.effect("refused", pay, -1)  # refunded: counts neither call nor cost
+    with (
+        pytest.raises(oncelog.BudgetExceeded, match="daily budget"),
+        ledger.run("b", agent="billing") as run,
+    ):
+        run.effect("two", pay, 2)
+        run.effect("three", pay, 3)  # cost 6.0 > 5.0 today
+    with ledger.run("c", agent="support") as run:  # another agent is not touched
+        run.effect("four", pay, 4)
+    ledger.set_agent_budget("billing", oncelog.AgentBudget(calls=3, cost=6.0), by="ops")
+    with ledger.run("b", agent="billing") as run:
+        run.effect("two", pay, 2)
+        run.effect("three", pay, 3)
+    with (
+        pytest.raises(oncelog.BudgetExceeded, match="calls"),
+        ledger.run("d", agent="billing") as run,
+    ):
+        run.effect("five", pay, 5)
+    events = [e.event for e in ledger.journal("", limit=100)]
+    assert events.count("agent_budget_set") == 2

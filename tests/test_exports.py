@@ -10,7 +10,8 @@ import oncelog
 PUBLIC = {
     "CANNOT_TELL", "EXIT_COMPLETED", "EXIT_HALTED", "EXIT_TRY_LATER", "EXIT_WAITING",
     "NOT_FOUND", "Found",
-    "AmbiguousOutcome", "Approval", "ApprovalDenied", "ApprovalRequired", "ApprovalStatus",
+    "AgentBudget", "AmbiguousOutcome", "Approval", "ApprovalDenied", "ApprovalRequired",
+    "ApprovalStatus",
     "ArgumentDrift", "AsyncRun", "Budget", "BudgetExceeded", "ConfigurationError", "CorruptRecord",
     "DuplicateStep", "EffectAbandoned", "EffectRefused", "Halt", "HaltScope",
     "InvalidPayload", "InvalidResolution", "JournalEntry", "Kind", "LeaseLost", "Ledger",

@@ -5,7 +5,7 @@ replays recorded results instead of calling again; an effect whose outcome canno
 known halts the run until a person decides.
 """
 
-from ._budgets import Budget
+from ._budgets import AgentBudget, Budget
 from ._effects import idempotency_key
 from ._exceptions import (
     AmbiguousOutcome,
@@ -78,6 +78,7 @@ __all__ = [
     "EXIT_TRY_LATER",
     "EXIT_WAITING",
     "NOT_FOUND",
+    "AgentBudget",
     "AmbiguousOutcome",
     "Approval",
     "ApprovalDenied",

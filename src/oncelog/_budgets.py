@@ -38,6 +38,32 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class AgentBudget:
+    """Daily limits (midnight to midnight UTC) for an agent, across all of its runs: tool
+    calls (effects), cost, irreversible actions. ``None`` means no limit."""
+
+    calls: int | None = None
+    cost: float | None = None
+    irreversible: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> AgentBudget:
+        return cls(**json.loads(text))
+
+
+def agent_exceeded(budget: AgentBudget, calls: int, cost: float, irreversible: int) -> str | None:
+    """The first daily limit these totals go past, described, or None."""
+    for name, used in (("calls", calls), ("cost", cost), ("irreversible", irreversible)):
+        limit = getattr(budget, name)
+        if limit is not None and used > limit:
+            return f"{name} today {used:g} over the agent's daily budget of {limit:g}"
+    return None
+
+
+@dataclass(frozen=True)
 class Usage:
     """What a run has recorded so far (refused steps excluded, steps in doubt included)."""
 

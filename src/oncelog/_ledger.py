@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any, Literal, ParamSpec, TypeVar
 
 from . import _leases as leases
-from ._budgets import Budget
+from ._budgets import AgentBudget, Budget
 from ._effects import Engine
 from ._exceptions import ConfigurationError, InvalidResolution, UnknownRun
 from ._probes import Probe
@@ -210,6 +210,13 @@ class Ledger:
         if not by:
             raise ConfigurationError("set_budget(..., by=...) must name the person")
         self.store.set_budget(run_id, budget, by=by)
+
+    def set_agent_budget(self, agent: str, budget: AgentBudget | None, *, by: str) -> None:
+        """Daily limits for every run started with ``agent=agent`` together; checked in
+        each effect's intent transaction. ``None`` removes them. Journalled."""
+        if not by:
+            raise ConfigurationError("set_agent_budget(..., by=...) must name who sets it")
+        self.store.set_agent_budget(agent, budget, by=by)
 
     # -- approvals ----------------------------------------------------------------------
 

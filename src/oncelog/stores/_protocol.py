@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from .._budgets import Budget, Usage
+from .._budgets import AgentBudget, Budget, Usage
 from .._records import (
     Approval,
     ApprovalStatus,
@@ -132,6 +132,10 @@ class Store(Protocol):
 
     def set_budget(self, run_id: str, budget: Budget | None, *, by: str) -> None:
         """A person changes a run's budget (journalled)."""
+        ...
+
+    def set_agent_budget(self, agent: str, budget: AgentBudget | None, *, by: str) -> None:
+        """Set (or, with None, remove) an agent's daily budget (journalled)."""
         ...
 
     def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .. import _crashpoints as crashpoints
-from .._budgets import Budget, Usage
+from .._budgets import AgentBudget, Budget, Usage
 from .._exceptions import (
     ConfigurationError,
     CorruptRecord,
@@ -320,6 +320,8 @@ class SQLiteStore:
             controls.use_approval(db, lease, step)
         if lease.budgeted:
             controls.check_budget(db, lease.run_id, step, new=previous is None)
+        if lease.agent is not None and step.type == "effect":
+            controls.check_agent_budget(db, lease, step, new=previous is None)
         if previous is None:
             attempt = 1
             try:
@@ -542,6 +544,10 @@ class SQLiteStore:
     def set_budget(self, run_id: str, budget: Budget | None, *, by: str) -> None:
         with self._tx() as db:
             controls.set_budget(db, run_id, budget, by)
+
+    def set_agent_budget(self, agent: str, budget: AgentBudget | None, *, by: str) -> None:
+        with self._tx() as db:
+            controls.set_agent_budget(db, agent, budget, by)
 
     def halts(self, *, active_only: bool, limit: int) -> list[Halt]:
         with self._lock:

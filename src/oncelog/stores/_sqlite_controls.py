@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .._budgets import Budget, Usage, exceeded
+from .._budgets import AgentBudget, Budget, Usage, agent_exceeded, exceeded
 from .._exceptions import ApprovalRequired, BudgetExceeded, UnknownApproval, UnknownHalt, UnknownRun
 from .._records import Approval, ApprovalStatus, Halt, HaltScope
 from ._protocol import Lease, NewStep
@@ -226,3 +226,45 @@ def set_budget(db: sqlite3.Connection, run_id: str, budget: Budget | None, by: s
     if cur.rowcount != 1:
         raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
     append(db, run_id, None, "budget_set", journal_json(budget=limits, by=quoted(by)))
+
+
+def check_agent_budget(db: sqlite3.Connection, lease: Lease, step: NewStep, *, new: bool) -> None:
+    """Refuse an effect that would take its agent past today's budget (UTC days, by the
+    store's clock), counting the effects of all the agent's runs, refusals excepted."""
+    agent = lease.agent
+    row = db.execute("SELECT budget FROM agent_budgets WHERE agent = ?", (agent,)).fetchone()
+    if row is None:
+        return
+    budget = AgentBudget.from_json(row[0])
+    calls, cost, irreversible = db.execute(
+        "SELECT COUNT(*), COALESCE(SUM(steps.cost), 0), COALESCE(SUM(steps.irreversible), 0) "
+        "FROM steps JOIN runs ON runs.run_id = steps.run_id WHERE runs.agent = ? "
+        "AND steps.type = 'effect' AND steps.state != 'failed' "
+        f"AND steps.started_at >= CAST({NOW} / 86400 AS INTEGER) * 86400",
+        (agent,),
+    ).fetchone()
+    over = agent_exceeded(
+        budget, calls + new, cost + step.cost, irreversible + int(step.irreversible and new)
+    )
+    if over is not None:
+        raise BudgetExceeded(
+            f"{step.step_id!r} would take agent {agent!r} past its daily budget: {over}",
+            run_id=lease.run_id, step_id=step.step_id, key=step.key,
+        )  # fmt: skip
+
+
+def set_agent_budget(
+    db: sqlite3.Connection, agent: str, budget: AgentBudget | None, by: str
+) -> None:
+    if budget is None:
+        db.execute("DELETE FROM agent_budgets WHERE agent = ?", (agent,))
+    else:
+        db.execute(
+            "INSERT INTO agent_budgets (agent, budget, set_by, set_at) "
+            f"VALUES (?, ?, ?, {NOW}) ON CONFLICT (agent) DO UPDATE SET "
+            "budget = excluded.budget, set_by = excluded.set_by, set_at = excluded.set_at",
+            (agent, budget.to_json(), by),
+        )
+    limits = None if budget is None else budget.to_json()
+    append(db, "", None, "agent_budget_set",
+           journal_json(agent=quoted(agent), budget=limits, by=quoted(by)))  # fmt: skip
