@@ -283,13 +283,6 @@ class SQLiteStore:
         )
         return [step_record(r) for r in rows]
 
-    def get_step(self, run_id: str, step_id: str) -> StepRecord:
-        rows = self._read(f"{_SELECT_STEP} WHERE run_id = ? AND step_id = ?", (run_id, step_id))
-        if not rows:
-            self.get_run(run_id)
-            raise UnknownStep(f"run has no step {step_id!r}", run_id=run_id, step_id=step_id)
-        return step_record(rows[0])
-
     def steps_in_doubt(self, limit: int) -> list[StepRecord]:
         # A completed run has no step in doubt (completing revisits every step), so only
         # the runs that are not completed are searched, by their primary key.
@@ -377,18 +370,18 @@ class SQLiteStore:
         seq: int,
         attempt: int,
         outcome: Outcome,
-        event: str = "outcome",
+        *,
+        probed: bool = False,
     ) -> None:
-        """Record the outcome of the attempt in flight (or, for a probe's answer, of the
-        attempt in doubt)."""
+        """Record the outcome of the attempt in flight, or, ``probed``, a probe's answer
+        for the attempt in doubt (``in_flight`` or already marked ``unknown``)."""
+        accepted = _IN_DOUBT if probed else (StepState.IN_FLIGHT.value,) * 2
         cur = db.execute(
             f"UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, tokens_out = ?, "
             f"cost = COALESCE(?, cost), finished_at = {NOW} WHERE run_id = ? AND seq = ? "
             "AND attempts = ? AND state IN (?, ?)",
             (outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
-             outcome.tokens_out, outcome.cost, lease.run_id, seq, attempt,
-             StepState.IN_FLIGHT.value,
-             StepState.UNKNOWN.value if event == "probed" else StepState.IN_FLIGHT.value),
+             outcome.tokens_out, outcome.cost, lease.run_id, seq, attempt, *accepted),
         )  # fmt: skip
         if cur.rowcount != 1:
             raise LeaseLost(
@@ -396,7 +389,7 @@ class SQLiteStore:
                 run_id=lease.run_id,
             )
         append(
-            db, lease.run_id, seq, event,
+            db, lease.run_id, seq, "probed" if probed else "outcome",
             journal_json(
                 state=text(outcome.state.value), attempt=str(attempt),
                 result=outcome.result_json, error=outcome.error_json,
@@ -428,7 +421,7 @@ class SQLiteStore:
     def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
         with self._tx() as db:
             fence(db, lease)
-            self._end_step(db, lease, seq, attempt, outcome, event="probed")
+            self._end_step(db, lease, seq, attempt, outcome, probed=True)
 
     def mark_unknown(self, lease: Lease, seq: int, reason: str) -> None:
         with self._tx() as db:

@@ -132,6 +132,11 @@ def _switch_on(db: sqlite3.Connection, scope: HaltScope, target: str) -> Halt | 
     return None if row is None else halt_record(row)
 
 
+def _halt(db: sqlite3.Connection, halt_id: int | None) -> Halt:
+    row = db.execute(f"SELECT {HALT_COLUMNS} FROM halts WHERE id = ?", (halt_id,)).fetchone()
+    return halt_record(row)
+
+
 def _journal_run(scope: HaltScope, target: str) -> str:
     """Run switches are journalled with their run; agent and global ones under ''."""
     return target if scope is HaltScope.RUN else ""
@@ -150,8 +155,7 @@ def set_halt(db: sqlite3.Connection, scope: HaltScope, target: str, reason: str,
         journal_json(scope=quoted(scope.value), target=quoted(target), reason=quoted(reason),
                      by=quoted(by)),
     )  # fmt: skip
-    row = db.execute(f"SELECT {HALT_COLUMNS} FROM halts WHERE id = ?", (cur.lastrowid,))
-    return halt_record(row.fetchone())
+    return _halt(db, cur.lastrowid)
 
 
 def clear_halt(
@@ -170,8 +174,7 @@ def clear_halt(
         journal_json(scope=quoted(scope.value), target=quoted(target), by=quoted(by),
                      note=quoted(note)),
     )  # fmt: skip
-    row = db.execute(f"SELECT {HALT_COLUMNS} FROM halts WHERE id = ?", (on.id,))
-    return halt_record(row.fetchone())
+    return _halt(db, on.id)
 
 
 def list_halts(db: sqlite3.Connection, active_only: bool, limit: int) -> list[Halt]:
