@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
+import http.server
+import json
 import os
+import pickle
 import random
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from contextlib import nullcontext
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 import oncelog
+
+from .support.operator_commands import oncelog_cli
 
 SPENDER = Path(__file__).parent / "budget_agents" / "spender.py"
 
@@ -171,3 +180,195 @@ def test_an_agents_daily_budget_spans_its_runs(ledger: oncelog.Ledger) -> None:
         run.effect("five", pay, 5)
     events = [e.event for e in ledger.journal("", limit=100)]
     assert events.count("agent_budget_set") == 2
+
+
+class Receiver(http.server.ThreadingHTTPServer):
+    """A real HTTP endpoint for budget webhooks: keeps the JSON bodies POSTed to it."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, object]] = []
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/hook"
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: Receiver
+
+    def do_POST(self) -> None:
+        length = int(self.headers["Content-Length"])
+        self.server.bodies.append(json.loads(self.rfile.read(length)))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    server = Receiver()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def counting_tool(ledger: oncelog.Ledger, calls: list[int]) -> oncelog.Tool[..., int]:
+    @ledger.tool(kind="create", name="act", cost=1.0)
+    def act(n: int, *, idempotency_key: str) -> int:
+        calls.append(n)
+        return n
+
+    return act
+
+
+def test_pause_waits_for_a_higher_limit(ledger: oncelog.Ledger) -> None:
+    calls: list[int] = []
+    act = counting_tool(ledger, calls)
+    budget = oncelog.Budget(cost=2, on_exceed="pause")
+    for _ in range(2):  # a restart does not get past the limit either
+        with pytest.raises(oncelog.BudgetPaused) as paused, ledger.run("r", budget=budget) as run:
+            for n in range(4):
+                run.effect(f"s{n}", act, n)
+    assert calls == [0, 1]
+    assert paused.value.exit_code == oncelog.EXIT_WAITING
+    assert ledger.get_run("r").status is oncelog.RunStatus.WAITING
+    alert = paused.value.alert
+    assert (alert.kind, alert.limit, alert.used, alert.allowed) == ("exceeded", "cost", 3, 2)
+    assert pickle.loads(pickle.dumps(paused.value)).alert == alert
+    ledger.set_budget("r", replace(budget, cost=4), by="alice")
+    with ledger.run("r") as run:
+        for n in range(4):
+            run.effect(f"s{n}", act, n)
+    assert calls == [0, 1, 2, 3]
+    alerts = [e for e in ledger.journal("r") if e.event == "budget_alert"]
+    assert len(alerts) == 1, "journalled once for the operator, though met twice"
+
+
+def test_async_code_awaits_a_person_raising_the_limit(db_path: str) -> None:
+    calls: list[int] = []
+    ledger = oncelog.open(db_path, approval_poll=0.05)
+    act = counting_tool(ledger, calls)
+
+    async def agent() -> None:
+        budget = oncelog.Budget(steps=1, on_exceed="pause")
+        async with ledger.run("r", budget=budget) as run:
+            await run.effect("a", act, 1)
+            await run.effect("b", act, 2)  # waits here for a person
+
+    def person() -> None:
+        with oncelog.open(db_path) as other:
+            while not any(e.event == "budget_alert" for e in other.journal("r")):
+                time.sleep(0.02)
+            assert calls == [1]
+            other.set_budget("r", oncelog.Budget(steps=2, on_exceed="pause"), by="alice")
+
+    helper = threading.Thread(target=person)
+    helper.start()
+    asyncio.run(asyncio.wait_for(agent(), timeout=30))
+    helper.join()
+    ledger.close()
+    assert calls == [1, 2]
+
+
+def test_escalate_alerts_once_then_pauses(db_path: str, receiver: Receiver) -> None:
+    alerts: list[oncelog.BudgetAlert] = []
+    budget = oncelog.Budget(cost=4, warn_at=0.5, on_exceed="escalate", webhook=receiver.url)
+    for _ in range(3):  # each a new ledger, as a restarted process would open
+        with oncelog.open(db_path, on_budget_alert=alerts.append) as ledger:
+            act = counting_tool(ledger, [])
+            with pytest.raises(oncelog.BudgetPaused), ledger.run("r", budget=budget) as run:
+                for n in range(6):
+                    run.effect(f"s{n}", act, n)
+    assert [(a.kind, a.limit, a.used) for a in alerts] == [
+        ("warning", "cost", 2),
+        ("exceeded", "cost", 5),
+    ]
+    assert [(b["event"], b["run_id"], b["step_id"]) for b in receiver.bodies] == [
+        ("oncelog.budget.warning", "r", "s1"),
+        ("oncelog.budget.exceeded", "r", "s4"),
+    ]
+    with oncelog.open(db_path, on_budget_alert=alerts.append) as ledger:
+        ledger.set_budget("r", replace(budget, cost=5), by="alice")  # a new budget: new alerts
+        act = counting_tool(ledger, [])
+        with pytest.raises(oncelog.BudgetPaused), ledger.run("r") as run:
+            for n in range(6):
+                run.effect(f"s{n}", act, n)
+    assert [(a.kind, a.step_id) for a in alerts[2:]] == [("warning", "s4"), ("exceeded", "s5")]
+
+
+def test_an_agents_budget_warns_and_pauses_across_runs(ledger: oncelog.Ledger) -> None:
+    alerts: list[oncelog.BudgetAlert] = []
+    ledger.on_budget_alert = alerts.append
+    act = counting_tool(ledger, [])
+    daily = oncelog.AgentBudget(calls=3, warn_at=0.6, on_exceed="pause")
+    ledger.set_agent_budget("billing", daily, by="ops")
+    with ledger.run("a", agent="billing") as run:
+        run.effect("one", act, 1)
+        run.effect("two", act, 2)  # 2 of 3 calls: past 60 %
+    with (
+        pytest.raises(oncelog.BudgetPaused, match="daily budget"),
+        ledger.run("b", agent="billing") as run,
+    ):
+        run.effect("three", act, 3)  # the warning is not repeated in this run
+        run.effect("four", act, 4)
+    assert [(a.kind, a.scope, a.target, a.run_id) for a in alerts] == [
+        ("warning", "agent", "billing", "a")
+    ]
+    assert ledger.get_run("b").status is oncelog.RunStatus.WAITING
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"on_exceed": "explode"},
+        {"warn_at": 1.5},
+        {"webhook": "file:///etc/passwd"},
+        {"cost": -1},
+    ],
+)
+def test_a_bad_budget_is_refused_when_made(bad: dict[str, object]) -> None:
+    with pytest.raises(oncelog.ConfigurationError):
+        oncelog.Budget(**bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_a_crash_loop_escalates_once_and_waits(
+    db_path: str, tmp_path: Path, receiver: Receiver
+) -> None:
+    """Killed 20 times at random instants with an escalating budget: the effects stay
+    within it, the run waits (exit 4) instead of halting, a person is told at most once
+    per alert, and once the person raises the limit a restart completes the run."""
+    markers, seed = tmp_path / "markers", random.randrange(1 << 30)
+    chance = random.Random(seed)
+    argv = [sys.executable, str(SPENDER), db_path, "r1", str(markers), "12", "8", "escalate",
+            receiver.url]  # fmt: skip
+    kills = starts = 0
+    while kills < 20 and starts < 100:
+        starts += 1
+        agent = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+        time.sleep(chance.uniform(0.0, 0.4))
+        if agent.poll() is None:
+            agent.send_signal(signal.SIGKILL)
+            kills += 1
+        _, stderr = agent.communicate(timeout=60)
+        assert agent.returncode in (oncelog.EXIT_WAITING, -signal.SIGKILL), (seed, stderr)
+    final = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert final.returncode == oncelog.EXIT_WAITING, (seed, final.stderr)
+    assert "BudgetPaused" in final.stderr
+    performed = markers.read_text().splitlines()
+    assert len(performed) <= 8, (seed, len(performed))
+    events = [body["event"] for body in receiver.bodies]
+    assert events.count("oncelog.budget.warning") <= 1, (seed, events)
+    assert events.count("oncelog.budget.exceeded") <= 1, (seed, events)
+    with oncelog.open(db_path) as ledger:
+        journalled = [e for e in ledger.journal("r1") if e.event == "budget_alert"]
+    assert len(journalled) == 2, (seed, journalled)  # the warning and the escalation
+    oncelog_cli(db_path, "budgets", "r1", "--set", "cost=20", "--by", "alice")
+    final = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert final.returncode == 0, (seed, final.stderr)
+    assert len(set(markers.read_text().splitlines())) == 12

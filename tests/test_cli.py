@@ -94,7 +94,8 @@ def test_demo_shows_one_email_with_oncelog(tmp_path: Path) -> None:
 
 
 def test_budgets_shows_and_a_person_raises_them(db_path: str) -> None:
-    with oncelog.open(db_path) as ledger, ledger.run("b1", budget=oncelog.Budget(steps=1)) as run:
+    budget = oncelog.Budget(steps=1, on_exceed="pause")
+    with oncelog.open(db_path) as ledger, ledger.run("b1", budget=budget) as run:
         run.read("q", lambda: 1)
     code, out = invoke("budgets", "b1", "--db", db_path)
     assert code == 0
@@ -118,5 +119,9 @@ def test_budgets_shows_and_a_person_raises_them(db_path: str) -> None:
     assert code == 0, out
     limits = json.loads(out)["limits"]
     assert (limits["steps"], limits["cost"]["limit"]) == ({"limit": 5, "used": 1}, 2.5)
+    assert json.loads(out)["policy"]["on_exceed"] == "pause"  # a raised limit keeps its policy
     code, out = invoke("budgets", "b1", "--set", "speed=3", "--by", "a", "--db", db_path)
     assert code == 2
+    code, out = invoke("budgets", "b1", "--set", "webhook=ftp://x", "--by", "a", "--db", db_path)
+    assert code == 2
+    assert "http(s) URL" in out

@@ -12,7 +12,8 @@ PUBLIC = {
     "NOT_FOUND", "Found",
     "AgentBudget", "AmbiguousOutcome", "Approval", "ApprovalDenied", "ApprovalRequired",
     "ApprovalStatus",
-    "ArgumentDrift", "AsyncRun", "Budget", "BudgetExceeded", "ConfigurationError", "CorruptRecord",
+    "ArgumentDrift", "AsyncRun", "Budget", "BudgetAlert", "BudgetExceeded", "BudgetPaused",
+    "ConfigurationError", "CorruptRecord",
     "DuplicateStep", "EffectAbandoned", "EffectRefused", "Halt", "HaltScope",
     "InvalidPayload", "InvalidResolution", "JournalEntry", "Kind", "LeaseLost", "Ledger",
     "NeedsPerson", "NoActiveRun", "NotATool", "OnceLogError", "PayloadTooLarge",
@@ -21,7 +22,8 @@ PUBLIC = {
     "StepError", "StepNotInPlan", "StepRecord", "StepState", "StepType", "StoreError",
     "StoreUnavailable", "Tool", "TryLater", "UnknownApproval", "UnknownHalt", "UnknownRun",
     "UnknownStep",
-    "UnserializableValue", "UsageError", "current_run", "exit_code_for", "idempotency_key",
+    "UnserializableValue", "UsageError", "WaitingForPerson", "current_run", "exit_code_for",
+    "idempotency_key",
     "open", "run_main",
 }  # fmt: skip
 

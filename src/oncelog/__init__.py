@@ -5,7 +5,7 @@ replays recorded results instead of calling again; an effect whose outcome canno
 known halts the run until a person decides.
 """
 
-from ._budgets import AgentBudget, Budget
+from ._budgets import AgentBudget, Budget, BudgetAlert
 from ._effects import idempotency_key
 from ._exceptions import (
     AmbiguousOutcome,
@@ -13,6 +13,7 @@ from ._exceptions import (
     ApprovalRequired,
     ArgumentDrift,
     BudgetExceeded,
+    BudgetPaused,
     ConfigurationError,
     CorruptRecord,
     DuplicateStep,
@@ -44,6 +45,7 @@ from ._exceptions import (
     UnknownStep,
     UnserializableValue,
     UsageError,
+    WaitingForPerson,
 )
 from ._ledger import Ledger, open
 from ._probes import CANNOT_TELL, NOT_FOUND, Found, ProbeAnswer
@@ -87,7 +89,9 @@ __all__ = [
     "ArgumentDrift",
     "AsyncRun",
     "Budget",
+    "BudgetAlert",
     "BudgetExceeded",
+    "BudgetPaused",
     "ConfigurationError",
     "CorruptRecord",
     "DuplicateStep",
@@ -134,6 +138,7 @@ __all__ = [
     "UnknownStep",
     "UnserializableValue",
     "UsageError",
+    "WaitingForPerson",
     "current_run",
     "exit_code_for",
     "idempotency_key",

@@ -14,17 +14,19 @@ import json
 import logging
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
 
 from . import _crashpoints as crashpoints
-from ._budgets import exceeded
+from ._alerts import AlertCallback, AlertSender
+from ._budgets import check, refusal
 from ._exceptions import (
     AmbiguousOutcome,
     ApprovalDenied,
     ApprovalRequired,
     ArgumentDrift,
     BudgetExceeded,
+    BudgetPaused,
     ConfigurationError,
     EffectAbandoned,
     EffectRefused,
@@ -147,6 +149,7 @@ class Engine:
         plan: tuple[str, ...] | None,
         payload_limit: int,
         key_namespace: str = "",
+        on_budget_alert: AlertCallback | None = None,
     ) -> None:
         self.store = store
         self.lease = lease
@@ -155,6 +158,7 @@ class Engine:
         self.payload_limit = payload_limit
         self.key_namespace = key_namespace
         self._broken: StoreUnavailable | None = None
+        self.alerts = AlertSender(store, on_budget_alert)
 
     def _store(self, operation: Callable[..., T], *args: Any) -> T:
         """Every store access of a step. Once one cannot reach the disk, this run takes no
@@ -241,9 +245,16 @@ class Engine:
         else:
             if step.needs_approval:
                 self._check_approval(step)
-            attempt = self._store(self.store.write_intent, self.lease, step, previous, reason)
+            try:
+                intent = self._store(self.store.write_intent, self.lease, step, previous, reason)
+            except (BudgetExceeded, BudgetPaused) as exc:
+                self.alerts.send(exc.alert)
+                raise
             self.cursor.advance_frontier(step.seq)
             crashpoints.reach("after_intent_commit", step.step_id)
+            attempt = intent.attempt
+            for warning in intent.warnings:
+                self.alerts.send(warning)
         return Pending(step, call, attempt, previous)
 
     def _check_budget(self, step: NewStep) -> None:
@@ -251,12 +262,14 @@ class Engine:
         budget, used = self._store(self.store.budget_usage, self.run_id)
         if budget is None:
             return
-        over = exceeded(budget, replace(used, steps=used.steps + 1))
+        over, warnings = check(
+            budget, asdict(replace(used, steps=used.steps + 1)),
+            scope="run", target=self.run_id, run_id=self.run_id, step_id=step.step_id,
+        )  # fmt: skip
+        for alert in warnings if over is None else [over]:
+            self.alerts.send(alert)
         if over is not None:
-            raise BudgetExceeded(
-                f"{step.step_id!r} would take the run past its budget: {over}",
-                run_id=self.run_id, step_id=step.step_id,
-            )  # fmt: skip
+            raise refusal(over)
 
     def _check_approval(self, step: NewStep) -> None:
         """Ask for approval of these arguments, or find the decision. The intent then

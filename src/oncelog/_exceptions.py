@@ -19,11 +19,13 @@
     ├── RunStopped                 the run cannot go on; see ``exit_code``
     │   ├── NeedsPerson            exit 3: a person must act
     │   │   ├── RunHalted          a kill switch is on (global, agent or run)
-    │   │   ├── BudgetExceeded     the next step would take the run past a limit
+    │   │   ├── BudgetExceeded     the next step would go past a limit (policy "stop")
     │   │   ├── AmbiguousOutcome   an effect may or may not have happened
     │   │   ├── ReplayDivergence   the code asked for a different step than the journal holds
     │   │   └── ArgumentDrift      a finished step asked again with other arguments
-    │   ├── ApprovalRequired       exit 4: waiting for a person to approve an effect
+    │   ├── WaitingForPerson       exit 4: the run waits for a person's decision
+    │   │   ├── ApprovalRequired   an effect waits for approval of its arguments
+    │   │   └── BudgetPaused       a limit is reached; the run waits for a higher one
     │   └── TryLater               exit 75: nothing wrong, run it again later
     │       ├── RunLeased          another live worker owns the run
     │       └── LeaseLost          this worker's lease was taken over while it ran
@@ -67,9 +69,13 @@ class OnceLogError(Exception):
     def _fields(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "step_id": self.step_id, "key": self.key}
 
+    def _state(self) -> dict[str, Any]:
+        """What pickling keeps: the printed fields and any others."""
+        return self._fields()
+
     def __reduce__(self) -> tuple[Any, ...]:
         # Keyword-only constructors defeat Exception's default pickling.
-        return (_rebuild, (type(self), self.message, self._fields()))
+        return (_rebuild, (type(self), self.message, self._state()))
 
     def __str__(self) -> str:
         where = ", ".join(f"{k}={v!r}" for k, v in self._fields().items() if v is not None)
@@ -165,8 +171,27 @@ def halted(halt: Any, run_id: str, step_id: str | None = None) -> RunHalted:
     )
 
 
-class BudgetExceeded(NeedsPerson):
-    """The next step would take the run past its budget; a person may raise it."""
+class _OverBudget(OnceLogError):
+    """Carries the ``oncelog.BudgetAlert`` of the limit that stopped the step."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        step_id: str | None = None,
+        key: str | None = None,
+        alert: Any = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id, step_id=step_id, key=key)
+        self.alert = alert
+
+    def _state(self) -> dict[str, Any]:
+        return {**self._fields(), "alert": self.alert}
+
+
+class BudgetExceeded(_OverBudget, NeedsPerson):
+    """The next step would go past a limit whose policy is ``stop``; a person may raise it."""
 
 
 class AmbiguousOutcome(NeedsPerson):
@@ -181,10 +206,19 @@ class ArgumentDrift(NeedsPerson):
     """A recorded step was asked for again with different arguments."""
 
 
-class ApprovalRequired(RunStopped):
-    """The effect waits for a person's approval of exactly these arguments."""
+class WaitingForPerson(RunStopped):
+    """The run waits for a person's decision; async code awaits it instead."""
 
     exit_code = 4
+
+
+class ApprovalRequired(WaitingForPerson):
+    """The effect waits for a person's approval of exactly these arguments."""
+
+
+class BudgetPaused(_OverBudget, WaitingForPerson):
+    """A limit whose policy is ``pause`` or ``escalate`` is reached: the run waits until a
+    person raises it."""
 
 
 class TryLater(RunStopped):

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any, Literal, ParamSpec, TypeVar
 
 from . import _leases as leases
+from ._alerts import AlertCallback
 from ._budgets import AgentBudget, Budget
 from ._effects import Engine
 from ._exceptions import ConfigurationError, InvalidResolution, UnknownRun
@@ -46,6 +47,7 @@ class Ledger:
         max_payload_bytes: int = 1 << 20,
         approval_poll: float = 1.0,
         key_namespace: str = "",
+        on_budget_alert: AlertCallback | None = None,
     ) -> None:
         if lease_ttl <= 0 or max_payload_bytes <= 0:
             raise ConfigurationError("lease_ttl and max_payload_bytes must be positive")
@@ -54,6 +56,7 @@ class Ledger:
         self.max_payload_bytes = max_payload_bytes
         self.approval_poll = approval_poll  # seconds between looks, while async code waits
         self.key_namespace = key_namespace
+        self.on_budget_alert = on_budget_alert
 
     # -- declaring tools ----------------------------------------------------------------
 
@@ -154,8 +157,9 @@ class Ledger:
             raise
         cursor = ReplayCursor(self.store, run_id, record.next_seq)
         engine = Engine(
-            self.store, lease, cursor, record.plan, self.max_payload_bytes, self.key_namespace
-        )
+            self.store, lease, cursor, record.plan, self.max_payload_bytes, self.key_namespace,
+            on_budget_alert=self.on_budget_alert,
+        )  # fmt: skip
         return engine, record
 
     def _resolve_plan(self, run_id: str, plan: PlanArg) -> tuple[str, ...] | None:
@@ -341,13 +345,16 @@ def open(
     max_payload_bytes: int = 1 << 20,
     approval_poll: float = 1.0,
     key_namespace: str | None = None,
+    on_budget_alert: AlertCallback | None = None,
 ) -> Ledger:
     """Open the ledger at ``url``: a SQLite path or ``sqlite:///`` URL; by default
     ``$ONCELOG_URL``, else ``./.oncelog/ledger.db``.
 
     ``durability="full"`` survives a power loss; ``"process"`` survives a process kill
     but not an OS crash, and commits faster. ``approval_poll`` is how often async code
-    awaiting an approval looks again, in seconds. ``key_namespace`` (default
+    waiting for a person (an approval, a higher budget) looks again, in seconds.
+    ``on_budget_alert`` is called with a ``BudgetAlert`` when a budget's warning threshold
+    is crossed, or when its ``escalate`` limit is reached. ``key_namespace`` (default
     ``$ONCELOG_KEY_NAMESPACE``, else none) goes into every idempotency key: give each
     service its own if two could use the same run ids at one provider account."""
     if key_namespace is None:
@@ -358,4 +365,5 @@ def open(
         max_payload_bytes=max_payload_bytes,
         approval_poll=approval_poll,
         key_namespace=key_namespace,
+        on_budget_alert=on_budget_alert,
     )

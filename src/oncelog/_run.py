@@ -17,7 +17,6 @@ from . import _leases as leases
 from ._budgets import remaining
 from ._effects import Call, Engine, Pending, Replayed, encode_args
 from ._exceptions import (
-    ApprovalRequired,
     LeaseLost,
     NeedsPerson,
     NotATool,
@@ -26,6 +25,7 @@ from ._exceptions import (
     RunHalted,
     RunStopped,
     UsageError,
+    WaitingForPerson,
 )
 from ._records import RunRecord, RunStatus, StepType
 from ._tools import Tool, step_spec
@@ -176,7 +176,7 @@ def _ending(exc: BaseException | None) -> tuple[RunStatus, str | None]:
         return RunStatus.COMPLETED, None
     if isinstance(exc, NeedsPerson):
         return RunStatus.HALTED, str(exc)
-    if isinstance(exc, ApprovalRequired):
+    if isinstance(exc, WaitingForPerson):
         return RunStatus.WAITING, str(exc)
     if isinstance(exc, Exception):
         return RunStatus.FAILED, f"{type(exc).__name__}: {exc}"
@@ -233,11 +233,11 @@ class AsyncRun(_Steps):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        while True:  # async code awaits an approval instead of exiting with code 4
+        while True:  # async code awaits a person (an approval, a higher budget), not exit 4
             try:
                 got = await asyncio.to_thread(self._engine.prepare, seq, call)
                 break
-            except ApprovalRequired:
+            except WaitingForPerson:
                 await asyncio.sleep(self._ledger.approval_poll)
         if isinstance(got, Replayed):
             return got.value

@@ -1,8 +1,9 @@
 """An agent for the budget tests: a model call, then ``count`` paid effects costing 1.0
 each, each appending its key to a marker file before answering (slowly, so kills land in
-every window). Its run's budget allows ``limit`` of cost.
+every window). Its run's budget allows ``limit`` of cost; at the limit it does what
+``policy`` says (stop, pause or escalate, to ``webhook``).
 
-Usage: spender.py LEDGER RUN_ID MARKERS COUNT LIMIT
+Usage: spender.py LEDGER RUN_ID MARKERS COUNT LIMIT [POLICY [WEBHOOK]]
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import oncelog
 
 def main() -> None:
     ledger_path, run_id, markers, count, limit = sys.argv[1:6]
+    policy = sys.argv[6] if len(sys.argv) > 6 else "stop"
+    webhook = sys.argv[7] if len(sys.argv) > 7 else None
     ledger = oncelog.open(ledger_path)
 
     @ledger.tool(kind="upsert", name="buy_credit", cost=1.0)
@@ -30,7 +33,7 @@ def main() -> None:
         return {"text": "go", "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
 
     def agent() -> None:
-        budget = oncelog.Budget(cost=float(limit))
+        budget = oncelog.Budget(cost=float(limit), on_exceed=policy, warn_at=0.5, webhook=webhook)  # type: ignore[arg-type]
         with ledger.run(run_id, budget=budget) as run:
             run.llm("plan", model)
             for n in range(int(count)):

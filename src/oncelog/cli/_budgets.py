@@ -10,20 +10,32 @@ import oncelog
 
 from ._options import db_option, emit, json_option, opened
 
-_LIMITS = [field.name for field in dataclasses.fields(oncelog.Budget)]
+_LIMITS = list(oncelog.Budget().limits())
+_POLICY = ("on_exceed", "warn_at", "webhook")
 
 
-def _parse_limits(pairs: tuple[str, ...]) -> oncelog.Budget:
-    limits: dict[str, float | None] = {}
+def _changed(budget: oncelog.Budget | None, pairs: tuple[str, ...]) -> oncelog.Budget:
+    """``budget`` with the NAME=VALUE changes applied; the rest is kept."""
+    changes: dict[str, object] = {}
     for pair in pairs:
         name, _, value = pair.partition("=")
-        if name not in _LIMITS or not value:
-            raise click.BadParameter(f"{pair!r}: use NAME=VALUE with NAME one of {_LIMITS}")
-        try:
-            limits[name] = None if value == "none" else float(value)
-        except ValueError:
-            raise click.BadParameter(f"{pair!r}: {value!r} is not a number") from None
-    return oncelog.Budget(**limits)  # type: ignore[arg-type]
+        if name not in (*_LIMITS, *_POLICY) or not value:
+            raise click.BadParameter(
+                f"{pair!r}: use NAME=VALUE with NAME one of {[*_LIMITS, *_POLICY]}"
+            )
+        if value == "none":
+            changes[name] = "stop" if name == "on_exceed" else None
+        elif name in ("on_exceed", "webhook"):
+            changes[name] = value
+        else:
+            try:
+                changes[name] = float(value)
+            except ValueError:
+                raise click.BadParameter(f"{pair!r}: {value!r} is not a number") from None
+    try:
+        return dataclasses.replace(budget or oncelog.Budget(), **changes)  # type: ignore[arg-type]
+    except oncelog.ConfigurationError as exc:
+        raise click.BadParameter(exc.message) from None
 
 
 @click.command()
@@ -33,7 +45,7 @@ def _parse_limits(pairs: tuple[str, ...]) -> oncelog.Budget:
     "pairs",
     multiple=True,
     metavar="NAME=VALUE",
-    help="Replace the budget with these limits (repeat; 'none' for no limit).",
+    help="Change a limit or the policy (repeat; 'none' removes a limit); the rest is kept.",
 )
 @click.option("--by", default=None, help="Who changes it (required with --set).")
 @db_option
@@ -46,7 +58,8 @@ def budgets(
         if pairs:
             if not by:
                 raise click.UsageError("--set needs --by NAME: a person changes a budget")
-            ledger.set_budget(run_id, _parse_limits(pairs), by=by)
+            current, _ = ledger.store.budget_usage(run_id)
+            ledger.set_budget(run_id, _changed(current, pairs), by=by)
         budget, used = ledger.store.budget_usage(run_id)
     rows = {
         name: {
@@ -55,11 +68,14 @@ def budgets(
         }
         for name in _LIMITS
     }
+    policy = {name: getattr(budget, name) for name in _POLICY} if budget else None
     if as_json:
-        emit({"run_id": run_id, "limits": rows})
+        emit({"run_id": run_id, "limits": rows, "policy": policy})
         return
     if budget is None:
         click.echo(f"run {run_id} has no budget")
+    else:
+        click.echo("  ".join(f"{name}={value}" for name, value in (policy or {}).items()))
     for name, row in rows.items():
         limit = "-" if row["limit"] is None else f"{row['limit']:g}"
         click.echo(f"{name:<13} used {row['used']:>10.6g}   limit {limit}")

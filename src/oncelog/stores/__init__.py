@@ -7,23 +7,31 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from .._exceptions import ConfigurationError
-from ._protocol import Lease, NewStep, Outcome, Store
+from ._protocol import Intent, Lease, NewStep, Outcome, Store
 from ._sqlite import SQLiteStore
 
-__all__ = ["DEFAULT_PATH", "Lease", "NewStep", "Outcome", "SQLiteStore", "Store", "open_store"]
+__all__ = [
+    "DEFAULT_PATH",
+    "Intent",
+    "Lease",
+    "NewStep",
+    "Outcome",
+    "SQLiteStore",
+    "Store",
+    "open_store",
+]
 
 DEFAULT_PATH = Path(".oncelog") / "ledger.db"
 
 
 def open_store(url: str | None, *, durability: str = "full") -> Store:
-    """``sqlite:///relative.db``, ``sqlite:////absolute.db``, a plain path, or None for
-    ``$ONCELOG_URL`` and then ``./.oncelog/ledger.db``."""
+    """``sqlite:///relative.db``, ``sqlite:////absolute.db``, a plain path,
+    ``postgresql://user@host/db`` (``postgres://`` too; add ``?options=-csearch_path=NAME``
+    for a schema of its own), or None for ``$ONCELOG_URL`` and then ``./.oncelog/ledger.db``."""
     url = url or os.environ.get("ONCELOG_URL") or str(DEFAULT_PATH)
     parsed = urlparse(url)
     if parsed.scheme in ("postgresql", "postgres"):
-        raise ConfigurationError(
-            "the PostgreSQL store is not part of this release yet; use a SQLite path"
-        )
+        return _postgres_store(url, durability)
     if parsed.scheme == "sqlite":
         path = unquote(parsed.path[1:] if parsed.path.startswith("/") else parsed.path)
         if not path:
@@ -32,3 +40,14 @@ def open_store(url: str | None, *, durability: str = "full") -> Store:
     if parsed.scheme and len(parsed.scheme) > 1:
         raise ConfigurationError(f"unsupported ledger URL scheme {parsed.scheme!r} in {url!r}")
     return SQLiteStore(url, durability=durability)
+
+
+def _postgres_store(url: str, durability: str) -> Store:
+    """psycopg is an optional extra, imported only when a PostgreSQL URL is opened."""
+    try:
+        from ._postgres import PostgresStore
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"a PostgreSQL ledger needs psycopg: pip install 'oncelog[postgres]' ({exc})"
+        ) from exc
+    return PostgresStore(url, durability=durability)

@@ -5,9 +5,9 @@ has taken the run over."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-from .._budgets import AgentBudget, Budget, Usage
+from .._budgets import AgentBudget, Budget, BudgetAlert, Usage
 from .._records import (
     Approval,
     ApprovalStatus,
@@ -61,6 +61,14 @@ class Outcome:
     cost: float | None = None  # settles the reserved cost (a model call's, from its usage)
 
 
+class Intent(NamedTuple):
+    """A written intent: its attempt number, and the budget limits it brought past their
+    warning threshold."""
+
+    attempt: int
+    warnings: tuple[BudgetAlert, ...] = ()
+
+
 class Store(Protocol):
     durability: str
 
@@ -89,11 +97,12 @@ class Store(Protocol):
 
     def write_intent(
         self, lease: Lease, step: NewStep, previous: StepState | None, reason: str | None = None
-    ) -> int:
+    ) -> Intent:
         """Record that the step is about to run (``in_flight``); return its attempt number.
         ``previous`` is the state it must still be in (``None``: not recorded yet);
         ``reason`` says why a step in doubt runs again (journalled). Refuses with
-        ``RunHalted`` when a kill switch covers the run."""
+        ``RunHalted`` when a kill switch covers the run, and with ``BudgetExceeded`` or
+        ``BudgetPaused`` when the step would go past a budget of the run or its agent."""
         ...
 
     def write_outcome(self, lease: Lease, step: NewStep, attempt: int, outcome: Outcome) -> None:
@@ -136,6 +145,11 @@ class Store(Protocol):
 
     def set_agent_budget(self, agent: str, budget: AgentBudget | None, *, by: str) -> None:
         """Set (or, with None, remove) an agent's daily budget (journalled)."""
+        ...
+
+    def record_alert(self, alert: BudgetAlert) -> bool:
+        """Journal a budget alert unless the same (kind, scope, target, limit) is journalled
+        since that budget was last set (for an agent: also today); True if it is new."""
         ...
 
     def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .. import _crashpoints as crashpoints
-from .._budgets import AgentBudget, Budget, Usage
+from .._budgets import AgentBudget, Budget, BudgetAlert, Usage
 from .._exceptions import (
     ConfigurationError,
     CorruptRecord,
@@ -51,7 +51,7 @@ from .._records import (
 from .._serialization import decode, encode
 from . import _sqlite_controls as controls
 from ._migrations import migrations
-from ._protocol import Lease, NewStep, Outcome, OwnerCheck
+from ._protocol import Intent, Lease, NewStep, Outcome, OwnerCheck
 from ._rows import (
     NEXT_SEQ,
     RUN_COLUMNS,
@@ -301,7 +301,7 @@ class SQLiteStore:
         step: NewStep,
         previous: StepState | None,
         reason: str | None = None,
-    ) -> int:
+    ) -> Intent:
         """Write the step as ``in_flight``; return its attempt number. A kill switch is
         checked here, in the transaction that writes the intent, so no effect starts after
         a halt was committed."""
@@ -311,10 +311,11 @@ class SQLiteStore:
             raise halted(halt, lease.run_id, step.step_id)
         if step.needs_approval:
             controls.use_approval(db, lease, step)
+        warnings: list[BudgetAlert] = []
         if lease.budgeted:
-            controls.check_budget(db, lease.run_id, step, new=previous is None)
+            warnings += controls.check_budget(db, lease.run_id, step, new=previous is None)
         if lease.agent is not None and step.type == "effect":
-            controls.check_agent_budget(db, lease, step, new=previous is None)
+            warnings += controls.check_agent_budget(db, lease, step, new=previous is None)
         if previous is None:
             attempt = 1
             try:
@@ -341,7 +342,7 @@ class SQLiteStore:
                 reason=text(reason),
             ),
         )  # fmt: skip
-        return attempt
+        return Intent(attempt, tuple(warnings))
 
     @staticmethod
     def _restart_step(
@@ -399,11 +400,11 @@ class SQLiteStore:
 
     def write_intent(
         self, lease: Lease, step: NewStep, previous: StepState | None, reason: str | None = None
-    ) -> int:
+    ) -> Intent:
         with self._tx() as db:
-            attempt = self._begin_step(db, lease, step, previous, reason)
+            intent = self._begin_step(db, lease, step, previous, reason)
             crashpoints.reach("before_intent_commit", step.step_id)
-        return attempt
+        return intent
 
     def write_outcome(self, lease: Lease, step: NewStep, attempt: int, outcome: Outcome) -> None:
         with self._tx() as db:
@@ -415,7 +416,7 @@ class SQLiteStore:
         self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
     ) -> None:
         with self._tx() as db:
-            attempt = self._begin_step(db, lease, step, previous)
+            attempt = self._begin_step(db, lease, step, previous).attempt
             self._end_step(db, lease, step.seq, attempt, outcome)
 
     def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
@@ -541,6 +542,10 @@ class SQLiteStore:
     def set_agent_budget(self, agent: str, budget: AgentBudget | None, *, by: str) -> None:
         with self._tx() as db:
             controls.set_agent_budget(db, agent, budget, by)
+
+    def record_alert(self, alert: BudgetAlert) -> bool:
+        with self._tx() as db:
+            return controls.record_alert(db, alert)
 
     def halts(self, *, active_only: bool, limit: int) -> list[Halt]:
         with self._lock:

@@ -1,17 +1,18 @@
-"""The SQL of the controls that live in the ledger: approvals and the kill switch. Each
-function runs inside a transaction its caller opened."""
+"""The SQL of the controls that live in the ledger: approvals, the kill switch and
+budgets. Each function runs inside a transaction its caller opened."""
 
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import asdict
 
-from .._budgets import AgentBudget, Budget, Usage, agent_exceeded, exceeded
-from .._exceptions import ApprovalRequired, BudgetExceeded, UnknownApproval, UnknownHalt, UnknownRun
+from .._budgets import AgentBudget, Budget, BudgetAlert, Usage, check, refusal
+from .._exceptions import ApprovalRequired, UnknownApproval, UnknownHalt, UnknownRun
 from .._records import Approval, ApprovalStatus, Halt, HaltScope
 from ._protocol import Lease, NewStep
 from ._rows import APPROVAL_COLUMNS, HALT_COLUMNS, approval_record, halt_record, journal_json
 from ._rows import text as quoted
-from ._sqlite_tx import NOW, append
+from ._sqlite_tx import NOW, TODAY, append
 
 # -- approvals ----------------------------------------------------------------------------
 
@@ -204,23 +205,25 @@ def budget_usage(db: sqlite3.Connection, run_id: str) -> tuple[Budget | None, Us
     return budget, Usage(steps, tokens, cost, run[1], irreversible)
 
 
-def check_budget(db: sqlite3.Connection, run_id: str, step: NewStep, *, new: bool) -> None:
-    """Refuse the step if, with it, the run would be over a limit. Cost is reserved per
-    attempt (a retry may be charged again by the provider); a retry is not a new step or
-    a new irreversible action. A model call's tokens are known only after it, so a run
-    goes on until its tokens are over the limit, then stops."""
+def check_budget(
+    db: sqlite3.Connection, run_id: str, step: NewStep, *, new: bool
+) -> list[BudgetAlert]:
+    """Refuse the step if, with it, the run would be over a limit; return the limits past
+    their warning threshold. Cost is reserved per attempt (a retry may be charged again
+    by the provider); a retry is not a new step or a new irreversible action. A model
+    call's tokens are known only after it, so a run goes on until its tokens are over the
+    limit, then stops."""
     budget, used = budget_usage(db, run_id)
     if budget is None:
-        return
+        return []
     used = Usage(used.steps + new, used.tokens, used.cost + step.cost, used.wall_clock,
                  used.irreversible + int(step.irreversible and new))  # fmt: skip
-    over = exceeded(budget, used)
+    over, warnings = check(
+        budget, asdict(used), scope="run", target=run_id, run_id=run_id, step_id=step.step_id
+    )
     if over is not None:
-        raise BudgetExceeded(
-            f"{step.step_id!r} would take the run past its budget: {over}; a person may "
-            "raise it with ledger.set_budget",
-            run_id=run_id, step_id=step.step_id, key=step.key,
-        )  # fmt: skip
+        raise refusal(over, step.key)
+    return warnings
 
 
 def set_budget(db: sqlite3.Connection, run_id: str, budget: Budget | None, by: str) -> None:
@@ -231,29 +234,30 @@ def set_budget(db: sqlite3.Connection, run_id: str, budget: Budget | None, by: s
     append(db, run_id, None, "budget_set", journal_json(budget=limits, by=quoted(by)))
 
 
-def check_agent_budget(db: sqlite3.Connection, lease: Lease, step: NewStep, *, new: bool) -> None:
+def check_agent_budget(
+    db: sqlite3.Connection, lease: Lease, step: NewStep, *, new: bool
+) -> list[BudgetAlert]:
     """Refuse an effect that would take its agent past today's budget (UTC days, by the
     store's clock), counting the effects of all the agent's runs, refusals excepted."""
     agent = lease.agent
     row = db.execute("SELECT budget FROM agent_budgets WHERE agent = ?", (agent,)).fetchone()
-    if row is None:
-        return
+    if agent is None or row is None:
+        return []
     budget = AgentBudget.from_json(row[0])
     calls, cost, irreversible = db.execute(
         "SELECT COUNT(*), COALESCE(SUM(steps.cost), 0), COALESCE(SUM(steps.irreversible), 0) "
         "FROM steps JOIN runs ON runs.run_id = steps.run_id WHERE runs.agent = ? "
-        "AND steps.type = 'effect' AND steps.state != 'failed' "
-        f"AND steps.started_at >= CAST({NOW} / 86400 AS INTEGER) * 86400",
+        f"AND steps.type = 'effect' AND steps.state != 'failed' AND steps.started_at >= {TODAY}",
         (agent,),
     ).fetchone()
-    over = agent_exceeded(
-        budget, calls + new, cost + step.cost, irreversible + int(step.irreversible and new)
+    used = {"calls": calls + new, "cost": cost + step.cost,
+            "irreversible": irreversible + int(step.irreversible and new)}  # fmt: skip
+    over, warnings = check(
+        budget, used, scope="agent", target=agent, run_id=lease.run_id, step_id=step.step_id
     )
     if over is not None:
-        raise BudgetExceeded(
-            f"{step.step_id!r} would take agent {agent!r} past its daily budget: {over}",
-            run_id=lease.run_id, step_id=step.step_id, key=step.key,
-        )  # fmt: skip
+        raise refusal(over, step.key)
+    return warnings
 
 
 def set_agent_budget(
@@ -271,3 +275,23 @@ def set_agent_budget(
     limits = None if budget is None else budget.to_json()
     append(db, "", None, "agent_budget_set",
            journal_json(agent=quoted(agent), budget=limits, by=quoted(by)))  # fmt: skip
+
+
+def record_alert(db: sqlite3.Connection, alert: BudgetAlert) -> bool:
+    """Journal ``alert`` unless the same one (kind, scope, target, limit) is journalled
+    since its budget was last set (and, for an agent, today); True if it is new."""
+    journal_run = alert.target if alert.scope == "run" else ""
+    set_event = "budget_set" if alert.scope == "run" else "agent_budget_set"
+    since = "" if alert.scope == "run" else f" AND at >= {TODAY}"
+    seen = db.execute(
+        "SELECT 1 FROM journal WHERE run_id = ? AND event = 'budget_alert' "
+        "AND json_extract(data, '$.kind') = ? AND json_extract(data, '$.target') = ? "
+        "AND json_extract(data, '$.limit') = ? AND id > COALESCE((SELECT MAX(id) FROM journal "
+        f"WHERE run_id = ? AND event = ? AND json_extract(data, '$.agent') IS ?), 0){since}",
+        (journal_run, alert.kind, alert.target, alert.limit, journal_run, set_event,
+         None if alert.scope == "run" else alert.target),
+    ).fetchone()  # fmt: skip
+    if seen is not None:
+        return False
+    append(db, journal_run, None, "budget_alert", alert.to_json())
+    return True

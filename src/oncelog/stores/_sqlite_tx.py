@@ -9,6 +9,8 @@ from ._protocol import Lease
 
 # The store's clock, in Unix seconds: lease expiry is judged by it, not by a worker's.
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+# Midnight UTC today by the same clock: agents' daily budgets count from it.
+TODAY = f"(CAST({NOW} / 86400 AS INTEGER) * 86400)"
 
 
 def append(db: sqlite3.Connection, run_id: str, seq: int | None, event: str, data: str) -> None:
