@@ -8,7 +8,10 @@ import pytest
 
 import oncelog
 
+from .support.postgres import POSTGRES_REASON, fresh_schema, postgres_is_up
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+STORES = ("sqlite", "postgres")
 
 
 def require(condition: bool, reason: str) -> None:
@@ -20,12 +23,31 @@ def require(condition: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test of a ledger URL runs on each store, except a test that also reads the
+    SQLite file itself (it asks for ``db_path``): that one stays on SQLite."""
+    if "store_kind" in metafunc.fixturenames:
+        sqlite_only = "db_path" in metafunc.fixturenames
+        metafunc.parametrize("store_kind", STORES[:1] if sqlite_only else STORES)
+
+
 @pytest.fixture
 def db_path(tmp_path: Path) -> str:
     return str(tmp_path / "ledger.db")
 
 
 @pytest.fixture
-def ledger(db_path: str) -> Iterator[oncelog.Ledger]:
-    with oncelog.open(db_path) as opened:
+def store_url(store_kind: str, tmp_path: Path) -> Iterator[str]:
+    """A ledger URL: the SQLite file ``db_path`` names, or a fresh PostgreSQL schema."""
+    if store_kind == "sqlite":
+        yield str(tmp_path / "ledger.db")
+        return
+    require(postgres_is_up(), POSTGRES_REASON)
+    with fresh_schema() as url:
+        yield url
+
+
+@pytest.fixture
+def ledger(store_url: str) -> Iterator[oncelog.Ledger]:
+    with oncelog.open(store_url) as opened:
         yield opened

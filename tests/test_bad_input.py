@@ -509,7 +509,7 @@ def test_bogus_configuration(ledger: oncelog.Ledger, tmp_path: Path, db_path: st
         ledger.tool(kind="mutate")(print)  # type: ignore[arg-type]
     with pytest.raises(oncelog.ConfigurationError):
         ledger.tool(kind="create", drift="ignore")(print)  # type: ignore[arg-type]
-    for url in ("ftp://host/ledger.db", "sqlite://", "postgresql://localhost/agents"):
+    for url in ("ftp://host/ledger.db", "sqlite://", "postgresql://localhost/agents?bogus=1"):
         with pytest.raises(oncelog.ConfigurationError):
             oncelog.open(url)
     target = str(tmp_path / "other.db")

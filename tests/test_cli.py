@@ -57,7 +57,7 @@ def test_runs_show_unknown_resolve(halted_run: str) -> None:
     assert "done" in out
     assert '{"id":7}' in out
     with oncelog.open(halted_run) as ledger:
-        assert ledger.get_run("r1").status is oncelog.RunStatus.RUNNING
+        assert ledger.get_run("r1").status is oncelog.RunStatus.QUEUED  # ready to resume
         assert ledger.steps("r1")[0].result == {"id": 7}
 
 
@@ -82,15 +82,6 @@ def test_db_from_environment(halted_run: str, monkeypatch: pytest.MonkeyPatch) -
     code, out = invoke("runs", "--json")
     assert code == 0
     assert json.loads(out)[0]["run_id"] == "r1"
-
-
-def test_demo_shows_one_email_with_oncelog(tmp_path: Path) -> None:
-    code, out = invoke("demo", "--dir", str(tmp_path / "demo"))
-    assert code == 0, out
-    assert "ticket-1: 2  duplicate!" in out
-    assert "ticket-2: 1  once" in out
-    assert "ticket-3: 1  once" in out
-    assert "resolved by demo operator" in out
 
 
 def test_budgets_shows_and_a_person_raises_them(db_path: str) -> None:

@@ -14,17 +14,18 @@ PUBLIC = {
     "ApprovalStatus",
     "ArgumentDrift", "AsyncRun", "Budget", "BudgetAlert", "BudgetExceeded", "BudgetPaused",
     "ConfigurationError", "CorruptRecord",
-    "DuplicateStep", "EffectAbandoned", "EffectRefused", "Halt", "HaltScope",
-    "InvalidPayload", "InvalidResolution", "JournalEntry", "Kind", "LeaseLost", "Ledger",
+    "Draining", "DuplicateStep", "EffectAbandoned", "EffectRefused", "Halt", "HaltScope",
+    "InputMismatch", "InvalidPayload", "InvalidResolution", "JournalEntry", "Kind", "LeaseLost",
+    "Ledger",
     "NeedsPerson", "NoActiveRun", "NotATool", "OnceLogError", "PayloadTooLarge",
     "PlanMismatch", "ProbeAnswer", "ReplayDivergence", "Resolution", "ResultNotRecorded", "Run",
     "RunHalted", "RunLeased", "RunRecord", "RunStatus", "RunStopped", "SchemaTooNew",
     "StepError", "StepNotInPlan", "StepRecord", "StepState", "StepType", "StoreError",
     "StoreUnavailable", "Tool", "TryLater", "UnknownApproval", "UnknownHalt", "UnknownRun",
     "UnknownStep",
-    "UnserializableValue", "UsageError", "WaitingForPerson", "current_run", "exit_code_for",
-    "idempotency_key",
-    "open", "run_main",
+    "UnserializableValue", "UsageError", "WaitingForPerson", "Worker", "current_run",
+    "exit_code_for", "handle_sigterm", "idempotency_key",
+    "open", "run_main", "tool",
 }  # fmt: skip
 
 

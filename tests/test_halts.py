@@ -16,7 +16,7 @@ LOOPER = Path(__file__).parent / "halt_agents" / "looper.py"
 
 
 def looper(
-    db_path: str,
+    store_url: str,
     markers: Path,
     *extra: str,
     run_id: str = "r1",
@@ -24,7 +24,7 @@ def looper(
     count: int = 4,
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, str(LOOPER), db_path, run_id, agent, str(markers), str(count), *extra],
+        [sys.executable, str(LOOPER), store_url, run_id, agent, str(markers), str(count), *extra],
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -39,14 +39,14 @@ def sent(markers: Path) -> list[str]:
 
 
 def test_a_halt_from_another_process_stops_the_next_effect_across_restarts(
-    db_path: str, tmp_path: Path
+    store_url: str, tmp_path: Path
 ) -> None:
     markers, go = tmp_path / "markers", tmp_path / "go"
-    agent = looper(db_path, markers, "--pause-after", "2", "--go", str(go))
+    agent = looper(store_url, markers, "--pause-after", "2", "--go", str(go))
     try:
         while len(sent(markers)) < 2:
             assert agent.poll() is None, finish(agent)
-        oncelog_cli(db_path, "halt", "--global", "--reason", "incident 42", "--by", "oncall")
+        oncelog_cli(store_url, "halt", "--global", "--reason", "incident 42", "--by", "oncall")
         go.touch()
         code, stderr = finish(agent)
     finally:
@@ -57,18 +57,18 @@ def test_a_halt_from_another_process_stops_the_next_effect_across_restarts(
     assert "incident 42" in stderr
     assert len(sent(markers)) == 2
     for _ in range(5):  # a crash loop restarting it never clears the switch
-        code, _ = finish(looper(db_path, markers))
+        code, _ = finish(looper(store_url, markers))
         assert code == oncelog.EXIT_HALTED
     assert len(sent(markers)) == 2
-    with oncelog.open(db_path) as ledger:
+    with oncelog.open(store_url) as ledger:
         assert [s.step_id for s in ledger.steps("r1")] == ["email-0", "email-1"]
     assert "cleared" in oncelog_cli(
-        db_path, "resume", "--global", "--by", "alice", "--note", "fixed"
+        store_url, "resume", "--global", "--by", "alice", "--note", "fixed"
     )
-    code, _ = finish(looper(db_path, markers))
+    code, _ = finish(looper(store_url, markers))
     assert code == 0
     assert len(sent(markers)) == len(set(sent(markers))) == 4
-    with oncelog.open(db_path) as ledger:
+    with oncelog.open(store_url) as ledger:
         events = [(e.event, e.data.get("by")) for e in ledger.journal(limit=10_000)]
         [halt] = ledger.halts(active_only=False)
     assert ("halt_set", "oncall") in events
@@ -76,18 +76,18 @@ def test_a_halt_from_another_process_stops_the_next_effect_across_restarts(
     assert (halt.cleared_by, halt.note, halt.active) == ("alice", "fixed", False)
 
 
-def test_a_detector_halt_set_by_code_survives_restarts(db_path: str, tmp_path: Path) -> None:
+def test_a_detector_halt_set_by_code_survives_restarts(store_url: str, tmp_path: Path) -> None:
     markers = tmp_path / "markers"
-    code, stderr = finish(looper(db_path, markers, "--detector-halt-after", "1"))
+    code, stderr = finish(looper(store_url, markers, "--detector-halt-after", "1"))
     assert code == oncelog.EXIT_HALTED
     assert "account locked out" in stderr
     for _ in range(3):
-        code, _ = finish(looper(db_path, markers))
+        code, _ = finish(looper(store_url, markers))
         assert code == oncelog.EXIT_HALTED
     assert len(sent(markers)) == 1
-    assert "run r1: account locked out (set by lockout-detector" in oncelog_cli(db_path, "halts")
-    oncelog_cli(db_path, "resume", "--run", "r1", "--by", "bob")
-    code, _ = finish(looper(db_path, markers))
+    assert "run r1: account locked out (set by lockout-detector" in oncelog_cli(store_url, "halts")
+    oncelog_cli(store_url, "resume", "--run", "r1", "--by", "bob")
+    code, _ = finish(looper(store_url, markers))
     assert code == 0
     assert len(set(sent(markers))) == len(sent(markers)) == 4
 
@@ -134,11 +134,11 @@ def test_model_calls_and_reads_are_stopped_before_they_spend(ledger: oncelog.Led
 
 
 def test_a_halt_does_not_stop_recording_an_effect_already_in_flight(
-    ledger: oncelog.Ledger, db_path: str
+    ledger: oncelog.Ledger, store_url: str
 ) -> None:
     @ledger.tool(kind="payment", name="charge")
     def charge(*, idempotency_key: str) -> str:
-        with oncelog.open(db_path) as other:  # someone hits the switch mid-call
+        with oncelog.open(store_url) as other:  # someone hits the switch mid-call
             other.halt("fraud alert", by="ops")
         return "ch_1"
 

@@ -245,7 +245,7 @@ class EffectLifecycle(RuleBasedStateMachine):
         if self.status is RunStatus.HALTED and not any(
             s.state is StepState.UNKNOWN for s in self.program
         ):
-            self.status = RunStatus.RUNNING
+            self.status = RunStatus.QUEUED  # released by the person's decision
 
     @precondition(lambda self: any(s.state not in IN_DOUBT | {None} for s in self.program))
     @rule(data=st.data(), resolution=st.sampled_from(Resolution))

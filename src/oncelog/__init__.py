@@ -6,6 +6,7 @@ known halts the run until a person decides.
 """
 
 from ._budgets import AgentBudget, Budget, BudgetAlert
+from ._drain import handle_sigterm
 from ._effects import idempotency_key
 from ._exceptions import (
     AmbiguousOutcome,
@@ -16,9 +17,11 @@ from ._exceptions import (
     BudgetPaused,
     ConfigurationError,
     CorruptRecord,
+    Draining,
     DuplicateStep,
     EffectAbandoned,
     EffectRefused,
+    InputMismatch,
     InvalidPayload,
     InvalidResolution,
     LeaseLost,
@@ -71,7 +74,8 @@ from ._records import (
     StepType,
 )
 from ._run import AsyncRun, Run, current_run
-from ._tools import Kind, Tool
+from ._tools import Kind, Tool, tool
+from ._worker import Worker
 
 __all__ = [
     "CANNOT_TELL",
@@ -94,12 +98,14 @@ __all__ = [
     "BudgetPaused",
     "ConfigurationError",
     "CorruptRecord",
+    "Draining",
     "DuplicateStep",
     "EffectAbandoned",
     "EffectRefused",
     "Found",
     "Halt",
     "HaltScope",
+    "InputMismatch",
     "InvalidPayload",
     "InvalidResolution",
     "JournalEntry",
@@ -139,11 +145,14 @@ __all__ = [
     "UnserializableValue",
     "UsageError",
     "WaitingForPerson",
+    "Worker",
     "current_run",
     "exit_code_for",
+    "handle_sigterm",
     "idempotency_key",
     "open",
     "run_main",
+    "tool",
 ]
 
 __version__ = "0.1.0"

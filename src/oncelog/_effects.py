@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
 
 from . import _crashpoints as crashpoints
+from . import _drain as drain
+from . import _observe as observe
 from ._alerts import AlertCallback, AlertSender
 from ._budgets import check, refusal
 from ._exceptions import (
@@ -28,14 +30,18 @@ from ._exceptions import (
     BudgetExceeded,
     BudgetPaused,
     ConfigurationError,
+    Draining,
     EffectAbandoned,
     EffectRefused,
     InvalidPayload,
+    LeaseLost,
+    OnceLogError,
     ResultNotRecorded,
     StepNotInPlan,
     StoreUnavailable,
     halted,
 )
+from ._heartbeat import HEARTBEATS
 from ._probes import NOT_FOUND, Found
 from ._reconcile import ask, retry_allowed
 from ._records import ApprovalStatus, StepRecord, StepState, StepType
@@ -104,6 +110,16 @@ class Pending:
     call: Call
     attempt: int
     previous: StepState | None
+    observed: list[Any] | None = None  # what observers returned when it started
+
+    def info(self, run_id: str) -> observe.StepInfo:
+        step = self.step
+        return observe.StepInfo(run_id, step.step_id, step.tool, step.kind, step.key, self.attempt)
+
+    def ended(self, run_id: str, outcome: str, error: BaseException | None = None) -> None:
+        if self.observed is not None:
+            error_type = None if error is None else type(error).__qualname__
+            observe.ended(self.info(run_id), self.observed, outcome, error_type)
 
 
 def encode_args(payload: Any, limit: int, run_id: str, step_id: str | None) -> str:
@@ -177,6 +193,9 @@ class Engine:
         except StoreUnavailable as exc:
             self._broken = exc
             raise
+        except LeaseLost:
+            observe.fencing_rejected(self.run_id)
+            raise
 
     @property
     def run_id(self) -> str:
@@ -234,6 +253,17 @@ class Engine:
         self, step: NewStep, call: Call, previous: StepState | None, reason: str | None = None
     ) -> Pending:
         attempt = 0
+        if drain.draining():
+            raise Draining(
+                f"this process is shutting down; {step.step_id!r} was not started and the "
+                "run is queued for another worker",
+                run_id=self.run_id, step_id=step.step_id,
+            )  # fmt: skip
+        if HEARTBEATS.lost(self.lease):
+            raise LeaseLost(
+                "another worker took this run over while this one was busy",
+                run_id=self.run_id, step_id=step.step_id,
+            )  # fmt: skip
         if call.step_type is not StepType.EFFECT:
             # A model call or a query is recorded after it runs; look for a kill switch
             # first so a halted agent spends nothing. Effects check inside their intent.
@@ -255,7 +285,10 @@ class Engine:
             attempt = intent.attempt
             for warning in intent.warnings:
                 self.alerts.send(warning)
-        return Pending(step, call, attempt, previous)
+        pending = Pending(step, call, attempt, previous)
+        if observe.OBSERVERS:
+            pending = replace(pending, observed=observe.started(pending.info(self.run_id)))
+        return pending
 
     def _check_budget(self, step: NewStep) -> None:
         """Before a model call or a query: would one more step be over the budget?"""
@@ -363,6 +396,7 @@ class Engine:
             # The effect happened: record it as done so it never runs again, and say why
             # its result is missing, now and on every replay.
             self._write(pending, Outcome(StepState.DONE, error_json=_error_json(exc)))
+            pending.ended(self.run_id, "done")
             raise ResultNotRecorded(
                 f"the call succeeded but its result cannot be recorded: {exc.message}",
                 run_id=self.run_id,
@@ -375,6 +409,7 @@ class Engine:
         self._write(
             pending, Outcome(StepState.DONE, result_json, None, tokens_in, tokens_out, cost)
         )
+        pending.ended(self.run_id, "done")
         return decode(result_json)
 
     def fail(self, pending: Pending, exc: Exception) -> Exception:
@@ -382,6 +417,7 @@ class Engine:
         step = pending.step
         if isinstance(exc, pending.call.refusals):
             self._write(pending, Outcome(StepState.FAILED, error_json=_error_json(exc)))
+            pending.ended(self.run_id, "refused", exc)
             return EffectRefused(
                 f"the provider refused: {exc}",
                 run_id=self.run_id,
@@ -392,22 +428,34 @@ class Engine:
         if pending.call.idempotent or pending.call.step_type is not StepType.EFFECT:
             if pending.call.step_type is StepType.EFFECT:
                 self._write(pending, Outcome(StepState.NOT_DONE, error_json=_error_json(exc)))
+                pending.ended(self.run_id, "not_done", exc)
+            else:
+                pending.ended(self.run_id, "error", exc)
             return exc
         reason = (
             f"{pending.call.kind} effect {step.step_id!r} raised {type(exc).__name__}: {exc}; "
             "it may or may not have happened"
         )
         self._store(self.store.mark_unknown, self.lease, step.seq, reason)
+        pending.ended(self.run_id, "unknown", exc)
         return AmbiguousOutcome(reason, run_id=self.run_id, step_id=step.step_id, key=step.key)
 
     def _write(self, pending: Pending, outcome: Outcome) -> None:
+        try:
+            if pending.call.step_type is StepType.EFFECT:
+                self._store(
+                    self.store.write_outcome, self.lease, pending.step, pending.attempt, outcome
+                )
+            else:
+                self._store(
+                    self.store.record_step, self.lease, pending.step, pending.previous, outcome
+                )
+        except OnceLogError as exc:  # fenced off, or the disk: the call's end is not recorded
+            pending.ended(self.run_id, "unrecorded", exc)
+            raise
         if pending.call.step_type is StepType.EFFECT:
-            self._store(
-                self.store.write_outcome, self.lease, pending.step, pending.attempt, outcome
-            )
             crashpoints.reach("after_outcome_commit", pending.step.step_id)
         else:
-            self._store(self.store.record_step, self.lease, pending.step, pending.previous, outcome)
             self.cursor.advance_frontier(pending.step.seq)
 
     def _refused(self, record: StepRecord) -> EffectRefused:

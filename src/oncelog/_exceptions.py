@@ -7,6 +7,7 @@
     │   │   ├── UnserializableValue
     │   │   └── PayloadTooLarge
     │   ├── PlanMismatch           a different plan for an existing run
+    │   ├── InputMismatch          a run id submitted again with other input
     │   ├── StepNotInPlan
     │   ├── DuplicateStep          one explicit step id used at two positions
     │   ├── NotATool               an effect given an undecorated callable
@@ -28,7 +29,8 @@
     │   │   └── BudgetPaused       a limit is reached; the run waits for a higher one
     │   └── TryLater               exit 75: nothing wrong, run it again later
     │       ├── RunLeased          another live worker owns the run
-    │       └── LeaseLost          this worker's lease was taken over while it ran
+    │       ├── LeaseLost          this worker's lease was taken over while it ran
+    │       └── Draining           this process is shutting down (SIGTERM); run queued
     ├── StepError                  the agent may catch these and carry on
     │   ├── EffectRefused          the provider definitely refused (recorded, replayed)
     │   ├── EffectAbandoned        a person gave up on the effect
@@ -107,6 +109,10 @@ class PayloadTooLarge(InvalidPayload):
 
 
 class PlanMismatch(UsageError):
+    pass
+
+
+class InputMismatch(UsageError):
     pass
 
 
@@ -233,6 +239,10 @@ class RunLeased(TryLater):
 
 class LeaseLost(TryLater):
     pass
+
+
+class Draining(TryLater):
+    """The process is shutting down: the step was not started, the run is queued again."""
 
 
 class StepError(OnceLogError):

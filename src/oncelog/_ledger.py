@@ -12,7 +12,7 @@ from ._alerts import AlertCallback
 from ._budgets import AgentBudget, Budget
 from ._effects import Engine
 from ._exceptions import ConfigurationError, InvalidResolution, UnknownRun
-from ._probes import Probe
+from ._heartbeat import HEARTBEATS
 from ._records import (
     Approval,
     ApprovalStatus,
@@ -27,8 +27,8 @@ from ._records import (
 from ._replay import ReplayCursor
 from ._run import RunContext
 from ._serialization import encode
-from ._tools import DriftPolicy, Kind, KindName, Tool, make_spec
-from .stores import Store, open_store
+from ._tools import tool
+from .stores import Lease, Store, open_store
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -60,41 +60,9 @@ class Ledger:
 
     # -- declaring tools ----------------------------------------------------------------
 
-    def tool(
-        self,
-        *,
-        kind: Kind | KindName,
-        name: str | None = None,
-        refusals: tuple[type[BaseException], ...] = (),
-        drift: DriftPolicy | None = None,
-        probe: Probe | None = None,
-        key_ttl: timedelta | float | None = None,
-        approval: bool | None = None,
-        cost: float | Callable[..., float] = 0.0,
-        irreversible: bool | None = None,
-    ) -> Callable[[Callable[P, R]], Tool[P, R]]:
-        """Declare a tool. ``name`` defaults to the function's qualified name and is part
-        of the idempotency key, so keep it stable. ``refusals`` are the exceptions that
-        mean the provider definitely did not act; any other exception leaves the outcome
-        unknown. ``drift`` is what to do when a recorded step is asked again with other
-        arguments: ``error`` (default for create, payment, destructive) or ``warn``.
-        ``probe`` asks the provider what happened to an effect whose outcome is unknown
-        (see ``oncelog.Found``); ``key_ttl`` is how long the provider honours an
-        idempotency key (Stripe: about 24 hours): an unknown effect older than that is
-        not called again on a probe's "not found" alone. ``approval`` (default: for
-        ``destructive`` tools) makes every attempt wait for a person's approval of its
-        exact arguments. ``cost`` (a number, or a function of the call's arguments) is
-        charged to the run's budget per attempt; ``irreversible`` (default: for payment
-        and destructive tools) counts against its irreversible actions."""
-
-        def declare(fn: Callable[P, R]) -> Tool[P, R]:
-            spec = make_spec(
-                fn, kind=kind, name=name, refusals=refusals, drift=drift, probe=probe,
-                key_ttl=key_ttl, approval=approval, cost=cost, irreversible=irreversible,
-            )  # fmt: skip
-            return Tool(fn, spec)
-
-        return declare
+    # Tools belong to no ledger: ``oncelog.tool`` is the same decorator, for modules that
+    # declare tools before any ledger is open (a worker's handlers).
+    tool = staticmethod(tool)
 
     # -- running ------------------------------------------------------------------------
 
@@ -118,30 +86,84 @@ class Ledger:
         belongs to (its kill switch covers the run); it is fixed when the run is created.
         ``budget`` is stored when the run is created and ignored afterwards, so that no
         restart resets it; ``set_budget`` is how a person changes it."""
-        if not isinstance(run_id, str) or not run_id or len(run_id) > 512:
-            raise ConfigurationError(
-                f"run_id must be a non-empty string of at most 512 chars, not {run_id!r}"
-            )
+        _check_run_id(run_id)
         options = {
             "plan": plan, "replace_plan": replace_plan, "create": create, "agent": agent,
             "budget": budget,
         }  # fmt: skip
         return RunContext(self, run_id, options)
 
+    def submit(
+        self,
+        run_id: str,
+        input: Any = None,
+        *,
+        agent: str | None = None,
+        plan: Sequence[str] | None = None,
+        budget: Budget | None = None,
+    ) -> bool:
+        """Queue a run for workers (``oncelog worker``), with the ``input`` its handler
+        gets; True if it is new. Submitting the same run id with the same agent and input
+        again (a redelivered message) changes nothing; other input raises
+        ``InputMismatch``."""
+        _check_run_id(run_id)
+        input_json = encode(input, what="input", limit=self.max_payload_bytes)
+        return self.store.submit(
+            run_id, agent=agent, input_json=input_json,
+            plan=None if plan is None else tuple(plan), budget=budget,
+        )  # fmt: skip
+
+    def _claim(self, agents: tuple[str | None, ...] | None) -> RunContext | None:
+        """Take the lease of a runnable submitted run, ready to be entered; or None."""
+        owner = leases.new_owner()
+        try:
+            claimed = self.store.claim(
+                owner=owner, ttl=self.lease_ttl, agents=agents, owner_is_dead=leases.is_dead
+            )
+        except BaseException:
+            leases.forget(owner)
+            raise
+        if claimed is None:
+            leases.forget(owner)
+            return None
+        return RunContext(self, claimed[0].run_id, {"claimed": claimed})
+
     def _start(
         self,
         run_id: str,
         *,
+        plan: PlanArg = None,
+        replace_plan: bool = False,
+        create: bool = True,
+        agent: str | None = None,
+        budget: Budget | None = None,
+        claimed: tuple[Lease, RunRecord] | None = None,
+    ) -> tuple[Engine, RunRecord]:
+        if claimed is not None:
+            lease, record = claimed
+        else:
+            lease, record = self._acquire(run_id, plan, replace_plan, create, agent, budget)
+        cursor = ReplayCursor(self.store, run_id, record.next_seq)
+        engine = Engine(
+            self.store, lease, cursor, record.plan, self.max_payload_bytes, self.key_namespace,
+            on_budget_alert=self.on_budget_alert,
+        )  # fmt: skip
+        HEARTBEATS.hold(self.store, lease)
+        return engine, record
+
+    def _acquire(
+        self,
+        run_id: str,
         plan: PlanArg,
         replace_plan: bool,
         create: bool,
         agent: str | None,
         budget: Budget | None,
-    ) -> tuple[Engine, RunRecord]:
+    ) -> tuple[Lease, RunRecord]:
         stored = self._resolve_plan(run_id, plan)
         owner = leases.new_owner()
         try:
-            lease, record = self.store.acquire(
+            return self.store.acquire(
                 run_id,
                 owner=owner,
                 ttl=self.lease_ttl,
@@ -155,12 +177,6 @@ class Ledger:
         except BaseException:
             leases.forget(owner)
             raise
-        cursor = ReplayCursor(self.store, run_id, record.next_seq)
-        engine = Engine(
-            self.store, lease, cursor, record.plan, self.max_payload_bytes, self.key_namespace,
-            on_budget_alert=self.on_budget_alert,
-        )  # fmt: skip
-        return engine, record
 
     def _resolve_plan(self, run_id: str, plan: PlanArg) -> tuple[str, ...] | None:
         if callable(plan):
@@ -318,6 +334,7 @@ class Ledger:
         return self.store.journal(run_id, after, limit)
 
     def close(self) -> None:
+        HEARTBEATS.release_store(self.store)
         self.store.close()
 
     def __enter__(self) -> Ledger:
@@ -335,6 +352,13 @@ def _switch(run: str | None, agent: str | None) -> tuple[HaltScope, str]:
     if agent is not None:
         return HaltScope.AGENT, agent
     return HaltScope.GLOBAL, ""
+
+
+def _check_run_id(run_id: object) -> None:
+    if not isinstance(run_id, str) or not run_id or len(run_id) > 512:
+        raise ConfigurationError(
+            f"run_id must be a non-empty string of at most 512 chars, not {run_id!r}"
+        )
 
 
 def open(

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from ._drain import handle_sigterm
 from ._exceptions import OnceLogError
 
 log = logging.getLogger("oncelog")
@@ -31,8 +32,12 @@ def exit_code_for(exc: BaseException | None) -> int:
     return EXIT_ERROR
 
 
-def run_main(agent: Callable[[], Any]) -> NoReturn:
-    """Call ``agent`` and exit with the code for how it ended, explaining on stderr."""
+def run_main(agent: Callable[[], Any], *, drain_on_sigterm: bool = False) -> NoReturn:
+    """Call ``agent`` and exit with the code for how it ended, explaining on stderr.
+    With ``drain_on_sigterm``, SIGTERM lets the step in progress finish and be recorded,
+    then stops the run before its next step (exit 75; see ``handle_sigterm``)."""
+    if drain_on_sigterm:
+        handle_sigterm()
     try:
         agent()
     except OnceLogError as exc:

@@ -12,6 +12,7 @@ from ._serialization import decode
 
 
 class RunStatus(str, enum.Enum):
+    QUEUED = "queued"  # ready to run: submitted, drained, or released by a person's decision
     RUNNING = "running"
     WAITING = "waiting"
     HALTED = "halted"
@@ -73,6 +74,12 @@ class RunRecord:
     next_seq: int
     agent: str | None = None
     budget: Budget | None = None
+    input_json: str | None = None  # what ``submit`` gave the run's handler
+    stopped_by: str | None = None  # the error that stopped it (RunHalted, BudgetPaused, ...)
+
+    @property
+    def input(self) -> Any:
+        return None if self.input_json is None else decode(self.input_json)
 
 
 class StepRecord(NamedTuple):

@@ -17,6 +17,7 @@ from . import _leases as leases
 from ._budgets import remaining
 from ._effects import Call, Engine, Pending, Replayed, encode_args
 from ._exceptions import (
+    Draining,
     LeaseLost,
     NeedsPerson,
     NotATool,
@@ -27,6 +28,7 @@ from ._exceptions import (
     UsageError,
     WaitingForPerson,
 )
+from ._heartbeat import HEARTBEATS
 from ._records import RunRecord, RunStatus, StepType
 from ._tools import Tool, step_spec
 
@@ -156,9 +158,11 @@ class _Steps:
             except ReplayDivergence as found:
                 exc = divergence = found
         status, reason = _ending(exc)
+        HEARTBEATS.release(engine.lease)
         try:
             if not isinstance(exc, LeaseLost):
-                engine.store.finish(engine.lease, status, reason)
+                stopped_by = None if exc is None else type(exc).__name__
+                engine.store.finish(engine.lease, status, reason, stopped_by)
         except RunStopped:
             pass  # another worker owns the run now; there is nothing of ours to release
         except OnceLogError:
@@ -178,6 +182,8 @@ def _ending(exc: BaseException | None) -> tuple[RunStatus, str | None]:
         return RunStatus.HALTED, str(exc)
     if isinstance(exc, WaitingForPerson):
         return RunStatus.WAITING, str(exc)
+    if isinstance(exc, Draining):
+        return RunStatus.QUEUED, str(exc)
     if isinstance(exc, Exception):
         return RunStatus.FAILED, f"{type(exc).__name__}: {exc}"
     # KeyboardInterrupt, SystemExit, cancellation: the run can be resumed at once.
@@ -275,6 +281,19 @@ class RunContext:
         self._options = options
         self._run: Run | AsyncRun | None = None
         self._token: contextvars.Token[Run | AsyncRun | None] | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    @property
+    def claimed_record(self) -> RunRecord:
+        """The run as it was when a worker claimed it (only for claimed runs)."""
+        claimed = self._options.get("claimed")
+        if claimed is None:
+            raise UsageError("this run was not claimed by a worker", run_id=self._run_id)
+        record: RunRecord = claimed[1]
+        return record
 
     def __enter__(self) -> Run:
         engine, record = self._ledger._start(self._run_id, **self._options)

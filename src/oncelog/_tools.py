@@ -144,3 +144,39 @@ def step_spec(fn: Any) -> ToolSpec:
     """How a model call or a query is treated: recorded, and run again when in doubt."""
     name = getattr(fn, "__qualname__", type(fn).__qualname__)
     return ToolSpec(name, Kind.READ, (), "warn", takes_key=False, idempotent=True)
+
+
+def tool(
+    *,
+    kind: Kind | KindName,
+    name: str | None = None,
+    refusals: tuple[type[BaseException], ...] = (),
+    drift: DriftPolicy | None = None,
+    probe: Probe | None = None,
+    key_ttl: timedelta | float | None = None,
+    approval: bool | None = None,
+    cost: float | Callable[..., float] = 0.0,
+    irreversible: bool | None = None,
+) -> Callable[[Callable[P, R]], Tool[P, R]]:
+    """Declare a tool. ``name`` defaults to the function's qualified name and is part
+    of the idempotency key, so keep it stable. ``refusals`` are the exceptions that
+    mean the provider definitely did not act; any other exception leaves the outcome
+    unknown. ``drift`` is what to do when a recorded step is asked again with other
+    arguments: ``error`` (default for create, payment, destructive) or ``warn``.
+    ``probe`` asks the provider what happened to an effect whose outcome is unknown
+    (see ``oncelog.Found``); ``key_ttl`` is how long the provider honours an
+    idempotency key (Stripe: about 24 hours): an unknown effect older than that is
+    not called again on a probe's "not found" alone. ``approval`` (default: for
+    ``destructive`` tools) makes every attempt wait for a person's approval of its
+    exact arguments. ``cost`` (a number, or a function of the call's arguments) is
+    charged to the run's budget per attempt; ``irreversible`` (default: for payment
+    and destructive tools) counts against its irreversible actions."""
+
+    def declare(fn: Callable[P, R]) -> Tool[P, R]:
+        spec = make_spec(
+            fn, kind=kind, name=name, refusals=refusals, drift=drift, probe=probe,
+            key_ttl=key_ttl, approval=approval, cost=cost, irreversible=irreversible,
+        )  # fmt: skip
+        return Tool(fn, spec)
+
+    return declare

@@ -27,7 +27,7 @@ class LedgerView:
         return {s.key: s.step_id for s in self.steps.values() if s.type.value == "effect"}
 
 
-def read_ledger(path: Path, run_id: str) -> LedgerView:
+def read_ledger(path: Path | str, run_id: str) -> LedgerView:
     with oncelog.open(str(path)) as ledger:
         run = ledger.get_run(run_id)
         steps = {step.step_id: step for step in ledger.steps(run_id)}
@@ -35,7 +35,7 @@ def read_ledger(path: Path, run_id: str) -> LedgerView:
     return LedgerView(run, steps, events)
 
 
-def resolve_from_provider(path: Path, run_id: str, provider: Provider) -> dict[str, str]:
+def resolve_from_provider(path: Path | str, run_id: str, provider: Provider) -> dict[str, str]:
     """Decide every effect in doubt as an operator would after asking the provider: ``done``
     with its answer if it performed the key, else ``not_done``. Returns step id -> decision."""
     decisions: dict[str, str] = {}
@@ -56,7 +56,7 @@ def resolve_from_provider(path: Path, run_id: str, provider: Provider) -> dict[s
     return decisions
 
 
-def assert_intents_preceded_effects(path: Path, run_id: str, provider: Provider) -> None:
+def assert_intents_preceded_effects(path: Path | str, run_id: str, provider: Provider) -> None:
     """Invariant 1, checked twice: at the instant the provider performed each effect it
     found the key's step durable and ``in_flight`` in the ledger (the provider read the
     ledger file itself), and now the ledger holds a step with every performed key."""

@@ -7,7 +7,7 @@ SQLite file, written before it answers, so they are the truth about what happene
 world whatever becomes of the agent that asked.
 
 ``POST /effect`` takes JSON ``{"key", "run", "payload"}`` and optionally ``"ledger"`` (the
-agent's ledger file), ``"pid"`` and ``"kill_before_answer"``:
+agent's ledger file or PostgreSQL URL), ``"pid"`` and ``"kill_before_answer"``:
 
 - mode ``honours_keys``: a second request with a key already performed returns the first
   response and performs nothing; mode ``ignores_keys``: every request performs.
@@ -132,6 +132,8 @@ def ledger_state(ledger_path: str | None, run: str, key: str) -> str | None:
     sees exactly what a crash at this instant would leave behind."""
     if not ledger_path:
         return None
+    if ledger_path.startswith(("postgresql://", "postgres://")):
+        return postgres_ledger_state(ledger_path, run, key)
     try:
         db = sqlite3.connect(f"file:{ledger_path}?mode=ro", uri=True, timeout=10.0)
         try:
@@ -141,6 +143,20 @@ def ledger_state(ledger_path: str | None, run: str, key: str) -> str | None:
         finally:
             db.close()
     except sqlite3.Error as exc:
+        return f"error: {exc}"
+    return None if row is None else str(row[0])
+
+
+def postgres_ledger_state(url: str, run: str, key: str) -> str | None:
+    """The same, from a PostgreSQL ledger: committed rows only, as any other session."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as db:
+            row = db.execute(
+                "SELECT state FROM steps WHERE run_id = %s AND key = %s", (run, key)
+            ).fetchone()
+    except psycopg.Error as exc:
         return f"error: {exc}"
     return None if row is None else str(row[0])
 

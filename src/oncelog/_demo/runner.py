@@ -1,162 +1,109 @@
-"""Runs the demo's three scenarios under a supervisor loop, as Kubernetes would."""
+"""``oncelog demo``: the incident, twice. A support agent is killed at step 12 of 20,
+right after the customer's email was accepted, and restarted; once without a ledger,
+once with oncelog. Each scenario gets fresh services in a folder of its own; the counts
+come from those services' records."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import oncelog
 
-EXIT_MEANING = {0: "completed", 3: "halted: a person must act", -9: "killed (SIGKILL)"}
+from .._crashpoints import ENV_VAR as CRASH_ENV
+from . import DemoFailed, records
+from .person import settle_in_doubt
+from .services import Processes, add_customer, charges, services
+from .supervisor import Death, Supervisor
+from .support_agent import KILL_AFTER_ENV
+from .timeline import timeline
+
+CONVERSATION = "conv-4711"
+CUSTOMER = ("ada@example.com", "Ada Lovelace")
+
+Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
 class Scenario:
+    mode: str  # the agent's mode, and the scenario's folder
     title: str
-    ticket: str
-    mode: str
-    crash_env: dict[str, str]
+    deaths: tuple[Death, ...]
 
 
-SCENARIOS = (
-    Scenario(
-        "no ledger, killed after the email", "ticket-1", "plain", {"DEMO_KILL_AFTER_EMAIL": "1"}
-    ),
-    Scenario(
-        "oncelog, killed after the email was recorded",
-        "ticket-2",
-        "guarded",
-        {"ONCELOG_CRASH_AT": "after_outcome_commit@email"},
-    ),
-    Scenario(
-        "oncelog, killed after the provider's OK, before it was recorded",
-        "ticket-3",
-        "guarded",
-        {"ONCELOG_CRASH_AT": "after_call@email"},
+PLAIN = Scenario(
+    "plain",
+    "without a ledger",
+    (Death({KILL_AFTER_ENV: "send_email"}, "right after the SMTP server accepted the email"),),
+)
+WITH_ONCELOG = Scenario(
+    "oncelog",
+    "with oncelog",
+    (
+        Death(
+            {CRASH_ENV: "after_call@charge"},
+            "after Stripe took the payment, before the ledger recorded it",
+        ),
+        Death(
+            {CRASH_ENV: "after_call@send_email"},
+            "after the SMTP server accepted the email, before the ledger recorded it",
+        ),
     ),
 )
 
 
-@contextmanager
-def mailer(folder: Path) -> Iterator[str]:
-    port_file = folder / "mailer.port"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "oncelog._demo.mailer",
-            str(folder / "outbox.jsonl"),
-            str(port_file),
-        ],
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while not port_file.exists() or not port_file.read_text():
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("the demo's email provider did not start")
-            time.sleep(0.02)
-        yield f"http://127.0.0.1:{port_file.read_text()}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-def emails_for(url: str, ticket: str) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(f"{url}/emails", timeout=10) as answer:
-        sent: list[dict[str, Any]] = json.loads(answer.read())["data"]
-    return [m for m in sent if str(m.get("subject", "")).startswith(f"{ticket}:")]
-
-
-def operator(ledger_path: str, url: str, say: Callable[[str], None]) -> None:
-    """What a person does with an effect in doubt: ask the provider, then decide."""
-    with oncelog.open(ledger_path) as ledger:
-        for step in ledger.in_doubt():
-            with urllib.request.urlopen(f"{url}/emails?key={step.key}", timeout=10) as answer:
-                found = json.loads(answer.read())["data"]
-            if found:
-                say(
-                    f"operator: provider has {found[0]['id']} for key {step.key}; resolving as done"
-                )
-                ledger.resolve(
-                    step.run_id,
-                    step.step_id,
-                    "done",
-                    result=found[0],
-                    by="demo operator",
-                    note="found at the provider",
-                )
-            else:
-                say(f"operator: provider has nothing for key {step.key}; resolving as not done")
-                ledger.resolve(step.run_id, step.step_id, "not_done", by="demo operator")
-
-
-def supervise(scenario: Scenario, ledger_path: str, url: str, say: Callable[[str], None]) -> None:
-    """Restart the agent until it completes, as a Job controller or crash loop would."""
-    for attempt in range(1, 6):
-        env = {k: v for k, v in os.environ.items() if k != "ONCELOG_CRASH_AT"}
-        if attempt == 1:
-            env.update(scenario.crash_env)
-        code = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "oncelog._demo.agent",
-                scenario.mode,
-                ledger_path,
-                url,
-                scenario.ticket,
-            ],
-            env=env,
-            stderr=subprocess.DEVNULL,
-            check=False,
-        ).returncode
-        say(f"attempt {attempt}: exit {code} ({EXIT_MEANING.get(code, 'error')})")
-        if code == 0:
-            return
-        if code == 3:
-            operator(ledger_path, url, say)
-    raise RuntimeError(f"{scenario.ticket} did not complete in 5 attempts")
-
-
-def timeline(ledger_path: str, ticket: str) -> list[str]:
-    with oncelog.open(ledger_path) as ledger:
-        rows = [f"  {'#':>2}  {'step':<9} {'type':<7} {'state':<6} {'attempts':>8}  key"]
-        for s in ledger.steps(ticket):
-            rows.append(
-                f"  {s.seq:>2}  {s.step_id:<9} {s.type.value:<7} {s.state.value:<6} "
-                f"{s.attempts:>8}  {s.key}"
-            )
-        rows += [
-            f"  journal: {e.event}" + (f" by {e.data['by']}" if "by" in e.data else "")
-            for e in ledger.journal(ticket)
-            if e.event in ("unknown", "resolved")
-        ]
-        return rows
-
-
-def run_demo(folder: Path, say: Callable[[str], None]) -> dict[str, int]:
-    """Run every scenario; return emails sent per ticket, as the provider counts them."""
-    shutil.rmtree(folder, ignore_errors=True)
+def play(scenario: Scenario, folder: Path, processes: Processes, say: Say) -> records.Counts:
     folder.mkdir(parents=True)
-    ledger_path = str(folder / "ledger.db")
-    counts: dict[str, int] = {}
-    with mailer(folder) as url:
-        for scenario in SCENARIOS:
-            say(f"\n== {scenario.ticket}: {scenario.title}")
-            supervise(scenario, ledger_path, url, say)
-            counts[scenario.ticket] = len(emails_for(url, scenario.ticket))
-            say(f"emails the customer received: {counts[scenario.ticket]}")
-    say("\n== timeline of ticket-3 in the ledger")
-    for row in timeline(ledger_path, "ticket-3"):
-        say(row)
-    return counts
+    ledger = str(folder / "ledger.db")
+    argv = [sys.executable, "-m", "oncelog._demo.support_agent", scenario.mode]
+    argv += ["--services", str(folder / "services.json"), "--conversation", CONVERSATION]
+    argv += ["--email", CUSTOMER[0]]
+    if scenario.mode == "oncelog":
+        argv += ["--ledger", ledger]
+    say(f"\n== {scenario.title}: conversation {CONVERSATION}, in {folder}")
+    with services(folder, processes) as found:
+        say(
+            f"  services  localstripe {found.stripe}, SMTP {found.smtp_host}:{found.smtp_port}, "
+            f"tickets {found.tickets}"
+        )
+        add_customer(found, *CUSTOMER)
+        Supervisor(
+            argv,
+            folder / "logs",
+            processes,
+            say,
+            scenario.deaths,
+            on_halt=lambda: settle_in_doubt(ledger, folder, say),
+        ).run_until_completed()
+        records.save_charges(folder, charges(found))
+    return records.counts(folder)
+
+
+def table(plain: records.Counts, guarded: records.Counts) -> list[str]:
+    rows = [
+        ("tickets", "help desk, tickets.db", plain.tickets, guarded.tickets),
+        ("emails", "SMTP server, mail/", plain.emails, guarded.emails),
+        ("charges", "localstripe, stripe API", plain.charges, guarded.charges),
+    ]
+    lines = [f"\n== what the services recorded{'':<14}{PLAIN.title:>18}{WITH_ONCELOG.title:>15}"]
+    for name, source, without, with_ in rows:
+        lines.append(f"  {name:<9}({source}){'':<{29 - len(source)}}{without:>18}{with_:>15}")
+    return lines
+
+
+def run_demo(out: Path, say: Say) -> None:
+    """Both scenarios, in ``out`` (which must exist and be empty)."""
+    processes = Processes(out / "processes.json")
+    plain = play(PLAIN, out / PLAIN.mode, processes, say)
+    guarded = play(WITH_ONCELOG, out / WITH_ONCELOG.mode, processes, say)
+    for line in table(plain, guarded):
+        say(line)
+    ledger = out / WITH_ONCELOG.mode / "ledger.db"
+    say(f"\n== the oncelog run's timeline, from its journal ({ledger})")
+    with oncelog.open(str(ledger)) as opened:
+        for line in timeline(opened.journal(CONVERSATION, limit=10_000)):
+            say(line)
+    if guarded != records.Counts(1, 1, 1):
+        raise DemoFailed(f"with oncelog the services recorded {guarded}; please report this")

@@ -1,33 +1,54 @@
-"""``oncelog demo``: an agent killed right after sending an email, with and without oncelog."""
+"""``oncelog demo``: a support agent killed at step 12 of 20, without and with oncelog."""
 
 from __future__ import annotations
 
+import tempfile
+from importlib.util import find_spec
 from pathlib import Path
 
 import click
 
-from .._demo.runner import run_demo
+from .._demo import DemoFailed
+
+# What the demo runs: the Stripe client, localstripe's command, aiosmtpd's command.
+NEEDS = ("stripe", "localstripe", "aiosmtpd")
+
+
+def _out_dir(out: Path | None) -> Path:
+    if out is None:
+        return Path(tempfile.mkdtemp(prefix="oncelog-demo-"))
+    if out.exists() and any(out.iterdir()):
+        raise click.UsageError(f"{out} is not empty; give a new or empty directory")
+    out.mkdir(parents=True, exist_ok=True)
+    return out.resolve()
 
 
 @click.command()
 @click.option(
-    "--dir",
-    "folder",
-    default="oncelog-demo",
-    show_default=True,
+    "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Where the demo keeps its ledger and the provider's outbox (wiped first).",
+    default=None,
+    help="A new or empty directory for the services' records, logs and the ledger "
+    "(default: a new temporary directory).",
 )
-def demo(folder: Path) -> None:
-    """Kill a support agent with SIGKILL after it emails a customer; restart it; count emails."""
-    counts = run_demo(folder, click.echo)
-    click.echo("\n== emails per ticket, as the email provider recorded them")
-    for ticket, count in counts.items():
-        verdict = "duplicate!" if count > 1 else "once"
-        click.echo(f"  {ticket}: {count}  {verdict}")
-    click.echo(
-        f"\nledger: {folder / 'ledger.db'}  (try: oncelog show ticket-3 "
-        f"--db {folder / 'ledger.db'})"
-    )
-    if counts.get("ticket-2") != 1 or counts.get("ticket-3") != 1:
-        raise click.ClickException("oncelog let an email go out twice; please report this")
+def demo(out: Path | None) -> None:
+    """Kill a support agent at step 12 of 20, right after it emailed the customer, and
+    restart it: without a ledger, then with oncelog. Count what the services recorded."""
+    missing = [name for name in NEEDS if find_spec(name) is None]
+    if missing:
+        raise click.ClickException(
+            f"the demo needs {', '.join(missing)}: pip install 'oncelog[demo]'"
+        )
+    from .._demo.runner import run_demo  # imports the Stripe client
+    from .._demo.services import unwound_by_sigterm
+
+    folder = _out_dir(out)
+    try:
+        with unwound_by_sigterm():
+            run_demo(folder, click.echo)
+    except DemoFailed as exc:
+        raise click.ClickException(
+            f"{exc.message}\n(everything the demo left is in {folder})"
+        ) from exc
+    click.echo(f"\nEverything the demo left is in {folder}")
+    click.echo(f"  oncelog show conv-4711 --db {folder / 'oncelog' / 'ledger.db'}")

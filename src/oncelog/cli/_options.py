@@ -34,10 +34,10 @@ def json_option(fn: F) -> F:
 
 
 @contextmanager
-def opened(db: str | None) -> Iterator[oncelog.Ledger]:
+def opened(db: str | None, **options: Any) -> Iterator[oncelog.Ledger]:
     """Open the ledger; turn oncelog errors into a message and exit code 1 (or 2 for usage)."""
     try:
-        with oncelog.open(db) as ledger:
+        with oncelog.open(db, **options) as ledger:
             yield ledger
     except oncelog.UsageError as exc:
         raise click.UsageError(str(exc)) from exc

@@ -8,6 +8,8 @@ import sqlite3
 from dataclasses import dataclass
 from importlib import resources
 
+from .._exceptions import SchemaTooNew
+
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
@@ -39,3 +41,15 @@ def migrations(dialect: str) -> list[Migration]:
         if match:
             found.append(Migration(int(match.group(1)), entry.name, entry.read_text()))
     return sorted(found, key=lambda m: m.version)
+
+
+def pending(dialect: str, current: int, where: str) -> list[Migration]:
+    """The migrations a database at version ``current`` still needs, in order;
+    ``SchemaTooNew`` if it is newer than this oncelog knows."""
+    known = migrations(dialect)
+    if known and current > known[-1].version:
+        raise SchemaTooNew(
+            f"{where} has schema version {current}; this oncelog knows up to "
+            f"{known[-1].version}. Upgrade oncelog."
+        )
+    return [migration for migration in known if migration.version > current]

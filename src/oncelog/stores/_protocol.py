@@ -91,6 +91,37 @@ class Store(Protocol):
         ``create`` is false and it does not exist, ``PlanMismatch`` on another plan."""
         ...
 
+    def submit(
+        self,
+        run_id: str,
+        *,
+        agent: str | None,
+        input_json: str,
+        plan: tuple[str, ...] | None,
+        budget: Budget | None,
+    ) -> bool:
+        """Queue a new run for workers, with its input; True if it is new. The same
+        submission again changes nothing; other agent or input raises ``InputMismatch``."""
+        ...
+
+    def claim(
+        self,
+        *,
+        owner: str,
+        ttl: float,
+        agents: tuple[str | None, ...] | None,
+        owner_is_dead: OwnerCheck,
+    ) -> tuple[Lease, RunRecord] | None:
+        """Take the lease (next fencing token) of the submitted run of one of ``agents``
+        (None: any; a None in it: runs without an agent) that has waited longest and is
+        ``queued``, or ``running`` with no live owner; None if there is none. Two workers
+        never claim the same run (PostgreSQL: ``FOR UPDATE SKIP LOCKED``)."""
+        ...
+
+    def heartbeat(self, lease: Lease) -> None:
+        """Extend the lease by its TTL; ``LeaseLost`` if another worker took the run."""
+        ...
+
     def steps(self, run_id: str, from_seq: int, limit: int) -> list[StepRecord]:
         """Recorded steps at positions ``>= from_seq``, in order (a read, no lock)."""
         ...
@@ -160,8 +191,13 @@ class Store(Protocol):
         """The step's outcome cannot be known: mark it and halt the run for a person."""
         ...
 
-    def finish(self, lease: Lease, status: RunStatus, reason: str | None) -> None:
-        """Set the run's status and release the lease (the token is kept)."""
+    def finish(
+        self, lease: Lease, status: RunStatus, reason: str | None, stopped_by: str | None = None
+    ) -> None:
+        """Set the run's status and release the lease (the token is kept); ``stopped_by``
+        names the error that stopped it, so a person's decision on that (``resolve``,
+        ``decide_approval``, ``set_budget``, ``set_agent_budget``, ``clear_halt``) queues
+        the run again, in the same transaction as the decision."""
         ...
 
     def resolve(

@@ -25,12 +25,9 @@ from .._budgets import AgentBudget, Budget, BudgetAlert, Usage
 from .._exceptions import (
     ConfigurationError,
     CorruptRecord,
-    DuplicateStep,
     InvalidResolution,
     LeaseLost,
-    PlanMismatch,
     RunLeased,
-    SchemaTooNew,
     StoreUnavailable,
     UnknownRun,
     UnknownStep,
@@ -48,9 +45,10 @@ from .._records import (
     StepRecord,
     StepState,
 )
-from .._serialization import decode, encode
+from .._serialization import encode
 from . import _sqlite_controls as controls
-from ._migrations import migrations
+from . import _sqlite_queue as queue
+from ._migrations import pending
 from ._protocol import Intent, Lease, NewStep, Outcome, OwnerCheck
 from ._rows import (
     NEXT_SEQ,
@@ -61,18 +59,21 @@ from ._rows import (
     step_record,
     text,
 )
+from ._shared import (
+    IN_DOUBT,
+    RESOLVED_STATE,
+    duplicate_step,
+    intent_json,
+    journal_entry,
+    outcome_json,
+    plan_replaced_json,
+)
 from ._sqlite_tx import NOW, append, fence
 
 T = TypeVar("T")
 _SYNCHRONOUS = {"full": 2, "process": 1}
-_IN_DOUBT = (StepState.IN_FLIGHT.value, StepState.UNKNOWN.value)
 _SELECT_RUN = f"SELECT {RUN_COLUMNS}, {NEXT_SEQ} FROM runs"
 _SELECT_STEP = f"SELECT {STEP_COLUMNS} FROM steps"
-_RESOLVED_STATE = {
-    Resolution.DONE: StepState.DONE,
-    Resolution.NOT_DONE: StepState.NOT_DONE,
-    Resolution.ABANDON: StepState.ABANDONED,
-}
 
 
 def _store_error(exc: sqlite3.Error, path: str) -> Exception:
@@ -116,21 +117,13 @@ class SQLiteStore:
         db.execute("PRAGMA foreign_keys = ON")
 
     def _migrate(self) -> None:
-        known = migrations("sqlite")
         with self._tx() as db:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
                 "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
             )
             current = db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
-            if known and current > known[-1].version:
-                raise SchemaTooNew(
-                    f"{self.path} has schema version {current}; this oncelog knows up to "
-                    f"{known[-1].version}. Upgrade oncelog."
-                )
-            for migration in known:
-                if migration.version <= current:
-                    continue
+            for migration in pending("sqlite", current, self.path):
                 for statement in migration.statements():
                     db.execute(statement)
                 db.execute(
@@ -206,25 +199,61 @@ class SQLiteStore:
                 self._check_holder(db, current, owner_is_dead)
                 if plan is not None and current.plan != plan:
                     self._replace_plan(db, current, plan_json, replace_plan)
-            db.execute(
-                f"UPDATE runs SET owner = ?, lease_expires_at = {NOW} + ?, "
-                f"fencing_token = fencing_token + 1, updated_at = {NOW}, "
-                # Only a person clears a halt; a completed run entered again is running
-                # until it completes again (so a completed run never holds a step in doubt).
-                "status = CASE WHEN status = 'halted' THEN status ELSE 'running' END "
-                "WHERE run_id = ?",
-                (owner, ttl, run_id),
-            )
-            record = self._run_row(db, run_id)
-            assert record is not None
-            append(
-                db, run_id, None, "lease_acquired",
-                journal_json(owner=text(owner), token=str(record.fencing_token)),
-            )  # fmt: skip
+            return self._take(db, run_id, owner, ttl)
+
+    def _take(
+        self, db: sqlite3.Connection, run_id: str, owner: str, ttl: float
+    ) -> tuple[Lease, RunRecord]:
+        """Give ``owner`` the lease, with the next fencing token."""
+        db.execute(
+            f"UPDATE runs SET owner = ?, lease_expires_at = {NOW} + ?, "
+            f"fencing_token = fencing_token + 1, updated_at = {NOW}, "
+            # Only a person clears a halt; a completed run entered again is running
+            # until it completes again (so a completed run never holds a step in doubt).
+            "status = CASE WHEN status = 'halted' THEN status ELSE 'running' END "
+            "WHERE run_id = ?",
+            (owner, ttl, run_id),
+        )
+        record = self._run_row(db, run_id)
+        assert record is not None
+        append(
+            db, run_id, None, "lease_acquired",
+            journal_json(owner=text(owner), token=str(record.fencing_token)),
+        )  # fmt: skip
         lease = Lease(
             run_id, owner, record.fencing_token, ttl, record.agent, record.budget is not None
         )
         return lease, record
+
+    def submit(
+        self,
+        run_id: str,
+        *,
+        agent: str | None,
+        input_json: str,
+        plan: tuple[str, ...] | None,
+        budget: Budget | None,
+    ) -> bool:
+        plan_json = None if plan is None else encode(list(plan), what="plan", limit=1 << 24)
+        budget_json = None if budget is None else budget.to_json()
+        with self._tx() as db:
+            return queue.submit(db, run_id, agent, input_json, plan_json, budget_json)
+
+    def claim(
+        self,
+        *,
+        owner: str,
+        ttl: float,
+        agents: tuple[str | None, ...] | None,
+        owner_is_dead: OwnerCheck,
+    ) -> tuple[Lease, RunRecord] | None:
+        with self._tx() as db:
+            run_id = queue.runnable(db, agents, owner_is_dead)
+            return None if run_id is None else self._take(db, run_id, owner, ttl)
+
+    def heartbeat(self, lease: Lease) -> None:
+        with self._tx() as db:
+            fence(db, lease, renew=True)
 
     @staticmethod
     def _check_holder(db: sqlite3.Connection, current: RunRecord, gone: OwnerCheck) -> None:
@@ -240,24 +269,19 @@ class SQLiteStore:
     def _replace_plan(
         self, db: sqlite3.Connection, current: RunRecord, plan_json: str | None, replace: bool
     ) -> None:
-        old = None if current.plan is None else list(current.plan)
-        if current.plan is not None and not replace:
-            raise PlanMismatch(
-                f"run has plan {old}, asked for {decode(plan_json or 'null')}; "
-                "pass replace_plan=True to replace it",
-                run_id=current.run_id,
-            )
+        entry = plan_replaced_json(current, plan_json, replace)
         db.execute("UPDATE runs SET plan = ? WHERE run_id = ?", (plan_json, current.run_id))
-        old_json = None if old is None else encode(old, what="plan", limit=1 << 24)
-        append(db, current.run_id, None, "plan_replaced", journal_json(old=old_json, new=plan_json))
+        append(db, current.run_id, None, "plan_replaced", entry)
 
-    def finish(self, lease: Lease, status: RunStatus, reason: str | None) -> None:
+    def finish(
+        self, lease: Lease, status: RunStatus, reason: str | None, stopped_by: str | None = None
+    ) -> None:
         with self._tx() as db:
             fence(db, lease)
             db.execute(
-                f"UPDATE runs SET status = ?, reason = ?, owner = NULL, lease_expires_at = NULL, "
-                f"updated_at = {NOW} WHERE run_id = ?",
-                (status.value, reason, lease.run_id),
+                f"UPDATE runs SET status = ?, reason = ?, stopped_by = ?, owner = NULL, "
+                f"lease_expires_at = NULL, updated_at = {NOW} WHERE run_id = ?",
+                (status.value, reason, stopped_by, lease.run_id),
             )
             append(db, lease.run_id, None, "run_" + status.value, journal_json(reason=text(reason)))
 
@@ -290,7 +314,7 @@ class SQLiteStore:
             f"{_SELECT_STEP} WHERE run_id IN "
             "(SELECT run_id FROM runs WHERE status != 'completed') "
             "AND state IN (?, ?) ORDER BY started_at LIMIT ?",
-            (*_IN_DOUBT, limit),
+            (*IN_DOUBT, limit),
         )
         return [step_record(r) for r in rows]
 
@@ -326,22 +350,10 @@ class SQLiteStore:
                      step.key, step.args_hash, step.args_json, step.cost, step.irreversible),
                 )  # fmt: skip
             except sqlite3.IntegrityError as exc:
-                raise DuplicateStep(
-                    f"step id {step.step_id!r} is already recorded at another position "
-                    f"(asked at position {step.seq}): step ids must be unique in a run",
-                    run_id=lease.run_id, step_id=step.step_id, key=step.key,
-                ) from exc  # fmt: skip
+                raise duplicate_step(lease, step) from exc
         else:
             attempt = self._restart_step(db, lease, step, previous)
-        append(
-            db, lease.run_id, step.seq, "intent",
-            journal_json(
-                step_id=text(step.step_id), type=text(step.type), tool=text(step.tool),
-                kind=text(step.kind), key=text(step.key), args_hash=text(step.args_hash),
-                args=step.args_json, attempt=str(attempt), token=str(lease.token),
-                reason=text(reason),
-            ),
-        )  # fmt: skip
+        append(db, lease.run_id, step.seq, "intent", intent_json(lease, step, attempt, reason))
         return Intent(attempt, tuple(warnings))
 
     @staticmethod
@@ -376,7 +388,7 @@ class SQLiteStore:
     ) -> None:
         """Record the outcome of the attempt in flight, or, ``probed``, a probe's answer
         for the attempt in doubt (``in_flight`` or already marked ``unknown``)."""
-        accepted = _IN_DOUBT if probed else (StepState.IN_FLIGHT.value,) * 2
+        accepted = IN_DOUBT if probed else (StepState.IN_FLIGHT.value,) * 2
         cur = db.execute(
             f"UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, tokens_out = ?, "
             f"cost = COALESCE(?, cost), finished_at = {NOW} WHERE run_id = ? AND seq = ? "
@@ -391,11 +403,7 @@ class SQLiteStore:
             )
         append(
             db, lease.run_id, seq, "probed" if probed else "outcome",
-            journal_json(
-                state=text(outcome.state.value), attempt=str(attempt),
-                result=outcome.result_json, error=outcome.error_json,
-                tokens_in=str(outcome.tokens_in), tokens_out=str(outcome.tokens_out),
-            ),
+            outcome_json(outcome, attempt),
         )  # fmt: skip
 
     def write_intent(
@@ -430,7 +438,7 @@ class SQLiteStore:
             db.execute(
                 "UPDATE steps SET state = 'unknown' WHERE run_id = ? AND seq = ? "
                 "AND state IN (?, ?)",
-                (lease.run_id, seq, *_IN_DOUBT),
+                (lease.run_id, seq, *IN_DOUBT),
             )
             db.execute(
                 f"UPDATE runs SET status = 'halted', reason = ?, updated_at = {NOW} "
@@ -460,14 +468,12 @@ class SQLiteStore:
             db.execute(
                 f"UPDATE steps SET state = ?, result = ?, finished_at = {NOW} "
                 "WHERE run_id = ? AND seq = ?",
-                (_RESOLVED_STATE[resolution].value, result_json, run_id, step.seq),
+                (RESOLVED_STATE[resolution].value, result_json, run_id, step.seq),
             )
-            db.execute(
-                f"UPDATE runs SET status = 'running', reason = NULL, updated_at = {NOW} "
-                "WHERE run_id = ? AND status = 'halted' AND NOT EXISTS "
-                "(SELECT 1 FROM steps WHERE run_id = ? AND state = 'unknown')",
-                (run_id, run_id),
-            )
+            if not db.execute(
+                "SELECT 1 FROM steps WHERE run_id = ? AND state = 'unknown'", (run_id,)
+            ).fetchone():
+                queue.requeue(db, queue.AFTER_RESOLVE, run_id=run_id, by=by)
             append(
                 db, run_id, step.seq, "resolved",
                 journal_json(resolution=text(resolution.value), by=text(by), note=text(note),
@@ -486,7 +492,7 @@ class SQLiteStore:
                 raise UnknownStep(f"run has no step {step_id!r}", run_id=run_id, step_id=step_id)
             raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
         step = step_record(row)
-        if step.state.value not in _IN_DOUBT:
+        if step.state.value not in IN_DOUBT:
             raise InvalidResolution(
                 f"step is {step.state.value}; only an effect in doubt can be resolved",
                 run_id=run_id, step_id=step_id, key=step.key,
@@ -511,9 +517,11 @@ class SQLiteStore:
         note: str | None,
     ) -> Approval:
         with self._tx() as db:
-            return controls.decide_approval(
+            approval = controls.decide_approval(
                 db, run_id, step_id, status, by=by, expires_in=expires_in, note=note
             )
+            queue.requeue(db, queue.AFTER_APPROVAL, run_id=run_id, by=by)
+            return approval
 
     def approvals(self, status: ApprovalStatus | None, limit: int) -> list[Approval]:
         with self._lock:
@@ -529,7 +537,9 @@ class SQLiteStore:
 
     def clear_halt(self, scope: HaltScope, target: str, *, by: str, note: str | None) -> Halt:
         with self._tx() as db:
-            return controls.clear_halt(db, scope, target, by, note)
+            halt = controls.clear_halt(db, scope, target, by, note)
+            queue.requeue_after_halt(db, scope, target, by)
+            return halt
 
     def budget_usage(self, run_id: str) -> tuple[Budget | None, Usage]:
         with self._lock:
@@ -538,10 +548,12 @@ class SQLiteStore:
     def set_budget(self, run_id: str, budget: Budget | None, *, by: str) -> None:
         with self._tx() as db:
             controls.set_budget(db, run_id, budget, by)
+            queue.requeue(db, queue.AFTER_BUDGET, run_id=run_id, by=by)
 
     def set_agent_budget(self, agent: str, budget: AgentBudget | None, *, by: str) -> None:
         with self._tx() as db:
             controls.set_agent_budget(db, agent, budget, by)
+            queue.requeue(db, queue.AFTER_BUDGET, agent=agent, by=by)
 
     def record_alert(self, alert: BudgetAlert) -> bool:
         with self._tx() as db:
@@ -567,16 +579,7 @@ class SQLiteStore:
             f"SELECT id, run_id, seq, event, data, at FROM journal {where} ORDER BY id LIMIT ?",
             (*params, limit),
         )
-        out = []
-        for entry_id, entry_run, seq, event, data, at in rows:
-            try:
-                decoded = decode(data)
-            except ValueError as exc:
-                raise CorruptRecord(
-                    f"journal entry {entry_id} does not decode", run_id=entry_run
-                ) from exc
-            out.append(JournalEntry(entry_id, entry_run, seq, event, decoded, at))
-        return out
+        return [journal_entry(row) for row in rows]
 
     def close(self) -> None:
         with self._lock:

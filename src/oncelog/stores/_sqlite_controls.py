@@ -4,14 +4,15 @@ budgets. Each function runs inside a transaction its caller opened."""
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import asdict
 
-from .._budgets import AgentBudget, Budget, BudgetAlert, Usage, check, refusal
+from .._budgets import AgentBudget, Budget, BudgetAlert, Usage
 from .._exceptions import ApprovalRequired, UnknownApproval, UnknownHalt, UnknownRun
 from .._records import Approval, ApprovalStatus, Halt, HaltScope
 from ._protocol import Lease, NewStep
 from ._rows import APPROVAL_COLUMNS, HALT_COLUMNS, approval_record, halt_record, journal_json
 from ._rows import text as quoted
+from ._shared import check_agent_budget as shared_check_agent_budget
+from ._shared import check_run_budget, run_usage
 from ._sqlite_tx import NOW, TODAY, append
 
 # -- approvals ----------------------------------------------------------------------------
@@ -196,34 +197,20 @@ def budget_usage(db: sqlite3.Connection, run_id: str) -> tuple[Budget | None, Us
     ).fetchone()
     if run is None:
         raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
-    steps, tokens, cost, irreversible = db.execute(
+    totals = db.execute(
         "SELECT COUNT(*), COALESCE(SUM(tokens_in + tokens_out), 0), COALESCE(SUM(cost), 0), "
         "COALESCE(SUM(irreversible), 0) FROM steps WHERE run_id = ? AND state != 'failed'",
         (run_id,),
     ).fetchone()
-    budget = None if run[0] is None else Budget.from_json(run[0])
-    return budget, Usage(steps, tokens, cost, run[1], irreversible)
+    return run_usage(run[0], run[1], totals)
 
 
 def check_budget(
     db: sqlite3.Connection, run_id: str, step: NewStep, *, new: bool
 ) -> list[BudgetAlert]:
-    """Refuse the step if, with it, the run would be over a limit; return the limits past
-    their warning threshold. Cost is reserved per attempt (a retry may be charged again
-    by the provider); a retry is not a new step or a new irreversible action. A model
-    call's tokens are known only after it, so a run goes on until its tokens are over the
-    limit, then stops."""
+    """Refuse a step that would take the run past its budget (``check_run_budget``)."""
     budget, used = budget_usage(db, run_id)
-    if budget is None:
-        return []
-    used = Usage(used.steps + new, used.tokens, used.cost + step.cost, used.wall_clock,
-                 used.irreversible + int(step.irreversible and new))  # fmt: skip
-    over, warnings = check(
-        budget, asdict(used), scope="run", target=run_id, run_id=run_id, step_id=step.step_id
-    )
-    if over is not None:
-        raise refusal(over, step.key)
-    return warnings
+    return [] if budget is None else check_run_budget(budget, used, run_id, step, new=new)
 
 
 def set_budget(db: sqlite3.Connection, run_id: str, budget: Budget | None, by: str) -> None:
@@ -243,21 +230,14 @@ def check_agent_budget(
     row = db.execute("SELECT budget FROM agent_budgets WHERE agent = ?", (agent,)).fetchone()
     if agent is None or row is None:
         return []
-    budget = AgentBudget.from_json(row[0])
-    calls, cost, irreversible = db.execute(
+    totals = db.execute(
         "SELECT COUNT(*), COALESCE(SUM(steps.cost), 0), COALESCE(SUM(steps.irreversible), 0) "
         "FROM steps JOIN runs ON runs.run_id = steps.run_id WHERE runs.agent = ? "
         f"AND steps.type = 'effect' AND steps.state != 'failed' AND steps.started_at >= {TODAY}",
         (agent,),
     ).fetchone()
-    used = {"calls": calls + new, "cost": cost + step.cost,
-            "irreversible": irreversible + int(step.irreversible and new)}  # fmt: skip
-    over, warnings = check(
-        budget, used, scope="agent", target=agent, run_id=lease.run_id, step_id=step.step_id
-    )
-    if over is not None:
-        raise refusal(over, step.key)
-    return warnings
+    budget = AgentBudget.from_json(row[0])
+    return shared_check_agent_budget(budget, totals, lease, step, new=new)
 
 
 def set_agent_budget(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from .._exceptions import LeaseLost
 from ._protocol import Lease
+from ._shared import lease_needs_extending
 
 # The store's clock, in Unix seconds: lease expiry is judged by it, not by a worker's.
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
@@ -21,20 +21,15 @@ def append(db: sqlite3.Connection, run_id: str, seq: int | None, event: str, dat
     )
 
 
-def fence(db: sqlite3.Connection, lease: Lease) -> None:
+def fence(db: sqlite3.Connection, lease: Lease, *, renew: bool = False) -> None:
     """Refuse a stale owner, inside the write transaction (which holds the write lock).
-    The lease is extended only once half of it is used, so most commits leave the
-    runs table untouched."""
+    The lease is extended only once half of it is used (or when asked to ``renew``), so
+    most commits leave the runs table untouched."""
     row = db.execute(
         f"SELECT owner, fencing_token, lease_expires_at - {NOW} FROM runs WHERE run_id = ?",
         (lease.run_id,),
     ).fetchone()
-    if row is None or row[0] != lease.owner or row[1] != lease.token:
-        raise LeaseLost(
-            "another worker took this run over; this worker may not write to it",
-            run_id=lease.run_id,
-        )
-    if row[2] is None or row[2] < lease.ttl / 2:
+    if lease_needs_extending(row, lease) or renew:
         db.execute(
             f"UPDATE runs SET lease_expires_at = {NOW} + ? WHERE run_id = ?",
             (lease.ttl, lease.run_id),

@@ -1,0 +1,39 @@
+"""Draining a process on SIGTERM: finish the step in progress, start nothing new.
+
+Kubernetes sends SIGTERM, waits ``terminationGracePeriodSeconds``, then SIGKILLs. Opt in
+with ``oncelog.handle_sigterm()`` (``run_main(..., drain_on_sigterm=True)`` and workers do
+it for you): the handler only sets a flag, so the call in progress returns and its outcome
+is recorded; the next step raises ``Draining`` instead of starting, the run is queued again
+with its lease released, and the process exits with 75.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+
+_requested = threading.Event()
+
+
+def drain() -> None:
+    """Start no new step in this process from now on."""
+    _requested.set()
+
+
+def draining() -> bool:
+    return _requested.is_set()
+
+
+def handle_sigterm() -> None:
+    """Drain on SIGTERM (from the main thread; a second SIGTERM changes nothing)."""
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        drain()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def wait(timeout: float) -> bool:
+    """Sleep up to ``timeout`` seconds, waking at once when draining starts; True then."""
+    return _requested.wait(timeout)

@@ -1,0 +1,91 @@
+"""Submitting runs and working them off: ``oncelog submit`` and ``oncelog worker``."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+
+import oncelog
+
+from ._options import db_option, opened
+
+
+def _load(target: str) -> Any:
+    """``module:attribute``, imported as the user's own code (the current directory first)."""
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise click.BadParameter(f"{target!r}: use MODULE:ATTRIBUTE, e.g. myagents:handle")
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as exc:
+        raise click.BadParameter(f"{target!r}: {exc}") from exc
+    return found
+
+
+@click.command()
+@click.argument("run_id")
+@click.option("--agent", default=None, help="The agent whose handler runs it.")
+@click.option("--input", "input_text", default="null", metavar="JSON", help="The handler's input.")
+@db_option
+def submit(run_id: str, agent: str | None, input_text: str, db: str | None) -> None:
+    """Queue a run for workers; the same submission twice queues it once."""
+    try:
+        given = json.loads(input_text)
+    except ValueError as exc:
+        raise click.BadParameter(f"--input is not JSON: {exc}") from None
+    with opened(db) as ledger:
+        new = ledger.submit(run_id, given, agent=agent)
+    click.echo(f"{run_id}: {'queued' if new else 'already submitted'}")
+
+
+@click.command()
+@click.argument("target")
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    help="Only runs of this agent (repeat); with a single handler, default: any run.",
+)
+@click.option("--poll", default=1.0, show_default=True, help="Seconds between looks when idle.")
+@click.option("--until-idle", is_flag=True, help="Exit 0 when no run is left to claim.")
+@click.option(
+    "--lease-ttl",
+    default=30.0,
+    show_default=True,
+    help="Seconds another worker waits before taking over the runs of one that stopped.",
+)
+@db_option
+def worker(
+    target: str,
+    agents: tuple[str, ...],
+    poll: float,
+    until_idle: bool,
+    lease_ttl: float,
+    db: str | None,
+) -> None:
+    """Claim and run submitted runs with the handler TARGET (MODULE:ATTRIBUTE, a function
+    taking (run, input) or a mapping from agent name to such functions). SIGTERM drains:
+    the step in progress is recorded, nothing new starts, the run is queued again, exit 75."""
+    handlers = _load(target)
+    if agents:
+        if isinstance(handlers, Mapping):
+            handlers = {name: handlers[name] for name in agents if name in handlers}
+        else:
+            handlers = dict.fromkeys(agents, handlers)
+    logging.basicConfig(level=logging.INFO, format="oncelog worker: %(message)s")
+    with opened(db, lease_ttl=lease_ttl) as ledger:
+        try:
+            code = oncelog.Worker(ledger, handlers, poll=poll).run(until_idle=until_idle)
+        except oncelog.ConfigurationError as exc:
+            raise click.UsageError(str(exc)) from exc
+    sys.exit(code)

@@ -1,0 +1,128 @@
+"""The changes a person makes: each one a POST with a CSRF token and the person's name,
+turned into one library call whose ``by=`` the ledger records with the change."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from .._budgets import AgentBudget, Budget
+from .._exceptions import OnceLogError
+from .._ledger import Ledger
+from .._records import HaltScope, Resolution
+from ._forms import Form, FormError, submitted
+from ._pages import PAGES, describe, show, status_for
+from ._queries import agent_budgets
+from ._state import console_of
+
+Change = Callable[[Form, Ledger], str]  # does it; returns the notice to show
+
+
+def decide_approval(form: Form, ledger: Ledger) -> str:
+    run_id, step_id = form.text("run_id", required=True), form.text("step_id", required=True)
+    by, note = form.person(), form.optional("note")
+    if form.choice("decision", ("approve", "deny")) == "deny":
+        ledger.deny(run_id, step_id, by=by, note=note)
+        return "denied"
+    minutes = form.number("expires_in_minutes")
+    expires = None if minutes is None else timedelta(minutes=minutes)
+    ledger.approve(run_id, step_id, by=by, expires_in=expires, note=note)
+    return "approved"
+
+
+def resolve_effect(form: Form, ledger: Ledger) -> str:
+    run_id, step_id = form.text("run_id", required=True), form.text("step_id", required=True)
+    resolution = Resolution(form.choice("resolution", tuple(r.value for r in Resolution)))
+    result = form.json("result")
+    if resolution is not Resolution.DONE and result is not None:
+        raise FormError("a result goes with 'done' only: clear the result field")
+    ledger.resolve(
+        run_id, step_id, resolution, by=form.person(), result=result, note=form.optional("note")
+    )
+    return "resolved"
+
+
+def _switch(form: Form) -> dict[str, str | None]:
+    """The ``run=`` / ``agent=`` arguments naming one kill switch."""
+    scope = HaltScope(form.choice("scope", tuple(s.value for s in HaltScope)))
+    target = form.text("target", required=scope is not HaltScope.GLOBAL)
+    if scope is HaltScope.GLOBAL:
+        if target:
+            raise FormError("a global switch covers every run: leave the agent or run id empty")
+        return {}
+    return {"run": target} if scope is HaltScope.RUN else {"agent": target}
+
+
+def set_halt(form: Form, ledger: Ledger) -> str:
+    switch = _switch(form)
+    ledger.halt(form.text("reason", required=True), by=form.person(), **switch)
+    return "halted"
+
+
+def clear_halt(form: Form, ledger: Ledger) -> str:
+    switch = _switch(form)
+    ledger.clear_halt(by=form.person(), note=form.optional("note"), **switch)
+    return "cleared"
+
+
+def _limits(form: Form, names: list[str]) -> dict[str, Any]:
+    """The limits filled in, whole numbers as ints (steps, tokens and calls are counts)."""
+    limits = {name: form.number(name) for name in names}
+    return {k: int(v) if v is not None and v.is_integer() else v for k, v in limits.items()}
+
+
+def set_run_budget(form: Form, ledger: Ledger) -> str:
+    run = ledger.get_run(form.text("run_id", required=True))
+    # Limits only: the policy (stop, pause, escalate) the budget was given stays.
+    current = run.budget or Budget()
+    limits = _limits(form, list(current.limits()))
+    ledger.set_budget(run.run_id, dataclasses.replace(current, **limits), by=form.person())
+    return "budget"
+
+
+def set_agent_budget(form: Form, ledger: Ledger) -> str:
+    agent = form.text("agent", required=True)
+    found = [r.budget for r in agent_budgets(ledger) if r.target == agent]
+    current = found[0] if found and isinstance(found[0], AgentBudget) else AgentBudget()
+    limits = _limits(form, list(current.limits()))
+    ledger.set_agent_budget(agent, dataclasses.replace(current, **limits), by=form.person())
+    return "budget"
+
+
+ACTIONS: dict[str, tuple[str, Change]] = {
+    # path: (the page it is on, the change)
+    "/approvals/decide": ("approvals", decide_approval),
+    "/unknown/resolve": ("unknown", resolve_effect),
+    "/halts/set": ("halts", set_halt),
+    "/halts/clear": ("halts", clear_halt),
+    "/budgets/run": ("budgets", set_run_budget),
+    "/budgets/agent": ("budgets", set_agent_budget),
+}
+
+
+def routes() -> list[Route]:
+    return [
+        Route(path, _action(page, change), methods=["POST"])
+        for path, (page, change) in ACTIONS.items()
+    ]
+
+
+def _action(page: str, change: Change) -> Callable[[Request], Any]:
+    async def endpoint(request: Request) -> Response:
+        console = console_of(request)
+        form = await submitted(request, console.access)
+        try:
+            done = await run_in_threadpool(change, form, console.ledger)
+        except OnceLogError as exc:
+            return await show(request, page, error=describe(exc), status=status_for(exc))
+        # Post/redirect/get: reloading the page shows it again, never repeats the change.
+        return RedirectResponse(f"{PAGES[page][0]}?done={done}", status_code=303)
+
+    return endpoint

@@ -1,0 +1,118 @@
+"""The pages: each one a query of the read model rendered by its template. A GET changes
+nothing; the forms on a page post to the actions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .._exceptions import (
+    InvalidResolution,
+    OnceLogError,
+    StoreUnavailable,
+    UnknownApproval,
+    UnknownHalt,
+    UnknownRun,
+    UnknownStep,
+    UsageError,
+)
+from .._ledger import Ledger
+from .._records import RunStatus
+from . import _queries as queries
+from ._forms import FormError
+from ._state import console_of
+
+Query = Callable[[Ledger, Request], dict[str, Any]]
+
+# What a person sees after a change went through (the change itself shows on the page).
+NOTICES = {
+    "approved": "Approved, for exactly these arguments, once: restart the agent to go on.",
+    "denied": "Denied: the agent gets ApprovalDenied at that step.",
+    "resolved": "Decision recorded in the run's journal: restart the agent to go on.",
+    "halted": "Kill switch on: no new step of a covered run starts.",
+    "cleared": "Kill switch off: restart the halted agents; they resume.",
+    "budget": "Budget saved.",
+}
+
+
+def _status(request: Request) -> RunStatus | None:
+    value = request.query_params.get("status") or None
+    if value is not None and value not in {s.value for s in RunStatus}:
+        raise FormError(f"there is no run status {value!r}")
+    return None if value is None else RunStatus(value)
+
+
+PAGES: dict[str, tuple[str, str, Query]] = {
+    # name: (path, template, query)
+    "overview": ("/", "overview.html", lambda ledger, _: queries.overview(ledger)),
+    "runs": ("/runs", "runs.html", lambda ledger, r: queries.runs(ledger, _status(r))),
+    "run": (
+        "/runs/{run_id:path}",
+        "run.html",
+        lambda ledger, r: queries.timeline(ledger, r.path_params["run_id"]),
+    ),
+    "approvals": ("/approvals", "approvals.html", lambda ledger, _: queries.approvals(ledger)),
+    "unknown": ("/unknown", "unknown.html", lambda ledger, _: queries.doubts(ledger)),
+    "halts": ("/halts", "halts.html", lambda ledger, _: queries.halts(ledger)),
+    "budgets": ("/budgets", "budgets.html", lambda ledger, _: queries.budgets(ledger)),
+}
+
+
+def routes() -> list[Route]:
+    return [Route(path, _page(name), name=name) for name, (path, _, _) in PAGES.items()]
+
+
+def _page(name: str) -> Callable[[Request], Any]:
+    async def endpoint(request: Request) -> Response:
+        return await show(request, name)
+
+    return endpoint
+
+
+async def show(
+    request: Request, name: str, *, error: str | None = None, status: int = 200
+) -> Response:
+    """Render page ``name``, with an error above it when an action on it failed."""
+    console = console_of(request)
+    _, template, query = PAGES[name]
+    try:
+        context = await run_in_threadpool(query, console.ledger, request)
+    except OnceLogError as exc:
+        return problem(request, exc)
+    context.update(
+        page=name,
+        error=error,
+        notice=None if error else NOTICES.get(request.query_params.get("done", "")),
+        csrf=console.access.csrf_token(request.state.session),
+    )
+    return console.templates.TemplateResponse(request, template, context, status_code=status)
+
+
+def problem(request: Request, exc: OnceLogError) -> Response:
+    """An error page: what went wrong, in the library's words."""
+    console = console_of(request)
+    context = {"page": None, "error": describe(exc), "notice": None, "csrf": ""}
+    return console.templates.TemplateResponse(
+        request, "problem.html", context, status_code=status_for(exc)
+    )
+
+
+def describe(exc: OnceLogError) -> str:
+    return exc.message if isinstance(exc, FormError) else f"{type(exc).__name__}: {exc}"
+
+
+def status_for(exc: OnceLogError) -> int:
+    if isinstance(exc, (UnknownRun, UnknownStep)):
+        return 404
+    if isinstance(exc, (UnknownApproval, UnknownHalt, InvalidResolution)):
+        return 409  # decided, cleared or resolved by someone else meanwhile
+    if isinstance(exc, UsageError):
+        return 400
+    if isinstance(exc, StoreUnavailable):
+        return 503
+    return 500

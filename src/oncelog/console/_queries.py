@@ -1,0 +1,162 @@
+"""The console's read model: plain functions of a ``Ledger`` returning what each page
+shows. Nothing here writes, and nothing here knows about HTTP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .._budgets import AgentBudget, Budget
+from .._ledger import Ledger
+from .._records import (
+    ApprovalStatus,
+    Halt,
+    HaltScope,
+    JournalEntry,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+    StepState,
+)
+
+JOURNAL_PAGE = 1000
+LISTED = 200  # runs on the runs and budgets pages; recent decisions on the others
+HISTORY = 30
+IN_FLIGHT_REASON = (
+    "started, with no outcome recorded: its process may still be running it, or died "
+    "before recording what happened"
+)
+
+
+@dataclass(frozen=True)
+class Doubt:
+    """An effect in doubt, with what a person needs to decide it."""
+
+    step: StepRecord
+    run: RunRecord
+    reason: str  # the recorded reason, with the probe's answer when there was a probe
+
+
+@dataclass(frozen=True)
+class Limit:
+    name: str
+    allowed: float | None  # None: no limit
+    used: float | None  # None: not counted by the ledger (an agent's day, for now)
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    """A run's or an agent's budget, with its limits in order."""
+
+    target: str
+    budget: Budget | AgentBudget
+    limits: tuple[Limit, ...]
+    note: str = ""
+
+
+def whole_journal(ledger: Ledger, run_id: str) -> list[JournalEntry]:
+    entries: list[JournalEntry] = []
+    while True:
+        page = ledger.journal(run_id, after=entries[-1].id if entries else 0, limit=JOURNAL_PAGE)
+        entries.extend(page)
+        if len(page) < JOURNAL_PAGE:
+            return entries
+
+
+def overview(ledger: Ledger) -> dict[str, Any]:
+    return {
+        "approvals": ledger.approvals(),
+        "doubts": ledger.in_doubt(),
+        "halts": ledger.halts(),
+        "stopped": ledger.runs(RunStatus.HALTED, limit=LISTED)
+        + ledger.runs(RunStatus.WAITING, limit=LISTED),
+    }
+
+
+def runs(ledger: Ledger, status: RunStatus | None) -> dict[str, Any]:
+    return {"runs": ledger.runs(status, limit=LISTED), "status": status, "statuses": RunStatus}
+
+
+def timeline(ledger: Ledger, run_id: str) -> dict[str, Any]:
+    run = ledger.get_run(run_id)
+    covering = [h for h in ledger.halts() if covers(h, run)]
+    budget = None if run.budget is None else run_budget(ledger, run)
+    return {
+        "run": run,
+        "steps": ledger.steps(run_id),
+        "journal": whole_journal(ledger, run_id),
+        "halts": covering,
+        "budget": budget,
+    }
+
+
+def covers(halt: Halt, run: RunRecord) -> bool:
+    if halt.scope is HaltScope.GLOBAL:
+        return True
+    if halt.scope is HaltScope.AGENT:
+        return halt.target == run.agent
+    return halt.target == run.run_id
+
+
+def approvals(ledger: Ledger) -> dict[str, Any]:
+    decided = [a for a in ledger.approvals(None, limit=HISTORY) if a.status.value != "pending"]
+    return {"pending": ledger.approvals(ApprovalStatus.PENDING), "decided": decided}
+
+
+def doubts(ledger: Ledger) -> dict[str, Any]:
+    found = []
+    for step in ledger.in_doubt():
+        found.append(Doubt(step, ledger.get_run(step.run_id), _doubt_reason(ledger, step)))
+    return {"doubts": found}
+
+
+def _doubt_reason(ledger: Ledger, step: StepRecord) -> str:
+    if step.state is StepState.IN_FLIGHT:
+        return IN_FLIGHT_REASON
+    marked = [
+        e for e in whole_journal(ledger, step.run_id) if e.event == "unknown" and e.seq == step.seq
+    ]
+    return str(marked[-1].data.get("reason")) if marked else "(no reason was recorded)"
+
+
+def halts(ledger: Ledger) -> dict[str, Any]:
+    history = [h for h in ledger.halts(active_only=False, limit=HISTORY) if not h.active]
+    return {"on": ledger.halts(), "history": history, "scopes": HaltScope}
+
+
+def budgets(ledger: Ledger) -> dict[str, Any]:
+    budgeted = [r for r in ledger.runs(limit=LISTED) if r.budget is not None]
+    return {
+        "runs": [run_budget(ledger, r) for r in budgeted],
+        "agents": agent_budgets(ledger),
+        "run_limits": list(Budget().limits()),
+        "agent_limits": list(AgentBudget().limits()),
+    }
+
+
+def run_budget(ledger: Ledger, run: RunRecord) -> BudgetRow:
+    # The Ledger has no reader for a run's usage yet; Run.budget_left and `oncelog
+    # budgets` read it from the store the same way.
+    budget, used = ledger.store.budget_usage(run.run_id)
+    budget = budget or Budget()
+    limits = tuple(
+        Limit(name, allowed, getattr(used, name)) for name, allowed in budget.limits().items()
+    )
+    return BudgetRow(run.run_id, budget, limits)
+
+
+def agent_budgets(ledger: Ledger) -> list[BudgetRow]:
+    """Each agent's daily budget as last set, read from the journal, where every change
+    is recorded with who made it (an agent budget has no other reader)."""
+    latest: dict[str, JournalEntry] = {}
+    for entry in whole_journal(ledger, ""):
+        if entry.event == "agent_budget_set":
+            latest[str(entry.data["agent"])] = entry
+    rows = []
+    for agent, entry in sorted(latest.items()):
+        if entry.data.get("budget") is None:
+            continue  # removed
+        budget = AgentBudget(**entry.data["budget"])
+        limits = tuple(Limit(name, allowed, None) for name, allowed in budget.limits().items())
+        rows.append(BudgetRow(agent, budget, limits, note=f"set by {entry.data.get('by')}"))
+    return rows

@@ -1,0 +1,130 @@
+"""Prometheus metrics (the ``metrics`` extra: ``pip install 'oncelog[metrics]'``).
+
+Two sources, both with labels of bounded cardinality (tool, kind, outcome; never a run
+id): what this process's runs did (``instrument()``: effects called and their durations,
+fencing rejections), and what the ledger holds now (``LedgerCollector``, read at each
+scrape: effects in doubt, active halts, pending approvals).
+``serve(ledger)`` exposes both on an HTTP endpoint; ``oncelog metrics`` runs one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from . import _observe as observe
+from ._exceptions import ConfigurationError
+from ._observe import StepInfo
+from ._records import ApprovalStatus
+
+try:
+    from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
+    from prometheus_client import start_http_server as _start_http_server
+    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.registry import Collector
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ConfigurationError(
+        "oncelog.metrics needs prometheus-client: pip install 'oncelog[metrics]'"
+    ) from exc
+
+if TYPE_CHECKING:
+    from ._ledger import Ledger
+
+# Seconds; effects are network calls: from a fast local write to a slow payment API.
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+# A scrape reads at most this many rows of each kind; more shows as this number.
+SCRAPE_LIMIT = 10_000
+
+
+class StepMetrics:
+    """An observer that counts this process's live steps into ``registry``."""
+
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self.effects = Counter(
+            "oncelog_effects",
+            "Effects called (not replayed), by how they ended: done, refused, not_done, unknown.",
+            ["tool", "kind", "outcome"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "oncelog_effect_duration_seconds",
+            "From an effect's durable intent to its recorded outcome.",
+            ["kind"],
+            buckets=DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.fencing = Counter(
+            "oncelog_fencing_rejections",
+            "Writes refused because another worker had taken the run over.",
+            registry=registry,
+        )
+
+    def step_started(self, step: StepInfo) -> Any:
+        return time.perf_counter() if step.attempt else None
+
+    def step_ended(self, step: StepInfo, started: Any, outcome: str, error: str | None) -> None:
+        if started is not None:
+            self.duration.labels(step.kind).observe(time.perf_counter() - started)
+            self.effects.labels(step.tool, step.kind, outcome).inc()
+
+    def fencing_rejected(self, run_id: str) -> None:
+        self.fencing.inc()
+
+
+class LedgerCollector(Collector):
+    """What the ledger holds, read at each scrape."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        in_doubt = GaugeMetricFamily(
+            "oncelog_effects_in_doubt",
+            "Effects whose outcome is not recorded (in_flight or unknown), by kind.",
+            labels=["kind", "state"],
+        )
+        counted: dict[tuple[str, str], int] = {}
+        for step in self.ledger.in_doubt(limit=SCRAPE_LIMIT):
+            label = (step.kind, step.state.value)
+            counted[label] = counted.get(label, 0) + 1
+        for label, count in sorted(counted.items()):
+            in_doubt.add_metric(list(label), count)
+        yield in_doubt
+        halts = GaugeMetricFamily(
+            "oncelog_halts_active", "Kill switches that are on, by scope.", labels=["scope"]
+        )
+        scopes: dict[str, int] = {}
+        for halt in self.ledger.halts(active_only=True, limit=SCRAPE_LIMIT):
+            scopes[halt.scope.value] = scopes.get(halt.scope.value, 0) + 1
+        for scope in ("global", "agent", "run"):
+            halts.add_metric([scope], scopes.get(scope, 0))
+        yield halts
+        pending = self.ledger.approvals(status=ApprovalStatus.PENDING, limit=SCRAPE_LIMIT)
+        yield GaugeMetricFamily(
+            "oncelog_approvals_pending", "Effects waiting for a person's approval.", len(pending)
+        )
+
+
+def instrument(registry: CollectorRegistry = REGISTRY) -> StepMetrics:
+    """Count this process's steps into ``registry``; returns the observer (pass it to
+    ``uninstrument`` to stop)."""
+    metrics = StepMetrics(registry)
+    observe.add(metrics)
+    return metrics
+
+
+def uninstrument(metrics: StepMetrics) -> None:
+    observe.remove(metrics)
+
+
+def serve(
+    ledger: Ledger,
+    port: int = 9464,
+    addr: str = "127.0.0.1",
+    registry: CollectorRegistry = REGISTRY,
+) -> None:
+    """Expose ``/metrics`` on ``addr:port`` from a background thread: this process's
+    steps and the ledger's state."""
+    registry.register(LedgerCollector(ledger))
+    _start_http_server(port, addr=addr, registry=registry)

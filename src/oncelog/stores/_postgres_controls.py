@@ -1,0 +1,268 @@
+"""The SQL of the controls that live in the ledger, for PostgreSQL: approvals, the kill
+switch and budgets. Each function runs inside a transaction its caller opened; those that
+decide for a run hold its row lock first (see ``_postgres_tx``)."""
+
+from __future__ import annotations
+
+from .._budgets import AgentBudget, Budget, BudgetAlert, Usage
+from .._exceptions import ApprovalRequired, UnknownApproval, UnknownHalt, UnknownRun
+from .._records import Approval, ApprovalStatus, Halt, HaltScope
+from ._postgres_pool import Cursor
+from ._postgres_tx import NOW, TODAY, append, lock_halts, lock_journal, lock_run
+from ._protocol import Lease, NewStep
+from ._rows import APPROVAL_COLUMNS, HALT_COLUMNS, approval_record, halt_record, journal_json
+from ._rows import text as quoted
+from ._shared import check_agent_budget as shared_check_agent_budget
+from ._shared import check_run_budget, run_usage
+
+# -- approvals ----------------------------------------------------------------------------
+
+
+def use_approval(cur: Cursor, lease: Lease, step: NewStep) -> None:
+    """Consume the approval of exactly these arguments in the intent's transaction, so one
+    approval lets one attempt run, whatever is killed when."""
+    cur.execute(
+        f"UPDATE approvals SET status = 'used', used_at = {NOW} WHERE id = ("
+        "SELECT id FROM approvals WHERE run_id = %s AND step_id = %s AND args_hash = %s "
+        f"AND status = 'approved' AND (expires_at IS NULL OR expires_at > {NOW}) "
+        "ORDER BY id LIMIT 1 FOR UPDATE)",
+        (lease.run_id, step.step_id, step.args_hash),
+    )
+    if cur.rowcount != 1:
+        raise ApprovalRequired(
+            "the approval of this effect is gone (used, expired or withdrawn)",
+            run_id=lease.run_id, step_id=step.step_id, key=step.key,
+        )  # fmt: skip
+
+
+def request_approval(cur: Cursor, lease: Lease, step: NewStep) -> Approval:
+    cur.execute(
+        "UPDATE approvals SET status = 'expired' WHERE run_id = %s AND step_id = %s "
+        f"AND status = 'approved' AND expires_at <= {NOW}",
+        (lease.run_id, step.step_id),
+    )
+    row = cur.execute(
+        f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = %s AND step_id = %s "
+        "AND args_hash = %s AND status IN ('pending', 'approved', 'denied') "
+        "ORDER BY id DESC LIMIT 1",
+        (lease.run_id, step.step_id, step.args_hash),
+    ).fetchone()
+    if row is not None:
+        return approval_record(row)
+    row = cur.execute(
+        "INSERT INTO approvals (run_id, step_id, tool, args_hash, args, status, requested_at) "
+        f"VALUES (%s, %s, %s, %s, %s, 'pending', {NOW}) RETURNING {APPROVAL_COLUMNS}",
+        (lease.run_id, step.step_id, step.tool, step.args_hash, step.args_json),
+    ).fetchone()
+    append(
+        cur, lease.run_id, step.seq, "approval_requested",
+        journal_json(step_id=quoted(step.step_id), args_hash=quoted(step.args_hash),
+                     args=step.args_json),
+    )  # fmt: skip
+    return approval_record(row or ())
+
+
+def decide_approval(
+    cur: Cursor,
+    run_id: str,
+    step_id: str,
+    status: ApprovalStatus,
+    *,
+    by: str,
+    expires_in: float | None,
+    note: str | None,
+) -> Approval:
+    lock_run(cur, run_id)
+    row = cur.execute(
+        "SELECT id FROM approvals WHERE run_id = %s AND step_id = %s AND status = 'pending' "
+        "ORDER BY id DESC LIMIT 1",
+        (run_id, step_id),
+    ).fetchone()
+    if row is None:
+        raise UnknownApproval(
+            f"no approval is pending for step {step_id!r}", run_id=run_id, step_id=step_id
+        )
+    decided = cur.execute(
+        f"UPDATE approvals SET status = %s, decided_by = %s, decided_at = {NOW}, "
+        f"expires_at = {NOW} + %s::float8, note = %s WHERE id = %s RETURNING {APPROVAL_COLUMNS}",
+        (status.value, by, expires_in, note, row[0]),
+    ).fetchone()
+    append(
+        cur, run_id, None, f"approval_{status.value}",
+        journal_json(step_id=quoted(step_id), by=quoted(by), note=quoted(note),
+                     expires_in=None if expires_in is None else repr(expires_in)),
+    )  # fmt: skip
+    return approval_record(decided or ())
+
+
+def list_approvals(cur: Cursor, status: ApprovalStatus | None, limit: int) -> list[Approval]:
+    where, params = ("WHERE status = %s", (status.value,)) if status else ("", ())
+    rows = cur.execute(
+        f"SELECT {APPROVAL_COLUMNS} FROM approvals {where} ORDER BY id DESC LIMIT %s",
+        (*params, limit),
+    ).fetchall()
+    return [approval_record(r) for r in rows]
+
+
+# -- the kill switch ----------------------------------------------------------------------
+
+
+def active_halt(cur: Cursor, run_id: str, agent: str | None) -> Halt | None:
+    """The first switch that is on for this run: global, its agent's, or its own."""
+    row = cur.execute(
+        f"SELECT {HALT_COLUMNS} FROM halts WHERE cleared_at IS NULL AND ("
+        "(scope = 'global' AND target = '') OR (scope = 'agent' AND target = %s) "
+        "OR (scope = 'run' AND target = %s)) ORDER BY id LIMIT 1",
+        (agent if agent is not None else "", run_id),
+    ).fetchone()
+    return None if row is None else halt_record(row)
+
+
+def _switch_on(cur: Cursor, scope: HaltScope, target: str) -> Halt | None:
+    row = cur.execute(
+        f"SELECT {HALT_COLUMNS} FROM halts WHERE scope = %s AND target = %s AND cleared_at IS NULL",
+        (scope.value, target),
+    ).fetchone()
+    return None if row is None else halt_record(row)
+
+
+def _journal_run(scope: HaltScope, target: str) -> str:
+    """Run switches are journalled with their run; agent and global ones under ''."""
+    return target if scope is HaltScope.RUN else ""
+
+
+def set_halt(cur: Cursor, scope: HaltScope, target: str, reason: str, by: str) -> Halt:
+    # Exclusive: waits for the intents being written to commit, and holds new ones back
+    # until this halt is committed, so each either saw it or committed before it.
+    lock_halts(cur, exclusive=True)
+    existing = _switch_on(cur, scope, target)
+    if existing is not None:
+        return existing  # already on: the first reason stands
+    row = cur.execute(
+        "INSERT INTO halts (scope, target, reason, set_by, set_at) "
+        f"VALUES (%s, %s, %s, %s, {NOW}) RETURNING {HALT_COLUMNS}",
+        (scope.value, target, reason, by),
+    ).fetchone()
+    append(
+        cur, _journal_run(scope, target), None, "halt_set",
+        journal_json(scope=quoted(scope.value), target=quoted(target), reason=quoted(reason),
+                     by=quoted(by)),
+    )  # fmt: skip
+    return halt_record(row or ())
+
+
+def clear_halt(cur: Cursor, scope: HaltScope, target: str, by: str, note: str | None) -> Halt:
+    lock_halts(cur, exclusive=True)
+    on = _switch_on(cur, scope, target)
+    if on is None:
+        named = "" if scope is HaltScope.GLOBAL else f" for {target!r}"
+        raise UnknownHalt(f"no {scope.value} kill switch is on{named}")
+    row = cur.execute(
+        f"UPDATE halts SET cleared_by = %s, cleared_at = {NOW}, note = %s WHERE id = %s "
+        f"RETURNING {HALT_COLUMNS}",
+        (by, note, on.id),
+    ).fetchone()
+    append(
+        cur, _journal_run(scope, target), None, "halt_cleared",
+        journal_json(scope=quoted(scope.value), target=quoted(target), by=quoted(by),
+                     note=quoted(note)),
+    )  # fmt: skip
+    return halt_record(row or ())
+
+
+def list_halts(cur: Cursor, active_only: bool, limit: int) -> list[Halt]:
+    where = "WHERE cleared_at IS NULL" if active_only else ""
+    rows = cur.execute(
+        f"SELECT {HALT_COLUMNS} FROM halts {where} ORDER BY id DESC LIMIT %s", (limit,)
+    ).fetchall()
+    return [halt_record(r) for r in rows]
+
+
+# -- budgets ------------------------------------------------------------------------------
+
+
+def budget_usage(cur: Cursor, run_id: str) -> tuple[Budget | None, Usage]:
+    """The run's budget and its usage: refused steps are not counted, steps in doubt are."""
+    run = cur.execute(
+        f"SELECT budget, {NOW} - created_at FROM runs WHERE run_id = %s", (run_id,)
+    ).fetchone()
+    if run is None:
+        raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+    totals = cur.execute(
+        "SELECT COUNT(*), COALESCE(SUM(tokens_in + tokens_out), 0), COALESCE(SUM(cost), 0), "
+        "COALESCE(SUM(irreversible), 0) FROM steps WHERE run_id = %s AND state != 'failed'",
+        (run_id,),
+    ).fetchone()
+    return run_usage(run[0], run[1], totals or ())
+
+
+def check_budget(cur: Cursor, run_id: str, step: NewStep, *, new: bool) -> list[BudgetAlert]:
+    """Refuse a step that would take the run past its budget (the run's row is locked)."""
+    budget, used = budget_usage(cur, run_id)
+    return [] if budget is None else check_run_budget(budget, used, run_id, step, new=new)
+
+
+def set_budget(cur: Cursor, run_id: str, budget: Budget | None, by: str) -> None:
+    limits = None if budget is None else budget.to_json()
+    cur.execute("UPDATE runs SET budget = %s WHERE run_id = %s", (limits, run_id))
+    if cur.rowcount != 1:
+        raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+    append(cur, run_id, None, "budget_set", journal_json(budget=limits, by=quoted(by)))
+
+
+def check_agent_budget(cur: Cursor, lease: Lease, step: NewStep, *, new: bool) -> list[BudgetAlert]:
+    """Refuse an effect that would take its agent past today's budget (UTC days, by the
+    server's clock), counting the effects of all the agent's runs, refusals excepted. The
+    budget's row stays locked until the commit, so the intents of one agent's runs are
+    counted one after another, as SQLite's single writer counts them."""
+    row = cur.execute(
+        "SELECT budget FROM agent_budgets WHERE agent = %s FOR UPDATE", (lease.agent,)
+    ).fetchone()
+    if lease.agent is None or row is None:
+        return []
+    totals = cur.execute(
+        "SELECT COUNT(*), COALESCE(SUM(steps.cost), 0), COALESCE(SUM(steps.irreversible), 0) "
+        "FROM steps JOIN runs ON runs.run_id = steps.run_id WHERE runs.agent = %s "
+        f"AND steps.type = 'effect' AND steps.state != 'failed' AND steps.started_at >= {TODAY}",
+        (lease.agent,),
+    ).fetchone()
+    budget = AgentBudget.from_json(row[0])
+    return shared_check_agent_budget(budget, totals or (), lease, step, new=new)
+
+
+def set_agent_budget(cur: Cursor, agent: str, budget: AgentBudget | None, by: str) -> None:
+    if budget is None:
+        cur.execute("DELETE FROM agent_budgets WHERE agent = %s", (agent,))
+    else:
+        cur.execute(
+            "INSERT INTO agent_budgets (agent, budget, set_by, set_at) "
+            f"VALUES (%s, %s, %s, {NOW}) ON CONFLICT (agent) DO UPDATE SET "
+            "budget = excluded.budget, set_by = excluded.set_by, set_at = excluded.set_at",
+            (agent, budget.to_json(), by),
+        )
+    limits = None if budget is None else budget.to_json()
+    append(cur, "", None, "agent_budget_set",
+           journal_json(agent=quoted(agent), budget=limits, by=quoted(by)))  # fmt: skip
+
+
+def record_alert(cur: Cursor, alert: BudgetAlert) -> bool:
+    """Journal ``alert`` unless the same one (kind, scope, target, limit) is journalled
+    since its budget was last set (and, for an agent, today); True if it is new. The
+    journal's lock is taken before looking, so two processes cannot both find it new."""
+    journal_run = alert.target if alert.scope == "run" else ""
+    set_event = "budget_set" if alert.scope == "run" else "agent_budget_set"
+    since = "" if alert.scope == "run" else f" AND at >= {TODAY}"
+    lock_journal(cur, journal_run)
+    seen = cur.execute(
+        "SELECT 1 FROM journal WHERE run_id = %s AND event = 'budget_alert' "
+        "AND data::jsonb ->> 'kind' = %s AND data::jsonb ->> 'target' = %s "
+        "AND data::jsonb ->> 'limit' = %s AND id > COALESCE((SELECT MAX(id) FROM journal "
+        "WHERE run_id = %s AND event = %s "
+        f"AND (data::jsonb ->> 'agent') IS NOT DISTINCT FROM %s::text), 0){since}",
+        (journal_run, alert.kind, alert.target, alert.limit, journal_run, set_event,
+         None if alert.scope == "run" else alert.target),
+    ).fetchone()  # fmt: skip
+    if seen is not None:
+        return False
+    append(cur, journal_run, None, "budget_alert", alert.to_json())
+    return True

@@ -1,0 +1,40 @@
+"""Bring a PostgreSQL schema up to this oncelog's version, safely from many processes.
+
+Every migration runs in one transaction that first takes a transaction-level advisory
+lock: two processes opening a new database at once apply each version once, the second
+finding it recorded. A schema newer than this oncelog knows is refused, as SQLite's is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from .._exceptions import ConfigurationError
+from ._migrations import pending
+from ._postgres_tx import MIGRATIONS_LOCK, NOW
+
+
+def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str) -> None:
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", MIGRATIONS_LOCK)
+        schema = conn.execute("SELECT current_schema()").fetchone()
+        if schema is None or schema[0] is None:
+            raise ConfigurationError(
+                f"{where}: no schema of the search_path exists; create it first "
+                "(CREATE SCHEMA name) or name an existing one in options=-csearch_path=name"
+            )
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+            "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+        )
+        row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+        current = (row[0] if row else None) or 0
+        for migration in pending("postgres", current, f"{where} (schema {schema[0]})"):
+            for statement in migration.statements():
+                conn.execute(statement)
+            conn.execute(
+                f"INSERT INTO schema_migrations VALUES (%s, %s, {NOW})",
+                (migration.version, migration.name),
+            )

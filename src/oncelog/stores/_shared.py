@@ -1,0 +1,132 @@
+"""Decisions every SQL store makes the same way, on rows it has read in its own dialect."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from .._budgets import AgentBudget, Budget, BudgetAlert, Usage, check, refusal
+from .._exceptions import CorruptRecord, DuplicateStep, LeaseLost, PlanMismatch
+from .._records import JournalEntry, Resolution, RunRecord, StepState
+from .._serialization import decode, encode
+from ._protocol import Lease, NewStep, Outcome
+from ._rows import journal_json, text
+
+IN_DOUBT = (StepState.IN_FLIGHT.value, StepState.UNKNOWN.value)
+RESOLVED_STATE = {
+    Resolution.DONE: StepState.DONE,
+    Resolution.NOT_DONE: StepState.NOT_DONE,
+    Resolution.ABANDON: StepState.ABANDONED,
+}
+
+
+def lease_needs_extending(row: Sequence[Any] | None, lease: Lease) -> bool:
+    """Given the run's ``owner, fencing_token, seconds left on the lease``, refuse a stale
+    owner with ``LeaseLost``; say whether half of the lease is used up."""
+    if row is None or row[0] != lease.owner or row[1] != lease.token:
+        raise LeaseLost(
+            "another worker took this run over; this worker may not write to it",
+            run_id=lease.run_id,
+        )
+    return row[2] is None or row[2] < lease.ttl / 2
+
+
+def duplicate_step(lease: Lease, step: NewStep) -> DuplicateStep:
+    """What a unique-constraint violation on a new step's insert means."""
+    return DuplicateStep(
+        f"step id {step.step_id!r} is already recorded at another position "
+        f"(asked at position {step.seq}): step ids must be unique in a run",
+        run_id=lease.run_id, step_id=step.step_id, key=step.key,
+    )  # fmt: skip
+
+
+def intent_json(lease: Lease, step: NewStep, attempt: int, reason: str | None) -> str:
+    """The journal entry of an intent."""
+    return journal_json(
+        step_id=text(step.step_id), type=text(step.type), tool=text(step.tool),
+        kind=text(step.kind), key=text(step.key), args_hash=text(step.args_hash),
+        args=step.args_json, attempt=str(attempt), token=str(lease.token),
+        reason=text(reason),
+    )  # fmt: skip
+
+
+def outcome_json(outcome: Outcome, attempt: int) -> str:
+    """The journal entry of an outcome (or of a probe's answer)."""
+    return journal_json(
+        state=text(outcome.state.value), attempt=str(attempt),
+        result=outcome.result_json, error=outcome.error_json,
+        tokens_in=str(outcome.tokens_in), tokens_out=str(outcome.tokens_out),
+    )  # fmt: skip
+
+
+def journal_entry(row: Sequence[Any]) -> JournalEntry:
+    """A row of ``id, run_id, seq, event, data, at``."""
+    entry_id, run_id, seq, event, data, at = row
+    try:
+        decoded = decode(data)
+    except ValueError as exc:
+        raise CorruptRecord(f"journal entry {entry_id} does not decode", run_id=run_id) from exc
+    return JournalEntry(entry_id, run_id, seq, event, decoded, at)
+
+
+def plan_replaced_json(current: RunRecord, plan_json: str | None, replace: bool) -> str:
+    """The journal entry of replacing a run's stored plan; ``PlanMismatch`` unless the
+    run had none or the caller asked to replace it."""
+    old = None if current.plan is None else list(current.plan)
+    if current.plan is not None and not replace:
+        raise PlanMismatch(
+            f"run has plan {old}, asked for {decode(plan_json or 'null')}; "
+            "pass replace_plan=True to replace it",
+            run_id=current.run_id,
+        )
+    old_json = None if old is None else encode(old, what="plan", limit=1 << 24)
+    return journal_json(old=old_json, new=plan_json)
+
+
+# -- budgets: the arithmetic of a check, on totals each store sums in its own SQL --------
+
+
+def run_usage(
+    budget_json: str | None, age: float, totals: Sequence[Any]
+) -> tuple[Budget | None, Usage]:
+    """The run's budget and usage from its stored limits, its age in seconds by the
+    store's clock, and ``steps, tokens, cost, irreversible`` summed over its steps."""
+    steps, tokens, cost, irreversible = totals
+    budget = None if budget_json is None else Budget.from_json(budget_json)
+    return budget, Usage(steps, tokens, cost, age, irreversible)
+
+
+def check_run_budget(
+    budget: Budget, used: Usage, run_id: str, step: NewStep, *, new: bool
+) -> list[BudgetAlert]:
+    """Refuse the step if, with it, the run would be over a limit; return the limits past
+    their warning threshold. Cost is reserved per attempt (a retry may be charged again
+    by the provider); a retry is not a new step or a new irreversible action. A model
+    call's tokens are known only after it, so a run goes on until its tokens are over the
+    limit, then stops."""
+    used = Usage(used.steps + new, used.tokens, used.cost + step.cost, used.wall_clock,
+                 used.irreversible + int(step.irreversible and new))  # fmt: skip
+    over, warnings = check(
+        budget, asdict(used), scope="run", target=run_id, run_id=run_id, step_id=step.step_id
+    )
+    if over is not None:
+        raise refusal(over, step.key)
+    return warnings
+
+
+def check_agent_budget(
+    budget: AgentBudget, totals: Sequence[Any], lease: Lease, step: NewStep, *, new: bool
+) -> list[BudgetAlert]:
+    """The same for an agent's daily budget, given ``calls, cost, irreversible`` summed
+    over today's effects of all its runs."""
+    calls, cost, irreversible = totals
+    used = {"calls": calls + new, "cost": cost + step.cost,
+            "irreversible": irreversible + int(step.irreversible and new)}  # fmt: skip
+    over, warnings = check(
+        budget, used, scope="agent", target=lease.agent or "", run_id=lease.run_id,
+        step_id=step.step_id,
+    )  # fmt: skip
+    if over is not None:
+        raise refusal(over, step.key)
+    return warnings

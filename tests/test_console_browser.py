@@ -1,0 +1,177 @@
+"""The console end to end: the real ``oncelog console`` process, a real headless Chromium
+(Debian's), a person logging in with the printed URL and clicking through; each decision
+then read back from the ledger.
+
+``ONCELOG_SCREENSHOTS=docs/screenshots`` saves a screenshot of each page there (off by
+default, so a test run does not rewrite tracked files).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+import oncelog
+
+from .conftest import require
+from .support.incidents import approval_pending, effect_killed_in_flight, over_budget
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+SCREENSHOTS = os.environ.get("ONCELOG_SCREENSHOTS")
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    require(CHROMIUM.exists(), "Debian's chromium is not installed (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require(False, "playwright is not installed (pip install -e '.[dev]')")
+        raise
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def incidents(db_path: str, tmp_path: Path) -> str:
+    """A ledger with an approval pending, an effect in doubt left by a SIGKILLed agent, a
+    run over its budget and an agent's daily budget."""
+    with oncelog.open(db_path) as ledger:
+        approval_pending(ledger, api_key="sk_live_not_shown")
+        over_budget(ledger)
+        ledger.set_agent_budget("mailer", oncelog.AgentBudget(calls=500, cost=20.0), by="ops")
+    effect_killed_in_flight(db_path, tmp_path)
+    return db_path
+
+
+@pytest.fixture
+def login_url(incidents: str, tmp_path: Path) -> Iterator[str]:
+    """``oncelog console`` on a free port; the login URL it printed."""
+    argv = [sys.executable, "-m", "oncelog", "console", "--db", incidents, "--port", "0"]
+    argv += ["--token-file", str(tmp_path / "console-token")]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    printed = process.stdout.readline() + process.stdout.readline()
+    started = "\nlog in: http://127.0.0.1:" in printed
+    try:
+        if started:
+            yield printed.split("log in: ")[1].strip()
+    finally:
+        process.terminate()
+        rest, errors = process.communicate(timeout=30)
+    assert started, f"the console did not start: {printed}{rest}{errors}"
+    assert process.returncode == -signal.SIGTERM, errors  # uvicorn ends as it was asked to
+    token = (tmp_path / "console-token").read_text().strip()
+    # Printed once, at the start; never in a log line, whatever was requested.
+    assert (printed + rest + errors).count(token) == 1
+
+
+@pytest.fixture
+def page(browser: Browser, login_url: str) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    opened = context.new_page()
+    problems: list[str] = []
+    opened.on("console", lambda message: problems.append(message.text))
+    opened.goto(login_url)
+    assert opened.url.endswith("/")  # logged in, and the token left the address bar
+    assert "?token" not in opened.url
+    yield opened
+    context.close()
+    assert problems == []  # a CSP violation, a missing file: each would show here
+
+
+def go(page: Page, label: str) -> None:
+    page.get_by_role("navigation").get_by_role("link", name=label).click()
+
+
+def shoot(page: Page, name: str) -> None:
+    if SCREENSHOTS:
+        page.wait_for_load_state()  # the stylesheet too
+        page.screenshot(path=str(Path(SCREENSHOTS) / f"console-{name}.png"), full_page=True)
+
+
+def test_a_person_approves_a_pending_deletion(page: Page, incidents: str) -> None:
+    from playwright.sync_api import expect
+
+    expect(page.get_by_role("heading", name="Needs a person")).to_be_visible()
+    shoot(page, "overview")
+    go(page, "Approvals")
+    request = page.locator("article", has_text="delete_account")
+    expect(request).to_contain_text('"acct_1"')
+    expect(request).not_to_contain_text("sk_live_not_shown")
+    shoot(page, "approvals")
+    request.get_by_label("Your name").fill("alice")
+    request.get_by_role("button", name="Approve").click()
+    expect(page.get_by_role("status")).to_contain_text("Approved")
+    with oncelog.open(incidents) as ledger:
+        [approval] = ledger.approvals(None)
+    assert (approval.status, approval.decided_by) == (oncelog.ApprovalStatus.APPROVED, "alice")
+
+
+def test_a_person_resolves_an_effect_left_by_a_killed_agent(page: Page, incidents: str) -> None:
+    from playwright.sync_api import expect
+
+    go(page, "Unknown effects")
+    effect = page.locator("article", has_text="r-killed")
+    expect(effect).to_contain_text("its outcome was never recorded")  # the recorded reason
+    expect(effect).to_contain_text("send_email")
+    shoot(page, "unknown")
+    effect.get_by_label("Done: it happened").check()
+    effect.get_by_label("Result (JSON").fill('{"id": "msg_7"}')
+    effect.get_by_label("Your name").fill("bob")
+    effect.get_by_label("Note").fill("found at the provider by its key")
+    effect.get_by_role("button", name="Record the decision").click()
+    expect(page.get_by_role("status")).to_contain_text("Decision recorded")
+    with oncelog.open(incidents) as ledger:
+        [step] = ledger.steps("r-killed")
+        [entry] = [e for e in ledger.journal("r-killed") if e.event == "resolved"]
+    assert (step.state, step.result) == (oncelog.StepState.DONE, {"id": "msg_7"})
+    assert (entry.data["by"], entry.data["note"]) == ("bob", "found at the provider by its key")
+    go(page, "Runs")
+    page.get_by_role("link", name="r-killed").click()
+    expect(page.get_by_role("heading", name="Journal")).to_be_visible()
+    shoot(page, "run")
+
+
+def test_a_person_flips_the_global_halt(page: Page, incidents: str) -> None:
+    from playwright.sync_api import expect
+
+    go(page, "Halts")
+    page.get_by_label("Reason").fill("incident 42: provider double-charging")
+    page.get_by_label("Your name").fill("carol")
+    page.get_by_role("button", name="Turn on").click()
+    expect(page.get_by_role("status")).to_contain_text("Kill switch on")
+    with oncelog.open(incidents) as ledger:
+        [halt] = ledger.halts()
+    assert (halt.scope, halt.set_by) == (oncelog.HaltScope.GLOBAL, "carol")
+    shoot(page, "halts")
+    switch = page.locator("article", has_text="incident 42")
+    switch.get_by_label("Your name").fill("dave")
+    switch.get_by_label("Why it is safe").fill("provider fixed")
+    switch.get_by_role("button", name="Clear this switch").click()
+    expect(page.get_by_role("status")).to_contain_text("Kill switch off")
+    with oncelog.open(incidents) as ledger:
+        assert ledger.halts() == []
+        [cleared] = ledger.halts(active_only=False)
+    assert (cleared.cleared_by, cleared.note) == ("dave", "provider fixed")
+    go(page, "Budgets")
+    expect(page.get_by_role("heading", name="Budgets", exact=True)).to_be_visible()
+    shoot(page, "budgets")
+    go(page, "Runs")
+    shoot(page, "runs")

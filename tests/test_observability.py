@@ -1,0 +1,154 @@
+"""Metrics and traces, read the way their consumers read them: Prometheus's text format
+from a real HTTP endpoint, and spans from the OpenTelemetry SDK."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk import trace as sdk_trace
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+import oncelog
+from oncelog import metrics, tracing
+
+
+class Declined(Exception):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of the endpoint: (name, sorted labels) -> value."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as page:
+                text = page.read().decode()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the endpoint never answered"
+            time.sleep(0.05)
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def act_out(ledger: oncelog.Ledger, other: oncelog.Ledger) -> None:
+    """One effect of each ending: done, refused, unknown, fenced off; and a pending
+    approval and a global halt for the ledger's gauges."""
+
+    @ledger.tool(kind="create", name="send", refusals=(Declined,))
+    def send(n: int, *, idempotency_key: str) -> int:
+        if n == 1:
+            raise Declined
+        if n == 2:
+            raise TimeoutError("no answer")
+        if n == 3:  # a person settles it while it runs: this worker is fenced off
+            other.resolve("fenced", "s", "done", result=3, by="alice")
+        return n
+
+    @ledger.tool(kind="destructive", name="wipe")
+    def wipe(*, idempotency_key: str) -> None: ...
+
+    for _ in range(2):  # the second time, as after a restart, both are replayed: not counted
+        with ledger.run("ok") as run:
+            run.effect("s0", send, 0)
+            with pytest.raises(oncelog.EffectRefused):
+                run.effect("s1", send, 1)
+    with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("lost") as run:
+        run.effect("s", send, 2)
+    with pytest.raises(oncelog.LeaseLost), ledger.run("fenced") as run:
+        run.effect("s", send, 3)
+    with pytest.raises(oncelog.ApprovalRequired), ledger.run("wiper") as run:
+        run.effect("w", wipe)
+    ledger.halt("maintenance", by="ops")
+
+
+@pytest.fixture
+def registry() -> Iterator[CollectorRegistry]:
+    made = CollectorRegistry()
+    observer = metrics.instrument(made)
+    yield made
+    metrics.uninstrument(observer)
+
+
+def test_prometheus_endpoint(db_path: str, registry: CollectorRegistry) -> None:
+    with oncelog.open(db_path) as ledger, oncelog.open(db_path) as other:
+        act_out(ledger, other)
+        port = free_port()
+        metrics.serve(ledger, port=port, registry=registry)
+        samples = scrape(port)
+    effects = {
+        dict(labels)["outcome"]: value
+        for (name, labels), value in samples.items()
+        if name == "oncelog_effects_total"
+    }
+    assert effects == {"done": 1, "refused": 1, "unknown": 1, "unrecorded": 1}
+    create = (("kind", "create"),)
+    assert samples[("oncelog_effect_duration_seconds_count", create)] == 4
+    assert samples[("oncelog_fencing_rejections_total", ())] == 1
+    assert samples[("oncelog_effects_in_doubt", (("kind", "create"), ("state", "unknown")))] == 1
+    assert samples[("oncelog_approvals_pending", ())] == 1
+    assert samples[("oncelog_halts_active", (("scope", "global"),))] == 1
+    labels = {key for _, pairs in samples for key, _ in pairs}
+    assert not labels & {"run_id", "run", "step_id", "key"}, "no unbounded labels"
+
+
+def test_tool_spans_follow_the_genai_conventions(db_path: str) -> None:
+    exporter = InMemorySpanExporter()
+    provider = sdk_trace.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    observer = tracing.instrument(provider)
+    try:
+        with oncelog.open(db_path) as ledger, oncelog.open(db_path) as other:
+            act_out(ledger, other)
+    finally:
+        tracing.uninstrument(observer)
+    spans = exporter.get_finished_spans()
+    assert [span.name for span in spans] == ["execute_tool send"] * 4  # replay: no span
+    done = spans[0].attributes or {}
+    assert done["gen_ai.operation.name"] == "execute_tool"
+    assert done["gen_ai.tool.name"] == "send"
+    assert done["gen_ai.tool.call.id"] == oncelog.idempotency_key("ok", "s0", "send")
+    assert (done["oncelog.run_id"], done["oncelog.kind"], done["oncelog.attempt"]) == (
+        "ok", "create", 1,
+    )  # fmt: skip
+    refused, unknown = (span.attributes or {} for span in spans[1:3])
+    assert (refused["oncelog.outcome"], refused["error.type"]) == ("refused", "Declined")
+    assert (unknown["oncelog.outcome"], unknown["error.type"]) == ("unknown", "TimeoutError")
+    assert spans[1].status.status_code.name == "ERROR"
+
+
+def test_oncelog_metrics_command_serves_the_ledger(db_path: str) -> None:
+    with oncelog.open(db_path) as ledger:
+        ledger.halt("freeze", by="ops", agent="billing")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "oncelog", "metrics", "--port", str(port), "--db", db_path],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        samples = scrape(port)
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+    assert samples[("oncelog_halts_active", (("scope", "agent"),))] == 1

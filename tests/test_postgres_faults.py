@@ -1,0 +1,352 @@
+"""Faults of a real PostgreSQL server under real agent processes: racing workers, a worker
+stopped past its lease, a backend terminated inside a transaction, a connection cut during
+COMMIT, and the server itself stopped and started in the middle of many runs.
+
+Agents are ``pg_agents/worker.py`` processes; their effects go to the provider process
+(``support/provider.py``, in the mode that ignores keys, so a duplicate would show), whose
+own records say how many times each effect really happened. The rule every test ends on:
+every run completes (an operator resolving what is in doubt from the provider's records),
+and each effect happened exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import closing, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import oncelog
+from oncelog import StepState
+
+from .conftest import require
+from .support import Provider, read_ledger, resolve_from_provider, running_provider
+from .support.commit_cutter import commit_cutter
+from .support.postgres import (
+    ADMIN_URL,
+    POSTGRES_REASON,
+    execute,
+    fresh_schema,
+    postgres_is_up,
+)
+
+WORKER = Path(__file__).parent / "pg_agents" / "worker.py"
+TIMEOUT = 60.0
+EFFECTS = 3
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    require(postgres_is_up(), POSTGRES_REASON)
+    with fresh_schema() as url:
+        yield url
+
+
+@pytest.fixture
+def provider(tmp_path: Path) -> Iterator[Provider]:
+    with running_provider(tmp_path / "provider", "ignores_keys") as running:
+        yield running
+
+
+@dataclass(frozen=True)
+class Exit:
+    code: int
+    stdout: str
+    stderr: str
+
+    def outcomes(self) -> dict[str, str]:
+        lines = self.stdout.strip().splitlines()
+        found: dict[str, str] = json.loads(lines[-1]) if lines else {}
+        return found
+
+
+def start(url: str, provider: Provider, runs: list[str], *extra: str) -> subprocess.Popen[str]:
+    argv = [sys.executable, str(WORKER), url, "--provider", provider.url, "--runs", ",".join(runs)]
+    argv += ["--effects", str(EFFECTS), *extra]
+    env = {k: v for k, v in os.environ.items() if k != "ONCELOG_CRASH_AT"}
+    pipe = subprocess.PIPE
+    return subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env=env)
+
+
+def finish(process: subprocess.Popen[str]) -> Exit:
+    try:
+        stdout, stderr = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, stderr = process.communicate()
+        raise AssertionError(f"the worker hung: {stderr[-2000:]}") from None
+    return Exit(process.returncode, stdout, stderr)
+
+
+def wait_until_stopped(process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        pid, status = os.waitpid(process.pid, os.WNOHANG | os.WUNTRACED)
+        if pid and os.WIFSTOPPED(status):
+            return
+        assert not pid, f"the worker ended ({status}) instead of stopping"
+        time.sleep(0.01)  # waitpid has no timeout
+    raise AssertionError("the worker did not stop")
+
+
+def drive_to_completion(url: str, provider: Provider, runs: list[str]) -> list[int]:
+    """Run the worker as a supervisor would until every run completes: start it again
+    after 75, and after 3 resolve what is in doubt from the provider's records."""
+    codes = []
+    for _ in range(100):
+        ended = finish(start(url, provider, runs))
+        codes.append(ended.code)
+        if ended.code == oncelog.EXIT_COMPLETED:
+            assert set(ended.outcomes().values()) <= {"completed", "AmbiguousOutcome"}
+            if set(ended.outcomes().values()) == {"completed"}:
+                return codes
+        elif ended.code != oncelog.EXIT_TRY_LATER:
+            raise AssertionError(f"the worker ended with {ended}")
+        for run_id, outcome in ended.outcomes().items():
+            if outcome == "AmbiguousOutcome":
+                resolve_from_provider(url, run_id, provider)
+        time.sleep(0.1)  # as a supervisor's back-off
+    raise AssertionError(f"the runs did not complete: exit codes {codes}")
+
+
+def keys(run_id: str) -> set[str]:
+    steps = [f"effect-{n}" for n in range(1, EFFECTS + 1)]
+    return {oncelog.idempotency_key(run_id, step, "provider.create") for step in steps}
+
+
+def assert_each_effect_once(url: str, provider: Provider, runs: list[str]) -> None:
+    for run_id in runs:
+        assert provider.counts(run_id) == Counter(dict.fromkeys(keys(run_id), 1)), run_id
+        view = read_ledger(url, run_id)
+        assert view.run.status is oncelog.RunStatus.COMPLETED
+        assert {s.state for s in view.steps.values()} == {StepState.DONE}
+
+
+def assert_intents_were_durable(provider: Provider, runs: list[str]) -> None:
+    """Invariant 1: when the provider acted, the ledger already held the intent."""
+    for run_id in runs:
+        states = [effect.intent_state for effect in provider.effects(run_id)]
+        assert states == ["in_flight"] * len(states), (run_id, states)
+
+
+# -- racing workers ------------------------------------------------------------------------
+
+
+def test_two_workers_racing_for_each_run_execute_each_effect_once(
+    pg_url: str, provider: Provider
+) -> None:
+    runs = [f"race-{n}" for n in range(4)]
+    for run_id in runs:
+        racers = [start(pg_url, provider, [run_id]) for _ in range(2)]
+        ended = [finish(racer) for racer in racers]
+        for one in ended:
+            assert one.code in (oncelog.EXIT_COMPLETED, oncelog.EXIT_TRY_LATER), one
+            if one.code == oncelog.EXIT_TRY_LATER:
+                assert "RunLeased" in one.stderr, one
+        assert oncelog.EXIT_COMPLETED in [one.code for one in ended], ended
+    assert_each_effect_once(pg_url, provider, runs)
+    assert_intents_were_durable(provider, runs)
+
+
+# -- a worker stopped past its lease -------------------------------------------------------
+
+
+def test_a_worker_stopped_past_its_lease_cannot_write_after_a_takeover(
+    pg_url: str, provider: Provider
+) -> None:
+    """P1 stops after the provider answered effect-2, before recording it. P2 takes the
+    run over once the lease expired by the server's clock and halts on the effect in
+    doubt; an operator resolves it from the provider; P3 completes. P1, continued, may
+    record nothing: LeaseLost, exit 75."""
+    zombie = start(pg_url, provider, ["r"], "--lease-ttl", "1", "--stop-after", "effect-2")
+    try:
+        wait_until_stopped(zombie)
+        second = finish(start(pg_url, provider, ["r"], "--retry-leased", "30"))
+        assert second.code == oncelog.EXIT_COMPLETED, second
+        assert second.outcomes() == {"r": "AmbiguousOutcome"}
+        assert resolve_from_provider(pg_url, "r", provider) == {"effect-2": "done"}
+        third = finish(start(pg_url, provider, ["r"]))
+        assert third.outcomes() == {"r": "completed"}, third
+    finally:
+        with suppress(ProcessLookupError):
+            os.kill(zombie.pid, signal.SIGCONT)
+        late = finish(zombie)
+    assert late.code == oncelog.EXIT_TRY_LATER, late
+    assert "LeaseLost" in late.stderr
+    assert_each_effect_once(pg_url, provider, ["r"])
+    with oncelog.open(pg_url) as ledger:
+        tokens = [e.data["token"] for e in ledger.journal("r") if e.event == "lease_acquired"]
+        intents = [e.data["token"] for e in ledger.journal("r") if e.event == "intent"]
+    assert tokens == [1, 2, 4]  # 3 was the operator's resolution
+    assert intents == [1, 1, 4]
+
+
+# -- a backend terminated inside a transaction ---------------------------------------------
+
+
+def waiting_backend(application_name: str) -> int:
+    """The pid of the backend with that name once it waits for a lock."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        rows = execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+            "AND wait_event_type = 'Lock'",
+            (application_name,),
+        )
+        if rows:
+            return int(rows[0][0])
+        time.sleep(0.02)  # pg_stat_activity cannot be waited on
+    raise AssertionError(f"no backend of {application_name} waited for a lock")
+
+
+def test_a_backend_terminated_inside_a_transaction_stops_the_worker_cleanly(
+    pg_url: str, provider: Provider
+) -> None:
+    """The worker's backend is terminated while its transaction recording effect-2 waits
+    for the run's row (held here): the transaction is rolled back, the worker exits 75
+    without calling anything more, and a restart finds the effect in doubt."""
+    import psycopg
+
+    name = f"oncelog-victim-{os.getpid()}"
+    victim_url = f"{pg_url}&application_name={name}"
+    worker = start(victim_url, provider, ["r"], "--stop-after", "effect-2")
+    with psycopg.connect(pg_url) as blocker:
+        try:
+            wait_until_stopped(worker)
+            blocker.execute("SELECT 1 FROM runs WHERE run_id = 'r' FOR UPDATE")
+            os.kill(worker.pid, signal.SIGCONT)
+            backend = waiting_backend(name)
+            execute("SELECT pg_terminate_backend(%s)", (backend,))
+        finally:
+            with suppress(ProcessLookupError):
+                os.kill(worker.pid, signal.SIGCONT)
+            blocker.rollback()
+            ended = finish(worker)
+    assert ended.code == oncelog.EXIT_TRY_LATER, ended
+    assert "StoreUnavailable" in ended.stderr
+    view = read_ledger(pg_url, "r")
+    assert view.steps["effect-2"].state is StepState.IN_FLIGHT
+    assert provider.total("r") == 2
+    assert drive_to_completion(pg_url, provider, ["r"])[-1] == oncelog.EXIT_COMPLETED
+    assert_each_effect_once(pg_url, provider, ["r"])
+
+
+# -- a connection cut during COMMIT --------------------------------------------------------
+
+INTENT = "INSERT INTO steps"  # the statement only an intent's transaction runs
+OUTCOME = "UPDATE steps SET state = $1, result"  # ... and only an outcome's (as sent)
+
+
+def proxied(url: str, port: int) -> str:
+    return url.replace("@127.0.0.1:5432/", f"@127.0.0.1:{port}/") + "&sslmode=disable"
+
+
+@pytest.mark.parametrize("committed", [False, True], ids=["lost", "durable"])
+@pytest.mark.parametrize(
+    ("marker", "step"), [(INTENT, "intent"), (OUTCOME, "outcome")], ids=["intent", "outcome"]
+)
+def test_a_commit_cut_is_read_back_before_anything_is_retried(
+    pg_url: str, provider: Provider, marker: str, step: str, committed: bool
+) -> None:
+    """The COMMIT of effect-2's intent (or outcome) is cut: before the server got it, or
+    after the server committed it and before its answer arrived. The worker cannot know
+    which: it stops (75) with nothing retried; the next worker reads what is durable."""
+    require(ADMIN_URL.startswith("postgresql://root@127.0.0.1:5432/"), "the default server")
+    with commit_cutter(("127.0.0.1", 5432), marker, 2, committed=committed) as cutter:
+        ended = finish(start(proxied(pg_url, cutter.port), provider, ["r"]))
+        assert cutter.cut.is_set(), ended
+    assert ended.code == oncelog.EXIT_TRY_LATER, ended
+    assert "outcome is unknown" in ended.stderr
+    recorded = read_ledger(pg_url, "r").steps.get("effect-2")
+    expected = {
+        ("intent", False): None,
+        ("intent", True): StepState.IN_FLIGHT,
+        ("outcome", False): StepState.IN_FLIGHT,
+        ("outcome", True): StepState.DONE,
+    }[(step, committed)]
+    assert (recorded.state if recorded else None) is expected
+    # The tool ran only after a durable intent, and never again in the cut process.
+    assert provider.total("r") == (1 if step == "intent" else 2)
+    drive_to_completion(pg_url, provider, ["r"])
+    assert_each_effect_once(pg_url, provider, ["r"])
+    assert_intents_were_durable(provider, ["r"])
+
+
+# -- the server stopped and started in the middle of many runs -----------------------------
+
+
+def cluster(action: str) -> None:
+    version = sorted(os.listdir("/etc/postgresql"))[-1]
+    argv = ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action]
+    if action == "stop":
+        argv += ["-m", "immediate"]
+    subprocess.run(argv, check=True, capture_output=True, timeout=TIMEOUT)
+
+
+RUNS = 12
+
+
+def performed(provider: Provider) -> int:
+    """Effects the provider has performed so far, read from its file without waiting."""
+    with closing(sqlite3.connect(f"file:{provider.db_path}?mode=ro", uri=True)) as db:
+        return int(db.execute("SELECT COUNT(*) FROM effects").fetchone()[0])
+
+
+def test_the_server_stopped_and_started_mid_runs_loses_no_effect_and_repeats_none(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The server is stopped (immediate: no checkpoint, as a crash) right after the
+    provider performed an effect, while it holds its answer back, so the worker is likely
+    to find the server gone when it records the outcome; then started again."""
+    require(
+        os.path.isdir("/etc/postgresql")
+        and os.geteuid() == 0
+        and bool(shutil.which("pg_ctlcluster")),
+        "pg_ctlcluster and root, to stop and start the local PostgreSQL",
+    )
+    with running_provider(tmp_path / "provider", "ignores_keys", delay=0.1) as provider:
+        stop_and_start_the_server_under(pg_url, provider)
+
+
+def stop_and_start_the_server_under(pg_url: str, provider: Provider) -> None:
+    runs = [f"many-{n}" for n in range(RUNS)]
+    worker = start(pg_url, provider, runs)
+    try:
+        while performed(provider) < RUNS and worker.poll() is None:
+            time.sleep(0.01)  # the provider's records cannot be waited on
+        cluster("stop")
+        time.sleep(0.5)  # long enough for the worker to meet the dead server
+    finally:
+        cluster("start")
+    wait_for_server()
+    first = finish(worker)
+    assert first.code in (oncelog.EXIT_COMPLETED, oncelog.EXIT_TRY_LATER), first
+    codes = drive_to_completion(pg_url, provider, runs)
+    print(f"first worker: exit {first.code}, {first.outcomes()}; then exit codes {codes}")
+    for run_id in runs:
+        states = {effect.intent_state or "" for effect in provider.effects(run_id)}
+        # The provider could not look while the server was down.
+        assert {s for s in states if not s.startswith("error:")} == {"in_flight"}, states
+    assert_each_effect_once(pg_url, provider, runs)
+
+
+def wait_for_server() -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not _ready():
+        assert time.monotonic() < deadline, "PostgreSQL did not come back"
+        time.sleep(0.1)
+
+
+def _ready() -> bool:
+    return subprocess.run(["pg_isready", "-h", "127.0.0.1", "-q"], check=False).returncode == 0

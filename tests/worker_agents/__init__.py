@@ -1,0 +1,1 @@
+"""Handlers that ``tests/test_workers.py`` runs in real ``oncelog worker`` processes."""
