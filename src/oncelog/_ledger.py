@@ -16,6 +16,7 @@ from ._heartbeat import HEARTBEATS
 from ._records import (
     Approval,
     ApprovalStatus,
+    Checkpoint,
     Halt,
     HaltScope,
     JournalEntry,
@@ -27,6 +28,7 @@ from ._records import (
 from ._replay import ReplayCursor
 from ._run import RunContext
 from ._serialization import encode
+from ._signing import Signer
 from ._tools import tool
 from .stores import Lease, Store, open_store
 
@@ -48,6 +50,7 @@ class Ledger:
         approval_poll: float = 1.0,
         key_namespace: str = "",
         on_budget_alert: AlertCallback | None = None,
+        signer: Signer | None = None,
     ) -> None:
         if lease_ttl <= 0 or max_payload_bytes <= 0:
             raise ConfigurationError("lease_ttl and max_payload_bytes must be positive")
@@ -57,6 +60,7 @@ class Ledger:
         self.approval_poll = approval_poll  # seconds between looks, while async code waits
         self.key_namespace = key_namespace
         self.on_budget_alert = on_budget_alert
+        self.signer = signer  # signs a checkpoint of each run's chain when the run ends
 
     # -- declaring tools ----------------------------------------------------------------
 
@@ -333,6 +337,21 @@ class Ledger:
     ) -> list[JournalEntry]:
         return self.store.journal(run_id, after, limit)
 
+    def checkpoint(self, run_id: str) -> Checkpoint | None:
+        """Sign the run's journal chain as it stands now (needs a signing key); None if
+        nothing was added since the last checkpoint."""
+        if self.signer is None:
+            raise ConfigurationError(
+                "no signing key: oncelog.open(signing_key=...) or $ONCELOG_SIGNING_KEY "
+                "(make one with `oncelog keys new`)"
+            )
+        return self.store.checkpoint(run_id, self.signer.key_id, self.signer.sign)
+
+    def checkpoints(
+        self, run_id: str | None = None, *, after_id: int = 0, limit: int = 1000
+    ) -> list[Checkpoint]:
+        return self.store.checkpoints(run_id, after_id, limit)
+
     def close(self) -> None:
         HEARTBEATS.release_store(self.store)
         self.store.close()
@@ -370,6 +389,7 @@ def open(
     approval_poll: float = 1.0,
     key_namespace: str | None = None,
     on_budget_alert: AlertCallback | None = None,
+    signing_key: str | os.PathLike[str] | None = None,
 ) -> Ledger:
     """Open the ledger at ``url``: a SQLite path or ``sqlite:///`` URL; by default
     ``$ONCELOG_URL``, else ``./.oncelog/ledger.db``.
@@ -378,11 +398,14 @@ def open(
     but not an OS crash, and commits faster. ``approval_poll`` is how often async code
     waiting for a person (an approval, a higher budget) looks again, in seconds.
     ``on_budget_alert`` is called with a ``BudgetAlert`` when a budget's warning threshold
-    is crossed, or when its ``escalate`` limit is reached. ``key_namespace`` (default
+    is crossed, or when its ``escalate`` limit is reached. ``signing_key`` (default
+    ``$ONCELOG_SIGNING_KEY``) is an Ed25519 private key file (``oncelog keys new``): with
+    it, each run's journal chain is signed at the run's end. ``key_namespace`` (default
     ``$ONCELOG_KEY_NAMESPACE``, else none) goes into every idempotency key: give each
     service its own if two could use the same run ids at one provider account."""
     if key_namespace is None:
         key_namespace = os.environ.get("ONCELOG_KEY_NAMESPACE", "")
+    key = signing_key or os.environ.get("ONCELOG_SIGNING_KEY") or None
     return Ledger(
         open_store(url, durability=durability),
         lease_ttl=lease_ttl,
@@ -390,4 +413,7 @@ def open(
         approval_poll=approval_poll,
         key_namespace=key_namespace,
         on_budget_alert=on_budget_alert,
+        signer=Signer(key)
+        if (key := signing_key or os.environ.get("ONCELOG_SIGNING_KEY"))
+        else None,
     )

@@ -145,6 +145,22 @@ class JournalEntry:
     event: str
     data: dict[str, Any]
     at: float
+    data_json: str = ""  # ``data`` as stored: what the hash covers
+    hash: str | None = None  # None for records written before the chain (schema 7)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A run's hash chain at a moment: ``entries`` records long, ending in ``head``,
+    signed by the key ``key_id`` (base64 Ed25519 over ``_chain.checkpoint_payload``)."""
+
+    id: int
+    run_id: str
+    entries: int
+    head: str
+    at: float
+    key_id: str
+    signature: str
 
 
 @dataclass(frozen=True)

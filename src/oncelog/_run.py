@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -31,6 +32,8 @@ from ._exceptions import (
 from ._heartbeat import HEARTBEATS
 from ._records import RunRecord, RunStatus, StepType
 from ._tools import Tool, step_spec
+
+log = logging.getLogger("oncelog")
 
 if TYPE_CHECKING:
     from ._ledger import Ledger
@@ -171,8 +174,20 @@ class _Steps:
             # The store failing must not hide why the run stopped; the lease expires.
         finally:
             leases.forget(engine.lease.owner)
+        self._sign_chain()
         if divergence is not None:
             raise divergence
+
+    def _sign_chain(self) -> None:
+        """A signed checkpoint at the run's end. Not having one is not worth failing the
+        run for: the chain itself is written; the next end or ``ledger.checkpoint`` signs
+        it."""
+        if self._ledger.signer is None:
+            return
+        try:
+            self._ledger.checkpoint(self.run_id)
+        except OnceLogError as exc:
+            log.warning("no checkpoint for run %s: %s", self.run_id, exc)
 
 
 def _ending(exc: BaseException | None) -> tuple[RunStatus, str | None]:

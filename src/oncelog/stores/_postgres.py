@@ -10,6 +10,7 @@ keeps the ledger in its own schema.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -29,6 +30,7 @@ from .._exceptions import (
 from .._records import (
     Approval,
     ApprovalStatus,
+    Checkpoint,
     Halt,
     HaltScope,
     JournalEntry,
@@ -43,15 +45,20 @@ from . import _postgres_controls as controls
 from . import _postgres_queue as queue
 from ._postgres_migrate import migrate
 from ._postgres_pool import Cursor, connect, describe, open_pool, read, reading, transaction
-from ._postgres_tx import NOW, append, fence, lock_halts, lock_run
+from ._postgres_tx import NOW, append, fence, lock_halts, lock_journal, lock_run
 from ._protocol import Intent, Lease, NewStep, Outcome, OwnerCheck
 from ._rows import NEXT_SEQ, RUN_COLUMNS, STEP_COLUMNS, journal_json, run_record, step_record, text
 from ._shared import (
+    CHAIN_HEAD,
+    CHECKPOINT_COLUMNS,
     IN_DOUBT,
+    JOURNAL_COLUMNS,
     RESOLVED_STATE,
+    checkpoint_record,
     duplicate_step,
     intent_json,
     journal_entry,
+    new_checkpoint,
     outcome_json,
     plan_replaced_json,
 )
@@ -506,10 +513,39 @@ class PostgresStore:
         params: tuple[Any, ...] = (after_id,) if run_id is None else (after_id, run_id)
         rows = read(
             self._pool, self.where,
-            f"SELECT id, run_id, seq, event, data, at FROM journal {where} ORDER BY id LIMIT %s",
+            f"SELECT {JOURNAL_COLUMNS} FROM journal {where} ORDER BY id LIMIT %s",
             (*params, limit),
         )  # fmt: skip
         return [journal_entry(row) for row in rows]
+
+    def checkpoint(self, run_id: str, key_id: str, sign: Callable[[str], str]) -> Checkpoint | None:
+        with self._tx() as cur:
+            lock_journal(cur, run_id)  # the head read is the head kept
+            head = cur.execute(CHAIN_HEAD.format(p="%s", now=NOW), (run_id, run_id)).fetchone()
+            last = cur.execute(
+                "SELECT entries, head FROM checkpoints WHERE run_id = %s ORDER BY id DESC LIMIT 1",
+                (run_id,),
+            ).fetchone()
+            made = new_checkpoint(run_id, head, last, sign)
+            if made is None:
+                return None
+            row = cur.execute(
+                "INSERT INTO checkpoints (run_id, entries, head, at, key_id, signature) "
+                "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+                (run_id, made[0], made[1], made[2], key_id, made[3]),
+            ).fetchone()
+            assert row is not None
+            return Checkpoint(int(row[0]), run_id, made[0], made[1], made[2], key_id, made[3])
+
+    def checkpoints(self, run_id: str | None, after_id: int, limit: int) -> list[Checkpoint]:
+        where = "WHERE id > %s" + (" AND run_id = %s" if run_id is not None else "")
+        params: tuple[Any, ...] = (after_id,) if run_id is None else (after_id, run_id)
+        rows = read(
+            self._pool, self.where,
+            f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints {where} ORDER BY id LIMIT %s",
+            (*params, limit),
+        )  # fmt: skip
+        return [checkpoint_record(row) for row in rows]
 
     def close(self) -> None:
         self._pool.close()

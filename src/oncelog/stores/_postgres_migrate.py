@@ -32,8 +32,9 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str) -> None:
         row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
         current = (row[0] if row else None) or 0
         for migration in pending("postgres", current, f"{where} (schema {schema[0]})"):
-            for statement in migration.statements():
-                conn.execute(statement)
+            # One execute for the whole file: psycopg sends a parameterless query as is,
+            # and a function body's semicolons must not split it.
+            conn.execute(migration.sql)
             conn.execute(
                 f"INSERT INTO schema_migrations VALUES (%s, %s, {NOW})",
                 (migration.version, migration.name),

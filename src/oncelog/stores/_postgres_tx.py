@@ -13,6 +13,7 @@ Locks, always taken in this order within a transaction, so they cannot deadlock:
 
 from __future__ import annotations
 
+from .._chain import GENESIS, link
 from ._postgres_pool import Cursor
 from ._protocol import Lease
 from ._shared import lease_needs_extending
@@ -32,12 +33,21 @@ _JOURNAL = 0x6F6E6A6C
 
 
 def append(cur: Cursor, run_id: str, seq: int | None, event: str, data: str) -> None:
-    """Add an entry to the journal, in the caller's transaction. The id is drawn only
-    once the run's journal lock is held, so ids of one run follow commit order."""
+    """Add an entry to the journal, chained to the run's last one, in the caller's
+    transaction. The run's journal lock is taken by a statement of its own: the previous
+    hash must be read by a later statement, whose snapshot includes the commit of the
+    transaction that held the lock before. The id is drawn under the lock too, so ids of
+    one run follow commit order."""
+    lock_journal(cur, run_id)
+    row = cur.execute(
+        f"SELECT (SELECT hash FROM journal WHERE run_id = %s ORDER BY id DESC LIMIT 1), {NOW}",
+        (run_id,),
+    ).fetchone()
+    assert row is not None
+    prev, at = row
     cur.execute(
-        "INSERT INTO journal (run_id, seq, event, data, at) "
-        f"SELECT %s, %s, %s, %s, {NOW} FROM pg_advisory_xact_lock(%s, hashtext(%s))",
-        (run_id, seq, event, data, _JOURNAL, run_id),
+        "INSERT INTO journal (run_id, seq, event, data, at, hash) VALUES (%s, %s, %s, %s, %s, %s)",
+        (run_id, seq, event, data, at, link(prev or GENESIS, run_id, seq, event, data, at)),
     )
 
 

@@ -4,6 +4,7 @@ has taken the run over."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -11,6 +12,7 @@ from .._budgets import AgentBudget, Budget, BudgetAlert, Usage
 from .._records import (
     Approval,
     ApprovalStatus,
+    Checkpoint,
     Halt,
     HaltScope,
     JournalEntry,
@@ -237,6 +239,13 @@ class Store(Protocol):
         ...
 
     def halts(self, *, active_only: bool, limit: int) -> list[Halt]: ...
+
+    def checkpoint(self, run_id: str, key_id: str, sign: Callable[[str], str]) -> Checkpoint | None:
+        """Sign the run's chain as it stands (its length and head) and keep the signature;
+        None if its chain is empty or that head is already checkpointed."""
+        ...
+
+    def checkpoints(self, run_id: str | None, after_id: int, limit: int) -> list[Checkpoint]: ...
 
     def close(self) -> None: ...
 

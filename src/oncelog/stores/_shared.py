@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
 from .._budgets import AgentBudget, Budget, BudgetAlert, Usage, check, refusal
+from .._chain import checkpoint_payload
 from .._exceptions import CorruptRecord, DuplicateStep, LeaseLost, PlanMismatch
-from .._records import JournalEntry, Resolution, RunRecord, StepState
+from .._records import Checkpoint, JournalEntry, Resolution, RunRecord, StepState
 from .._serialization import decode, encode
 from ._protocol import Lease, NewStep, Outcome
 from ._rows import journal_json, text
@@ -60,14 +61,45 @@ def outcome_json(outcome: Outcome, attempt: int) -> str:
     )  # fmt: skip
 
 
+JOURNAL_COLUMNS = "id, run_id, seq, event, data, at, hash"
+CHECKPOINT_COLUMNS = "id, run_id, entries, head, at, key_id, signature"
+# The length and head of a run's chain (records written before the chain have no hash).
+CHAIN_HEAD = (
+    "SELECT COUNT(*), (SELECT hash FROM journal WHERE run_id = {p} AND hash IS NOT NULL "
+    "ORDER BY id DESC LIMIT 1), {now} FROM journal WHERE run_id = {p} AND hash IS NOT NULL"
+)
+
+
+def checkpoint_record(row: Sequence[Any]) -> Checkpoint:
+    ident, run_id, entries, head, at, key, signature = row
+    return Checkpoint(int(ident), run_id, int(entries), head, float(at), key, signature)
+
+
+def new_checkpoint(
+    run_id: str,
+    head_row: Sequence[Any] | None,
+    last: Sequence[Any] | None,
+    sign: Callable[[str], str],
+) -> tuple[int, str, float, str] | None:
+    """(entries, head, at, signature) for a new checkpoint of the chain ``head_row``
+    (from ``CHAIN_HEAD``), or None if it is empty or ``last`` (the run's latest
+    checkpoint's entries and head) already covers it."""
+    if head_row is None or not head_row[0]:
+        return None
+    entries, head, at = int(head_row[0]), str(head_row[1]), float(head_row[2])
+    if last is not None and (int(last[0]), last[1]) == (entries, head):
+        return None
+    return entries, head, at, sign(checkpoint_payload(run_id, entries, head, at))
+
+
 def journal_entry(row: Sequence[Any]) -> JournalEntry:
-    """A row of ``id, run_id, seq, event, data, at``."""
-    entry_id, run_id, seq, event, data, at = row
+    """A row of ``JOURNAL_COLUMNS``."""
+    entry_id, run_id, seq, event, data, at, chained = row
     try:
         decoded = decode(data)
     except ValueError as exc:
         raise CorruptRecord(f"journal entry {entry_id} does not decode", run_id=run_id) from exc
-    return JournalEntry(entry_id, run_id, seq, event, decoded, at)
+    return JournalEntry(entry_id, run_id, seq, event, decoded, at, data, chained)
 
 
 def plan_replaced_json(current: RunRecord, plan_json: str | None, replace: bool) -> str:

@@ -36,6 +36,7 @@ from .._exceptions import (
 from .._records import (
     Approval,
     ApprovalStatus,
+    Checkpoint,
     Halt,
     HaltScope,
     JournalEntry,
@@ -60,11 +61,16 @@ from ._rows import (
     text,
 )
 from ._shared import (
+    CHAIN_HEAD,
+    CHECKPOINT_COLUMNS,
     IN_DOUBT,
+    JOURNAL_COLUMNS,
     RESOLVED_STATE,
+    checkpoint_record,
     duplicate_step,
     intent_json,
     journal_entry,
+    new_checkpoint,
     outcome_json,
     plan_replaced_json,
 )
@@ -576,10 +582,37 @@ class SQLiteStore:
         where = "WHERE id > ?" + (" AND run_id = ?" if run_id is not None else "")
         params: tuple[Any, ...] = (after_id,) if run_id is None else (after_id, run_id)
         rows = self._read(
-            f"SELECT id, run_id, seq, event, data, at FROM journal {where} ORDER BY id LIMIT ?",
+            f"SELECT {JOURNAL_COLUMNS} FROM journal {where} ORDER BY id LIMIT ?",
             (*params, limit),
         )
         return [journal_entry(row) for row in rows]
+
+    def checkpoint(self, run_id: str, key_id: str, sign: Callable[[str], str]) -> Checkpoint | None:
+        with self._tx() as db:
+            head = db.execute(CHAIN_HEAD.format(p="?", now=NOW), (run_id, run_id)).fetchone()
+            last = db.execute(
+                "SELECT entries, head FROM checkpoints WHERE run_id = ? ORDER BY id DESC LIMIT 1",
+                (run_id,),
+            ).fetchone()
+            made = new_checkpoint(run_id, head, last, sign)
+            if made is None:
+                return None
+            cur = db.execute(
+                "INSERT INTO checkpoints (run_id, entries, head, at, key_id, signature) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, made[0], made[1], made[2], key_id, made[3]),
+            )
+            return Checkpoint(int(cur.lastrowid or 0), run_id, made[0], made[1], made[2],
+                              key_id, made[3])  # fmt: skip
+
+    def checkpoints(self, run_id: str | None, after_id: int, limit: int) -> list[Checkpoint]:
+        where = "WHERE id > ?" + (" AND run_id = ?" if run_id is not None else "")
+        params: tuple[Any, ...] = (after_id,) if run_id is None else (after_id, run_id)
+        rows = self._read(
+            f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints {where} ORDER BY id LIMIT ?",
+            (*params, limit),
+        )
+        return [checkpoint_record(row) for row in rows]
 
     def close(self) -> None:
         with self._lock:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from .._chain import GENESIS, link
 from ._protocol import Lease
 from ._shared import lease_needs_extending
 
@@ -14,10 +15,15 @@ TODAY = f"(CAST({NOW} / 86400 AS INTEGER) * 86400)"
 
 
 def append(db: sqlite3.Connection, run_id: str, seq: int | None, event: str, data: str) -> None:
-    """Add an entry to the journal, in the caller's transaction."""
+    """Add an entry to the journal, chained to the run's last one, in the caller's
+    transaction (which holds the database's only write lock)."""
+    prev, at = db.execute(
+        f"SELECT (SELECT hash FROM journal WHERE run_id = ? ORDER BY id DESC LIMIT 1), {NOW}",
+        (run_id,),
+    ).fetchone()
     db.execute(
-        f"INSERT INTO journal (run_id, seq, event, data, at) VALUES (?, ?, ?, ?, {NOW})",
-        (run_id, seq, event, data),
+        "INSERT INTO journal (run_id, seq, event, data, at, hash) VALUES (?, ?, ?, ?, ?, ?)",
+        (run_id, seq, event, data, at, link(prev or GENESIS, run_id, seq, event, data, at)),
     )
 
 

@@ -1,0 +1,163 @@
+"""Checking the journal: every record's hash, every checkpoint's signature and head.
+
+A record whose hash does not follow from the one before it in its run was edited,
+inserted, or has a neighbour deleted or moved; checking goes on from the stored hash, so
+each break is reported once, where it is. A checkpoint says how long a run's chain was
+and how it ended: a shorter chain was truncated, another head means it was rewritten.
+Checkpoints exported elsewhere (``against``) catch a tail cut off together with the
+checkpoints kept beside it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._chain import GENESIS, checkpoint_payload, link
+from ._exceptions import ConfigurationError
+from ._records import Checkpoint, JournalEntry
+from ._signing import Verifier
+from .stores._protocol import Store
+
+PAGE = 1000
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str  # broken_link | unchained | truncated | rewritten | bad_signature
+    run_id: str
+    message: str
+    record_id: int | None = None  # the journal id where it shows
+    position: int | None = None  # the record's place in its run's chain, from 1
+
+
+@dataclass
+class Report:
+    records: int = 0
+    runs: int = 0
+    before_chain: int = 0  # records written before the chain existed (schema < 7)
+    checkpoints: int = 0
+    signatures_checked: bool = False
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class _Chain:
+    prev: str = GENESIS
+    length: int = 0
+    heads: dict[int, str] = field(default_factory=dict)  # at checkpointed lengths
+
+
+def read_checkpoints(path: str | Path) -> list[Checkpoint]:
+    """The checkpoints of an ``oncelog export`` file (other lines are skipped)."""
+    found = []
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc}") from exc
+    for number, line in enumerate(lines, 1):
+        try:
+            item = json.loads(line)
+            if item.get("type") == "checkpoint":
+                fields = ("id", "run_id", "entries", "head", "at", "key_id", "signature")
+                found.append(Checkpoint(*(item[name] for name in fields)))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ConfigurationError(f"{path}:{number} is not an export line: {exc}") from exc
+    return found
+
+
+def _all_checkpoints(store: Store, run_id: str | None) -> Iterator[Checkpoint]:
+    after = 0
+    while page := store.checkpoints(run_id, after, PAGE):
+        yield from page
+        after = page[-1].id
+
+
+def _journal(store: Store, run_id: str | None) -> Iterator[JournalEntry]:
+    after = 0
+    while page := store.journal(run_id, after, PAGE):
+        yield from page
+        after = page[-1].id
+
+
+def verify(
+    store: Store,
+    *,
+    public_keys: Iterable[str | Path] = (),
+    against: Iterable[Checkpoint] = (),
+    run_id: str | None = None,
+) -> Report:
+    """Check the journal (of one run, or all) and its checkpoints."""
+    keys = list(public_keys)
+    verifier = Verifier(keys) if keys else None
+    report = Report(signatures_checked=verifier is not None)
+    signed: list[tuple[str, Checkpoint]] = [
+        ("the ledger", c) for c in _all_checkpoints(store, run_id)
+    ]
+    signed += [("the export", c) for c in against if run_id is None or c.run_id == run_id]
+    chains: dict[str, _Chain] = {}
+    for _, mark in signed:
+        chains.setdefault(mark.run_id, _Chain()).heads[mark.entries] = ""
+    chained = False
+    for entry in _journal(store, run_id):
+        report.records += 1
+        chain = chains.setdefault(entry.run_id, _Chain())
+        if entry.hash is None:
+            if chained:
+                report.problems.append(Problem(
+                    "unchained", entry.run_id,
+                    f"record {entry.id} has no hash, but records before it have: its hash "
+                    "was removed", entry.id,
+                ))  # fmt: skip
+            else:
+                report.before_chain += 1
+            continue
+        chained = True
+        chain.length += 1
+        expected = link(chain.prev, entry.run_id, entry.seq, entry.event, entry.data_json, entry.at)
+        if expected != entry.hash:
+            report.problems.append(Problem(
+                "broken_link", entry.run_id,
+                f"record {entry.id} (run {entry.run_id!r}, record {chain.length} of its chain, "
+                f"{entry.event}) does not follow from the record before it: it was edited or "
+                "inserted, or a record before it was deleted or moved",
+                entry.id, chain.length,
+            ))  # fmt: skip
+        chain.prev = entry.hash
+        if chain.length in chain.heads:
+            chain.heads[chain.length] = entry.hash
+    report.runs = sum(1 for chain in chains.values() if chain.length)
+    for source, mark in signed:
+        report.checkpoints += 1
+        _check_checkpoint(report, verifier, source, mark, chains[mark.run_id])
+    return report
+
+
+def _check_checkpoint(
+    report: Report, verifier: Verifier | None, source: str, mark: Checkpoint, chain: _Chain
+) -> None:
+    where = f"checkpoint {mark.id} from {source} (run {mark.run_id!r}, {mark.entries} records)"
+    if verifier is not None:
+        payload = checkpoint_payload(mark.run_id, mark.entries, mark.head, mark.at)
+        wrong = verifier.check(mark.key_id, payload, mark.signature)
+        if wrong is not None:
+            report.problems.append(Problem("bad_signature", mark.run_id, f"{where}: {wrong}"))
+            return
+    if chain.length < mark.entries:
+        report.problems.append(Problem(
+            "truncated", mark.run_id,
+            f"{where}: the journal holds only {chain.length} records of that run: its tail "
+            "was cut off",
+        ))  # fmt: skip
+    elif chain.heads.get(mark.entries) != mark.head:
+        report.problems.append(Problem(
+            "rewritten", mark.run_id,
+            f"{where}: record {mark.entries} of the run's chain is not the one signed: the "
+            "chain was rewritten",
+        ))  # fmt: skip

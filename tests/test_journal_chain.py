@@ -1,0 +1,264 @@
+"""The journal as evidence: a hash chain, signed checkpoints, ``verify`` and ``export``.
+
+Tampering is done the way an intruder with the database file would: with sqlite3, after
+dropping the append-only triggers. ``verify`` must name each alteration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+import pytest
+
+import oncelog
+from oncelog._chain import GENESIS, link
+from oncelog._verify import Report, read_checkpoints, verify
+
+from .support.operator_commands import oncelog_cli
+
+SPENDER = Path(__file__).parent / "budget_agents" / "spender.py"
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> tuple[Path, Path]:
+    out = subprocess.run(
+        [sys.executable, "-m", "oncelog", "keys", "new", "--dir", str(tmp_path / "keys")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    private, public = sorted((tmp_path / "keys").iterdir(), key=lambda p: p.suffix)
+    assert (private.suffix, public.suffix) == (".key", ".pub"), out.stdout
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    return private, public
+
+
+def fill(ledger: oncelog.Ledger, runs: int = 3) -> None:
+    @ledger.tool(kind="create", name="send")
+    def send(n: int, *, idempotency_key: str) -> int:
+        return n
+
+    for r in range(runs):
+        with ledger.run(f"r{r}") as run:
+            for n in range(4):
+                run.effect(f"s{n}", send, n)
+    ledger.halt("drill", by="ops", agent="billing")  # records outside any run chain too
+
+
+@contextmanager
+def intruder(db_path: str) -> Iterator[sqlite3.Connection]:
+    """Write access to the file, the triggers out of the way."""
+    with closing(sqlite3.connect(db_path, isolation_level=None)) as db:
+        for trigger in ("journal_no_update", "journal_no_delete", "checkpoints_no_delete",
+                        "checkpoints_no_update"):  # fmt: skip
+            db.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+        yield db
+
+
+def check(db_path: str, public: Path | None = None, against: Path | None = None) -> Report:
+    with oncelog.open(db_path) as ledger:
+        return verify(
+            ledger.store,
+            public_keys=[public] if public else [],
+            against=read_checkpoints(against) if against else [],
+        )
+
+
+def kinds(report: Report) -> list[str]:
+    return [problem.kind for problem in report.problems]
+
+
+def test_an_untouched_journal_verifies_on_both_stores(store_url: str) -> None:
+    with oncelog.open(store_url) as ledger:
+        fill(ledger)
+        report = verify(ledger.store)
+    assert report.ok, report.problems
+    assert (report.records, report.runs) > (20, 3)
+
+
+def test_the_journal_refuses_updates_and_deletes(store_url: str) -> None:
+    with oncelog.open(store_url) as ledger:
+        fill(ledger, runs=1)
+    statements = ("UPDATE journal SET data = '{}'", "DELETE FROM journal")
+    if store_url.startswith("postgresql"):
+        import psycopg
+
+        for statement in (*statements, "TRUNCATE journal"):
+            with (
+                psycopg.connect(store_url) as db,
+                pytest.raises(psycopg.Error, match="append-only"),
+            ):
+                db.execute(statement)
+        return
+    with closing(sqlite3.connect(store_url)) as db:
+        for statement in statements:
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                db.execute(statement)
+
+
+@pytest.mark.parametrize(
+    ("tamper", "expected"),
+    [
+        (
+            "UPDATE journal SET data = replace(data, '3', '4') WHERE id = "
+            "(SELECT MAX(id) FROM journal WHERE run_id = 'r1' AND event = 'outcome')",
+            "broken_link",
+        ),
+        (
+            "DELETE FROM journal WHERE id = (SELECT MIN(id) + 3 FROM journal WHERE run_id = 'r1')",
+            "broken_link",
+        ),
+        (
+            "INSERT INTO journal (id, run_id, seq, event, data, at, hash) SELECT id + 1000, "
+            "run_id, seq, event, data, at, hash FROM journal WHERE run_id = 'r0' LIMIT 1",
+            "broken_link",
+        ),
+        ("UPDATE journal SET at = at + 1 WHERE id = (SELECT MIN(id) FROM journal)", "broken_link"),
+        ("UPDATE journal SET hash = NULL WHERE id = (SELECT MAX(id) FROM journal)", "unchained"),
+        (
+            "UPDATE journal SET run_id = 'r2' WHERE id = "
+            "(SELECT MAX(id) FROM journal WHERE run_id = 'r1')",
+            "broken_link",
+        ),
+    ],
+    ids=["edited", "deleted", "inserted", "retimed", "unhashed", "moved"],
+)
+def test_verify_names_each_alteration(db_path: str, tamper: str, expected: str) -> None:
+    with oncelog.open(db_path) as ledger:
+        fill(ledger)
+    with intruder(db_path) as db:
+        db.execute(tamper)
+    report = check(db_path)
+    assert expected in kinds(report), report.problems
+    assert all(p.record_id is not None for p in report.problems if p.kind == expected)
+
+
+def test_swapped_records_are_found(db_path: str) -> None:
+    with oncelog.open(db_path) as ledger:
+        fill(ledger)
+    with intruder(db_path) as db:
+        (a, a_data), (b, b_data) = db.execute(
+            "SELECT id, data FROM journal WHERE run_id = 'r0' AND event = 'outcome' LIMIT 2"
+        ).fetchall()
+        db.execute("UPDATE journal SET data = ? WHERE id = ?", (b_data, a))
+        db.execute("UPDATE journal SET data = ? WHERE id = ?", (a_data, b))
+    assert [p.record_id for p in check(db_path).problems] == [a, b]
+
+
+def rewrite_chain(db: sqlite3.Connection, run_id: str, keep: int) -> None:
+    """Keep the first ``keep`` records of a run and re-hash them: a chain that verifies on
+    its own, as an intruder who knows the algorithm would leave it."""
+    rows = db.execute(
+        "SELECT id, seq, event, data, at FROM journal WHERE run_id = ? ORDER BY id", (run_id,)
+    ).fetchall()
+    db.execute("DELETE FROM journal WHERE run_id = ? AND id > ?", (run_id, rows[keep - 1][0]))
+    prev = GENESIS
+    for ident, seq, event, data, at in rows[:keep]:
+        prev = link(prev, run_id, seq, event, data, at)
+        db.execute("UPDATE journal SET hash = ? WHERE id = ?", (prev, ident))
+
+
+def test_signed_checkpoints_catch_a_cut_tail_and_a_rewritten_chain(
+    db_path: str, keys: tuple[Path, Path], tmp_path: Path
+) -> None:
+    private, public = keys
+    with oncelog.open(db_path, signing_key=private) as ledger:
+        fill(ledger)
+        assert len(ledger.checkpoints("r1")) == 1  # one at the run's end
+    exported = tmp_path / "elsewhere.jsonl"
+    exported.write_text(oncelog_cli(db_path, "export"))
+    assert check(db_path, public).ok
+    with intruder(db_path) as db:
+        rewrite_chain(db, "r1", keep=5)
+    assert kinds(check(db_path, public)) == ["truncated"]
+    with intruder(db_path) as db:
+        db.execute("DELETE FROM checkpoints WHERE run_id = 'r1'")  # the evidence beside it
+    assert check(db_path, public).ok, "nothing left in the file can tell"
+    assert kinds(check(db_path, public, against=exported)) == ["truncated"]
+
+
+def test_a_forged_or_foreign_signature_is_refused(
+    db_path: str, keys: tuple[Path, Path], tmp_path: Path
+) -> None:
+    private, public = keys
+    with oncelog.open(db_path, signing_key=private) as ledger:
+        fill(ledger, runs=1)
+    with intruder(db_path) as db:
+        rewrite_chain(db, "r0", keep=3)
+        db.execute("UPDATE checkpoints SET entries = 3, head = (SELECT hash FROM journal "
+                   "WHERE run_id = 'r0' ORDER BY id DESC LIMIT 1)")  # fmt: skip
+    assert kinds(check(db_path, public)) == ["bad_signature"]
+    subprocess.run(
+        [sys.executable, "-m", "oncelog", "keys", "new", "--dir", str(tmp_path / "other")],
+        capture_output=True, check=True,
+    )  # fmt: skip
+    (other,) = (tmp_path / "other").glob("*.pub")
+    report = check(db_path, other)
+    assert kinds(report) == ["bad_signature"]
+    assert "not among the public keys" in report.problems[0].message
+
+
+def test_the_cli_exits_non_zero_and_says_where(db_path: str) -> None:
+    with oncelog.open(db_path) as ledger:
+        fill(ledger, runs=1)
+    assert "ok" in oncelog_cli(db_path, "verify")
+    with intruder(db_path) as db:
+        db.execute("UPDATE journal SET data = '{}' WHERE id = 4")
+    done = subprocess.run(
+        [sys.executable, "-m", "oncelog", "verify", "--db", db_path, "--json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    (problem,) = json.loads(done.stdout)["problems"]
+    assert (problem["kind"], problem["record_id"]) == ("broken_link", 4)
+
+
+def test_an_export_carries_what_the_hash_covers(db_path: str) -> None:
+    with oncelog.open(db_path) as ledger:
+        fill(ledger, runs=1)
+    lines = [json.loads(line) for line in oncelog_cli(db_path, "export").splitlines()]
+    prev: dict[str, str] = {}
+    for line in lines:
+        assert line["type"] == "record"
+        expected = link(prev.get(line["run_id"], GENESIS), line["run_id"], line["seq"],
+                        line["event"], line["data"], line["at"])  # fmt: skip
+        assert line["hash"] == expected
+        prev[line["run_id"]] = line["hash"]
+
+
+@pytest.mark.slow
+def test_kills_while_appending_leave_a_valid_chain_that_agrees_with_the_steps(
+    db_path: str, tmp_path: Path, keys: tuple[Path, Path]
+) -> None:
+    private, public = keys
+    seed = random.randrange(1 << 30)
+    chance = random.Random(seed)
+    argv = [sys.executable, str(SPENDER), db_path, "r1", str(tmp_path / "m"), "30", "100"]
+    env = {**os.environ, "ONCELOG_SIGNING_KEY": str(private)}
+    for _ in range(15):
+        agent = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE)
+        time.sleep(chance.uniform(0.05, 0.5))
+        agent.send_signal(signal.SIGKILL)
+        agent.communicate(timeout=60)
+    final = subprocess.run(argv, env=env, capture_output=True, timeout=60, check=False)
+    assert final.returncode == 0, (seed, final.stderr)
+    report = check(db_path, public)
+    assert report.ok, (seed, report.problems)
+    with oncelog.open(db_path) as ledger:
+        last_state: dict[int, str] = {}
+        for entry in ledger.journal("r1", limit=100_000):
+            if entry.event == "intent":
+                last_state[entry.seq or 0] = "in_flight"
+            elif entry.event in ("outcome", "probed"):
+                last_state[entry.seq or 0] = entry.data["state"]
+        steps = {s.seq: s.state.value for s in ledger.steps("r1") if s.type.value == "effect"}
+    assert {seq: last_state[seq] for seq in steps} == steps, seed
