@@ -45,6 +45,7 @@ from ._heartbeat import HEARTBEATS
 from ._probes import NOT_FOUND, Found
 from ._reconcile import ask, retry_allowed
 from ._records import ApprovalStatus, StepRecord, StepState, StepType
+from ._redact import redact
 from ._replay import ReplayCursor, check_same_step
 from ._serialization import decode, digest, encode
 from ._tools import ToolSpec
@@ -73,8 +74,15 @@ class Call:
     step_id: str | None
     step_type: StepType
     spec: ToolSpec
-    payload: Any  # {"args": [...], "kwargs": {...}} as given
+    payload: Any  # {"args": [...], "kwargs": {...}} as recorded (secret fields hashed)
     args_json: str | None  # canonical JSON, checked to the letter; None until a live step
+    secret_key: bytes | None = None  # hashes the tool's secret fields
+
+    def recordable(self, result: Any) -> Any:
+        """``result`` as it may be recorded: its secret fields hashed."""
+        if self.secret_key is None:
+            return result
+        return redact(result, self.spec.secret, self.secret_key)
 
     @property
     def tool(self) -> str:
@@ -344,7 +352,7 @@ class Engine:
         if call.spec.probe is not None:
             answer, said = ask(call.spec, record)
             if isinstance(answer, Found):
-                return self._settle(record, answer)
+                return self._settle(record, replace(answer, result=call.recordable(answer.result)))
             if retry_allowed(answer, call.spec, record):
                 step = self._new_step(record.seq, record.step_id, call)
                 return self._go_live(step, call, state, reason=said)
@@ -391,7 +399,9 @@ class Engine:
         if pending.call.step_type is StepType.EFFECT:  # crash points mark effect boundaries
             crashpoints.reach("after_call", pending.step.step_id)
         try:
-            result_json = encode(result, what="result", limit=self.payload_limit)
+            result_json = encode(
+                pending.call.recordable(result), what="result", limit=self.payload_limit
+            )
         except InvalidPayload as exc:
             # The effect happened: record it as done so it never runs again, and say why
             # its result is missing, now and on every replay.

@@ -51,6 +51,7 @@ class Ledger:
         key_namespace: str = "",
         on_budget_alert: AlertCallback | None = None,
         signer: Signer | None = None,
+        redaction_key: bytes | None = None,
     ) -> None:
         if lease_ttl <= 0 or max_payload_bytes <= 0:
             raise ConfigurationError("lease_ttl and max_payload_bytes must be positive")
@@ -61,6 +62,7 @@ class Ledger:
         self.key_namespace = key_namespace
         self.on_budget_alert = on_budget_alert
         self.signer = signer  # signs a checkpoint of each run's chain when the run ends
+        self._redaction_key = redaction_key
 
     # -- declaring tools ----------------------------------------------------------------
 
@@ -337,6 +339,16 @@ class Ledger:
     ) -> list[JournalEntry]:
         return self.store.journal(run_id, after, limit)
 
+    def redaction_key_for(self, tool_name: str) -> bytes:
+        """The key that hashes secret fields; a tool with secrets needs one."""
+        if self._redaction_key is None:
+            raise ConfigurationError(
+                f"tool {tool_name!r} declares secret fields, which are recorded as a keyed "
+                "hash: give oncelog.open(redaction_key=...) or $ONCELOG_REDACTION_KEY (keep "
+                "it stable: another key makes every recorded secret look changed)"
+            )
+        return self._redaction_key
+
     def checkpoint(self, run_id: str) -> Checkpoint | None:
         """Sign the run's journal chain as it stands now (needs a signing key); None if
         nothing was added since the last checkpoint."""
@@ -390,6 +402,7 @@ def open(
     key_namespace: str | None = None,
     on_budget_alert: AlertCallback | None = None,
     signing_key: str | os.PathLike[str] | None = None,
+    redaction_key: str | bytes | None = None,
 ) -> Ledger:
     """Open the ledger at ``url``: a SQLite path or ``sqlite:///`` URL; by default
     ``$ONCELOG_URL``, else ``./.oncelog/ledger.db``.
@@ -400,12 +413,15 @@ def open(
     ``on_budget_alert`` is called with a ``BudgetAlert`` when a budget's warning threshold
     is crossed, or when its ``escalate`` limit is reached. ``signing_key`` (default
     ``$ONCELOG_SIGNING_KEY``) is an Ed25519 private key file (``oncelog keys new``): with
-    it, each run's journal chain is signed at the run's end. ``key_namespace`` (default
-    ``$ONCELOG_KEY_NAMESPACE``, else none) goes into every idempotency key: give each
-    service its own if two could use the same run ids at one provider account."""
+    it, each run's journal chain is signed at the run's end. ``redaction_key`` (default
+    ``$ONCELOG_REDACTION_KEY``) keys the hash that replaces tools' secret fields.
+    ``key_namespace`` (default ``$ONCELOG_KEY_NAMESPACE``, else none) goes into every
+    idempotency key: give each service its own if two could use the same run ids at one
+    provider account."""
     if key_namespace is None:
         key_namespace = os.environ.get("ONCELOG_KEY_NAMESPACE", "")
     key = signing_key or os.environ.get("ONCELOG_SIGNING_KEY") or None
+    secret = redaction_key or os.environ.get("ONCELOG_REDACTION_KEY") or None
     return Ledger(
         open_store(url, durability=durability),
         lease_ttl=lease_ttl,
@@ -413,7 +429,6 @@ def open(
         approval_poll=approval_poll,
         key_namespace=key_namespace,
         on_budget_alert=on_budget_alert,
-        signer=Signer(key)
-        if (key := signing_key or os.environ.get("ONCELOG_SIGNING_KEY"))
-        else None,
+        signer=None if key is None else Signer(key),
+        redaction_key=secret.encode() if isinstance(secret, str) else secret,
     )

@@ -31,6 +31,7 @@ from ._exceptions import (
 )
 from ._heartbeat import HEARTBEATS
 from ._records import RunRecord, RunStatus, StepType
+from ._redact import redact_call
 from ._tools import Tool, step_spec
 
 log = logging.getLogger("oncelog")
@@ -112,12 +113,16 @@ class _Steps:
             fn: Callable[..., Any] = tool.fn
         else:
             spec, fn = step_spec(tool), tool
-        payload = {"args": list(args), "kwargs": kwargs}
+        payload: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
+        secret_key = None
+        if spec.secret:
+            secret_key = self._ledger.redaction_key_for(spec.name)
+            payload = redact_call(payload, spec.secret_positions, spec.secret, secret_key)
         args_json = None
         if not self._engine.cursor.replaying():
             limit = self._ledger.max_payload_bytes
             args_json = encode_args(payload, limit, self.run_id, step_id)
-        return Call(step_id, type_, spec, payload, args_json), fn
+        return Call(step_id, type_, spec, payload, args_json, secret_key), fn
 
     @staticmethod
     def _kwargs_for(pending: Pending, tool: Any, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar
 from ._exceptions import ConfigurationError, NoActiveRun
 from ._probes import Probe
 from ._records import StepType
+from ._redact import secret_positions
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -56,6 +57,8 @@ class ToolSpec:
     approval: bool = False  # each attempt needs a person's approval of its arguments
     cost: float | Callable[..., float] = 0.0  # charged to the run's budget per attempt
     irreversible: bool = False  # counted against the budget's irreversible actions
+    secret: frozenset[str] = frozenset()  # fields recorded only as a keyed hash
+    secret_positions: tuple[int, ...] = ()  # positional arguments among them
 
 
 class Tool(Generic[P, R]):
@@ -101,6 +104,7 @@ def make_spec(
     approval: bool | None = None,
     cost: float | Callable[..., float] = 0.0,
     irreversible: bool | None = None,
+    secret: tuple[str, ...] = (),
 ) -> ToolSpec:
     try:
         kind = Kind(kind)
@@ -128,6 +132,8 @@ def make_spec(
         irreversible=kind in (Kind.PAYMENT, Kind.DESTRUCTIVE)
         if irreversible is None
         else irreversible,
+        secret=frozenset(secret),
+        secret_positions=secret_positions(fn, frozenset(secret)),
     )
 
 
@@ -157,6 +163,7 @@ def tool(
     approval: bool | None = None,
     cost: float | Callable[..., float] = 0.0,
     irreversible: bool | None = None,
+    secret: tuple[str, ...] = (),
 ) -> Callable[[Callable[P, R]], Tool[P, R]]:
     """Declare a tool. ``name`` defaults to the function's qualified name and is part
     of the idempotency key, so keep it stable. ``refusals`` are the exceptions that
@@ -170,12 +177,16 @@ def tool(
     ``destructive`` tools) makes every attempt wait for a person's approval of its
     exact arguments. ``cost`` (a number, or a function of the call's arguments) is
     charged to the run's budget per attempt; ``irreversible`` (default: for payment
-    and destructive tools) counts against its irreversible actions."""
+    and destructive tools) counts against its irreversible actions. ``secret`` names
+    fields (arguments, and keys at any depth of the arguments and the result) recorded
+    only as a keyed hash: they never reach the store, the journal, the logs or an
+    export (needs ``oncelog.open(redaction_key=...)``)."""
 
     def declare(fn: Callable[P, R]) -> Tool[P, R]:
         spec = make_spec(
             fn, kind=kind, name=name, refusals=refusals, drift=drift, probe=probe,
             key_ttl=key_ttl, approval=approval, cost=cost, irreversible=irreversible,
+            secret=secret,
         )  # fmt: skip
         return Tool(fn, spec)
 
