@@ -9,7 +9,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 
 from . import _leases as leases
 from ._alerts import AlertCallback
-from ._budgets import AgentBudget, Budget
+from ._budgets import AgentBudget, Budget, Usage
 from ._effects import Engine
 from ._exceptions import ConfigurationError, InvalidResolution, UnknownRun
 from ._heartbeat import HEARTBEATS
@@ -230,6 +230,10 @@ class Ledger:
         )
 
     # -- budgets ------------------------------------------------------------------------
+
+    def budget_usage(self, run_id: str) -> tuple[Budget | None, Usage]:
+        """A run's budget (None without one) and what the run has used of it."""
+        return self.store.budget_usage(run_id)
 
     def set_budget(self, run_id: str, budget: Budget | None, *, by: str) -> None:
         """Change a run's budget (raise it to let a stopped run go on); journalled."""

@@ -75,7 +75,7 @@ class _Steps:
     def budget_left(self) -> dict[str, Any]:
         """What is left of each limit of the run's budget (None: unlimited; {} without a
         budget), read from the ledger: put it in a prompt."""
-        budget, used = self._ledger.store.budget_usage(self.run_id)
+        budget, used = self._ledger.budget_usage(self.run_id)
         return {} if budget is None else remaining(budget, used)
 
     def halt(self, reason: str, *, by: str) -> NoReturn:

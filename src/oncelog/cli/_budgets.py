@@ -58,9 +58,9 @@ def budgets(
         if pairs:
             if not by:
                 raise click.UsageError("--set needs --by NAME: a person changes a budget")
-            current, _ = ledger.store.budget_usage(run_id)
+            current, _ = ledger.budget_usage(run_id)
             ledger.set_budget(run_id, _changed(current, pairs), by=by)
-        budget, used = ledger.store.budget_usage(run_id)
+        budget, used = ledger.budget_usage(run_id)
     rows = {
         name: {
             "limit": None if budget is None else getattr(budget, name),

@@ -135,9 +135,7 @@ def budgets(ledger: Ledger) -> dict[str, Any]:
 
 
 def run_budget(ledger: Ledger, run: RunRecord) -> BudgetRow:
-    # The Ledger has no reader for a run's usage yet; Run.budget_left and `oncelog
-    # budgets` read it from the store the same way.
-    budget, used = ledger.store.budget_usage(run.run_id)
+    budget, used = ledger.budget_usage(run.run_id)
     budget = budget or Budget()
     limits = tuple(
         Limit(name, allowed, getattr(used, name)) for name, allowed in budget.limits().items()
