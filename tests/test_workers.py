@@ -215,3 +215,22 @@ def test_a_stopped_worker_loses_its_lease_and_its_writes(world: World) -> None:
         tokens = [e.data["token"] for e in ledger.journal("r") if e.event == "intent"]
     assert [s.attempts for s in steps] == [2, 1]
     assert len(set(tokens[1:])) == 1, "every intent after the takeover is the new owner's"
+
+
+def test_a_tool_that_takes_it_gets_the_fencing_token(ledger: oncelog.Ledger) -> None:
+    """A provider that keeps the highest token it saw for a run can refuse a stale worker."""
+    seen: list[int] = []
+
+    @oncelog.tool(kind="upsert", name="guarded")
+    def guarded(n: int, *, idempotency_key: str, fencing_token: int) -> int:
+        seen.append(fencing_token)
+        return n
+
+    with ledger.run("r") as run:
+        run.effect("a", guarded, 1)
+        first = run.fencing_token
+    with ledger.run("r") as run:  # a takeover: the next owner's token is higher
+        run.effect("a", guarded, 1)  # replayed: not called, so no token is handed out
+        run.effect("b", guarded, 2)
+    assert seen == [first, first + 1]
+    assert ledger.steps("r")[1].args_payload == {"args": [2], "kwargs": {}}

@@ -124,9 +124,15 @@ class _Steps:
             args_json = encode_args(payload, limit, self.run_id, step_id)
         return Call(step_id, type_, spec, payload, args_json, secret_key), fn
 
-    @staticmethod
-    def _kwargs_for(pending: Pending, tool: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-        if isinstance(tool, Tool) and tool.spec.takes_key:
+    def _kwargs_for(self, pending: Pending, tool: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """What oncelog adds to an effect's arguments: its idempotency key, and the run's
+        fencing token for a tool that takes one (a provider that keeps the highest token
+        it saw per run can refuse a worker that lost its lease)."""
+        if not isinstance(tool, Tool):
+            return kwargs
+        if tool.spec.takes_token:
+            kwargs = {**kwargs, "fencing_token": self._engine.lease.token}
+        if tool.spec.takes_key:
             return {**kwargs, "idempotency_key": pending.step.key}
         return kwargs
 

@@ -59,6 +59,7 @@ class ToolSpec:
     irreversible: bool = False  # counted against the budget's irreversible actions
     secret: frozenset[str] = frozenset()  # fields recorded only as a keyed hash
     secret_positions: tuple[int, ...] = ()  # positional arguments among them
+    takes_token: bool = False  # the tool is handed the run's fencing token
 
 
 class Tool(Generic[P, R]):
@@ -118,6 +119,7 @@ def make_spec(
     takes_key = "idempotency_key" in params or any(
         p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
     )
+    takes_token = "fencing_token" in params
     return ToolSpec(
         name=name or fn.__qualname__,
         kind=kind,
@@ -132,6 +134,7 @@ def make_spec(
         irreversible=kind in (Kind.PAYMENT, Kind.DESTRUCTIVE)
         if irreversible is None
         else irreversible,
+        takes_token=takes_token,
         secret=frozenset(secret),
         secret_positions=secret_positions(fn, frozenset(secret)),
     )

@@ -6,9 +6,15 @@ import click
 
 from ._approvals import approvals, approve, deny
 from ._budgets import budgets
+from ._console import console
+from ._consume import consume
+from ._crashtest import crashtest
 from ._demo import demo
+from ._evidence import export, keys, verify
 from ._halts import halt, halts, resume
+from ._metrics import metrics
 from ._runs import resolve, runs, show, unknown
+from ._worker import submit, worker
 
 
 @click.group()
@@ -30,6 +36,15 @@ for command in (
     halt,
     resume,
     halts,
+    console,
+    submit,
+    worker,
+    consume,
+    metrics,
+    keys,
+    verify,
+    export,
+    crashtest,
 ):
     cli.add_command(command)
 

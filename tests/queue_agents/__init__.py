@@ -1,0 +1,1 @@
+"""Handlers that the queue tests run in real ``oncelog consume`` processes."""
