@@ -14,7 +14,9 @@ import pytest
 
 import oncelog
 
-CARD, CVC, TOKEN = "4242424242424242", "987", "tok_live_8c1f2e77d0"
+# Values that cannot turn up by chance in hex hashes or timestamps (a CVC of three digits
+# could), so finding one anywhere means it leaked.
+CARD, CVC, TOKEN = "4242424242424242", "CVC-X9Y", "tok_live_8c1f2e77d0"
 KEY = "test-redaction-key-7b1d"
 
 

@@ -318,6 +318,7 @@ def test_bad_postgres_urls_are_refused_with_typed_errors(monkeypatch: pytest.Mon
     with pytest.raises(oncelog.ConfigurationError, match="durability"):
         oncelog.open(schema_url("public"), durability="sometimes")  # type: ignore[arg-type]
     monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the extra were not installed
-    monkeypatch.delitem(sys.modules, "oncelog.stores._postgres", raising=False)
+    for module in ("_postgres", "_postgres_pool", "_postgres_migrate"):
+        monkeypatch.delitem(sys.modules, f"oncelog.stores.{module}", raising=False)
     with pytest.raises(oncelog.ConfigurationError, match=r"pip install 'oncelog\[postgres\]'"):
         oncelog.open("postgres://127.0.0.1/test")

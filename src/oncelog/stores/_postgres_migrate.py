@@ -13,7 +13,8 @@ import psycopg
 
 from .._exceptions import ConfigurationError
 from ._migrations import pending
-from ._postgres_tx import MIGRATIONS_LOCK, NOW
+from ._postgres_pool import MIGRATIONS_LOCK, POSTGRES
+from ._sql import NOW
 
 
 def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str) -> None:
@@ -36,6 +37,6 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str) -> None:
             # and a function body's semicolons must not split it.
             conn.execute(migration.sql)
             conn.execute(
-                f"INSERT INTO schema_migrations VALUES (%s, %s, {NOW})",
+                POSTGRES.translate(f"INSERT INTO schema_migrations VALUES (?, ?, {NOW})"),
                 (migration.version, migration.name),
             )

@@ -25,10 +25,35 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from .._exceptions import ConfigurationError, StoreUnavailable
+from ._sql import Dialect
 
 APPLICATION_NAME = "oncelog"
 POOL_SIZE = 4  # concurrent store calls of one process (async runs use worker threads)
 WAIT = 10.0  # seconds a call waits for a connection before the store is unavailable
+
+# Advisory lock keys (two 32-bit integers): "once" and a lock number; "onjl" for journals.
+_ONCELOG = 0x6F6E6365
+MIGRATIONS_LOCK = (_ONCELOG, 1)
+_HALTS = f"{_ONCELOG}, 2"
+_JOURNAL = 0x6F6E6A6C
+# The server's clock, in Unix seconds. clock_timestamp() rather than now(): a transaction
+# that waited for a lock judges lease expiry at the instant it got it, not when it began.
+_CLOCK = "date_part('epoch', clock_timestamp())"
+POSTGRES = Dialect(
+    name="postgres",
+    now=_CLOCK,
+    today=f"(floor({_CLOCK} / 86400) * 86400)",
+    placeholder="%s",
+    for_update=" FOR UPDATE",
+    skip_locked=" FOR UPDATE SKIP LOCKED",
+    json_prefix="::jsonb",
+    unique_violation=(psycopg.errors.UniqueViolation,),
+    halts_lock=(
+        f"SELECT pg_advisory_xact_lock({_HALTS})",
+        f"SELECT pg_advisory_xact_lock_shared({_HALTS})",
+    ),
+    journal_lock=f"SELECT pg_advisory_xact_lock({_JOURNAL}, hashtext(%s))",
+)
 
 Cursor = psycopg.Cursor[tuple[Any, ...]]
 Pool = ConnectionPool[psycopg.Connection[tuple[Any, ...]]]
@@ -107,8 +132,3 @@ def reading(pool: Pool, where: str) -> Iterator[Cursor]:
             yield cur
     except psycopg.Error as exc:
         raise store_error(exc, where) from exc
-
-
-def read(pool: Pool, where: str, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-    with reading(pool, where) as cur:
-        return cur.execute(sql, params).fetchall()

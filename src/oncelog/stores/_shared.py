@@ -63,11 +63,6 @@ def outcome_json(outcome: Outcome, attempt: int) -> str:
 
 JOURNAL_COLUMNS = "id, run_id, seq, event, data, at, hash"
 CHECKPOINT_COLUMNS = "id, run_id, entries, head, at, key_id, signature"
-# The length and head of a run's chain (records written before the chain have no hash).
-CHAIN_HEAD = (
-    "SELECT COUNT(*), (SELECT hash FROM journal WHERE run_id = {p} AND hash IS NOT NULL "
-    "ORDER BY id DESC LIMIT 1), {now} FROM journal WHERE run_id = {p} AND hash IS NOT NULL"
-)
 
 
 def checkpoint_record(row: Sequence[Any]) -> Checkpoint:
@@ -82,7 +77,7 @@ def new_checkpoint(
     sign: Callable[[str], str],
 ) -> tuple[int, str, float, str] | None:
     """(entries, head, at, signature) for a new checkpoint of the chain ``head_row``
-    (from ``CHAIN_HEAD``), or None if it is empty or ``last`` (the run's latest
+    (count, head, clock), or None if it is empty or ``last`` (the run's latest
     checkpoint's entries and head) already covers it."""
     if head_row is None or not head_row[0]:
         return None

@@ -41,7 +41,7 @@ CREATE TABLE steps (
 
 -- Journal: every change above, appended in the same transaction and never rewritten.
 -- Within one run, ids follow commit order: each append holds a lock on its run's journal
--- until the commit (see _postgres_tx.append).
+-- until the commit (see _sql_tx.append).
 CREATE TABLE journal (
     id     BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     run_id TEXT NOT NULL,

@@ -1,25 +1,31 @@
-"""The SQL of runs handed to workers, for PostgreSQL: submitting, claiming (one row lock
-at a time, ``FOR UPDATE SKIP LOCKED``, so two workers never claim the same run and never
-wait for each other), and queueing a run again once a person has decided what stopped it.
-Each function runs inside its caller's transaction."""
+"""The SQL of runs handed to workers: submitting, claiming (on PostgreSQL one row lock at a
+time, ``FOR UPDATE SKIP LOCKED``, so two workers never claim the same run and never wait
+for each other; on SQLite the single writer does the same), and queueing a run again once
+a person has decided what stopped it. Each function runs inside its caller's
+transaction."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from .._exceptions import InputMismatch
 from .._records import HaltScope
-from ._postgres_pool import Cursor
-from ._postgres_tx import NOW, append
 from ._protocol import OwnerCheck
 from ._rows import journal_json, text
-from ._sqlite_queue import AFTER_HALT_CLEARED, CLAIM_WINDOW
+from ._sql import NOW, Tx, in_list
+from ._sql_tx import append
+
+# What a person's decision releases: the error that stopped the run, by decision.
+AFTER_RESOLVE = ("AmbiguousOutcome",)
+AFTER_APPROVAL = ("ApprovalRequired",)
+AFTER_BUDGET = ("BudgetExceeded", "BudgetPaused")
+AFTER_HALT_CLEARED = ("RunHalted",)
+# How many runnable rows one claim looks at before giving up for this round.
+CLAIM_WINDOW = 64
 
 _RUNNABLE = "status IN ('queued', 'running') AND input IS NOT NULL"
 
 
 def submit(
-    cur: Cursor,
+    tx: Tx,
     run_id: str,
     agent: str | None,
     input_json: str,
@@ -28,15 +34,15 @@ def submit(
 ) -> bool:
     """Queue a new run with its input; True if it is new. The same submission again (a
     redelivered message) changes nothing; other input under the same id is refused."""
-    created = cur.execute(
+    created = tx.execute(
         "INSERT INTO runs (run_id, status, plan, agent, budget, input, created_at, updated_at) "
-        f"VALUES (%s, 'queued', %s, %s, %s, %s, {NOW}, {NOW}) "
+        f"VALUES (?, 'queued', ?, ?, ?, ?, {NOW}, {NOW}) "
         "ON CONFLICT (run_id) DO NOTHING RETURNING run_id",
         (run_id, plan_json, agent, budget_json, input_json),
     ).fetchone()
     if created is None:
-        row = cur.execute(
-            "SELECT agent, input FROM runs WHERE run_id = %s", (run_id,)
+        row = tx.execute(
+            "SELECT agent, input FROM runs WHERE run_id = ?", (run_id,)
         ).fetchone() or (None, None)
         if tuple(row) != (agent, input_json):
             raise InputMismatch(
@@ -45,35 +51,35 @@ def submit(
                 run_id=run_id,
             )
         return False
-    append(cur, run_id, None, "run_submitted",
+    append(tx, run_id, None, "run_submitted",
            journal_json(plan=plan_json, agent=text(agent), input=input_json))  # fmt: skip
     return True
 
 
-def _agents(agents: tuple[str | None, ...] | None) -> tuple[str, tuple[Any, ...]]:
+def _agents(agents: tuple[str | None, ...] | None) -> tuple[str, tuple[str, ...]]:
     if agents is None:
         return "", ()
-    named = [a for a in agents if a is not None]
+    named = tuple(a for a in agents if a is not None)
     either = " OR agent IS NULL" if None in agents else ""
-    return f" AND (agent = ANY(%s){either})", (named,)
+    return f" AND (agent IN {in_list(named)}{either})", named
 
 
 def runnable(
-    cur: Cursor, agents: tuple[str | None, ...] | None, owner_is_dead: OwnerCheck
+    tx: Tx, agents: tuple[str | None, ...] | None, owner_is_dead: OwnerCheck
 ) -> str | None:
     """The submitted run that has waited longest, that no live worker holds and that no
     other claim has locked; its row stays locked until the commit."""
     where, params = _agents(agents)
-    rows = cur.execute(
+    rows = tx.execute(
         f"SELECT run_id, owner, lease_expires_at < {NOW} FROM runs WHERE {_RUNNABLE}{where} "
-        "ORDER BY updated_at LIMIT %s",
+        "ORDER BY updated_at LIMIT ?",
         (*params, CLAIM_WINDOW),
     ).fetchall()
     for run_id, owner, expired in rows:
         if owner is None or expired or owner_is_dead(owner):
-            locked = cur.execute(
-                f"SELECT owner, lease_expires_at < {NOW} FROM runs WHERE run_id = %s "
-                f"AND {_RUNNABLE} FOR UPDATE SKIP LOCKED",
+            locked = tx.execute(
+                f"SELECT owner, lease_expires_at < {NOW} FROM runs WHERE run_id = ? "
+                f"AND {_RUNNABLE}{tx.dialect.skip_locked}",
                 (run_id,),
             ).fetchone()
             if locked is not None and (locked[0] is None or locked[1] or owner_is_dead(locked[0])):
@@ -82,7 +88,7 @@ def runnable(
 
 
 def requeue(
-    cur: Cursor,
+    tx: Tx,
     stopped_by: tuple[str, ...],
     *,
     run_id: str | None = None,
@@ -94,23 +100,23 @@ def requeue(
     where: str = ""
     params: tuple[str, ...] = ()
     if run_id is not None:
-        where, params = " AND run_id = %s", (run_id,)
+        where, params = " AND run_id = ?", (run_id,)
     elif agent is not None:
-        where, params = " AND agent = %s", (agent,)
-    released = cur.execute(
+        where, params = " AND agent = ?", (agent,)
+    released = tx.execute(
         f"UPDATE runs SET status = 'queued', reason = NULL, stopped_by = NULL, "
         f"updated_at = {NOW} WHERE status IN ('halted', 'waiting') AND owner IS NULL "
-        f"AND stopped_by = ANY(%s){where} RETURNING run_id",
-        (list(stopped_by), *params),
+        f"AND stopped_by IN {in_list(stopped_by)}{where} RETURNING run_id",
+        (*stopped_by, *params),
     ).fetchall()
     for (released_id,) in released:
-        append(cur, released_id, None, "run_queued", journal_json(by=text(by)))
+        append(tx, released_id, None, "run_queued", journal_json(by=text(by)))
 
 
-def requeue_after_halt(cur: Cursor, scope: HaltScope, target: str, by: str) -> None:
+def requeue_after_halt(tx: Tx, scope: HaltScope, target: str, by: str) -> None:
     if scope is HaltScope.RUN:
-        requeue(cur, AFTER_HALT_CLEARED, run_id=target, by=by)
+        requeue(tx, AFTER_HALT_CLEARED, run_id=target, by=by)
     elif scope is HaltScope.AGENT:
-        requeue(cur, AFTER_HALT_CLEARED, agent=target, by=by)
+        requeue(tx, AFTER_HALT_CLEARED, agent=target, by=by)
     else:
-        requeue(cur, AFTER_HALT_CLEARED, by=by)
+        requeue(tx, AFTER_HALT_CLEARED, by=by)

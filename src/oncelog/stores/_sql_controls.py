@@ -1,9 +1,8 @@
 """The SQL of the controls that live in the ledger: approvals, the kill switch and
-budgets. Each function runs inside a transaction its caller opened."""
+budgets. Each function runs inside a transaction its caller opened; those that decide for
+a run hold its row lock first (see ``_sql_tx`` for the order of locks)."""
 
 from __future__ import annotations
-
-import sqlite3
 
 from .._budgets import AgentBudget, Budget, BudgetAlert, Usage
 from .._exceptions import ApprovalRequired, UnknownApproval, UnknownHalt, UnknownRun
@@ -13,35 +12,36 @@ from ._rows import APPROVAL_COLUMNS, HALT_COLUMNS, approval_record, halt_record,
 from ._rows import text as quoted
 from ._shared import check_agent_budget as shared_check_agent_budget
 from ._shared import check_run_budget, run_usage
-from ._sqlite_tx import NOW, TODAY, append
+from ._sql import NOW, TODAY, Tx
+from ._sql_tx import append, lock_run
 
 # -- approvals ----------------------------------------------------------------------------
 
 
-def use_approval(db: sqlite3.Connection, lease: Lease, step: NewStep) -> None:
+def use_approval(tx: Tx, lease: Lease, step: NewStep) -> None:
     """Consume the approval of exactly these arguments in the intent's transaction, so one
     approval lets one attempt run, whatever is killed when."""
-    cur = db.execute(
+    cursor = tx.execute(
         f"UPDATE approvals SET status = 'used', used_at = {NOW} WHERE id = ("
         "SELECT id FROM approvals WHERE run_id = ? AND step_id = ? AND args_hash = ? "
         f"AND status = 'approved' AND (expires_at IS NULL OR expires_at > {NOW}) "
-        "ORDER BY id LIMIT 1)",
+        f"ORDER BY id LIMIT 1{tx.dialect.for_update})",
         (lease.run_id, step.step_id, step.args_hash),
     )
-    if cur.rowcount != 1:
+    if cursor.rowcount != 1:
         raise ApprovalRequired(
             "the approval of this effect is gone (used, expired or withdrawn)",
             run_id=lease.run_id, step_id=step.step_id, key=step.key,
         )  # fmt: skip
 
 
-def request_approval(db: sqlite3.Connection, lease: Lease, step: NewStep) -> Approval:
-    db.execute(
+def request_approval(tx: Tx, lease: Lease, step: NewStep) -> Approval:
+    tx.execute(
         "UPDATE approvals SET status = 'expired' WHERE run_id = ? AND step_id = ? "
         f"AND status = 'approved' AND expires_at <= {NOW}",
         (lease.run_id, step.step_id),
     )
-    row = db.execute(
+    row = tx.execute(
         f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? AND step_id = ? "
         "AND args_hash = ? AND status IN ('pending', 'approved', 'denied') "
         "ORDER BY id DESC LIMIT 1",
@@ -49,21 +49,21 @@ def request_approval(db: sqlite3.Connection, lease: Lease, step: NewStep) -> App
     ).fetchone()
     if row is not None:
         return approval_record(row)
-    cur = db.execute(
+    row = tx.execute(
         "INSERT INTO approvals (run_id, step_id, tool, args_hash, args, status, requested_at) "
-        f"VALUES (?, ?, ?, ?, ?, 'pending', {NOW})",
+        f"VALUES (?, ?, ?, ?, ?, 'pending', {NOW}) RETURNING {APPROVAL_COLUMNS}",
         (lease.run_id, step.step_id, step.tool, step.args_hash, step.args_json),
-    )
+    ).fetchone()
     append(
-        db, lease.run_id, step.seq, "approval_requested",
+        tx, lease.run_id, step.seq, "approval_requested",
         journal_json(step_id=quoted(step.step_id), args_hash=quoted(step.args_hash),
                      args=step.args_json),
     )  # fmt: skip
-    return _approval(db, cur.lastrowid)
+    return approval_record(row or ())
 
 
 def decide_approval(
-    db: sqlite3.Connection,
+    tx: Tx,
     run_id: str,
     step_id: str,
     status: ApprovalStatus,
@@ -72,7 +72,8 @@ def decide_approval(
     expires_in: float | None,
     note: str | None,
 ) -> Approval:
-    row = db.execute(
+    lock_run(tx, run_id)
+    row = tx.execute(
         "SELECT id FROM approvals WHERE run_id = ? AND step_id = ? AND status = 'pending' "
         "ORDER BY id DESC LIMIT 1",
         (run_id, step_id),
@@ -81,31 +82,23 @@ def decide_approval(
         raise UnknownApproval(
             f"no approval is pending for step {step_id!r}", run_id=run_id, step_id=step_id
         )
-    db.execute(
+    decided = tx.execute(
         f"UPDATE approvals SET status = ?, decided_by = ?, decided_at = {NOW}, "
-        f"expires_at = CASE WHEN ? IS NULL THEN NULL ELSE {NOW} + ? END, note = ? WHERE id = ?",
-        (status.value, by, expires_in, expires_in, note, row[0]),
-    )
+        f"expires_at = {NOW} + CAST(? AS DOUBLE PRECISION), note = ? WHERE id = ? "
+        f"RETURNING {APPROVAL_COLUMNS}",
+        (status.value, by, expires_in, note, row[0]),
+    ).fetchone()
     append(
-        db, run_id, None, f"approval_{status.value}",
+        tx, run_id, None, f"approval_{status.value}",
         journal_json(step_id=quoted(step_id), by=quoted(by), note=quoted(note),
                      expires_in=None if expires_in is None else repr(expires_in)),
     )  # fmt: skip
-    return _approval(db, row[0])
+    return approval_record(decided or ())
 
 
-def _approval(db: sqlite3.Connection, approval_id: int | None) -> Approval:
-    row = db.execute(
-        f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)
-    ).fetchone()
-    return approval_record(row)
-
-
-def list_approvals(
-    db: sqlite3.Connection, status: ApprovalStatus | None, limit: int
-) -> list[Approval]:
+def list_approvals(tx: Tx, status: ApprovalStatus | None, limit: int) -> list[Approval]:
     where, params = ("WHERE status = ?", (status.value,)) if status else ("", ())
-    rows = db.execute(
+    rows = tx.execute(
         f"SELECT {APPROVAL_COLUMNS} FROM approvals {where} ORDER BY id DESC LIMIT ?",
         (*params, limit),
     ).fetchall()
@@ -115,9 +108,9 @@ def list_approvals(
 # -- the kill switch ----------------------------------------------------------------------
 
 
-def active_halt(db: sqlite3.Connection, run_id: str, agent: str | None) -> Halt | None:
+def active_halt(tx: Tx, run_id: str, agent: str | None) -> Halt | None:
     """The first switch that is on for this run: global, its agent's, or its own."""
-    row = db.execute(
+    row = tx.execute(
         f"SELECT {HALT_COLUMNS} FROM halts WHERE cleared_at IS NULL AND ("
         "(scope = 'global' AND target = '') OR (scope = 'agent' AND target = ?) "
         "OR (scope = 'run' AND target = ?)) ORDER BY id LIMIT 1",
@@ -126,17 +119,12 @@ def active_halt(db: sqlite3.Connection, run_id: str, agent: str | None) -> Halt 
     return None if row is None else halt_record(row)
 
 
-def _switch_on(db: sqlite3.Connection, scope: HaltScope, target: str) -> Halt | None:
-    row = db.execute(
+def _switch_on(tx: Tx, scope: HaltScope, target: str) -> Halt | None:
+    row = tx.execute(
         f"SELECT {HALT_COLUMNS} FROM halts WHERE scope = ? AND target = ? AND cleared_at IS NULL",
         (scope.value, target),
     ).fetchone()
     return None if row is None else halt_record(row)
-
-
-def _halt(db: sqlite3.Connection, halt_id: int | None) -> Halt:
-    row = db.execute(f"SELECT {HALT_COLUMNS} FROM halts WHERE id = ?", (halt_id,)).fetchone()
-    return halt_record(row)
 
 
 def _journal_run(scope: HaltScope, target: str) -> str:
@@ -144,44 +132,48 @@ def _journal_run(scope: HaltScope, target: str) -> str:
     return target if scope is HaltScope.RUN else ""
 
 
-def set_halt(db: sqlite3.Connection, scope: HaltScope, target: str, reason: str, by: str) -> Halt:
-    existing = _switch_on(db, scope, target)
+def set_halt(tx: Tx, scope: HaltScope, target: str, reason: str, by: str) -> Halt:
+    # Exclusive: waits for the intents being written to commit, and holds new ones back
+    # until this halt is committed, so each either saw it or committed before it.
+    tx.lock_halts(exclusive=True)
+    existing = _switch_on(tx, scope, target)
     if existing is not None:
         return existing  # already on: the first reason stands
-    cur = db.execute(
-        f"INSERT INTO halts (scope, target, reason, set_by, set_at) VALUES (?, ?, ?, ?, {NOW})",
+    row = tx.execute(
+        "INSERT INTO halts (scope, target, reason, set_by, set_at) "
+        f"VALUES (?, ?, ?, ?, {NOW}) RETURNING {HALT_COLUMNS}",
         (scope.value, target, reason, by),
-    )
+    ).fetchone()
     append(
-        db, _journal_run(scope, target), None, "halt_set",
+        tx, _journal_run(scope, target), None, "halt_set",
         journal_json(scope=quoted(scope.value), target=quoted(target), reason=quoted(reason),
                      by=quoted(by)),
     )  # fmt: skip
-    return _halt(db, cur.lastrowid)
+    return halt_record(row or ())
 
 
-def clear_halt(
-    db: sqlite3.Connection, scope: HaltScope, target: str, by: str, note: str | None
-) -> Halt:
-    on = _switch_on(db, scope, target)
+def clear_halt(tx: Tx, scope: HaltScope, target: str, by: str, note: str | None) -> Halt:
+    tx.lock_halts(exclusive=True)
+    on = _switch_on(tx, scope, target)
     if on is None:
         named = "" if scope is HaltScope.GLOBAL else f" for {target!r}"
         raise UnknownHalt(f"no {scope.value} kill switch is on{named}")
-    db.execute(
-        f"UPDATE halts SET cleared_by = ?, cleared_at = {NOW}, note = ? WHERE id = ?",
+    row = tx.execute(
+        f"UPDATE halts SET cleared_by = ?, cleared_at = {NOW}, note = ? WHERE id = ? "
+        f"RETURNING {HALT_COLUMNS}",
         (by, note, on.id),
-    )
+    ).fetchone()
     append(
-        db, _journal_run(scope, target), None, "halt_cleared",
+        tx, _journal_run(scope, target), None, "halt_cleared",
         journal_json(scope=quoted(scope.value), target=quoted(target), by=quoted(by),
                      note=quoted(note)),
     )  # fmt: skip
-    return _halt(db, on.id)
+    return halt_record(row or ())
 
 
-def list_halts(db: sqlite3.Connection, active_only: bool, limit: int) -> list[Halt]:
+def list_halts(tx: Tx, active_only: bool, limit: int) -> list[Halt]:
     where = "WHERE cleared_at IS NULL" if active_only else ""
-    rows = db.execute(
+    rows = tx.execute(
         f"SELECT {HALT_COLUMNS} FROM halts {where} ORDER BY id DESC LIMIT ?", (limit,)
     ).fetchall()
     return [halt_record(r) for r in rows]
@@ -190,88 +182,89 @@ def list_halts(db: sqlite3.Connection, active_only: bool, limit: int) -> list[Ha
 # -- budgets ------------------------------------------------------------------------------
 
 
-def budget_usage(db: sqlite3.Connection, run_id: str) -> tuple[Budget | None, Usage]:
+def budget_usage(tx: Tx, run_id: str) -> tuple[Budget | None, Usage]:
     """The run's budget and its usage: refused steps are not counted, steps in doubt are."""
-    run = db.execute(
+    run = tx.execute(
         f"SELECT budget, {NOW} - created_at FROM runs WHERE run_id = ?", (run_id,)
     ).fetchone()
     if run is None:
         raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
-    totals = db.execute(
+    totals = tx.execute(
         "SELECT COUNT(*), COALESCE(SUM(tokens_in + tokens_out), 0), COALESCE(SUM(cost), 0), "
         "COALESCE(SUM(irreversible), 0) FROM steps WHERE run_id = ? AND state != 'failed'",
         (run_id,),
     ).fetchone()
-    return run_usage(run[0], run[1], totals)
+    return run_usage(run[0], run[1], totals or ())
 
 
-def check_budget(
-    db: sqlite3.Connection, run_id: str, step: NewStep, *, new: bool
-) -> list[BudgetAlert]:
-    """Refuse a step that would take the run past its budget (``check_run_budget``)."""
-    budget, used = budget_usage(db, run_id)
+def check_budget(tx: Tx, run_id: str, step: NewStep, *, new: bool) -> list[BudgetAlert]:
+    """Refuse a step that would take the run past its budget (the run's row is locked)."""
+    budget, used = budget_usage(tx, run_id)
     return [] if budget is None else check_run_budget(budget, used, run_id, step, new=new)
 
 
-def set_budget(db: sqlite3.Connection, run_id: str, budget: Budget | None, by: str) -> None:
+def set_budget(tx: Tx, run_id: str, budget: Budget | None, by: str) -> None:
     limits = None if budget is None else budget.to_json()
-    cur = db.execute("UPDATE runs SET budget = ? WHERE run_id = ?", (limits, run_id))
-    if cur.rowcount != 1:
+    cursor = tx.execute("UPDATE runs SET budget = ? WHERE run_id = ?", (limits, run_id))
+    if cursor.rowcount != 1:
         raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
-    append(db, run_id, None, "budget_set", journal_json(budget=limits, by=quoted(by)))
+    append(tx, run_id, None, "budget_set", journal_json(budget=limits, by=quoted(by)))
 
 
-def check_agent_budget(
-    db: sqlite3.Connection, lease: Lease, step: NewStep, *, new: bool
-) -> list[BudgetAlert]:
+def check_agent_budget(tx: Tx, lease: Lease, step: NewStep, *, new: bool) -> list[BudgetAlert]:
     """Refuse an effect that would take its agent past today's budget (UTC days, by the
-    store's clock), counting the effects of all the agent's runs, refusals excepted."""
-    agent = lease.agent
-    row = db.execute("SELECT budget FROM agent_budgets WHERE agent = ?", (agent,)).fetchone()
-    if agent is None or row is None:
+    store's clock), counting the effects of all the agent's runs, refusals excepted. The
+    budget's row stays locked until the commit, so the intents of one agent's runs are
+    counted one after another, as SQLite's single writer counts them."""
+    row = tx.execute(
+        f"SELECT budget FROM agent_budgets WHERE agent = ?{tx.dialect.for_update}", (lease.agent,)
+    ).fetchone()
+    if lease.agent is None or row is None:
         return []
-    totals = db.execute(
+    totals = tx.execute(
         "SELECT COUNT(*), COALESCE(SUM(steps.cost), 0), COALESCE(SUM(steps.irreversible), 0) "
         "FROM steps JOIN runs ON runs.run_id = steps.run_id WHERE runs.agent = ? "
         f"AND steps.type = 'effect' AND steps.state != 'failed' AND steps.started_at >= {TODAY}",
-        (agent,),
+        (lease.agent,),
     ).fetchone()
     budget = AgentBudget.from_json(row[0])
-    return shared_check_agent_budget(budget, totals, lease, step, new=new)
+    return shared_check_agent_budget(budget, totals or (), lease, step, new=new)
 
 
-def set_agent_budget(
-    db: sqlite3.Connection, agent: str, budget: AgentBudget | None, by: str
-) -> None:
+def set_agent_budget(tx: Tx, agent: str, budget: AgentBudget | None, by: str) -> None:
     if budget is None:
-        db.execute("DELETE FROM agent_budgets WHERE agent = ?", (agent,))
+        tx.execute("DELETE FROM agent_budgets WHERE agent = ?", (agent,))
     else:
-        db.execute(
+        tx.execute(
             "INSERT INTO agent_budgets (agent, budget, set_by, set_at) "
             f"VALUES (?, ?, ?, {NOW}) ON CONFLICT (agent) DO UPDATE SET "
             "budget = excluded.budget, set_by = excluded.set_by, set_at = excluded.set_at",
             (agent, budget.to_json(), by),
         )
     limits = None if budget is None else budget.to_json()
-    append(db, "", None, "agent_budget_set",
+    append(tx, "", None, "agent_budget_set",
            journal_json(agent=quoted(agent), budget=limits, by=quoted(by)))  # fmt: skip
 
 
-def record_alert(db: sqlite3.Connection, alert: BudgetAlert) -> bool:
+def record_alert(tx: Tx, alert: BudgetAlert) -> bool:
     """Journal ``alert`` unless the same one (kind, scope, target, limit) is journalled
-    since its budget was last set (and, for an agent, today); True if it is new."""
+    since its budget was last set (and, for an agent, today); True if it is new. The
+    journal's lock is taken before looking, so two processes cannot both find it new."""
     journal_run = alert.target if alert.scope == "run" else ""
     set_event = "budget_set" if alert.scope == "run" else "agent_budget_set"
     since = "" if alert.scope == "run" else f" AND at >= {TODAY}"
-    seen = db.execute(
+    tx.lock_journal(journal_run)
+    field = tx.dialect.json_text
+    seen = tx.execute(
         "SELECT 1 FROM journal WHERE run_id = ? AND event = 'budget_alert' "
-        "AND json_extract(data, '$.kind') = ? AND json_extract(data, '$.target') = ? "
-        "AND json_extract(data, '$.limit') = ? AND id > COALESCE((SELECT MAX(id) FROM journal "
-        f"WHERE run_id = ? AND event = ? AND json_extract(data, '$.agent') IS ?), 0){since}",
+        f"AND {field('data', 'kind')} = ? AND {field('data', 'target')} = ? "
+        f"AND {field('data', 'limit')} = ? AND id > COALESCE((SELECT MAX(id) FROM journal "
+        "WHERE run_id = ? AND event = ? "
+        f"AND {field('data', 'agent')} IS NOT DISTINCT FROM CAST(? AS TEXT)), 0){since}",
         (journal_run, alert.kind, alert.target, alert.limit, journal_run, set_event,
          None if alert.scope == "run" else alert.target),
     ).fetchone()  # fmt: skip
     if seen is not None:
         return False
-    append(db, journal_run, None, "budget_alert", alert.to_json())
+    append(tx, journal_run, None, "budget_alert", alert.to_json())
     return True

@@ -1,0 +1,90 @@
+"""One SQL for both stores: statements are written once, with ``?`` placeholders and the
+``NOW`` and ``TODAY`` tokens, and a ``Dialect`` turns them into SQLite's or PostgreSQL's.
+
+Where the two differ in more than spelling, the dialect says so: PostgreSQL serializes
+writers with row locks (``FOR UPDATE``) and advisory locks where SQLite has its single
+writer, so every lock a statement or a function takes is a no-op on SQLite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+# Tokens in statements, replaced by the dialect's clock (Unix seconds): lease expiry and
+# budgets are judged by the store's clock, never by a worker's.
+NOW = "@now"
+TODAY = "@today"  # midnight UTC today by the same clock: agents' daily budgets count from it
+
+
+class Cursor(Protocol):
+    rowcount: int
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Executes(Protocol):
+    def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str
+    now: str
+    today: str
+    placeholder: str
+    for_update: str  # appended to a SELECT that must lock the rows it reads
+    skip_locked: str  # the same, passing over rows another transaction has locked
+    json_prefix: str  # makes a TEXT column of JSON readable by ``->>``
+    unique_violation: tuple[type[BaseException], ...]
+    # Advisory locks (PostgreSQL): (statement, fixed params) taking the halts lock shared or
+    # exclusive, and a run's journal lock; None where the single writer already serializes.
+    halts_lock: tuple[str, str] | None = None
+    journal_lock: str | None = None
+    _cache: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def translate(self, sql: str) -> str:
+        """``sql`` in this dialect (cached: statements are a fixed set of strings)."""
+        done = self._cache.get(sql)
+        if done is None:
+            done = sql.replace(TODAY, self.today).replace(NOW, self.now)
+            if self.placeholder != "?":
+                done = done.replace("%", "%%").replace("?", self.placeholder)
+            self._cache[sql] = done
+        return done
+
+    def json_text(self, column: str, key: str) -> str:
+        return f"({column}{self.json_prefix} ->> '{key}')"
+
+
+class Tx:
+    """A cursor or connection in a transaction (or a read), speaking through a dialect."""
+
+    __slots__ = ("dialect", "raw")
+
+    def __init__(self, raw: Executes, dialect: Dialect) -> None:
+        self.raw = raw
+        self.dialect = dialect
+
+    def execute(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> Cursor:
+        result: Cursor = self.raw.execute(self.dialect.translate(sql), params)
+        return result
+
+    def lock_halts(self, *, exclusive: bool) -> None:
+        """Intents take it shared, setting or clearing a halt exclusive, so an intent
+        either saw a halt or committed before it."""
+        if self.dialect.halts_lock is not None:
+            self.raw.execute(self.dialect.halts_lock[0 if exclusive else 1])
+
+    def lock_journal(self, run_id: str) -> None:
+        """Held from an append to the commit, so a run's journal ids follow commit order
+        and each append reads the hash the previous commit left."""
+        if self.dialect.journal_lock is not None:
+            self.raw.execute(self.dialect.journal_lock, (run_id,))
+
+
+def in_list(values: tuple[Any, ...] | list[Any]) -> str:
+    """``(?, ?, ...)`` for ``values``; a list that matches nothing when it is empty."""
+    return "(" + ", ".join("?" * len(values)) + ")" if values else "(NULL)"

@@ -1,0 +1,540 @@
+"""The store's logic, written once over ``_sql``: both stores are this class with a
+connection of their own (``SQLiteStore``, ``PostgresStore``). Every method is one
+transaction (``_tx``) or one read (``_read``/``_reading``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+from .. import _crashpoints as crashpoints
+from .._budgets import AgentBudget, Budget, BudgetAlert, Usage
+from .._exceptions import (
+    ConfigurationError,
+    InvalidResolution,
+    LeaseLost,
+    RunLeased,
+    UnknownRun,
+    UnknownStep,
+    halted,
+)
+from .._records import (
+    Approval,
+    ApprovalStatus,
+    Checkpoint,
+    Halt,
+    HaltScope,
+    JournalEntry,
+    Resolution,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+    StepState,
+)
+from .._serialization import encode
+from . import _sql_controls as controls
+from . import _sql_queue as queue
+from ._protocol import Intent, Lease, NewStep, Outcome, OwnerCheck
+from ._rows import NEXT_SEQ, RUN_COLUMNS, STEP_COLUMNS, journal_json, run_record, step_record, text
+from ._shared import (
+    CHECKPOINT_COLUMNS,
+    IN_DOUBT,
+    JOURNAL_COLUMNS,
+    RESOLVED_STATE,
+    checkpoint_record,
+    duplicate_step,
+    intent_json,
+    journal_entry,
+    new_checkpoint,
+    outcome_json,
+    plan_replaced_json,
+)
+from ._sql import NOW, Dialect, Tx
+from ._sql_tx import append, fence, lock_run
+
+_SELECT_RUN = f"SELECT {RUN_COLUMNS}, {NEXT_SEQ} FROM runs"
+_SELECT_STEP = f"SELECT {STEP_COLUMNS} FROM steps"
+# The length and head of a run's chain (records written before the chain have no hash).
+_CHAIN_HEAD = (
+    "SELECT COUNT(*), (SELECT hash FROM journal WHERE run_id = ? AND hash IS NOT NULL "
+    f"ORDER BY id DESC LIMIT 1), {NOW} FROM journal WHERE run_id = ? AND hash IS NOT NULL"
+)
+
+
+class SQLStore:
+    """Everything but the connection: a subclass gives ``dialect``, ``_tx`` and
+    ``_reading``."""
+
+    dialect: Dialect
+    durability: str
+
+    def _tx(self) -> AbstractContextManager[Tx]:
+        raise NotImplementedError
+
+    def _reading(self) -> AbstractContextManager[Tx]:
+        raise NotImplementedError
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        with self._reading() as tx:
+            return tx.execute(sql, params).fetchall()
+
+    def _run_row(self, tx: Tx, run_id: str, *, lock: bool) -> RunRecord | None:
+        row = tx.execute(
+            f"{_SELECT_RUN} WHERE run_id = ?{self.dialect.for_update if lock else ''}", (run_id,)
+        ).fetchone()
+        return None if row is None else run_record(row)
+
+    # -- runs ---------------------------------------------------------------------------
+
+    def acquire(
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        ttl: float,
+        plan: tuple[str, ...] | None,
+        replace_plan: bool,
+        create: bool,
+        owner_is_dead: OwnerCheck,
+        agent: str | None = None,
+        budget: Budget | None = None,
+    ) -> tuple[Lease, RunRecord]:
+        plan_json = None if plan is None else encode(list(plan), what="plan", limit=1 << 24)
+        with self._tx() as tx:
+            current = self._run_row(tx, run_id, lock=True)
+            if current is None:
+                if not create:
+                    raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+                current = self._create(tx, run_id, plan_json, agent, budget)
+            if current is not None:
+                if agent is not None and current.agent != agent:
+                    raise ConfigurationError(
+                        f"run belongs to agent {current.agent!r}, not {agent!r}", run_id=run_id
+                    )
+                self._check_holder(tx, current, owner_is_dead)
+                if plan is not None and current.plan != plan:
+                    self._replace_plan(tx, current, plan_json, replace_plan)
+            return self._take(tx, run_id, owner, ttl)
+
+    def _take(self, tx: Tx, run_id: str, owner: str, ttl: float) -> tuple[Lease, RunRecord]:
+        """Give ``owner`` the lease, with the next fencing token (the run's row is locked)."""
+        tx.execute(
+            f"UPDATE runs SET owner = ?, lease_expires_at = {NOW} + ?, "
+            f"fencing_token = fencing_token + 1, updated_at = {NOW}, "
+            # Only a person clears a halt; a completed run entered again is running
+            # until it completes again (so a completed run never holds a step in doubt).
+            "status = CASE WHEN status = 'halted' THEN status ELSE 'running' END "
+            "WHERE run_id = ?",
+            (owner, ttl, run_id),
+        )
+        record = self._run_row(tx, run_id, lock=False)
+        assert record is not None
+        append(
+            tx, run_id, None, "lease_acquired",
+            journal_json(owner=text(owner), token=str(record.fencing_token)),
+        )  # fmt: skip
+        lease = Lease(
+            run_id, owner, record.fencing_token, ttl, record.agent, record.budget is not None
+        )
+        return lease, record
+
+    def submit(
+        self,
+        run_id: str,
+        *,
+        agent: str | None,
+        input_json: str,
+        plan: tuple[str, ...] | None,
+        budget: Budget | None,
+    ) -> bool:
+        plan_json = None if plan is None else encode(list(plan), what="plan", limit=1 << 24)
+        budget_json = None if budget is None else budget.to_json()
+        with self._tx() as tx:
+            return queue.submit(tx, run_id, agent, input_json, plan_json, budget_json)
+
+    def claim(
+        self,
+        *,
+        owner: str,
+        ttl: float,
+        agents: tuple[str | None, ...] | None,
+        owner_is_dead: OwnerCheck,
+    ) -> tuple[Lease, RunRecord] | None:
+        with self._tx() as tx:
+            run_id = queue.runnable(tx, agents, owner_is_dead)
+            return None if run_id is None else self._take(tx, run_id, owner, ttl)
+
+    def heartbeat(self, lease: Lease) -> None:
+        with self._tx() as tx:
+            fence(tx, lease, renew=True)
+
+    def _create(
+        self,
+        tx: Tx,
+        run_id: str,
+        plan_json: str | None,
+        agent: str | None,
+        budget: Budget | None,
+    ) -> RunRecord | None:
+        """Insert the run; if another worker created it first (its insert committed while
+        this one waited), return that run, locked, to be acquired like any existing one."""
+        created = tx.execute(
+            "INSERT INTO runs (run_id, status, plan, agent, budget, created_at, updated_at) "
+            f"VALUES (?, 'running', ?, ?, ?, {NOW}, {NOW}) "
+            "ON CONFLICT (run_id) DO NOTHING RETURNING run_id",
+            (run_id, plan_json, agent, None if budget is None else budget.to_json()),
+        ).fetchone()
+        if created is None:
+            return self._run_row(tx, run_id, lock=True)
+        append(tx, run_id, None, "run_created", journal_json(plan=plan_json, agent=text(agent)))
+        return None
+
+    @staticmethod
+    def _check_holder(tx: Tx, current: RunRecord, gone: OwnerCheck) -> None:
+        holder = current.owner
+        if holder is None or gone(holder):
+            return
+        row = tx.execute(
+            f"SELECT lease_expires_at < {NOW} FROM runs WHERE run_id = ?", (current.run_id,)
+        ).fetchone()
+        if row is None or not row[0]:
+            raise RunLeased(f"run is owned by live worker {holder}", run_id=current.run_id)
+
+    @staticmethod
+    def _replace_plan(tx: Tx, current: RunRecord, plan_json: str | None, replace: bool) -> None:
+        entry = plan_replaced_json(current, plan_json, replace)
+        tx.execute("UPDATE runs SET plan = ? WHERE run_id = ?", (plan_json, current.run_id))
+        append(tx, current.run_id, None, "plan_replaced", entry)
+
+    def finish(
+        self, lease: Lease, status: RunStatus, reason: str | None, stopped_by: str | None = None
+    ) -> None:
+        with self._tx() as tx:
+            fence(tx, lease)
+            tx.execute(
+                "UPDATE runs SET status = ?, reason = ?, stopped_by = ?, owner = NULL, "
+                f"lease_expires_at = NULL, updated_at = {NOW} WHERE run_id = ?",
+                (status.value, reason, stopped_by, lease.run_id),
+            )
+            entry = journal_json(reason=text(reason))
+            append(tx, lease.run_id, None, "run_" + status.value, entry)
+
+    def get_run(self, run_id: str) -> RunRecord:
+        rows = self._read(f"{_SELECT_RUN} WHERE run_id = ?", (run_id,))
+        if not rows:
+            raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+        return run_record(rows[0])
+
+    def list_runs(self, status: RunStatus | None, limit: int) -> list[RunRecord]:
+        where, params = ("WHERE status = ?", (status.value,)) if status else ("", ())
+        rows = self._read(
+            f"{_SELECT_RUN} {where} ORDER BY updated_at DESC LIMIT ?", (*params, limit),
+        )  # fmt: skip
+        return [run_record(r) for r in rows]
+
+    # -- steps --------------------------------------------------------------------------
+
+    def steps(self, run_id: str, from_seq: int, limit: int) -> list[StepRecord]:
+        rows = self._read(
+            f"{_SELECT_STEP} WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+            (run_id, from_seq, limit),
+        )  # fmt: skip
+        return [step_record(r) for r in rows]
+
+    def steps_in_doubt(self, limit: int) -> list[StepRecord]:
+        # A completed run has no step in doubt (completing revisits every step), so only
+        # the runs that are not completed are searched, by their primary key.
+        rows = self._read(
+            f"{_SELECT_STEP} WHERE run_id IN "
+            "(SELECT run_id FROM runs WHERE status != 'completed') "
+            "AND state IN (?, ?) ORDER BY started_at LIMIT ?",
+            (*IN_DOUBT, limit),
+        )  # fmt: skip
+        return [step_record(r) for r in rows]
+
+    def _begin_step(
+        self,
+        tx: Tx,
+        lease: Lease,
+        step: NewStep,
+        previous: StepState | None,
+        reason: str | None = None,
+    ) -> Intent:
+        """Write the step as ``in_flight``; return its attempt number. A kill switch is
+        checked here, under the shared halts lock, so no effect starts after a halt was
+        committed."""
+        tx.lock_halts(exclusive=False)
+        fence(tx, lease)
+        halt = controls.active_halt(tx, lease.run_id, lease.agent)
+        if halt is not None:
+            raise halted(halt, lease.run_id, step.step_id)
+        if step.needs_approval:
+            controls.use_approval(tx, lease, step)
+        warnings: list[BudgetAlert] = []
+        if lease.budgeted:
+            warnings += controls.check_budget(tx, lease.run_id, step, new=previous is None)
+        if lease.agent is not None and step.type == "effect":
+            warnings += controls.check_agent_budget(tx, lease, step, new=previous is None)
+        if previous is None:
+            attempt = 1
+            try:
+                tx.execute(
+                    f"INSERT INTO steps ({STEP_COLUMNS}, cost, irreversible) VALUES (?, ?, "
+                    "?, ?, ?, ?, ?, ?, ?, 'in_flight', NULL, NULL, 1, 0, 0, "
+                    f"{NOW}, NULL, ?, ?)",
+                    (lease.run_id, step.seq, step.step_id, step.type, step.tool, step.kind,
+                     step.key, step.args_hash, step.args_json, step.cost, int(step.irreversible)),
+                )  # fmt: skip
+            except self.dialect.unique_violation as exc:
+                raise duplicate_step(lease, step) from exc
+        else:
+            attempt = self._restart_step(tx, lease, step, previous)
+        append(tx, lease.run_id, step.seq, "intent", intent_json(lease, step, attempt, reason))
+        return Intent(attempt, tuple(warnings))
+
+    @staticmethod
+    def _restart_step(tx: Tx, lease: Lease, step: NewStep, previous: StepState) -> int:
+        row = tx.execute(
+            "UPDATE steps SET state = 'in_flight', attempts = attempts + 1, args_hash = ?, "
+            f"args = ?, started_at = {NOW}, finished_at = NULL, result = NULL, error = NULL, "
+            "cost = cost + ? WHERE run_id = ? AND seq = ? AND state = ? RETURNING attempts",
+            (step.args_hash, step.args_json, step.cost, lease.run_id, step.seq, previous.value),
+        ).fetchone()
+        if row is None:
+            raise LeaseLost(
+                "the step changed under this worker (resolved or taken over)",
+                run_id=lease.run_id, step_id=step.step_id, key=step.key,
+            )  # fmt: skip
+        attempts: int = row[0]
+        return attempts
+
+    def _end_step(
+        self,
+        tx: Tx,
+        lease: Lease,
+        seq: int,
+        attempt: int,
+        outcome: Outcome,
+        *,
+        probed: bool = False,
+    ) -> None:
+        """Record the outcome of the attempt in flight, or, ``probed``, a probe's answer
+        for the attempt in doubt (``in_flight`` or already marked ``unknown``)."""
+        accepted = IN_DOUBT if probed else (StepState.IN_FLIGHT.value,) * 2
+        cursor = tx.execute(
+            "UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, "
+            f"tokens_out = ?, cost = COALESCE(?, cost), finished_at = {NOW} "
+            "WHERE run_id = ? AND seq = ? AND attempts = ? AND state IN (?, ?)",
+            (outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
+             outcome.tokens_out, outcome.cost, lease.run_id, seq, attempt, *accepted),
+        )  # fmt: skip
+        if cursor.rowcount != 1:
+            raise LeaseLost(
+                "the step was resolved or retried by someone else while this worker ran it",
+                run_id=lease.run_id,
+            )
+        append(
+            tx, lease.run_id, seq, "probed" if probed else "outcome",
+            outcome_json(outcome, attempt),
+        )  # fmt: skip
+
+    def write_intent(
+        self, lease: Lease, step: NewStep, previous: StepState | None, reason: str | None = None
+    ) -> Intent:
+        with self._tx() as tx:
+            intent = self._begin_step(tx, lease, step, previous, reason)
+            crashpoints.reach("before_intent_commit", step.step_id)
+        return intent
+
+    def write_outcome(self, lease: Lease, step: NewStep, attempt: int, outcome: Outcome) -> None:
+        with self._tx() as tx:
+            fence(tx, lease)
+            self._end_step(tx, lease, step.seq, attempt, outcome)
+            crashpoints.reach("before_outcome_commit", step.step_id)
+
+    def record_step(
+        self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
+    ) -> None:
+        with self._tx() as tx:
+            attempt = self._begin_step(tx, lease, step, previous).attempt
+            self._end_step(tx, lease, step.seq, attempt, outcome)
+
+    def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
+        with self._tx() as tx:
+            fence(tx, lease)
+            self._end_step(tx, lease, seq, attempt, outcome, probed=True)
+
+    def mark_unknown(self, lease: Lease, seq: int, reason: str) -> None:
+        with self._tx() as tx:
+            fence(tx, lease)
+            tx.execute(
+                "UPDATE steps SET state = 'unknown' WHERE run_id = ? AND seq = ? "
+                "AND state IN (?, ?)",
+                (lease.run_id, seq, *IN_DOUBT),
+            )
+            tx.execute(
+                f"UPDATE runs SET status = 'halted', reason = ?, updated_at = {NOW} "
+                "WHERE run_id = ?",
+                (reason, lease.run_id),
+            )
+            append(tx, lease.run_id, seq, "unknown", journal_json(reason=text(reason)))
+
+    def resolve(
+        self,
+        run_id: str,
+        step_id: str,
+        resolution: Resolution,
+        *,
+        result_json: str | None,
+        by: str,
+        note: str | None,
+    ) -> StepRecord:
+        with self._tx() as tx:
+            if not lock_run(tx, run_id):
+                raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+            step = self._step_in_doubt(tx, run_id, step_id)
+            # A person's decision is a takeover: any worker still running the step is fenced.
+            tx.execute(
+                "UPDATE runs SET fencing_token = fencing_token + 1, owner = NULL, "
+                "lease_expires_at = NULL WHERE run_id = ?",
+                (run_id,),
+            )
+            row = tx.execute(
+                f"UPDATE steps SET state = ?, result = ?, finished_at = {NOW} "
+                f"WHERE run_id = ? AND seq = ? RETURNING {STEP_COLUMNS}",
+                (RESOLVED_STATE[resolution].value, result_json, run_id, step.seq),
+            ).fetchone()
+            if not tx.execute(
+                "SELECT 1 FROM steps WHERE run_id = ? AND state = 'unknown'", (run_id,)
+            ).fetchone():
+                queue.requeue(tx, queue.AFTER_RESOLVE, run_id=run_id, by=by)
+            append(
+                tx, run_id, step.seq, "resolved",
+                journal_json(resolution=text(resolution.value), by=text(by), note=text(note),
+                             result=result_json),
+            )  # fmt: skip
+            return step_record(row or ())
+
+    @staticmethod
+    def _step_in_doubt(tx: Tx, run_id: str, step_id: str) -> StepRecord:
+        row = tx.execute(
+            f"{_SELECT_STEP} WHERE run_id = ? AND step_id = ?", (run_id, step_id)
+        ).fetchone()
+        if row is None:
+            raise UnknownStep(f"run has no step {step_id!r}", run_id=run_id, step_id=step_id)
+        step = step_record(row)
+        if step.state.value not in IN_DOUBT:
+            raise InvalidResolution(
+                f"step is {step.state.value}; only an effect in doubt can be resolved",
+                run_id=run_id, step_id=step_id, key=step.key,
+            )  # fmt: skip
+        return step
+
+    # -- approvals, the kill switch and budgets (SQL in _sql_controls) ------------------
+
+    def request_approval(self, lease: Lease, step: NewStep) -> Approval:
+        with self._tx() as tx:
+            fence(tx, lease)
+            return controls.request_approval(tx, lease, step)
+
+    def decide_approval(
+        self,
+        run_id: str,
+        step_id: str,
+        status: ApprovalStatus,
+        *,
+        by: str,
+        expires_in: float | None,
+        note: str | None,
+    ) -> Approval:
+        with self._tx() as tx:
+            approval = controls.decide_approval(
+                tx, run_id, step_id, status, by=by, expires_in=expires_in, note=note
+            )
+            queue.requeue(tx, queue.AFTER_APPROVAL, run_id=run_id, by=by)
+            return approval
+
+    def approvals(self, status: ApprovalStatus | None, limit: int) -> list[Approval]:
+        with self._reading() as tx:
+            return controls.list_approvals(tx, status, limit)
+
+    def active_halt(self, run_id: str, agent: str | None) -> Halt | None:
+        with self._reading() as tx:
+            return controls.active_halt(tx, run_id, agent)
+
+    def set_halt(self, scope: HaltScope, target: str, *, reason: str, by: str) -> Halt:
+        with self._tx() as tx:
+            return controls.set_halt(tx, scope, target, reason, by)
+
+    def clear_halt(self, scope: HaltScope, target: str, *, by: str, note: str | None) -> Halt:
+        with self._tx() as tx:
+            halt = controls.clear_halt(tx, scope, target, by, note)
+            queue.requeue_after_halt(tx, scope, target, by)
+            return halt
+
+    def budget_usage(self, run_id: str) -> tuple[Budget | None, Usage]:
+        with self._reading() as tx:
+            return controls.budget_usage(tx, run_id)
+
+    def set_budget(self, run_id: str, budget: Budget | None, *, by: str) -> None:
+        with self._tx() as tx:
+            lock_run(tx, run_id)
+            controls.set_budget(tx, run_id, budget, by)
+            queue.requeue(tx, queue.AFTER_BUDGET, run_id=run_id, by=by)
+
+    def set_agent_budget(self, agent: str, budget: AgentBudget | None, *, by: str) -> None:
+        with self._tx() as tx:
+            # Runs' rows before the agent's budget row, the order intents lock them in.
+            queue.requeue(tx, queue.AFTER_BUDGET, agent=agent, by=by)
+            controls.set_agent_budget(tx, agent, budget, by)
+
+    def record_alert(self, alert: BudgetAlert) -> bool:
+        with self._tx() as tx:
+            return controls.record_alert(tx, alert)
+
+    def halts(self, *, active_only: bool, limit: int) -> list[Halt]:
+        with self._reading() as tx:
+            return controls.list_halts(tx, active_only, limit)
+
+    # -- journal ------------------------------------------------------------------------
+
+    def journal(self, run_id: str | None, after_id: int, limit: int) -> list[JournalEntry]:
+        where = "WHERE id > ?" + (" AND run_id = ?" if run_id is not None else "")
+        params: tuple[Any, ...] = (after_id,) if run_id is None else (after_id, run_id)
+        rows = self._read(
+            f"SELECT {JOURNAL_COLUMNS} FROM journal {where} ORDER BY id LIMIT ?",
+            (*params, limit),
+        )  # fmt: skip
+        return [journal_entry(row) for row in rows]
+
+    def checkpoint(self, run_id: str, key_id: str, sign: Callable[[str], str]) -> Checkpoint | None:
+        with self._tx() as tx:
+            tx.lock_journal(run_id)  # the head read is the head kept
+            head = tx.execute(_CHAIN_HEAD, (run_id, run_id)).fetchone()
+            last = tx.execute(
+                "SELECT entries, head FROM checkpoints WHERE run_id = ? ORDER BY id DESC LIMIT 1",
+                (run_id,),
+            ).fetchone()
+            made = new_checkpoint(run_id, head, last, sign)
+            if made is None:
+                return None
+            row = tx.execute(
+                "INSERT INTO checkpoints (run_id, entries, head, at, key_id, signature) "
+                "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                (run_id, made[0], made[1], made[2], key_id, made[3]),
+            ).fetchone()
+            assert row is not None
+            return Checkpoint(int(row[0]), run_id, made[0], made[1], made[2], key_id, made[3])
+
+    def checkpoints(self, run_id: str | None, after_id: int, limit: int) -> list[Checkpoint]:
+        where = "WHERE id > ?" + (" AND run_id = ?" if run_id is not None else "")
+        params: tuple[Any, ...] = (after_id,) if run_id is None else (after_id, run_id)
+        rows = self._read(
+            f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints {where} ORDER BY id LIMIT ?",
+            (*params, limit),
+        )  # fmt: skip
+        return [checkpoint_record(row) for row in rows]
+
+    def close(self) -> None:
+        raise NotImplementedError
