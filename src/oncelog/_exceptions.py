@@ -36,10 +36,11 @@
     │   ├── EffectAbandoned        a person gave up on the effect
     │   ├── ApprovalDenied         a person denied the effect with these arguments
     │   └── ResultNotRecorded      the effect happened but its result could not be stored
-    └── StoreError                 the ledger itself
+    └── StoreError                 the ledger itself, and where its journal is shipped
         ├── StoreUnavailable       cannot open, read or durably write now (exit 75)
         ├── SchemaTooNew
-        └── CorruptRecord          a stored row that does not decode
+        ├── CorruptRecord          a stored row that does not decode
+        └── SinkUnavailable        a journal sink did not take a batch; retried (exit 75)
 
 Errors carry structured attributes (``run_id``, ``step_id``, ``key``) and pickle.
 """
@@ -297,3 +298,9 @@ class SchemaTooNew(StoreError):
 
 class CorruptRecord(StoreError):
     pass
+
+
+class SinkUnavailable(StoreError):
+    """A sink did not take a batch of the journal; the shipper keeps it and tries again."""
+
+    exit_code = 75

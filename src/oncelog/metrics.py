@@ -3,13 +3,15 @@
 Two sources, both with labels of bounded cardinality (tool, kind, outcome; never a run
 id): what this process's runs did (``instrument()``: effects called and their durations,
 fencing rejections), and what the ledger holds now (``LedgerCollector``, read at each
-scrape: effects in doubt, active halts, pending approvals).
+scrape: effects in doubt, active halts, pending approvals). ``watch_shipper`` adds a
+journal shipper's progress (``oncelog.sinks.Shipper``), labelled by sink name.
 ``serve(ledger)`` exposes both on an HTTP endpoint; ``oncelog metrics`` runs one.
 """
 
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +23,7 @@ from ._records import ApprovalStatus
 try:
     from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
     from prometheus_client import start_http_server as _start_http_server
-    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
     from prometheus_client.registry import Collector
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ConfigurationError(
@@ -30,6 +32,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 if TYPE_CHECKING:
     from ._ledger import Ledger
+    from ._shipper import Shipper
 
 # Seconds; effects are network calls: from a fast local write to a slow payment API.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -104,6 +107,51 @@ class LedgerCollector(Collector):
         yield GaugeMetricFamily(
             "oncelog_approvals_pending", "Effects waiting for a person's approval.", len(pending)
         )
+
+
+class ShipperCollector(Collector):
+    """The journal shippers watched in one registry, read at each scrape."""
+
+    def __init__(self) -> None:
+        self.shippers: dict[str, Shipper] = {}
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        shipped = CounterMetricFamily(
+            "oncelog_sink_shipped", "Journal lines (records, checkpoints) a sink took.",
+            labels=["sink"],
+        )  # fmt: skip
+        failures = CounterMetricFamily(
+            "oncelog_sink_failures", "Batches a sink did not take (each is tried again).",
+            labels=["sink"],
+        )  # fmt: skip
+        lag = GaugeMetricFamily(
+            "oncelog_sink_lag_records",
+            "Journal records and checkpoints not yet shipped to a sink (by id, at the last look).",
+            labels=["sink"],
+        )
+        for name, shipper in sorted(self.shippers.items()):
+            shipped.add_metric([name], shipper.shipped)
+            failures.add_metric([name], shipper.failures)
+            lag.add_metric([name], shipper.lag)
+        yield from (shipped, failures, lag)
+
+
+_SHIPPER_COLLECTORS: weakref.WeakKeyDictionary[CollectorRegistry, ShipperCollector] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def watch_shipper(shipper: Shipper, registry: CollectorRegistry = REGISTRY) -> None:
+    """Expose the shipper's counters in ``registry``: ``oncelog_sink_shipped_total``,
+    ``oncelog_sink_failures_total`` and ``oncelog_sink_lag_records``, labelled with its
+    sink's name (unique per registry)."""
+    collector = _SHIPPER_COLLECTORS.get(registry)
+    if collector is None:
+        collector = _SHIPPER_COLLECTORS[registry] = ShipperCollector()
+        registry.register(collector)
+    if shipper.name in collector.shippers:
+        raise ConfigurationError(f"a shipper to a sink named {shipper.name!r} is watched already")
+    collector.shippers[shipper.name] = shipper
 
 
 def instrument(registry: CollectorRegistry = REGISTRY) -> StepMetrics:

@@ -12,8 +12,10 @@ from ._crashtest import crashtest
 from ._demo import demo
 from ._evidence import export, keys, verify
 from ._halts import halt, halts, resume
+from ._mcp_proxy import mcp_proxy
 from ._metrics import metrics
 from ._runs import resolve, runs, show, unknown
+from ._ship import ship
 from ._worker import submit, worker
 
 
@@ -44,7 +46,9 @@ for command in (
     keys,
     verify,
     export,
+    ship,
     crashtest,
+    mcp_proxy,
 ):
     cli.add_command(command)
 

@@ -1,0 +1,160 @@
+"""What every framework guard shares: tool policies, step ids, the key of the call in
+progress, and finding the run a framework callback executes in."""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from .._exceptions import ConfigurationError, NoActiveRun, UsageError
+from .._probes import Probe
+from .._run import AsyncRun, Run, current_run
+from .._tools import Kind, KindName, Tool, tool
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How oncelog treats one framework tool: the options of ``oncelog.tool`` that matter
+    for a tool someone else defined. A plain kind name (``"create"``) is the short form.
+
+    A probe is called as ``probe(idempotency_key, arguments)`` with the arguments dict the
+    model gave the tool."""
+
+    kind: Kind | KindName
+    probe: Probe | None = None
+    key_ttl: timedelta | float | None = None
+    refusals: tuple[type[BaseException], ...] = ()
+    approval: bool | None = None
+    cost: float | Callable[..., float] = 0.0
+
+    def __post_init__(self) -> None:
+        try:
+            Kind(self.kind)
+        except ValueError:
+            raise ConfigurationError(
+                f"unknown tool kind {self.kind!r}; use one of {[k.value for k in Kind]}"
+            ) from None
+
+    def tool(self, name: str, fn: Callable[..., Any]) -> Tool[..., Any]:
+        """``fn`` declared as the oncelog tool ``name`` under this policy."""
+        declare = tool(
+            kind=self.kind, name=name, refusals=self.refusals, probe=self.probe,
+            key_ttl=self.key_ttl, approval=self.approval, cost=self.cost,
+        )  # fmt: skip
+        return declare(fn)
+
+
+PolicyLike = Policy | Kind | KindName
+
+
+def policies(kinds: Mapping[str, PolicyLike]) -> dict[str, Policy]:
+    """Validate a mapping of tool names to policies or kind names."""
+    return {name: p if isinstance(p, Policy) else Policy(p) for name, p in kinds.items()}
+
+
+def policy_for(table: Mapping[str, Policy], name: str, framework: str) -> Policy:
+    try:
+        return table[name]
+    except KeyError:
+        raise ConfigurationError(
+            f"{framework} tool {name!r} has no declared kind; add it to kinds= "
+            "(read | upsert | create | payment | destructive)"
+        ) from None
+
+
+def missing_extra(extra: str, framework: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"oncelog's {framework} integration needs {framework}: pip install 'oncelog[{extra}]'"
+    )
+
+
+# -- the idempotency key of the effect being called ---------------------------------------
+
+_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("oncelog_key", default=None)
+
+
+def current_idempotency_key() -> str:
+    """The idempotency key of the guarded tool call in progress: a framework tool passes it
+    on to its provider (Stripe's ``idempotency_key``, an ``Idempotency-Key`` header)."""
+    key = _key.get()
+    if key is None:
+        raise NoActiveRun("current_idempotency_key() is only known inside a guarded tool call")
+    return key
+
+
+@contextmanager
+def keyed(key: str) -> Iterator[None]:
+    token = _key.set(key)
+    try:
+        yield
+    finally:
+        _key.reset(token)
+
+
+# -- runs and step ids --------------------------------------------------------------------
+
+# Per run, how many steps of each name it has asked for: ``send_email#2`` is the second.
+_counts: weakref.WeakKeyDictionary[Run | AsyncRun, Counter[str]] = weakref.WeakKeyDictionary()
+
+
+def next_step_id(run: Run | AsyncRun, name: str) -> str:
+    """A stable step id: the name and how many times this run asked for it, never an id a
+    model made up (a model asked again names its calls anew)."""
+    counts = _counts.setdefault(run, Counter())
+    counts[name] += 1
+    return f"{name}#{counts[name]}"
+
+
+def sync_run(framework: str) -> Run:
+    run = current_run()
+    if run is None:
+        raise NoActiveRun(f"a guarded {framework} call ran outside `with ledger.run(...)`")
+    if not isinstance(run, Run):
+        raise UsageError(
+            f"a synchronous {framework} call ran inside `async with ledger.run(...)`; "
+            "use the framework's async API there"
+        )
+    return run
+
+
+def async_run(framework: str) -> AsyncRun:
+    run = current_run()
+    if run is None:
+        raise NoActiveRun(f"a guarded {framework} call ran outside `async with ledger.run(...)`")
+    if not isinstance(run, AsyncRun):
+        raise UsageError(
+            f"{framework} calls are asynchronous: run the agent inside "
+            "`async with ledger.run(...)`, not `with`"
+        )
+    return run
+
+
+def named(fn: F, name: str) -> F:
+    """Give a model call a stable name: it is the step's tool name, checked on replay."""
+    fn.__qualname__ = name
+    return fn
+
+
+def digest(value: Any) -> str:
+    """A model call's input, recorded as a hash: replay warns when it differs, and a
+    transcript that grows with every turn is not stored again at every step."""
+    text = json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def parse_arguments(raw: str) -> Any:
+    """A model's JSON arguments as a value, or the text itself if it is not JSON."""
+    try:
+        return json.loads(raw) if raw else {}
+    except ValueError:
+        return raw

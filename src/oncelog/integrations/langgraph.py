@@ -1,0 +1,287 @@
+"""LangGraph: every tool call of a graph an oncelog effect, every model call recorded.
+
+    from oncelog.integrations import langgraph as oncelog_lg
+
+    model = oncelog_lg.RecordedModel(chat_model.bind_tools(tools))
+    builder.add_node("agent", oncelog_lg.node(ledger, call_model))  # uses `model`
+    builder.add_node("tools", oncelog_lg.ToolNode(ledger, tools, kinds={"send_email": "create"}))
+
+Each execution of a guarded node is one oncelog run, named from LangGraph's own stable
+coordinates: the thread id, the node and the superstep (``ticket-4711/tools@3``). When a
+thread resumes from its checkpoint, the node that was running when the process died runs
+again in the same run: its finished tool calls and model calls return what was recorded,
+and only what never finished runs live. That covers what LangGraph's checkpointer cannot:
+a node killed after its side effect and before its checkpoint. Without a checkpointer the
+graph runs again from the start, and every node replays the same way.
+
+Steps are named ``send_email#1`` (the first ``send_email`` call of that node execution)
+and ``model#1``, never from the ids a model gives its tool calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, cast
+
+from .._exceptions import ConfigurationError, EffectRefused
+from .._ledger import Ledger
+from ._common import (
+    Policy,
+    PolicyLike,
+    async_run,
+    digest,
+    keyed,
+    named,
+    next_step_id,
+    policies,
+    policy_for,
+    sync_run,
+)
+from ._common import missing_extra as _missing
+
+try:
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        ToolMessage,
+        message_to_dict,
+        messages_from_dict,
+    )
+    from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+    from langchain_core.tools import BaseTool
+    from langgraph.config import get_config
+    from langgraph.prebuilt import ToolNode as _LangGraphToolNode
+    from langgraph.prebuilt.tool_node import ToolCallRequest, ToolInvocationError
+    from langgraph.types import Command
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise _missing("langgraph", "LangGraph") from exc
+
+__all__ = ["RecordedModel", "ToolNode", "node", "task_run_id"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+PUSH = "__pregel_push"
+
+
+def task_run_id(config: RunnableConfig) -> str:
+    """The oncelog run of one node execution: thread, node, superstep, and for a ``Send``
+    its index. All of them are the same when a thread resumes the same superstep."""
+    configurable = config.get("configurable") or {}
+    metadata = config.get("metadata") or {}
+    thread = configurable.get("thread_id")
+    if not thread:
+        raise ConfigurationError(
+            "a guarded LangGraph node needs a stable thread id: "
+            'graph.invoke(..., {"configurable": {"thread_id": "ticket-4711"}})'
+        )
+    if "|" in str(metadata.get("langgraph_checkpoint_ns", "")):
+        raise ConfigurationError(
+            "oncelog guards the nodes of the graph you invoke, not of a subgraph inside it"
+        )
+    node_name, step = metadata.get("langgraph_node"), metadata.get("langgraph_step")
+    if node_name is None or step is None:
+        raise ConfigurationError("a guarded LangGraph node ran outside a graph")
+    path = tuple(metadata.get("langgraph_path") or ())
+    send = f"#{path[1]}" if len(path) > 1 and path[0] == PUSH else ""
+    return f"{thread}/{node_name}@{step}{send}"
+
+
+def node(ledger: Ledger, fn: F, *, agent: str | None = None) -> F:
+    """Run the node function ``fn`` (sync or async) inside its own oncelog run, so that the
+    ``RecordedModel`` calls and oncelog tools it makes are recorded. LangGraph still sees
+    ``fn``'s signature, and injects what it asks for (``config``, ``runtime``...)."""
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def guarded_async(*args: Any, **kwargs: Any) -> Any:
+            async with ledger.run(task_run_id(get_config()), agent=agent):
+                return await fn(*args, **kwargs)
+
+        return cast(F, guarded_async)
+
+    @functools.wraps(fn)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        with ledger.run(task_run_id(get_config()), agent=agent):
+            return fn(*args, **kwargs)
+
+    return cast(F, guarded)
+
+
+class RecordedModel(Runnable[Any, BaseMessage]):
+    """A chat model (or ``model.bind_tools(...)``) whose answers are recorded in the run of
+    the node calling it: a resumed node gets the same answer back and spends no tokens."""
+
+    def __init__(self, model: Runnable[Any, BaseMessage], *, step_name: str = "model") -> None:
+        self.model = model
+        self.step_name = step_name
+
+    def invoke(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> BaseMessage:
+        run = sync_run("LangChain model")
+
+        def call(input_sha256: str) -> dict[str, Any]:
+            return _response(self.model.invoke(input, config, **kwargs))
+
+        step = next_step_id(run, self.step_name)
+        return _message(run.llm(step, named(call, "langchain_model"), _digest(input)))
+
+    async def ainvoke(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> BaseMessage:
+        run = async_run("LangChain model")
+
+        async def call(input_sha256: str) -> dict[str, Any]:
+            return _response(await self.model.ainvoke(input, config, **kwargs))
+
+        step = next_step_id(run, self.step_name)
+        return _message(await run.llm(step, named(call, "langchain_model"), _digest(input)))
+
+
+def _digest(input: Any) -> str:
+    if isinstance(input, Sequence) and not isinstance(input, str):
+        return digest([_content(m) for m in input])
+    return digest(input)
+
+
+def _content(message: Any) -> Any:
+    """What a message says, without the id LangGraph gives it anew in every process."""
+    if not isinstance(message, BaseMessage):
+        return message
+    data = message_to_dict(message)["data"]
+    return {k: v for k, v in data.items() if k != "id"}
+
+
+def _response(message: BaseMessage) -> dict[str, Any]:
+    usage = message.usage_metadata if isinstance(message, AIMessage) else None
+    tokens = {} if usage is None else {k: usage[k] for k in ("input_tokens", "output_tokens")}
+    return {"message": message_to_dict(message), "usage": tokens}
+
+
+def _message(recorded: dict[str, Any]) -> BaseMessage:
+    return messages_from_dict([recorded["message"]])[0]
+
+
+class ToolNode(_LangGraphToolNode):
+    """LangGraph's ``ToolNode`` with every tool call an oncelog effect, in its own run per
+    node execution. ``kinds`` maps each tool's name to its kind (``"create"``) or to an
+    ``oncelog.integrations.Policy``; a tool without one is refused here, not at 3 a.m.
+
+    Calls run one at a time, in the order the model asked for them (the position of each
+    is part of the run). Invalid arguments from the model and a policy's ``refusals`` come
+    back to the model as error messages; any other tool error stops the graph, as in
+    LangGraph by default, and an effect whose outcome is unknown halts the run. A tool
+    reads its idempotency key with ``oncelog.integrations.current_idempotency_key()``."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        tools: Sequence[BaseTool | Callable[..., Any]],
+        *,
+        kinds: Mapping[str, PolicyLike],
+        agent: str | None = None,
+        name: str = "tools",
+        tags: list[str] | None = None,
+        messages_key: str = "messages",
+    ) -> None:
+        super().__init__(
+            tools, name=name, tags=tags, handle_tool_errors=False, messages_key=messages_key,
+            wrap_tool_call=self._guard, awrap_tool_call=self._guard_async,
+        )  # fmt: skip
+        self._ledger = ledger
+        self._agent = agent
+        table = policies(kinds)
+        self._policies: dict[str, Policy] = {}
+        for tool_name in self.tools_by_name:
+            policy = policy_for(table, tool_name, "LangGraph")
+            refusals = (*policy.refusals, ToolInvocationError)  # the model's bad arguments
+            self._policies[tool_name] = dataclasses.replace(policy, refusals=refusals)
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        config = ensure_config(config)
+        with self._ledger.run(task_run_id(config), agent=self._agent):
+            # One call at a time, in the model's order: each takes the next position.
+            return super().invoke(input, {**config, "max_concurrency": 1}, **kwargs)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        config = ensure_config(config)
+        async with self._ledger.run(task_run_id(config), agent=self._agent):
+            return await super().ainvoke(input, config, **kwargs)
+
+    def _guard(
+        self,
+        request: ToolCallRequest,
+        execute: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        call = request.tool_call
+        policy = self._policies.get(call["name"])
+        if policy is None or request.tool is None:
+            return execute(request)  # not a tool of this node: LangGraph answers the model
+        run = sync_run("LangGraph tool")
+
+        def perform(arguments: dict[str, Any], *, idempotency_key: str) -> Any:
+            with keyed(idempotency_key):
+                return _output(execute(request))
+
+        effect = policy.tool(call["name"], perform)
+        try:
+            recorded = run.effect(next_step_id(run, call["name"]), effect, call["args"])
+        except EffectRefused as refused:
+            return _refusal(refused, request)
+        return _tool_message(recorded, request)
+
+    async def _guard_async(
+        self,
+        request: ToolCallRequest,
+        execute: Callable[[ToolCallRequest], Any],
+    ) -> ToolMessage | Command[Any]:
+        call = request.tool_call
+        policy = self._policies.get(call["name"])
+        if policy is None or request.tool is None:
+            result: ToolMessage | Command[Any] = await execute(request)
+            return result
+        run = async_run("LangGraph tool")
+
+        async def perform(arguments: dict[str, Any], *, idempotency_key: str) -> Any:
+            with keyed(idempotency_key):
+                return _output(await execute(request))
+
+        effect = policy.tool(call["name"], perform)
+        # Calling effect() takes the call's position at once, before anything is awaited:
+        # LangGraph starts the calls in the model's order, so the positions follow it.
+        pending = run.effect(next_step_id(run, call["name"]), effect, call["args"])
+        try:
+            recorded = await pending
+        except EffectRefused as refused:
+            return _refusal(refused, request)
+        return _tool_message(recorded, request)
+
+
+def _output(result: ToolMessage | Command[Any]) -> Any:
+    # A Command is not JSON: oncelog records the effect done and says its result is missing.
+    return message_to_dict(result) if isinstance(result, ToolMessage) else result
+
+
+def _tool_message(recorded: Any, request: ToolCallRequest) -> ToolMessage:
+    call = request.tool_call
+    if isinstance(recorded, dict) and recorded.get("type") == "tool" and "data" in recorded:
+        message = cast(ToolMessage, messages_from_dict([recorded])[0])
+        # The recorded answer, addressed to the call the model made this time.
+        return message.model_copy(update={"tool_call_id": call["id"]})
+    # What a probe found at the provider: the model sees it as the tool's output.
+    content = recorded if isinstance(recorded, str) else json.dumps(recorded)
+    return ToolMessage(content=content, name=call["name"], tool_call_id=call["id"])
+
+
+def _refusal(refused: EffectRefused, request: ToolCallRequest) -> ToolMessage:
+    call = request.tool_call
+    return ToolMessage(
+        content=f"Error: {refused.message}",
+        name=call["name"],
+        tool_call_id=call["id"],
+        status="error",
+    )

@@ -1,0 +1,192 @@
+"""``oncelog mcp-proxy -- COMMAND``: any MCP server (stdio), every tool call an effect.
+
+The proxy starts the server as its child, offers its clients the server's own tools, and
+makes each ``tools/call`` an oncelog effect of a run:
+
+- the run: ``_meta["oncelog/run_id"]`` of the call, else the tool argument the config
+  names in ``run_argument``, else ``--run-id`` (``$ONCELOG_RUN_ID``) for the session;
+- the step: ``{tool}#{n}``, the n-th call of that tool in the run in this session, so a
+  client restarted from the top, calling its tools again, gets the recorded results;
+- the kind of each tool: from a small JSON config file (below); a tool with none is
+  refused, unless the config gives a ``default_kind``;
+- the key: the server receives it as ``_meta["oncelog/idempotency_key"]``.
+
+A ``destructive`` tool (or one with ``"approval": true``) waits for a person: the call
+answers with a tool error telling the client to wait for ``oncelog approve RUN STEP`` and
+call again with the same arguments. Any other reason the run cannot go on (an effect in
+doubt, a kill switch, a budget) is a tool error too, naming the reason.
+
+    {
+      "tools": {
+        "search_tickets": "read",
+        "send_email": "create",
+        "delete_account": {"kind": "destructive"},
+        "refund": {"kind": "payment", "key_ttl": 86400}
+      },
+      "default_kind": null,
+      "run_argument": "ticket_id",
+      "agent": "support"
+    }
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from .._exceptions import ApprovalRequired, ConfigurationError, OnceLogError
+from .._ledger import Ledger
+from ._common import Policy
+from ._common import missing_extra as _missing
+
+try:
+    import mcp.types as types
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise _missing("mcp", "MCP") from exc
+
+from ._proxy_runs import ProxyRun
+
+__all__ = ["KEY_META", "RUN_META", "ProxyConfig", "load_config", "serve"]
+
+RUN_META = "oncelog/run_id"
+KEY_META = "oncelog/idempotency_key"
+_POLICY_KEYS = {"kind", "approval", "key_ttl"}
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    tools: Mapping[str, Policy] = field(default_factory=dict)
+    default: Policy | None = None
+    run_argument: str | None = None
+    agent: str | None = None
+
+    def policy(self, tool: str) -> Policy | None:
+        return self.tools.get(tool, self.default)
+
+
+def load_config(path: str | Path | None) -> ProxyConfig:
+    """Read the proxy's JSON config; no file means no tool is declared."""
+    if path is None:
+        return ProxyConfig()
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"cannot read the mcp-proxy config {path}: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("tools", {}), dict):
+        raise ConfigurationError(f'{path}: expected {{"tools": {{"TOOL": "KIND", ...}}, ...}}')
+    unknown = set(data) - {"tools", "default_kind", "run_argument", "agent"}
+    if unknown:
+        raise ConfigurationError(f"{path}: unknown settings {sorted(unknown)}")
+    default = data.get("default_kind")
+    return ProxyConfig(
+        tools={name: _policy(name, v) for name, v in data.get("tools", {}).items()},
+        default=None if default is None else Policy(default),
+        run_argument=data.get("run_argument"),
+        agent=data.get("agent"),
+    )
+
+
+def _policy(tool: str, value: Any) -> Policy:
+    if isinstance(value, str):
+        return Policy(value)  # type: ignore[arg-type]  # Policy checks the kind itself
+    if not isinstance(value, dict) or "kind" not in value or set(value) - _POLICY_KEYS:
+        raise ConfigurationError(
+            f"tool {tool!r}: a kind, or an object with {sorted(_POLICY_KEYS)} and a kind"
+        )
+    return Policy(value["kind"], approval=value.get("approval"), key_ttl=value.get("key_ttl"))
+
+
+async def serve(
+    ledger: Ledger, command: Sequence[str], config: ProxyConfig, run_id: str | None
+) -> None:
+    """Start ``command`` as an MCP server and serve its tools on this process's stdio,
+    until the client closes it."""
+    # The server gets the proxy's whole environment, as if it were started directly.
+    server_params = StdioServerParameters(
+        command=command[0], args=list(command[1:]), env=dict(os.environ)
+    )
+    async with stdio_client(server_params) as (read, write), ClientSession(read, write) as upstream:
+        await upstream.initialize()
+        proxy = _Proxy(ledger, upstream, config, run_id)
+        server: Server[Any] = Server(
+            "oncelog-mcp-proxy", on_list_tools=proxy.list_tools, on_call_tool=proxy.call_tool
+        )
+        try:
+            async with stdio_server() as (client_read, client_write):
+                await server.run(client_read, client_write, server.create_initialization_options())
+        finally:
+            await proxy.end()
+
+
+class _Proxy:
+    def __init__(
+        self, ledger: Ledger, upstream: ClientSession, config: ProxyConfig, run_id: str | None
+    ) -> None:
+        self.ledger = ledger
+        self.upstream = upstream
+        self.config = config
+        self.run_id = run_id
+        self.runs: dict[str, ProxyRun] = {}
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return await self.upstream.list_tools(params=params)
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        arguments = params.arguments or {}
+        run_id = self._run_of(params, arguments)
+        if run_id is None:
+            return _error(
+                f"oncelog: no run id for this call: set _meta[{RUN_META!r}], start the proxy "
+                "with --run-id (or $ONCELOG_RUN_ID), or name a run_argument in its config"
+            )
+        policy = self.config.policy(params.name)
+        if policy is None:
+            return _error(f"oncelog: no kind is declared for tool {params.name!r} in the config")
+        run = self.runs.setdefault(run_id, ProxyRun(self.ledger, run_id, self.config.agent))
+        try:
+            recorded = await run.call(params.name, arguments, policy, self._forward)
+        except ApprovalRequired as exc:
+            return _error(
+                f"oncelog: {exc.message}. Wait until a person has approved it, then call "
+                "this tool again with the same arguments."
+            )
+        except OnceLogError as exc:
+            return _error(f"oncelog: {type(exc).__name__}: {exc.message}")
+        except Exception as exc:  # an idempotent tool's failure: recorded not done
+            return _error(f"{type(exc).__name__}: {exc}")
+        return types.CallToolResult.model_validate(recorded)
+
+    def _run_of(self, params: types.CallToolRequestParams, arguments: dict[str, Any]) -> str | None:
+        meta: dict[str, Any] = dict(params.meta or {})
+        if isinstance(meta.get(RUN_META), str):
+            return str(meta[RUN_META])
+        named = self.config.run_argument
+        if named is not None and isinstance(arguments.get(named), str):
+            return str(arguments[named])
+        return self.run_id
+
+    async def _forward(self, tool: str, arguments: Any, key: str) -> Any:
+        meta = cast(types.RequestParamsMeta, {KEY_META: key})
+        result = await self.upstream.call_tool(tool, arguments, meta=meta)
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    async def end(self) -> None:
+        for run in self.runs.values():
+            await run.end()
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)

@@ -1,0 +1,46 @@
+"""The world the agents act on: a file where every effect appends one JSON line, written
+and fsynced before the tool returns. The tests read it to count what really happened; a
+probe reads it to find an effect by its idempotency key."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import oncelog
+
+
+class EffectLog:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def perform(self, key: str, tool: str, arguments: Any) -> dict[str, Any]:
+        """Do the effect: append it durably and answer like a provider would."""
+        receipt = {"id": f"fx_{key[-8:]}", "tool": tool}
+        line = json.dumps({"key": key, "tool": tool, "arguments": arguments, "receipt": receipt})
+        with self.path.open("a") as out:
+            out.write(line + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        return receipt
+
+    def entries(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line]
+
+    def probe(self, key: str, *recorded: Any) -> oncelog.ProbeAnswer:
+        """What a provider's lookup by idempotency key answers."""
+        for entry in self.entries():
+            if entry["key"] == key:
+                return oncelog.Found(entry["receipt"])
+        return oncelog.NOT_FOUND
+
+
+def count_model_call(path: str | Path) -> int:
+    """Append one line per model call really made (tokens spent); return how many so far."""
+    with Path(path).open("a") as out:
+        out.write("call\n")
+    return len(Path(path).read_text().splitlines())

@@ -1,0 +1,149 @@
+"""A LangGraph agent: a model node and a ToolNode, guarded by oncelog, in one thread.
+
+    python -m tests.integration_agents.langgraph_agent --ledger L --effects E --model-calls M
+        --thread T [--checkpoints C] [--async]
+
+The model asks for two tools in one answer (an email and a charge, each a real effect
+written to E), then says it is done. With ``--checkpoints`` the graph has LangGraph's
+SQLite checkpointer and a restart resumes the thread; without, a restart runs the graph
+again from the start. Prints the final answer as JSON on the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, UsageMetadata
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.prebuilt import tools_condition
+
+import oncelog
+from oncelog.integrations import Policy, current_idempotency_key
+from oncelog.integrations import langgraph as oncelog_langgraph
+
+from .effect_log import EffectLog, count_model_call
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A test model that answers from the conversation, like a real one: tool calls first,
+    then a final answer. Every call it really makes is counted in a file (tokens spent).
+    Its tool call ids are new at every call, as a real model's are."""
+
+    calls_file: str
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        count_model_call(self.calls_file)
+        results = [m.content for m in messages if isinstance(m, ToolMessage)]
+        if results:
+            answer = AIMessage(content=f"done: {', '.join(map(str, results))}")
+        else:
+            answer = AIMessage(
+                content="",
+                tool_calls=[
+                    _call("send_email", {"to": "ada@example.com", "body": "your receipt"}),
+                    _call("charge", {"customer": "cus_ada", "cents": 500}),
+                ],
+            )
+        answer.usage_metadata = UsageMetadata(
+            input_tokens=40, output_tokens=8, total_tokens=48,
+            input_token_details={}, output_token_details={},
+        )  # fmt: skip
+        return ChatResult(generations=[ChatGeneration(message=answer)])
+
+
+def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
+
+
+def build(ledger: oncelog.Ledger, log: EffectLog, model_calls: str) -> StateGraph[Any]:
+    @tool
+    def send_email(to: str, body: str) -> str:
+        """Send an email to a customer."""
+        return json.dumps(log.perform(current_idempotency_key(), "send_email", [to, body]))
+
+    @tool
+    def charge(customer: str, cents: int) -> str:
+        """Charge a customer."""
+        return json.dumps(log.perform(current_idempotency_key(), "charge", [customer, cents]))
+
+    model = oncelog_langgraph.RecordedModel(ScriptedChatModel(calls_file=model_calls))
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    async def agent_async(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    kinds = {
+        "send_email": Policy("create", probe=log.probe),
+        "charge": Policy("payment", probe=log.probe),
+    }
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", oncelog_langgraph.node(ledger, agent))
+    builder.add_node("agent_async", oncelog_langgraph.node(ledger, agent_async))
+    builder.add_node("tools", oncelog_langgraph.ToolNode(ledger, [send_email, charge], kinds=kinds))
+    return builder
+
+
+@contextmanager
+def compiled(
+    builder: StateGraph[Any], checkpoints: str | None, use_async: bool
+) -> Iterator[CompiledStateGraph[Any]]:
+    first = "agent_async" if use_async else "agent"
+    builder.add_edge(START, first)
+    builder.add_conditional_edges(first, tools_condition, {"tools": "tools", END: END})
+    builder.add_edge("tools", first)
+    if checkpoints is None:
+        yield builder.compile()
+        return
+    with SqliteSaver.from_conn_string(checkpoints) as saver:
+        yield builder.compile(checkpointer=saver)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    for name in ("--ledger", "--effects", "--model-calls", "--thread"):
+        parser.add_argument(name, required=True)
+    parser.add_argument("--checkpoints")
+    parser.add_argument("--async", dest="use_async", action="store_true")
+    args = parser.parse_args()
+    ledger = oncelog.open(args.ledger)
+    builder = build(ledger, EffectLog(args.effects), args.model_calls)
+    config: Any = {"configurable": {"thread_id": args.thread}}
+
+    def agent() -> None:
+        with compiled(builder, args.checkpoints, args.use_async) as graph:
+            resuming = args.checkpoints is not None and graph.get_state(config).next
+            inputs = None if resuming else {"messages": [("user", "bill ticket 4711")]}
+            if args.use_async:
+                final = asyncio.run(graph.ainvoke(inputs, config))
+            else:
+                final = graph.invoke(inputs, config)
+        print(json.dumps(final["messages"][-1].content))
+
+    oncelog.run_main(agent)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""An MCP server (the low-level ``Server`` of the ``mcp`` package, on stdio) whose tools
+act on the world: each effect is appended to the effect log with the idempotency key the
+proxy sends in ``_meta``.
+
+    python -m tests.integration_agents.mcp_server --effects E
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from .effect_log import EffectLog
+
+KEY_META = "oncelog/idempotency_key"
+TOOLS = {
+    "lookup": "Find a customer's account.",
+    "send_email": "Send an email to a customer.",
+    "delete_account": "Delete a customer's account.",
+}
+
+
+def tool(name: str, description: str) -> types.Tool:
+    schema = {"type": "object", "properties": {"customer": {"type": "string"}}}
+    return types.Tool(name=name, description=description, input_schema=schema)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--effects", required=True)
+    log = EffectLog(parser.parse_args().effects)
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool(n, d) for n, d in TOOLS.items()])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        arguments = params.arguments or {}
+        if params.name == "lookup":
+            answer: dict[str, Any] = {"customer": arguments.get("customer"), "plan": "pro"}
+        else:
+            key = str((params.meta or {}).get(KEY_META))
+            answer = log.perform(key, params.name, arguments)
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer))])
+
+    server: Server[Any] = Server("effects", on_list_tools=list_tools, on_call_tool=call_tool)
+
+    async def serve() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(serve)
+
+
+if __name__ == "__main__":
+    main()

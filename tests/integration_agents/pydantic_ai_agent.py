@@ -1,0 +1,88 @@
+"""A PydanticAI agent with two guarded tools, in one oncelog run.
+
+    python -m tests.integration_agents.pydantic_ai_agent --ledger L --effects E
+        --model-calls M --run R
+
+The model is PydanticAI's ``FunctionModel``, answering from the conversation as a real
+model would: both tools in one answer (an email and a charge, each a real effect written
+to E), then a final answer. Its tool call ids are new at every call. Prints the output as
+JSON on the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import uuid
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.toolsets import FunctionToolset
+from pydantic_ai.usage import RequestUsage
+
+import oncelog
+from oncelog.integrations import Policy, current_idempotency_key
+from oncelog.integrations import pydantic_ai as oncelog_pai
+
+from .effect_log import EffectLog, count_model_call
+
+
+def function_model(calls_file: str) -> FunctionModel:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        count_model_call(calls_file)
+        usage = RequestUsage(input_tokens=40, output_tokens=8)
+        returns = [
+            part.model_response_str()
+            for message in messages
+            for part in message.parts
+            if isinstance(part, ToolReturnPart)
+        ]
+        if returns:
+            return ModelResponse(parts=[TextPart(f"done: {', '.join(returns)}")], usage=usage)
+        calls: list[Any] = [
+            ToolCallPart("send_email", {"to": "ada@example.com", "body": "your receipt"},
+                         tool_call_id=f"call_{uuid.uuid4().hex[:12]}"),
+            ToolCallPart("charge", {"customer": "cus_ada", "cents": 500},
+                         tool_call_id=f"call_{uuid.uuid4().hex[:12]}"),
+        ]  # fmt: skip
+        return ModelResponse(parts=calls, usage=usage)
+
+    return FunctionModel(respond)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    for name in ("--ledger", "--effects", "--model-calls", "--run"):
+        parser.add_argument(name, required=True)
+    args = parser.parse_args()
+    ledger = oncelog.open(args.ledger)
+    log = EffectLog(args.effects)
+
+    def send_email(to: str, body: str) -> dict[str, Any]:
+        """Send an email to a customer."""
+        return log.perform(current_idempotency_key(), "send_email", [to, body])
+
+    def charge(customer: str, cents: int) -> dict[str, Any]:
+        """Charge a customer."""
+        return log.perform(current_idempotency_key(), "charge", [customer, cents])
+
+    kinds = {
+        "send_email": Policy("create", probe=log.probe),
+        "charge": Policy("payment", probe=log.probe),
+    }
+    tools = oncelog_pai.GuardedToolset(FunctionToolset([send_email, charge]), kinds=kinds)
+    agent = Agent(oncelog_pai.RecordedModel(function_model(args.model_calls)), toolsets=[tools])
+
+    async def bill() -> str:
+        async with ledger.run(args.run):
+            result = await agent.run("bill ticket 4711")
+        return result.output
+
+    oncelog.run_main(lambda: print(json.dumps(asyncio.run(bill()))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Each integration imports its framework only when used, and without it says which extra
+to install; the guards refuse a tool whose kind is not declared, and a bad proxy config,
+before anything runs."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import oncelog
+from oncelog.integrations import Policy, current_idempotency_key
+
+from .integration_agents.processes import require_framework
+
+FRAMEWORKS = [
+    ("langgraph", "langgraph", "langgraph"),
+    ("openai_agents", "agents", "openai-agents"),
+    ("pydantic_ai", "pydantic_ai", "pydantic-ai"),
+    ("mcp_proxy", "mcp", "mcp"),
+]
+
+
+@pytest.mark.parametrize(("module", "framework", "extra"), FRAMEWORKS)
+def test_a_missing_framework_names_its_extra(
+    monkeypatch: pytest.MonkeyPatch, module: str, framework: str, extra: str
+) -> None:
+    monkeypatch.setitem(sys.modules, framework, None)  # as if it were not installed
+    monkeypatch.delitem(sys.modules, f"oncelog.integrations.{module}", raising=False)
+    with pytest.raises(oncelog.ConfigurationError, match=rf"pip install 'oncelog\[{extra}\]'"):
+        importlib.import_module(f"oncelog.integrations.{module}")
+
+
+def test_the_key_is_only_known_inside_a_guarded_call() -> None:
+    with pytest.raises(oncelog.NoActiveRun):
+        current_idempotency_key()
+
+
+def test_a_policy_checks_its_kind() -> None:
+    with pytest.raises(oncelog.ConfigurationError, match="unknown tool kind"):
+        Policy("send")  # type: ignore[arg-type]
+
+
+def test_a_langgraph_tool_without_a_kind_is_refused(tmp_path: Path) -> None:
+    require_framework("langgraph", "langgraph")
+    from langchain_core.tools import tool
+
+    from oncelog.integrations import langgraph as oncelog_langgraph
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send an email."""
+        return to
+
+    with (
+        oncelog.open(str(tmp_path / "ledger.db")) as ledger,
+        pytest.raises(oncelog.ConfigurationError, match="'send_email' has no declared kind"),
+    ):
+        oncelog_langgraph.ToolNode(ledger, [send_email], kinds={"lookup": "read"})
+
+
+@pytest.mark.parametrize(
+    ("config", "error"),
+    [
+        ({"tools": {"send_email": "send"}}, "unknown tool kind"),
+        ({"tools": {"send_email": {"kind": "create", "retries": 3}}}, "an object with"),
+        ({"tools": {}, "run_id": "x"}, "unknown settings"),
+    ],
+)
+def test_a_bad_proxy_config_is_refused(tmp_path: Path, config: object, error: str) -> None:
+    require_framework("mcp", "mcp")
+    from oncelog.integrations import mcp_proxy
+
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(oncelog.ConfigurationError, match=error):
+        mcp_proxy.load_config(path)
+
+
+def test_a_proxy_config_gives_kinds_and_where_runs_come_from(tmp_path: Path) -> None:
+    require_framework("mcp", "mcp")
+    from oncelog.integrations import mcp_proxy
+
+    path = tmp_path / "tools.json"
+    config = {"tools": {"refund": {"kind": "payment", "key_ttl": 60}}, "run_argument": "ticket"}
+    path.write_text(json.dumps(config))
+    loaded = mcp_proxy.load_config(path)
+    assert loaded.policy("refund") == Policy("payment", key_ttl=60)
+    assert loaded.policy("lookup") is None
+    assert loaded.run_argument == "ticket"

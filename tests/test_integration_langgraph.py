@@ -1,0 +1,79 @@
+"""LangGraph, for real: a graph with a model node and a ToolNode guarded by oncelog, in a
+process SIGKILLed right after a tool's effect and restarted.
+
+With LangGraph's SQLite checkpointer, the thread resumes at the node that was running: the
+case the checkpointer leaves open (a node killed after its side effect, before its
+checkpoint) replays the recorded effect. Without one, the graph runs again from the start
+and the recorded model answer comes back without a model call. Either way each effect
+happened once, by the effect log's own records."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import oncelog
+from oncelog import StepState
+
+from .integration_agents.effect_log import EffectLog
+from .integration_agents.processes import require_framework, run_agent
+
+DONE = '"done: '
+
+
+def agent_args(tmp_path: Path, thread: str, *extra: str) -> list[str]:
+    return [
+        "--ledger", str(tmp_path / "ledger.db"), "--effects", str(tmp_path / "effects.jsonl"),
+        "--model-calls", str(tmp_path / "model-calls"), "--thread", thread, *extra,
+    ]  # fmt: skip
+
+
+def model_calls(tmp_path: Path) -> int:
+    return len((tmp_path / "model-calls").read_text().splitlines())
+
+
+def effects(tmp_path: Path) -> Counter[str]:
+    return Counter(e["tool"] for e in EffectLog(tmp_path / "effects.jsonl").entries())
+
+
+def test_checkpointed_thread_resumes_a_node_killed_after_its_effect(tmp_path: Path) -> None:
+    require_framework("langgraph", "langgraph")
+    args = agent_args(tmp_path, "ticket-1", "--checkpoints", str(tmp_path / "checkpoints.db"))
+
+    killed = run_agent("langgraph_agent", *args, crash_at="after_outcome_commit@charge#1")
+    assert killed.killed, killed
+    assert effects(tmp_path) == {"send_email": 1, "charge": 1}
+
+    resumed = run_agent("langgraph_agent", *args)
+    assert resumed.returncode == 0, resumed
+    assert resumed.last_line.startswith(DONE)
+    assert effects(tmp_path) == {"send_email": 1, "charge": 1}
+    assert model_calls(tmp_path) == 2  # the checkpointed first answer was not asked again
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        tools = ledger.steps("ticket-1/tools@2")
+        assert [(s.step_id, s.state, s.attempts) for s in tools] == [
+            ("send_email#1", StepState.DONE, 1),
+            ("charge#1", StepState.DONE, 1),
+        ]
+        keys = {e["key"] for e in EffectLog(tmp_path / "effects.jsonl").entries()}
+        assert keys == {s.key for s in tools}
+
+
+def test_graph_without_checkpointer_replays_from_the_start(tmp_path: Path) -> None:
+    require_framework("langgraph", "langgraph")
+    args = agent_args(tmp_path, "ticket-2", "--async")
+
+    killed = run_agent("langgraph_agent", *args, crash_at="after_call@send_email#1")
+    assert killed.killed, killed
+    assert effects(tmp_path)["send_email"] == 1
+
+    resumed = run_agent("langgraph_agent", *args)
+    assert resumed.returncode == 0, resumed
+    assert resumed.last_line.startswith(DONE)
+    # The email's outcome was never recorded: the probe found it at the provider.
+    assert effects(tmp_path) == {"send_email": 1, "charge": 1}
+    assert model_calls(tmp_path) == 2  # the first answer came from the ledger on restart
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        assert [s.step_id for s in ledger.steps("ticket-2/agent_async@1")] == ["model#1"]
+        email = ledger.steps("ticket-2/tools@2")[0]
+        assert (email.step_id, email.state) == ("send_email#1", StepState.DONE)
