@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,3 +119,37 @@ def test_budgets_shows_and_a_person_raises_them(db_path: str) -> None:
     code, out = invoke("budgets", "b1", "--set", "webhook=ftp://x", "--by", "a", "--db", db_path)
     assert code == 2
     assert "http(s) URL" in out
+
+
+def test_show_masks_secret_looking_values_and_unknown_says_why(db_path: str) -> None:
+    with oncelog.open(db_path) as ledger:
+
+        @ledger.tool(kind="create", name="login")
+        def login(user: str, password: str, *, idempotency_key: str) -> None:
+            raise TimeoutError("no answer")
+
+        with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("r") as run:
+            run.effect("login", login, "ann", password="hunter2-XY")
+    code, out = invoke("show", "r", "--db", db_path)
+    assert code == 0
+    assert "hunter2-XY" not in out
+    assert '"password":"••••••"' in out
+    code, out = invoke("unknown", "--db", db_path)
+    assert "raised TimeoutError: no answer" in out
+    assert "hunter2-XY" not in out
+    code, out = invoke("unknown", "--db", db_path, "--json")
+    assert "TimeoutError" in json.loads(out)[0]["reason"]
+
+
+def test_completion_scripts(db_path: str) -> None:
+    code, out = invoke("completion", "bash")
+    assert code == 0
+    assert "_ONCELOG_COMPLETE" in out
+    env = {**os.environ, "_ONCELOG_COMPLETE": "bash_complete", "COMP_WORDS": "oncelog res",
+           "COMP_CWORD": "1"}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", "from oncelog.cli import main; main()"],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert "resolve" in done.stdout
+    assert "resume" in done.stdout

@@ -6,6 +6,7 @@ import click
 
 from ._approvals import approvals, approve, deny
 from ._budgets import budgets
+from ._completion import completion
 from ._console import console
 from ._consume import consume
 from ._crashtest import crashtest
@@ -48,10 +49,13 @@ for command in (
     export,
     ship,
     crashtest,
+    completion,
     mcp_proxy,
 ):
     cli.add_command(command)
 
 
 def main() -> None:
-    cli()
+    # One name however it is started (the script, python -m oncelog), so messages and the
+    # completion variable (_ONCELOG_COMPLETE) are the same.
+    cli(prog_name="oncelog")

@@ -11,6 +11,7 @@ import click
 
 import oncelog
 
+from .._display import redact
 from ._options import db_option, emit, json_option, opened
 
 
@@ -18,10 +19,38 @@ def _when(ts: float | None) -> str:
     return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
-def _step_row(step: oncelog.StepRecord) -> dict[str, Any]:
+def _shown(text: str | None, limit: int = 300) -> str:
+    """Recorded JSON as a person may see it: secret-looking keys masked, cut short."""
+    if text is None:
+        return "-"
+    try:
+        shown = json.dumps(
+            redact(json.loads(text)), ensure_ascii=False, sort_keys=True, separators=(",", ":")
+        )
+    except ValueError:
+        shown = f"(not JSON) {text}"
+    return shown if len(shown) <= limit else shown[:limit] + f"… ({len(shown)} chars)"
+
+
+def _step_row(step: oncelog.StepRecord, in_doubt_because: str | None = None) -> dict[str, Any]:
     row = step._asdict()
     row.update(type=step.type.value, state=step.state.value)
+    for field in ("args_json", "result_json", "error_json"):
+        if row[field] is not None:
+            row[field] = json.dumps(redact(json.loads(row[field])), sort_keys=True)
+    if in_doubt_because is not None:
+        row["reason"] = in_doubt_because
     return row
+
+
+def _why_in_doubt(ledger: oncelog.Ledger, step: oncelog.StepRecord) -> str | None:
+    """What was recorded when the step was found in doubt: which attempt, what its probe
+    answered. None while it is merely in flight."""
+    said = None
+    for entry in ledger.journal(step.run_id, limit=100_000):
+        if entry.seq == step.seq and entry.event == "unknown":
+            said = str(entry.data.get("reason"))
+    return said
 
 
 @click.command()
@@ -64,14 +93,16 @@ def show(run_id: str, db: str | None, as_json: bool) -> None:
     if run.plan:
         click.echo(f"plan: {', '.join(run.plan)}")
     for s in steps:
+        took = "" if s.finished_at is None else f" {1000 * (s.finished_at - s.started_at):.0f} ms"
         click.echo(
             f"{s.seq:>4} {s.step_id:<20} {s.type.value:<6} {s.kind:<11} "
-            f"{s.state.value:<9} x{s.attempts} {s.key}  {_when(s.started_at)}"
+            f"{s.state.value:<9} x{s.attempts} {s.key}  {_when(s.started_at)}{took}"
         )
+        click.echo(f"       arguments: {_shown(s.args_json)}")
         if s.result_json is not None:
-            click.echo(f"       result: {s.result_json[:200]}")
+            click.echo(f"       result:    {_shown(s.result_json)}")
         if s.error_json is not None:
-            click.echo(f"       error:  {s.error_json[:200]}")
+            click.echo(f"       error:     {_shown(s.error_json)}")
 
 
 @click.command()
@@ -80,15 +111,16 @@ def show(run_id: str, db: str | None, as_json: bool) -> None:
 def unknown(db: str | None, as_json: bool) -> None:
     """Effects in doubt: started, with no recorded outcome. Each needs a person."""
     with opened(db) as ledger:
-        found = ledger.in_doubt()
+        found = [(s, _why_in_doubt(ledger, s)) for s in ledger.in_doubt()]
     if as_json:
-        emit([_step_row(s) for s in found])
+        emit([_step_row(s, why or "") for s, why in found])
         return
     if not found:
         click.echo("no effects in doubt")
-    for s in found:
+    for s, why in found:
         click.echo(f"{s.run_id} {s.step_id} ({s.tool}, {s.kind}) {s.state.value} key={s.key}")
-        click.echo(f"    arguments: {s.args_json[:300]}")
+        click.echo(f"    arguments: {_shown(s.args_json)}")
+        click.echo(f"    why:       {why or 'in flight: its process may still be running it'}")
 
 
 @click.command()

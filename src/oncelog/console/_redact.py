@@ -3,29 +3,15 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
+from .._display import redact
 from .._serialization import decode
 
-# Keys whose values are never shown, wherever they sit in a payload.
-SECRET_KEY = re.compile(r"password|passwd|secret|token|api[_-]?key|authorization|card", re.I)
-MASK = "••••••"
 # In a journal entry, the parts the agent wrote; the rest is oncelog's own bookkeeping
 # (a fencing "token" is a counter, not a secret).
 AGENT_WRITTEN = ("args", "result", "error")
 SHOWN_CHARS = 20_000  # a recorded payload may be a megabyte; a page shows the start
-
-
-def redact(value: Any) -> Any:
-    """``value`` with the values of secret-looking keys replaced by a mask, at any depth.
-    Whatever their type: a card number may be an int. (A model's ``prompt_tokens`` is
-    masked too; the timeline shows each step's token counts in a column of their own.)"""
-    if isinstance(value, dict):
-        return {k: MASK if SECRET_KEY.search(k) else redact(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    return value
 
 
 def shown(text: str | None) -> str:
