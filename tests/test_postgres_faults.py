@@ -29,6 +29,7 @@ import pytest
 
 import oncelog
 from oncelog import StepState
+from oncelog.stores._postgres_pool import WAIT
 
 from .conftest import require
 from .support import Provider, read_ledger, resolve_from_provider, running_provider
@@ -350,3 +351,59 @@ def wait_for_server() -> None:
 
 def _ready() -> bool:
     return subprocess.run(["pg_isready", "-h", "127.0.0.1", "-q"], check=False).returncode == 0
+
+
+def test_an_oncelog_worker_rides_out_a_server_restart(pg_url: str, tmp_path: Path) -> None:
+    """The real ``oncelog worker`` process, working submitted runs, meets the server
+    stopped (immediate) for longer than its pool waits, then started again: it neither
+    exits nor repeats an effect; it waits, claims again (its own interrupted run
+    included) and finishes every run."""
+    require(
+        os.path.isdir("/etc/postgresql")
+        and os.geteuid() == 0
+        and bool(shutil.which("pg_ctlcluster")),
+        "pg_ctlcluster and root, to stop and start the local PostgreSQL",
+    )
+    provider = tmp_path / "provider"
+    provider.mkdir()
+    runs = [f"job-{n}" for n in range(8)]
+    with oncelog.open(pg_url) as ledger:
+        for run_id in runs:
+            ledger.submit(run_id, {"effects": 3, "seconds": 0.05, "kind": "upsert"})
+    root = Path(__file__).parent.parent
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "oncelog", "worker", "tests.worker_agents.handlers:handle",
+         "--db", pg_url, "--poll", "0.05", "--lease-ttl", "2"],
+        cwd=root, env={**os.environ, "WORKER_PROVIDER": str(provider)},
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while len(list(provider.glob("performed-*"))) < 4:
+            assert time.monotonic() < deadline
+            assert worker.poll() is None
+            time.sleep(0.01)
+        cluster("stop")
+        # Longer than the pool waits for a connection (``_postgres_pool.WAIT``), so the
+        # worker meets StoreUnavailable, not only a slow connection.
+        time.sleep(WAIT + 2)
+    finally:
+        cluster("start")
+    wait_for_server()
+    with oncelog.open(pg_url) as ledger:
+        deadline = time.monotonic() + TIMEOUT
+        while {r.status for r in ledger.runs()} != {oncelog.RunStatus.COMPLETED}:
+            assert worker.poll() is None, "the worker exited instead of waiting"
+            assert time.monotonic() < deadline, [
+                (r.run_id, r.status, r.owner, r.reason, [s.state for s in ledger.steps(r.run_id)])
+                for r in ledger.runs()
+                if r.status is not oncelog.RunStatus.COMPLETED
+            ]
+            time.sleep(0.1)
+    worker.send_signal(signal.SIGTERM)
+    _, stderr = worker.communicate(timeout=TIMEOUT)
+    assert worker.returncode == oncelog.EXIT_TRY_LATER, stderr
+    # It met the outage: inside a run (that run stopped), or while claiming (it waited).
+    assert "StoreUnavailable" in stderr or "cannot reach the ledger" in stderr, stderr
+    performed = sorted(p.name for p in provider.glob("performed-*"))
+    assert len(performed) == 3 * len(runs), "every effect happened, each key once"

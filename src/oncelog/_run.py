@@ -18,7 +18,6 @@ from . import _leases as leases
 from ._budgets import remaining
 from ._effects import Call, Engine, Pending, Replayed, encode_args
 from ._exceptions import (
-    Draining,
     LeaseLost,
     NeedsPerson,
     NotATool,
@@ -26,6 +25,8 @@ from ._exceptions import (
     ReplayDivergence,
     RunHalted,
     RunStopped,
+    StoreUnavailable,
+    TryLater,
     UsageError,
     WaitingForPerson,
 )
@@ -208,8 +209,10 @@ def _ending(exc: BaseException | None) -> tuple[RunStatus, str | None]:
         return RunStatus.HALTED, str(exc)
     if isinstance(exc, WaitingForPerson):
         return RunStatus.WAITING, str(exc)
-    if isinstance(exc, Draining):
-        return RunStatus.QUEUED, str(exc)
+    if isinstance(exc, (TryLater, StoreUnavailable)):
+        # Nothing is wrong with the run: this process is draining, or the ledger was out
+        # of reach for a moment. Failing it would lose it; queued, a worker takes it again.
+        return RunStatus.QUEUED, f"{type(exc).__name__}: {exc}"
     if isinstance(exc, Exception):
         return RunStatus.FAILED, f"{type(exc).__name__}: {exc}"
     # KeyboardInterrupt, SystemExit, cancellation: the run can be resumed at once.

@@ -17,13 +17,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import _drain as drain
-from ._exceptions import ConfigurationError, Draining, OnceLogError
+from ._exceptions import ConfigurationError, Draining, OnceLogError, StoreUnavailable
 from ._ledger import Ledger
 from ._process import EXIT_COMPLETED, EXIT_TRY_LATER
 from ._run import RunContext
 
 log = logging.getLogger("oncelog")
 
+MAX_BACKOFF = 30.0  # seconds between tries while the ledger cannot be reached
 # handler(run, input): a Run for a plain function, an AsyncRun for a coroutine function.
 Handler = Callable[[Any, Any], Any]
 
@@ -53,9 +54,20 @@ class Worker:
         ``max_runs`` are done (returns 0). Call from the main thread to drain on SIGTERM."""
         if threading.current_thread() is threading.main_thread():
             drain.handle_sigterm()
-        done = 0
+        done, backoff = 0, self.poll
         while not drain.draining() and (max_runs is None or done < max_runs):
-            if self.run_one() is not None:
+            try:
+                claimed = self.run_one()
+            except StoreUnavailable as exc:
+                # The ledger is out of reach (a restart, a partition): wait and claim again.
+                # The run this worker held, if any, is claimable again once it is back.
+                log.warning("cannot reach the ledger (%s); trying again in %.1f s", exc, backoff)
+                if drain.wait(backoff):
+                    break
+                backoff = min(backoff * 2, MAX_BACKOFF)
+                continue
+            backoff = self.poll
+            if claimed is not None:
                 done += 1
             elif until_idle or drain.wait(self.poll):
                 break
@@ -63,7 +75,8 @@ class Worker:
 
     def run_one(self) -> str | None:
         """Claim one runnable run and run it to its end here; its id, or None if there
-        was none. How it ended is in the ledger (and the log); it is not raised."""
+        was none. How it ended is in the ledger (and the log); it is not raised. Raises
+        ``StoreUnavailable`` only if the claim itself could not reach the ledger."""
         agents = None if self._any is not None else tuple(self._handlers)
         context = self.ledger._claim(agents)
         if context is None:

@@ -35,14 +35,17 @@ def json_option(fn: F) -> F:
 
 @contextmanager
 def opened(db: str | None, **options: Any) -> Iterator[oncelog.Ledger]:
-    """Open the ledger; turn oncelog errors into a message and exit code 1 (or 2 for usage)."""
+    """Open the ledger; turn oncelog errors into a message and their exit code (2 for a
+    usage error, 75 for a ledger that cannot be reached now, 1 for the rest)."""
     try:
         with oncelog.open(db, **options) as ledger:
             yield ledger
     except oncelog.UsageError as exc:
         raise click.UsageError(str(exc)) from exc
     except oncelog.OnceLogError as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
+        failed = click.ClickException(f"{type(exc).__name__}: {exc}")
+        failed.exit_code = exc.exit_code  # 75 for a ledger out of reach: try again later
+        raise failed from exc
 
 
 def emit(data: Any) -> None:
