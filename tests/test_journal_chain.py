@@ -151,16 +151,24 @@ def test_swapped_records_are_found(db_path: str) -> None:
         ).fetchall()
         db.execute("UPDATE journal SET data = ? WHERE id = ?", (b_data, a))
         db.execute("UPDATE journal SET data = ? WHERE id = ?", (a_data, b))
-    assert [p.record_id for p in check(db_path).problems] == [a, b]
+    report = check(db_path)
+    assert [p.record_id for p in report.problems if p.kind == "broken_link"] == [a, b]
+    assert kinds(report).count("state") == 2, "and the two steps disagree with the journal"
 
 
 def rewrite_chain(db: sqlite3.Connection, run_id: str, keep: int) -> None:
-    """Keep the first ``keep`` records of a run and re-hash them: a chain that verifies on
-    its own, as an intruder who knows the algorithm would leave it."""
+    """Keep the first ``keep`` records of a run and re-hash them, and delete the steps they
+    no longer mention: a chain that verifies on its own and agrees with the tables, as an
+    intruder who knows the algorithm would leave it (``keep`` must end on an outcome)."""
     rows = db.execute(
         "SELECT id, seq, event, data, at FROM journal WHERE run_id = ? ORDER BY id", (run_id,)
     ).fetchall()
     db.execute("DELETE FROM journal WHERE run_id = ? AND id > ?", (run_id, rows[keep - 1][0]))
+    kept = {seq for _, seq, _, _, _ in rows[:keep] if seq is not None}
+    db.execute(
+        f"DELETE FROM steps WHERE run_id = ? AND seq NOT IN ({', '.join('?' * len(kept))})",
+        (run_id, *kept),
+    )
     prev = GENESIS
     for ident, seq, event, data, at in rows[:keep]:
         prev = link(prev, run_id, seq, event, data, at)
@@ -178,7 +186,7 @@ def test_signed_checkpoints_catch_a_cut_tail_and_a_rewritten_chain(
     exported.write_text(oncelog_cli(db_path, "export"))
     assert check(db_path, public).ok
     with intruder(db_path) as db:
-        rewrite_chain(db, "r1", keep=5)
+        rewrite_chain(db, "r1", keep=4)  # created, leased, one intent and its outcome
     assert kinds(check(db_path, public)) == ["truncated"]
     with intruder(db_path) as db:
         db.execute("DELETE FROM checkpoints WHERE run_id = 'r1'")  # the evidence beside it
@@ -193,8 +201,8 @@ def test_a_forged_or_foreign_signature_is_refused(
     with oncelog.open(db_path, signing_key=private) as ledger:
         fill(ledger, runs=1)
     with intruder(db_path) as db:
-        rewrite_chain(db, "r0", keep=3)
-        db.execute("UPDATE checkpoints SET entries = 3, head = (SELECT hash FROM journal "
+        rewrite_chain(db, "r0", keep=4)
+        db.execute("UPDATE checkpoints SET entries = 4, head = (SELECT hash FROM journal "
                    "WHERE run_id = 'r0' ORDER BY id DESC LIMIT 1)")  # fmt: skip
     assert kinds(check(db_path, public)) == ["bad_signature"]
     subprocess.run(
@@ -218,8 +226,10 @@ def test_the_cli_exits_non_zero_and_says_where(db_path: str) -> None:
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 1
-    (problem,) = json.loads(done.stdout)["problems"]
-    assert (problem["kind"], problem["record_id"]) == ("broken_link", 4)
+    problems = json.loads(done.stdout)["problems"]
+    assert [(p["kind"], p["record_id"]) for p in problems if p["kind"] != "state"] == [
+        ("broken_link", 4)
+    ]
 
 
 def test_an_export_carries_what_the_hash_covers(db_path: str) -> None:
@@ -262,3 +272,48 @@ def test_kills_while_appending_leave_a_valid_chain_that_agrees_with_the_steps(
                 last_state[entry.seq or 0] = entry.data["state"]
         steps = {s.seq: s.state.value for s in ledger.steps("r1") if s.type.value == "effect"}
     assert {seq: last_state[seq] for seq in steps} == steps, seed
+
+
+@pytest.mark.parametrize(
+    ("tamper", "says"),
+    [
+        (
+            "UPDATE steps SET result = '{\"id\":\"ch_forged\"}' WHERE run_id = 'r1' AND seq = 1",
+            "other result",
+        ),
+        ("UPDATE steps SET state = 'not_done' WHERE run_id = 'r1' AND seq = 1", "other state"),
+        (
+            "UPDATE steps SET args = '{\"args\":[9],\"kwargs\":{}}' WHERE run_id = 'r1' "
+            "AND seq = 1",
+            "other arguments",
+        ),
+        ("DELETE FROM steps WHERE run_id = 'r1' AND seq = 1", "deleted"),
+        ("UPDATE halts SET cleared_at = 1, cleared_by = 'x'", "cleared behind"),
+        ("UPDATE approvals SET status = 'approved', decided_by = 'mallory'", "no such decision"),
+    ],
+    ids=["result", "state", "arguments", "deleted", "halt", "approval"],
+)
+def test_tables_edited_behind_the_journal_are_found(store_url: str, tamper: str, says: str) -> None:
+    """Replay and the controls read the tables: an edit that bypassed the journal."""
+    with oncelog.open(store_url) as ledger:
+        fill(ledger)
+
+        @ledger.tool(kind="destructive", name="wipe")
+        def wipe(*, idempotency_key: str) -> None: ...
+
+        with pytest.raises(oncelog.ApprovalRequired), ledger.run("w") as run:
+            run.effect("w", wipe)
+        assert verify(ledger.store).ok
+    if store_url.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(store_url, autocommit=True) as pg:
+            pg.execute(tamper)
+    else:
+        with closing(sqlite3.connect(store_url)) as lite:
+            lite.execute(tamper)
+            lite.commit()
+    with oncelog.open(store_url) as ledger:
+        report = verify(ledger.store)
+    assert kinds(report) == ["state"], report.problems
+    assert says in report.problems[0].message

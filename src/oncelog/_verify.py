@@ -5,7 +5,8 @@ inserted, or has a neighbour deleted or moved; checking goes on from the stored 
 each break is reported once, where it is. A checkpoint says how long a run's chain was
 and how it ended: a shorter chain was truncated, another head means it was rewritten.
 Checkpoints exported elsewhere (``against``) catch a tail cut off together with the
-checkpoints kept beside it.
+checkpoints kept beside it. Last, the tables replay and the controls read must agree with
+the journal (``_verify_state``): an edit that bypassed the journal shows there.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ._chain import GENESIS, checkpoint_payload, link
 from ._exceptions import ConfigurationError
 from ._records import Checkpoint, JournalEntry
 from ._signing import Verifier
+from ._verify_state import StateCheck
 from .stores._protocol import Store
 
 PAGE = 1000
@@ -26,7 +28,7 @@ PAGE = 1000
 
 @dataclass(frozen=True)
 class Problem:
-    kind: str  # broken_link | unchained | truncated | rewritten | bad_signature
+    kind: str  # broken_link | unchained | truncated | rewritten | bad_signature | state
     run_id: str
     message: str
     record_id: int | None = None  # the journal id where it shows
@@ -104,9 +106,15 @@ def verify(
     chains: dict[str, _Chain] = {}
     for _, mark in signed:
         chains.setdefault(mark.run_id, _Chain()).heads[mark.entries] = ""
+    state = StateCheck(
+        lambda kind, run, message, record: report.problems.append(
+            Problem(kind, run, message, record)
+        )
+    )
     chained = False
     for entry in _journal(store, run_id):
         report.records += 1
+        state.feed(entry)
         chain = chains.setdefault(entry.run_id, _Chain())
         if entry.hash is None:
             if chained:
@@ -133,6 +141,7 @@ def verify(
         if chain.length in chain.heads:
             chain.heads[chain.length] = entry.hash
     report.runs = sum(1 for chain in chains.values() if chain.length)
+    state.compare(store, [run for run in chains if run] if run_id is None else [run_id])
     for source, mark in signed:
         report.checkpoints += 1
         _check_checkpoint(report, verifier, source, mark, chains[mark.run_id])

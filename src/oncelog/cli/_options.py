@@ -43,9 +43,9 @@ def opened(db: str | None, **options: Any) -> Iterator[oncelog.Ledger]:
     except oncelog.UsageError as exc:
         raise click.UsageError(str(exc)) from exc
     except oncelog.OnceLogError as exc:
-        failed = click.ClickException(f"{type(exc).__name__}: {exc}")
-        failed.exit_code = exc.exit_code  # 75 for a ledger out of reach: try again later
-        raise failed from exc
+        # As click prints its own errors, with the error's exit code (75: try again later).
+        click.echo(f"Error: {type(exc).__name__}: {exc}", err=True)
+        raise click.exceptions.Exit(exc.exit_code) from exc
 
 
 def emit(data: Any) -> None:
