@@ -10,6 +10,7 @@ approval a person decided must have that person's decision in the journal.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,10 +48,9 @@ class StateCheck:
         self._decisions: set[tuple[str, str, str, str]] = set()  # run, step, status, by
 
     def feed(self, entry: JournalEntry) -> None:
-        try:
+        # A malformed record is skipped: its broken link is reported by the chain check.
+        with suppress(KeyError, TypeError, ValueError):
             self._feed(entry)
-        except (KeyError, TypeError, ValueError):
-            pass  # a malformed record: its broken link is reported by the chain check
 
     def _feed(self, entry: JournalEntry) -> None:
         data, event = entry.data, entry.event
