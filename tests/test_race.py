@@ -189,7 +189,11 @@ def race_round(
     in_tool.close_write()
     if held:
         hold.close_read()
-    barrier.release(racers)
+    try:
+        barrier.release(racers)
+    except AssertionError as exc:
+        exited = [(p.pid, p.end(timeout=5)) for p in procs if p.proc.poll() is not None]
+        raise AssertionError(f"{exc}; agents that exited: {exited}") from None
     first_in = in_tool.read_line()
     assert first_in, "no agent reached the tool"
     winner = int(first_in)
