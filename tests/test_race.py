@@ -253,7 +253,11 @@ def test_racers_on_different_runs_do_not_block_each_other(tmp_path: Path) -> Non
             "run-b", "--marker", str(tmp_path / "marker-b"), *barrier.args(), fds=barrier.fds()
         )
         hold.close_read()
-        barrier.release(2)
+        try:
+            barrier.release(2)
+        except AssertionError as exc:
+            exited = [(r.pid, r.end(timeout=5)) for r in (a, b) if r.proc.poll() is not None]
+            raise AssertionError(f"{exc}; agents that exited: {exited}") from None
         ended_b = b.end()
         assert a.proc.poll() is None, "A finished without being released"
         hold.close_write()

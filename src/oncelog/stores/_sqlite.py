@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -80,7 +81,7 @@ class SQLiteStore(SQLStore):
     def _configure(self, busy_timeout: float) -> None:
         db = self._db
         db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        mode = self._wal(busy_timeout)
         if mode != "wal" and self.path != ":memory:":
             raise ConfigurationError(f"{self.path}: SQLite refused WAL mode (got {mode!r})")
         wanted = _SYNCHRONOUS[self.durability]
@@ -89,6 +90,24 @@ class SQLiteStore(SQLStore):
         if got != wanted:
             raise ConfigurationError(f"{self.path}: PRAGMA synchronous is {got}, not {wanted}")
         db.execute("PRAGMA foreign_keys = ON")
+
+    def _wal(self, busy_timeout: float) -> str:
+        """Switch a new file to WAL (a file already in WAL mode says so without a lock).
+        Switching needs the file to itself for an instant, and SQLite does not wait for
+        that through its busy handler: two processes opening a new ledger at once could
+        fail with "database is locked". So wait here, up to the busy timeout."""
+        mode = str(self._db.execute("PRAGMA journal_mode").fetchone()[0])
+        deadline = time.monotonic() + busy_timeout
+        while mode != "wal":
+            try:
+                mode = str(self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
+            else:
+                break
+        return mode
 
     def _migrate(self) -> None:
         with self._tx() as tx:
