@@ -43,7 +43,7 @@ class StateCheck:
 
     def __init__(self, report: Callable[[str, str, str, int | None], None]) -> None:
         self._report = report  # (kind, run_id, message, record_id)
-        self._steps: dict[tuple[str, int], _Expected] = {}
+        self._steps: dict[str, dict[int, _Expected]] = {}  # by run, by position
         self._halts: dict[tuple[str, str], bool] = {}
         self._decisions: set[tuple[str, str, str, str]] = set()  # run, step, status, by
 
@@ -64,14 +64,14 @@ class StateCheck:
             self._step_event(entry)
 
     def _step_event(self, entry: JournalEntry) -> None:
-        data, where = entry.data, (entry.run_id, entry.seq or 0)
+        data, steps, seq = entry.data, self._steps.setdefault(entry.run_id, {}), entry.seq or 0
         if entry.event == "intent":
-            self._steps[where] = _Expected(
+            steps[seq] = _Expected(
                 str(data["step_id"]), str(data["tool"]), str(data["key"]),
                 str(data["args_hash"]), data.get("args"), "in_flight", int(data["attempt"]),
             )  # fmt: skip
             return
-        step = self._steps.get(where)
+        step = steps.get(seq)
         if step is None:
             return  # records of the step before the chain began
         if entry.event in ("outcome", "probed"):
@@ -89,9 +89,10 @@ class StateCheck:
         self._compare_approvals(store)
 
     def _compare_run(self, run_id: str, rows: list[StepRecord]) -> None:
-        journalled = {seq for (run, seq) in self._steps if run == run_id}
+        expected_steps = self._steps.get(run_id, {})
+        journalled = set(expected_steps)
         for row in rows:
-            expected = self._steps.get((run_id, row.seq))
+            expected = expected_steps.get(row.seq)
             if expected is None:
                 self._report(
                     "state", run_id, f"step {row.seq} ({row.step_id}) is in the steps table "

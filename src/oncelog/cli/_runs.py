@@ -43,14 +43,15 @@ def _step_row(step: oncelog.StepRecord, in_doubt_because: str | None = None) -> 
     return row
 
 
-def _why_in_doubt(ledger: oncelog.Ledger, step: oncelog.StepRecord) -> str | None:
-    """What was recorded when the step was found in doubt: which attempt, what its probe
-    answered. None while it is merely in flight."""
-    said = None
-    for entry in ledger.journal(step.run_id, limit=100_000):
-        if entry.seq == step.seq and entry.event == "unknown":
-            said = str(entry.data.get("reason"))
-    return said
+def _why_in_doubt(ledger: oncelog.Ledger, run_id: str) -> dict[int, str]:
+    """By position, what was recorded when each effect of the run was found in doubt (its
+    attempt, what its probe answered); an effect merely in flight has nothing yet. One
+    read of the run's journal, however many of its effects are in doubt."""
+    return {
+        entry.seq: str(entry.data.get("reason"))
+        for entry in ledger.journal(run_id, limit=100_000)
+        if entry.event == "unknown" and entry.seq is not None
+    }
 
 
 @click.command()
@@ -111,7 +112,9 @@ def show(run_id: str, db: str | None, as_json: bool) -> None:
 def unknown(db: str | None, as_json: bool) -> None:
     """Effects in doubt: started, with no recorded outcome. Each needs a person."""
     with opened(db) as ledger:
-        found = [(s, _why_in_doubt(ledger, s)) for s in ledger.in_doubt()]
+        in_doubt = ledger.in_doubt()
+        reasons = {run_id: _why_in_doubt(ledger, run_id) for run_id in {s.run_id for s in in_doubt}}
+        found = [(s, reasons[s.run_id].get(s.seq)) for s in in_doubt]
     if as_json:
         emit([_step_row(s, why or "") for s, why in found])
         return
