@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import signal
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..conftest import require
+from ..support.agents import AgentExit
 
 ROOT = Path(__file__).parents[2]
 TIMEOUT = 120.0  # a hung agent is a failure, not a reason to hang the suite
@@ -21,26 +20,7 @@ def require_framework(module: str, extra: str) -> None:
     require(importlib.util.find_spec(module) is not None, f"pip install 'oncelog[{extra}]'")
 
 
-@dataclass(frozen=True)
-class Exit:
-    returncode: int
-    stdout: str
-    stderr: str
-
-    @property
-    def killed(self) -> bool:
-        return self.returncode == -signal.SIGKILL
-
-    @property
-    def last_line(self) -> str:
-        lines = self.stdout.strip().splitlines()
-        return lines[-1] if lines else ""
-
-    def __str__(self) -> str:
-        return f"exit {self.returncode}; stdout {self.stdout!r}; stderr {self.stderr[-3000:]!r}"
-
-
-def run_agent(module: str, *args: str, crash_at: str | None = None) -> Exit:
+def run_agent(module: str, *args: str, crash_at: str | None = None) -> AgentExit:
     """``python -m tests.integration_agents.MODULE ARGS`` from the repository root."""
     env = {k: v for k, v in os.environ.items() if k != "ONCELOG_CRASH_AT"}
     env["OPENAI_AGENTS_DISABLE_TRACING"] = "1"  # offline: no traces sent anywhere
@@ -50,4 +30,4 @@ def run_agent(module: str, *args: str, crash_at: str | None = None) -> Exit:
     done = subprocess.run(
         argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False
     )
-    return Exit(done.returncode, done.stdout, done.stderr)
+    return AgentExit(done.returncode, done.stdout, done.stderr)

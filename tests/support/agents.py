@@ -60,15 +60,19 @@ class AgentExit:
     def killed(self) -> bool:
         return self.returncode == -signal.SIGKILL
 
+    @property
+    def last_line(self) -> str:
+        lines = self.stdout.strip().splitlines()
+        return lines[-1] if lines else ""
+
     def results(self) -> dict[str, Any]:
         """The effects' results the agent printed when its run completed."""
-        lines = self.stdout.strip().splitlines()
-        assert lines, f"the agent printed no results: {self}"
-        found: dict[str, Any] = json.loads(lines[-1])
+        assert self.last_line, f"the agent printed no results: {self}"
+        found: dict[str, Any] = json.loads(self.last_line)
         return found
 
     def __str__(self) -> str:
-        return f"exit {self.returncode}; stdout {self.stdout!r}; stderr {self.stderr[-2000:]!r}"
+        return f"exit {self.returncode}; stdout {self.stdout!r}; stderr {self.stderr[-3000:]!r}"
 
 
 def run_agent(
