@@ -157,9 +157,10 @@ def test_swapped_records_are_found(db_path: str) -> None:
 
 
 def rewrite_chain(db: sqlite3.Connection, run_id: str, keep: int) -> None:
-    """Keep the first ``keep`` records of a run and re-hash them, and delete the steps they
-    no longer mention: a chain that verifies on its own and agrees with the tables, as an
-    intruder who knows the algorithm would leave it (``keep`` must end on an outcome)."""
+    """Keep the first ``keep`` records of a run and re-hash them, delete the steps they
+    no longer mention and put the run back as its last lease left it: a chain that
+    verifies on its own and agrees with the tables, as an intruder who knows the algorithm
+    would leave it (``keep`` must end on an outcome)."""
     rows = db.execute(
         "SELECT id, seq, event, data, at FROM journal WHERE run_id = ? ORDER BY id", (run_id,)
     ).fetchall()
@@ -168,6 +169,13 @@ def rewrite_chain(db: sqlite3.Connection, run_id: str, keep: int) -> None:
     db.execute(
         f"DELETE FROM steps WHERE run_id = ? AND seq NOT IN ({', '.join('?' * len(kept))})",
         (run_id, *kept),
+    )
+    (owner,) = [json.loads(data)["owner"] for _, _, event, data, _ in rows[:keep]
+                if event == "lease_acquired"][-1:]  # fmt: skip
+    db.execute(
+        "UPDATE runs SET status = 'running', owner = ?, reason = NULL, stopped_by = NULL "
+        "WHERE run_id = ?",
+        (owner, run_id),
     )
     prev = GENESIS
     for ident, seq, event, data, at in rows[:keep]:

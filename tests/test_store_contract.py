@@ -18,6 +18,7 @@ import pytest
 import oncelog
 from oncelog import StepState
 from oncelog.stores import Lease, NewStep, Outcome, Store, open_store
+from oncelog.stores._migrations import migrations
 
 from .conftest import require
 from .support.postgres import POSTGRES_REASON, postgres_is_up, schema_url
@@ -169,7 +170,7 @@ def test_migrations_are_idempotent_and_safe_to_run_at_once(store_url: str) -> No
         assert not isinstance(store, BaseException), store
         store.close()
     applied = versions(store_url)
-    assert applied == list(range(1, len(applied) + 1))
+    assert applied == [m.version for m in migrations("sqlite")]
     assert len(applied) >= 5
     open_store(store_url).close()
     assert versions(store_url) == applied

@@ -5,7 +5,9 @@ inserted, or has a neighbour deleted or moved; checking goes on from the stored 
 each break is reported once, where it is. A checkpoint says how long a run's chain was
 and how it ended: a shorter chain was truncated, another head means it was rewritten.
 Checkpoints exported elsewhere (``against``) catch a tail cut off together with the
-checkpoints kept beside it. Last, the tables replay and the controls read must agree with
+checkpoints kept beside it. Records may lack a hash only up to where the chain started
+(``chain_from``, recorded by the migration that added it), so removing hashes cannot pass
+records off as older than the chain. Last, the tables replay and the controls read must agree with
 the journal (``_verify_state``): an edit that bypassed the journal shows there.
 """
 
@@ -111,22 +113,21 @@ def verify(
             Problem(kind, run, message, record)
         )
     )
-    chained = False
+    chain_from = _chain_from(store, report)
     for entry in _journal(store, run_id):
         report.records += 1
         state.feed(entry)
         chain = chains.setdefault(entry.run_id, _Chain())
         if entry.hash is None:
-            if chained:
+            if entry.id > chain_from:
                 report.problems.append(Problem(
                     "unchained", entry.run_id,
-                    f"record {entry.id} has no hash, but records before it have: its hash "
-                    "was removed", entry.id,
+                    f"record {entry.id} has no hash, but every record after {chain_from} was "
+                    "written with one: its hash was removed", entry.id,
                 ))  # fmt: skip
             else:
                 report.before_chain += 1
             continue
-        chained = True
         chain.length += 1
         expected = link(chain.prev, entry.run_id, entry.seq, entry.event, entry.data_json, entry.at)
         if expected != entry.hash:
@@ -141,11 +142,23 @@ def verify(
         if chain.length in chain.heads:
             chain.heads[chain.length] = entry.hash
     report.runs = sum(1 for chain in chains.values() if chain.length)
-    state.compare(store, [run for run in chains if run] if run_id is None else [run_id])
+    state.compare(store, run_id)
     for source, mark in signed:
         report.checkpoints += 1
         _check_checkpoint(report, verifier, source, mark, chains[mark.run_id])
     return report
+
+
+def _chain_from(store: Store, report: Report) -> int:
+    """The last journal id that may lack a hash, as the migration to schema 9 found it."""
+    chain_from = store.ledger_meta().get("chain_from")
+    if chain_from is None:
+        report.problems.append(Problem(
+            "unchained", "", "the ledger's record of where its chain starts (chain_from in "
+            "ledger_meta) was deleted: every record must carry a hash",
+        ))  # fmt: skip
+        return 0
+    return chain_from
 
 
 def _check_checkpoint(

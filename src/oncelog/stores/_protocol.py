@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .._budgets import AgentBudget, Budget, BudgetAlert, Usage
 from .._records import (
@@ -246,6 +246,18 @@ class Store(Protocol):
         ...
 
     def checkpoints(self, run_id: str | None, after_id: int, limit: int) -> list[Checkpoint]: ...
+
+    def table_rows(
+        self, table: str, after: tuple[Any, ...], limit: int, run_id: str | None = None
+    ) -> list[tuple[Any, ...]]:
+        """Rows of a table replay or the controls read (``_sql_evidence.STATE_TABLES``), as
+        stored, in key order after the key ``after`` (``()``: from the first); with
+        ``run_id``, only that run's. For ``verify`` (a read)."""
+        ...
+
+    def ledger_meta(self) -> dict[str, int]:
+        """Facts the migrations recorded about the ledger (``chain_from``)."""
+        ...
 
     def close(self) -> None: ...
 

@@ -6,6 +6,7 @@ Rows are read as plain tuples in the column order below: replaying 10,000 steps 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from json.encoder import encode_basestring as quote  # the C escaper json.dumps uses
 from typing import Any
@@ -122,6 +123,12 @@ def journal_json(**fields: str | None) -> str:
     The names are Python identifiers, so they need no escaping."""
     parts = [f'"{k}":{"null" if v is None else v}' for k, v in sorted(fields.items())]
     return "{" + ",".join(parts) + "}"
+
+
+def number(value: float) -> str:
+    """A float as JSON text that decodes to the same float (NaN and infinities included,
+    as Python's JSON reads them), for ``journal_json``."""
+    return json.dumps(float(value))
 
 
 def text(value: str | None) -> str:

@@ -12,7 +12,7 @@ from .._exceptions import CorruptRecord, DuplicateStep, LeaseLost, PlanMismatch
 from .._records import Checkpoint, JournalEntry, Resolution, RunRecord, StepState
 from .._serialization import decode, encode
 from ._protocol import Lease, NewStep, Outcome
-from ._rows import journal_json, text
+from ._rows import journal_json, number, text
 
 IN_DOUBT = (StepState.IN_FLIGHT.value, StepState.UNKNOWN.value)
 RESOLVED_STATE = {
@@ -48,7 +48,8 @@ def intent_json(lease: Lease, step: NewStep, attempt: int, reason: str | None) -
         step_id=text(step.step_id), type=text(step.type), tool=text(step.tool),
         kind=text(step.kind), key=text(step.key), args_hash=text(step.args_hash),
         args=step.args_json, attempt=str(attempt), token=str(lease.token),
-        reason=text(reason),
+        reason=text(reason), cost=number(step.cost),
+        irreversible="true" if step.irreversible else "false",
     )  # fmt: skip
 
 
@@ -58,6 +59,7 @@ def outcome_json(outcome: Outcome, attempt: int) -> str:
         state=text(outcome.state.value), attempt=str(attempt),
         result=outcome.result_json, error=outcome.error_json,
         tokens_in=str(outcome.tokens_in), tokens_out=str(outcome.tokens_out),
+        cost=None if outcome.cost is None else number(outcome.cost),
     )  # fmt: skip
 
 

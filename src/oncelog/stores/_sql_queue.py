@@ -37,7 +37,7 @@ def submit(
     created = tx.execute(
         "INSERT INTO runs (run_id, status, plan, agent, budget, input, created_at, updated_at) "
         f"VALUES (?, 'queued', ?, ?, ?, ?, {NOW}, {NOW}) "
-        "ON CONFLICT (run_id) DO NOTHING RETURNING run_id",
+        "ON CONFLICT (run_id) DO NOTHING RETURNING created_at",
         (run_id, plan_json, agent, budget_json, input_json),
     ).fetchone()
     if created is None:
@@ -52,7 +52,8 @@ def submit(
             )
         return False
     append(tx, run_id, None, "run_submitted",
-           journal_json(plan=plan_json, agent=text(agent), input=input_json))  # fmt: skip
+           journal_json(plan=plan_json, agent=text(agent), input=input_json, budget=budget_json),
+           at=created[0])  # fmt: skip
     return True
 
 

@@ -34,6 +34,7 @@ from .._records import (
 )
 from .._serialization import encode
 from . import _sql_controls as controls
+from . import _sql_evidence as evidence
 from . import _sql_queue as queue
 from ._protocol import Intent, Lease, NewStep, Outcome, OwnerCheck
 from ._rows import NEXT_SEQ, RUN_COLUMNS, STEP_COLUMNS, journal_json, run_record, step_record, text
@@ -179,15 +180,17 @@ class SQLStore:
     ) -> RunRecord | None:
         """Insert the run; if another worker created it first (its insert committed while
         this one waited), return that run, locked, to be acquired like any existing one."""
+        budget_json = None if budget is None else budget.to_json()
         created = tx.execute(
             "INSERT INTO runs (run_id, status, plan, agent, budget, created_at, updated_at) "
             f"VALUES (?, 'running', ?, ?, ?, {NOW}, {NOW}) "
-            "ON CONFLICT (run_id) DO NOTHING RETURNING run_id",
-            (run_id, plan_json, agent, None if budget is None else budget.to_json()),
+            "ON CONFLICT (run_id) DO NOTHING RETURNING created_at",
+            (run_id, plan_json, agent, budget_json),
         ).fetchone()
         if created is None:
             return self._run_row(tx, run_id, lock=True)
-        append(tx, run_id, None, "run_created", journal_json(plan=plan_json, agent=text(agent)))
+        entry = journal_json(plan=plan_json, agent=text(agent), budget=budget_json)
+        append(tx, run_id, None, "run_created", entry, at=created[0])
         return None
 
     @staticmethod
@@ -217,7 +220,7 @@ class SQLStore:
                 f"lease_expires_at = NULL, updated_at = {NOW} WHERE run_id = ?",
                 (status.value, reason, stopped_by, lease.run_id),
             )
-            entry = journal_json(reason=text(reason))
+            entry = journal_json(reason=text(reason), stopped_by=text(stopped_by))
             append(tx, lease.run_id, None, "run_" + status.value, entry)
 
     def get_run(self, run_id: str) -> RunRecord:
@@ -277,28 +280,31 @@ class SQLStore:
         if lease.agent is not None and step.type == "effect":
             warnings += controls.check_agent_budget(tx, lease, step, new=previous is None)
         if previous is None:
-            attempt = 1
             try:
-                tx.execute(
+                started = tx.execute(
                     f"INSERT INTO steps ({STEP_COLUMNS}, cost, irreversible) VALUES (?, ?, "
                     "?, ?, ?, ?, ?, ?, ?, 'in_flight', NULL, NULL, 1, 0, 0, "
-                    f"{NOW}, NULL, ?, ?)",
+                    f"{NOW}, NULL, ?, ?) RETURNING attempts, started_at",
                     (lease.run_id, step.seq, step.step_id, step.type, step.tool, step.kind,
                      step.key, step.args_hash, step.args_json, step.cost, int(step.irreversible)),
-                )  # fmt: skip
+                ).fetchone()  # fmt: skip
             except self.dialect.unique_violation as exc:
                 raise duplicate_step(lease, step) from exc
         else:
-            attempt = self._restart_step(tx, lease, step, previous)
-        append(tx, lease.run_id, step.seq, "intent", intent_json(lease, step, attempt, reason))
+            started = self._restart_step(tx, lease, step, previous)
+        attempt, at = started
+        entry = intent_json(lease, step, attempt, reason)
+        append(tx, lease.run_id, step.seq, "intent", entry, at=at)
         return Intent(attempt, tuple(warnings))
 
     @staticmethod
-    def _restart_step(tx: Tx, lease: Lease, step: NewStep, previous: StepState) -> int:
+    def _restart_step(tx: Tx, lease: Lease, step: NewStep, previous: StepState) -> Any:
+        """The step written ``in_flight`` again: its ``(attempts, started_at)``."""
         row = tx.execute(
             "UPDATE steps SET state = 'in_flight', attempts = attempts + 1, args_hash = ?, "
             f"args = ?, started_at = {NOW}, finished_at = NULL, result = NULL, error = NULL, "
-            "cost = cost + ? WHERE run_id = ? AND seq = ? AND state = ? RETURNING attempts",
+            "cost = cost + ? WHERE run_id = ? AND seq = ? AND state = ? "
+            "RETURNING attempts, started_at",
             (step.args_hash, step.args_json, step.cost, lease.run_id, step.seq, previous.value),
         ).fetchone()
         if row is None:
@@ -306,8 +312,7 @@ class SQLStore:
                 "the step changed under this worker (resolved or taken over)",
                 run_id=lease.run_id, step_id=step.step_id, key=step.key,
             )  # fmt: skip
-        attempts: int = row[0]
-        return attempts
+        return row
 
     def _end_step(
         self,
@@ -535,6 +540,16 @@ class SQLStore:
             (*params, limit),
         )  # fmt: skip
         return [checkpoint_record(row) for row in rows]
+
+    def table_rows(
+        self, table: str, after: tuple[Any, ...], limit: int, run_id: str | None = None
+    ) -> list[tuple[Any, ...]]:
+        with self._reading() as tx:
+            return evidence.table_rows(tx, table, after, limit, run_id)
+
+    def ledger_meta(self) -> dict[str, int]:
+        with self._reading() as tx:
+            return evidence.ledger_meta(tx)
 
     def close(self) -> None:
         raise NotImplementedError

@@ -18,16 +18,21 @@ from ._shared import lease_needs_extending
 from ._sql import NOW, Tx
 
 
-def append(tx: Tx, run_id: str, seq: int | None, event: str, data: str) -> None:
+def append(
+    tx: Tx, run_id: str, seq: int | None, event: str, data: str, at: float | None = None
+) -> None:
     """Add an entry to the journal, chained to the run's last one, in the caller's
     transaction. The journal lock is taken by a statement of its own: the previous hash
     is read by a later statement, whose snapshot includes the commit of whoever held the
-    lock before."""
+    lock before. ``at``: the time the caller wrote into a row in this transaction (a
+    run's creation, a step's start), so that ``verify`` can hold the row to it exactly;
+    SQLite's clock moves between statements of one transaction."""
     tx.lock_journal(run_id)
-    prev, at = tx.execute(
+    prev, now = tx.execute(
         f"SELECT (SELECT hash FROM journal WHERE run_id = ? ORDER BY id DESC LIMIT 1), {NOW}",
         (run_id,),
     ).fetchone()
+    at = now if at is None else at
     tx.execute(
         "INSERT INTO journal (run_id, seq, event, data, at, hash) VALUES (?, ?, ?, ?, ?, ?)",
         (run_id, seq, event, data, at, link(prev or GENESIS, run_id, seq, event, data, at)),

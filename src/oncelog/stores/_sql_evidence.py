@@ -1,0 +1,51 @@
+"""The reads of ``oncelog verify``: every row of the tables replay and the controls read,
+as stored, page by page in key order (a keyset: no row is skipped or read twice however
+many there are), and the facts the migrations recorded about the ledger."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._rows import APPROVAL_COLUMNS, HALT_COLUMNS, STEP_COLUMNS
+from ._sql import Tx
+
+# By table: its key (the order of the pages), its columns, and how to keep one run's rows.
+STATE_TABLES: dict[str, tuple[str, str, str | None]] = {
+    "runs": (
+        "run_id",
+        "run_id, status, plan, reason, created_at, owner, fencing_token, agent, budget, "
+        "input, stopped_by",
+        "run_id = ?",
+    ),
+    "steps": ("run_id, seq", f"{STEP_COLUMNS}, cost, irreversible", "run_id = ?"),
+    "halts": ("id", HALT_COLUMNS, "scope = 'run' AND target = ?"),
+    "approvals": ("id", APPROVAL_COLUMNS, "run_id = ?"),
+    "agent_budgets": ("agent", "agent, budget, set_by", None),
+}
+
+
+def table_rows(
+    tx: Tx, table: str, after: tuple[Any, ...], limit: int, run_id: str | None
+) -> list[tuple[Any, ...]]:
+    key, columns, of_run = STATE_TABLES[table]
+    where: list[str] = []
+    params: list[Any] = []
+    if after:
+        where.append(f"({key}) > ({', '.join('?' * len(after))})")
+        params += after
+    if run_id is not None:
+        if of_run is None:
+            return []  # a table of no run
+        where.append(of_run)
+        params.append(run_id)
+    condition = f" WHERE {' AND '.join(where)}" if where else ""
+    rows = tx.execute(
+        f"SELECT {columns} FROM {table}{condition} ORDER BY {key} LIMIT ?", (*params, limit)
+    ).fetchall()
+    return [tuple(row) for row in rows]
+
+
+def ledger_meta(tx: Tx) -> dict[str, int]:
+    return {str(name): int(value) for name, value in tx.execute(
+        "SELECT name, value FROM ledger_meta"
+    ).fetchall()}  # fmt: skip
