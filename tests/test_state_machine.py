@@ -5,8 +5,9 @@ started (replaying everything recorded so far), calls new effects of every kind 
 provider succeeds, refuses, raises or is "killed" after acting, finishes or is killed
 between steps, and people resolve what is in doubt. After every rule the provider's own
 call counts, ``ledger.steps``, the run's status and the journal are compared with the
-model. A kill here is simulated in-process (a ``BaseException`` the ledger does not catch,
-then ``oncelog.testing.abandon``); the kill tests do it with real SIGKILLs.
+model, and ``verify`` must find every table in agreement with the journal. A kill here is
+simulated in-process (a ``BaseException`` the ledger does not catch, then
+``oncelog.testing.abandon``); the kill tests do it with real SIGKILLs.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from hypothesis.stateful import (
 
 import oncelog
 from oncelog import Resolution, RunStatus, StepState
+from oncelog._verify import verify
 from oncelog.testing import abandon
 
 RUN_ID = "ticket-4711"
@@ -371,6 +373,13 @@ class EffectLifecycle(RuleBasedStateMachine):
         assert self.ledger.get_run(RUN_ID).status is self.status
         in_doubt = {s.step_id for s in self.ledger.in_doubt()}
         assert in_doubt == {s.step_id for s in self.program if s.state in IN_DOUBT}
+
+    @invariant()
+    def the_tables_agree_with_the_journal(self) -> None:
+        """Whatever was killed when and however people resolved, ``verify`` finds the
+        ledger as its own writes left it: no forgery reported where there is none."""
+        report = verify(self.ledger.store)
+        assert report.ok, report.problems
 
     @invariant()
     def journal_only_grows(self) -> None:

@@ -133,6 +133,10 @@ FORGERIES = {
         "UPDATE steps SET irreversible = 0 WHERE step_id = 'charge'",
         "other irreversible",
     ),
+    "step irreversible negative": (
+        "UPDATE steps SET irreversible = -1 WHERE step_id = 'charge'",
+        "other irreversible",
+    ),
     "step kind": ("UPDATE steps SET kind = 'read' WHERE step_id = 'charge'", "other kind"),
     "step type": ("UPDATE steps SET type = 'read' WHERE step_id = 'send'", "other type"),
     "step tool": ("UPDATE steps SET tool = 'other' WHERE step_id = 'send'", "other tool"),

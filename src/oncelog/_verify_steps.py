@@ -79,7 +79,6 @@ class StepsCheck:
         for raw in table(store, "steps", run_id):
             row = dict(zip(_COLUMNS, raw, strict=True))
             row.update({name: decoded(row[name]) for name in _JSON})
-            row["irreversible"] = bool(row["irreversible"])
             where = (row["run_id"], row["seq"])
             named = f"step {row['seq']} ({row['step_id']}) of run {row['run_id']!r}"
             expected = self._steps.pop(where, None)
