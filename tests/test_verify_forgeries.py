@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -316,3 +317,28 @@ def test_the_oldest_of_more_than_100000_active_halts_is_checked(
         assert len(victims) == 1, report.problems[:3]
         assert "not in the journal" in victims[0].message
         assert len(report.problems) == 100_001
+
+
+def test_a_write_between_reading_the_journal_and_the_tables_is_no_forgery(
+    store_url: str, keys: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent commits a step after ``verify`` read the journal and before it read the
+    steps table: the tables are ahead of the journal read, and verify reads it again."""
+    build(store_url, keys[0])
+    with oncelog.open(store_url) as ledger, oncelog.open(store_url) as agent:
+
+        @agent.tool(kind="create", name="late")
+        def late(*, idempotency_key: str) -> None: ...
+
+        read_rows = type(ledger.store).table_rows
+        late_runs = iter(["late-1", "late-2"])  # a write under each of two comparisons
+
+        def rows_after_a_write(store: Any, table: str, after: Any, *rest: Any) -> Any:
+            if table == "runs" and after == () and (late_run := next(late_runs, None)):
+                with agent.run(late_run) as run:
+                    run.effect("n", late)
+            return read_rows(store, table, after, *rest)
+
+        monkeypatch.setattr(type(ledger.store), "table_rows", rows_after_a_write)
+        report = verify(ledger.store)
+    assert report.ok, report.problems

@@ -6,9 +6,9 @@ each break is reported once, where it is. A checkpoint says how long a run's cha
 and how it ended: a shorter chain was truncated, another head means it was rewritten.
 Checkpoints exported elsewhere (``against``) catch a tail cut off together with the
 checkpoints kept beside it. Records may lack a hash only up to where the chain started
-(``chain_from``, recorded by the migration that added it), so removing hashes cannot pass
-records off as older than the chain. Last, the tables replay and the controls read must agree with
-the journal (``_verify_state``): an edit that bypassed the journal shows there.
+(``chain_from``, recorded by migration 9), so removing hashes cannot pass records off as
+older than the chain. Last, the tables replay and the controls read must agree with the
+journal (``_verify_state``): an edit that bypassed the journal shows there.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ._chain import GENESIS, checkpoint_payload, link
 from ._exceptions import ConfigurationError
 from ._records import Checkpoint, JournalEntry
 from ._signing import Verifier
-from ._verify_state import StateCheck
+from ._verify_state import StateCheck, state_differences
 from .stores._protocol import Store
 
 PAGE = 1000
@@ -41,7 +41,7 @@ class Problem:
 class Report:
     records: int = 0
     runs: int = 0
-    before_chain: int = 0  # records written before the chain existed (schema < 7)
+    before_chain: int = 0  # records up to chain_from: written before the chain (schema 7)
     checkpoints: int = 0
     signatures_checked: bool = False
     problems: list[Problem] = field(default_factory=list)
@@ -108,11 +108,7 @@ def verify(
     chains: dict[str, _Chain] = {}
     for _, mark in signed:
         chains.setdefault(mark.run_id, _Chain()).heads[mark.entries] = ""
-    state = StateCheck(
-        lambda kind, run, message, record: report.problems.append(
-            Problem(kind, run, message, record)
-        )
-    )
+    state = StateCheck()
     chain_from = _chain_from(store, report)
     for entry in _journal(store, run_id):
         report.records += 1
@@ -142,7 +138,8 @@ def verify(
         if chain.length in chain.heads:
             chain.heads[chain.length] = entry.hash
     report.runs = sum(1 for chain in chains.values() if chain.length)
-    state.compare(store, run_id)
+    for run, message in state_differences(store, run_id, state, lambda: _journal(store, run_id)):
+        report.problems.append(Problem("state", run, message))
     for source, mark in signed:
         report.checkpoints += 1
         _check_checkpoint(report, verifier, source, mark, chains[mark.run_id])
