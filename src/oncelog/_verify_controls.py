@@ -4,8 +4,8 @@ Kill switches: every row of ``halts`` is one ``halt_set`` of its switch, in orde
 reason and who set it, and, once cleared, the ``halt_cleared`` that says who cleared it and
 why. Agents' daily budgets: each row is the last ``agent_budget_set`` of its agent.
 Approvals: each decision in the table is a person's decision in the journal. The times of
-these rows (``set_at``, ``cleared_at``, ``set_by``'s ``set_at``) are shown, never read, and
-not checked.
+halts and agent budgets (``set_at``, ``cleared_at``) are shown, never read, and not
+checked.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from typing import Any
 from ._records import JournalEntry
 from ._verify_rows import Found, decoded, differences, table
 from .stores._protocol import Store
-from .stores._rows import HALT_COLUMNS
+from .stores._rows import APPROVAL_COLUMNS, HALT_COLUMNS
 
 _HALT_COLUMNS = tuple(HALT_COLUMNS.split(", "))
+_APPROVAL_COLUMNS = tuple(APPROVAL_COLUMNS.split(", "))
 Switch = tuple[str, str]  # scope, target
 
 
@@ -98,12 +99,13 @@ class ControlsCheck:
 
     def _compare_approvals(self, store: Store, run_id: str | None, found: Found) -> None:
         for raw in table(store, "approvals", run_id):
-            ident, run, step_id, status, decided_by = raw[0], raw[1], raw[2], raw[6], raw[8]
+            row = dict(zip(_APPROVAL_COLUMNS, raw, strict=True))
+            run, step_id, decided_by = row["run_id"], row["step_id"], row["decided_by"]
             if decided_by is None:
                 continue
-            status = "denied" if status == "denied" else "approved"
+            status = "denied" if row["status"] == "denied" else "approved"
             if (run, step_id, status, decided_by) not in self._decisions:
-                found("state", run, f"approval {ident} of step {step_id!r} says "
+                found("state", run, f"approval {row['id']} of step {step_id!r} says "
                       f"{decided_by} {status} it; the journal has no such decision",
                       None)  # fmt: skip
 

@@ -4,7 +4,9 @@ Replay, the controls and the budgets read the state tables (runs, steps, halts, 
 agent budgets), not the journal; the chain proves the journal intact, so an edit that
 bypassed the journal shows as a difference between the two. Each table has its check, fed
 every journal entry in order and then compared with every row of its table; which columns
-each covers, and why the others are not, is in ``docs/evidence.md``.
+each covers, and why the others are not, is in ``docs/evidence.md``. A new statement that
+writes a covered column must journal what it wrote, and the table's check must replay it
+(``tests/test_state_machine.py`` runs ``verify`` after every rule to catch a gap).
 
 Every change to the tables is journalled in its own transaction, so tables read after the
 journal hold the same changes unless a writer committed in between, which then shows as a
