@@ -9,6 +9,8 @@ on both stores.
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -123,6 +125,13 @@ def test_a_whole_run_inserted_without_the_journal_is_found(
         said = messages(report, "state")
         assert "run 'ghost' is in the runs table but the journal never created it" in said
         assert "step 0 (pay) of run 'ghost' is in the steps table but not in the journal" in said
+    done = subprocess.run(
+        [sys.executable, "-m", "oncelog", "verify", "--db", store_url, "--public-key",
+         str(keys[1])],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "PROBLEM state: run 'ghost' is in the runs table" in done.stdout
 
 
 FORGERIES = {
