@@ -16,7 +16,7 @@ PUBLIC = {
     "ConfigurationError", "CorruptRecord",
     "Draining", "DuplicateStep", "EffectAbandoned", "EffectRefused", "Halt", "HaltScope",
     "InputMismatch", "InvalidPayload", "InvalidResolution", "JournalEntry", "Kind", "LeaseLost",
-    "Ledger",
+    "Ledger", "LedgerNotFound", "NO_RESULT",
     "NeedsPerson", "NoActiveRun", "NotATool", "OnceLogError", "PayloadTooLarge",
     "PlanMismatch", "ProbeAnswer", "ReplayDivergence", "Resolution", "ResultNotRecorded", "Run",
     "RunHalted", "RunLeased", "RunRecord", "RunStatus", "RunStopped", "SchemaTooNew",

@@ -3,6 +3,7 @@
     OnceLogError
     ├── UsageError                 a programmer's mistake; fix the code
     │   ├── ConfigurationError     a bad URL, option or store setting
+    │   │   └── LedgerNotFound     opened with create=False where no ledger is
     │   ├── InvalidPayload         arguments or a result that cannot be recorded
     │   │   ├── UnserializableValue
     │   │   └── PayloadTooLarge
@@ -95,6 +96,11 @@ class UsageError(OnceLogError):
 
 class ConfigurationError(UsageError):
     pass
+
+
+class LedgerNotFound(ConfigurationError):
+    """``oncelog.open(..., create=False)`` found no ledger there (no file, an empty one,
+    an empty PostgreSQL schema); nothing was created."""
 
 
 class InvalidPayload(UsageError):

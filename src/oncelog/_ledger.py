@@ -407,9 +407,12 @@ def open(
     on_budget_alert: AlertCallback | None = None,
     signing_key: str | os.PathLike[str] | None = None,
     redaction_key: str | bytes | None = None,
+    create: bool = True,
 ) -> Ledger:
     """Open the ledger at ``url``: a SQLite path or ``sqlite:///`` URL; by default
-    ``$ONCELOG_URL``, else ``./.oncelog/ledger.db``.
+    ``$ONCELOG_URL``, else ``./.oncelog/ledger.db``. A new ledger is created there unless
+    ``create=False``: then only an existing one is opened, nothing is created (no folder,
+    file or table), and a place without a ledger raises ``LedgerNotFound``.
 
     ``durability="full"`` survives a power loss; ``"process"`` survives a process kill
     but not an OS crash, and commits faster. ``approval_poll`` is how often async code
@@ -427,7 +430,7 @@ def open(
     key = signing_key or os.environ.get("ONCELOG_SIGNING_KEY") or None
     secret = redaction_key or os.environ.get("ONCELOG_REDACTION_KEY") or None
     return Ledger(
-        open_store(url, durability=durability),
+        open_store(url, durability=durability, create=create),
         lease_ttl=lease_ttl,
         max_payload_bytes=max_payload_bytes,
         approval_poll=approval_poll,

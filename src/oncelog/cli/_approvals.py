@@ -16,7 +16,7 @@ from ._options import db_option, emit, json_option, opened
 @json_option
 def approvals(everything: bool, db: str | None, as_json: bool) -> None:
     """Effects waiting for a person's approval, with the exact arguments they would run with."""
-    with opened(db) as ledger:
+    with opened(db, create=False) as ledger:
         found = ledger.approvals(None if everything else "pending")
     if as_json:
         emit([{**dataclasses.asdict(a), "status": a.status.value} for a in found])
@@ -47,7 +47,7 @@ def approve(
     run_id: str, step_id: str, by: str, expires_in: float | None, note: str | None, db: str | None
 ) -> None:
     """Approve the pending request of a step, for its exact arguments, once."""
-    with opened(db) as ledger:
+    with opened(db, create=False) as ledger:
         found = ledger.approve(run_id, step_id, by=by, expires_in=expires_in, note=note)
     click.echo(f"{run_id} {step_id}: {found.status.value} by {by}")
 
@@ -60,6 +60,6 @@ def approve(
 @db_option
 def deny(run_id: str, step_id: str, by: str, note: str | None, db: str | None) -> None:
     """Deny the pending request of a step: the agent gets ApprovalDenied there."""
-    with opened(db) as ledger:
+    with opened(db, create=False) as ledger:
         found = ledger.deny(run_id, step_id, by=by, note=note)
     click.echo(f"{run_id} {step_id}: {found.status.value} by {by}")

@@ -54,7 +54,7 @@ def budgets(
     run_id: str, pairs: tuple[str, ...], by: str | None, db: str | None, as_json: bool
 ) -> None:
     """A run's budget, what it has used and what is left; --set changes it."""
-    with opened(db) as ledger:
+    with opened(db, create=False) as ledger:
         if pairs:
             if not by:
                 raise click.UsageError("--set needs --by NAME: a person changes a budget")

@@ -58,7 +58,7 @@ def console(
         raise click.ClickException(str(exc)) from exc
     if not web.is_loopback(host):
         click.echo(EXPOSED.format(host=host), err=True)
-    with opened(db) as ledger:
+    with opened(db, create=False) as ledger:
         token = web.console_token(token_file or web.DEFAULT_TOKEN_FILE, rotate=new_token)
         sock = web.listen(host, port)
         port = sock.getsockname()[1]

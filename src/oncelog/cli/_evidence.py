@@ -47,7 +47,7 @@ def verify(
 ) -> None:  # fmt: skip
     """Check every journal record's hash and every checkpoint; exit 1 on any problem."""
     exported = read_checkpoints(against) if against else []
-    with opened(db) as ledger:
+    with opened(db, create=False) as ledger:
         report = verify_journal(
             ledger.store, public_keys=public_keys, against=exported, run_id=run_id
         )
@@ -77,7 +77,7 @@ def verify(
 @db_option
 def export(run_id: str | None, after_id: int, no_checkpoints: bool, db: str | None) -> None:
     """Write the journal as JSON lines on standard output (records, then checkpoints)."""
-    with opened(db) as ledger:
+    with opened(db, create=False) as ledger:
         for line in export_lines(
             ledger.store, run_id=run_id, after_id=after_id, checkpoints=not no_checkpoints
         ):

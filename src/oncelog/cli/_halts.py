@@ -70,7 +70,7 @@ def resume(
 ) -> None:
     """Turn a kill switch off. Restart the halted agents afterwards; they resume."""
     _one(run, agent, every)
-    with opened(db) as ledger:
+    with opened(db, create=False) as ledger:
         found = ledger.clear_halt(by=by, run=run, agent=agent, note=note)
     click.echo(f"cleared: {_describe(found)}")
 
@@ -81,7 +81,7 @@ def resume(
 @json_option
 def halts(everything: bool, db: str | None, as_json: bool) -> None:
     """List kill switches that are on (with --all, the cleared ones too)."""
-    with opened(db) as ledger:
+    with opened(db, create=False) as ledger:
         found = ledger.halts(active_only=not everything)
     if as_json:
         emit([{**dataclasses.asdict(h), "scope": h.scope.value, "active": h.active} for h in found])

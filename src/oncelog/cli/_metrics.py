@@ -21,7 +21,7 @@ def metrics(port: int, addr: str, db: str | None) -> None:
         from .. import metrics as prometheus
     except ConfigurationError as exc:  # the extra is not installed
         raise click.ClickException(exc.message) from exc
-    with opened(db) as ledger:
+    with opened(db, create=False) as ledger:
         prometheus.serve(ledger, port=port, addr=addr)
         click.echo(f"serving http://{addr}:{port}/metrics", err=True)
         threading.Event().wait()

@@ -36,10 +36,15 @@ def json_option(fn: F) -> F:
 @contextmanager
 def opened(db: str | None, **options: Any) -> Iterator[oncelog.Ledger]:
     """Open the ledger; turn oncelog errors into a message and their exit code (2 for a
-    usage error, 75 for a ledger that cannot be reached now, 1 for the rest)."""
+    usage error, 75 for a ledger that cannot be reached now, 1 for the rest). A command
+    that only reads, or decides on what is recorded, passes ``create=False``: pointed at
+    the wrong place it says so (exit 2) instead of creating an empty ledger there."""
     try:
         with oncelog.open(db, **options) as ledger:
             yield ledger
+    except oncelog.LedgerNotFound as exc:
+        click.echo(f"Error: {exc}; check --db or $ONCELOG_URL", err=True)
+        raise click.exceptions.Exit(2) from exc
     except oncelog.UsageError as exc:
         raise click.UsageError(str(exc)) from exc
     except oncelog.OnceLogError as exc:

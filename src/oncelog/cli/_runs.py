@@ -61,7 +61,7 @@ def _why_in_doubt(ledger: oncelog.Ledger, run_id: str) -> dict[int, str]:
 @json_option
 def runs(status: str | None, limit: int, db: str | None, as_json: bool) -> None:
     """List runs, most recently updated first."""
-    with opened(db) as ledger:
+    with opened(db, create=False) as ledger:
         found = ledger.runs(status, limit=limit)
     if as_json:
         emit([{**dataclasses.asdict(r), "status": r.status.value} for r in found])
@@ -79,7 +79,7 @@ def runs(status: str | None, limit: int, db: str | None, as_json: bool) -> None:
 @json_option
 def show(run_id: str, db: str | None, as_json: bool) -> None:
     """A run's timeline: every step with its state, key, attempts and result."""
-    with opened(db) as ledger:
+    with opened(db, create=False) as ledger:
         run = ledger.get_run(run_id)
         steps = ledger.steps(run_id)
     if as_json:
@@ -111,7 +111,7 @@ def show(run_id: str, db: str | None, as_json: bool) -> None:
 @json_option
 def unknown(db: str | None, as_json: bool) -> None:
     """Effects in doubt: started, with no recorded outcome. Each needs a person."""
-    with opened(db) as ledger:
+    with opened(db, create=False) as ledger:
         in_doubt = ledger.in_doubt()
         reasons = {run_id: _why_in_doubt(ledger, run_id) for run_id in {s.run_id for s in in_doubt}}
         found = [(s, reasons[s.run_id].get(s.seq)) for s in in_doubt]
@@ -154,7 +154,7 @@ def resolve(
         result = None if result_json is None else json.loads(result_json)
     except ValueError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--result") from exc
-    with opened(db) as ledger:
+    with opened(db, create=False) as ledger:
         step = ledger.resolve(
             run_id, step_id, oncelog.Resolution(resolution), by=by, result=result, note=note
         )

@@ -45,7 +45,7 @@ def ship(
         sink = open_sink(address, headers=_headers(headers))
     except ConfigurationError as exc:
         raise click.BadParameter(exc.message, param_hint="--to") from exc
-    with opened(db) as ledger:
+    with opened(db, create=False) as ledger:
         shipper = Shipper(
             ledger, sink, state_file, poll=poll, batch=batch, settle=settle,
             max_backoff=max_backoff,

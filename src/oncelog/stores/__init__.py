@@ -24,25 +24,27 @@ __all__ = [
 DEFAULT_PATH = Path(".oncelog") / "ledger.db"
 
 
-def open_store(url: str | None, *, durability: str = "full") -> Store:
+def open_store(url: str | None, *, durability: str = "full", create: bool = True) -> Store:
     """``sqlite:///relative.db``, ``sqlite:////absolute.db``, a plain path,
     ``postgresql://user@host/db`` (``postgres://`` too; add ``?options=-csearch_path=NAME``
-    for a schema of its own), or None for ``$ONCELOG_URL`` and then ``./.oncelog/ledger.db``."""
+    for a schema of its own), or None for ``$ONCELOG_URL`` and then ``./.oncelog/ledger.db``.
+    With ``create=False`` only an existing ledger is opened (else ``LedgerNotFound``), and
+    nothing is created: no folder, no file, no table."""
     url = url or os.environ.get("ONCELOG_URL") or str(DEFAULT_PATH)
     parsed = urlparse(url)
     if parsed.scheme in ("postgresql", "postgres"):
-        return _postgres_store(url, durability)
+        return _postgres_store(url, durability, create)
     if parsed.scheme == "sqlite":
         path = unquote(parsed.path[1:] if parsed.path.startswith("/") else parsed.path)
         if not path:
             raise ConfigurationError(f"{url!r} names no file; e.g. sqlite:///agents.db")
-        return SQLiteStore(path, durability=durability)
+        return SQLiteStore(path, durability=durability, create=create)
     if parsed.scheme and len(parsed.scheme) > 1:
         raise ConfigurationError(f"unsupported ledger URL scheme {parsed.scheme!r} in {url!r}")
-    return SQLiteStore(url, durability=durability)
+    return SQLiteStore(url, durability=durability, create=create)
 
 
-def _postgres_store(url: str, durability: str) -> Store:
+def _postgres_store(url: str, durability: str, create: bool) -> Store:
     """psycopg is an optional extra, imported only when a PostgreSQL URL is opened."""
     try:
         from ._postgres import PostgresStore
@@ -50,4 +52,4 @@ def _postgres_store(url: str, durability: str) -> Store:
         raise ConfigurationError(
             f"a PostgreSQL ledger needs psycopg: pip install 'oncelog[postgres]' ({exc})"
         ) from exc
-    return PostgresStore(url, durability=durability)
+    return PostgresStore(url, durability=durability, create=create)

@@ -25,7 +25,7 @@ class PostgresStore(SQLStore):
 
     dialect = POSTGRES
 
-    def __init__(self, url: str, *, durability: str = "full") -> None:
+    def __init__(self, url: str, *, durability: str = "full", create: bool = True) -> None:
         if durability not in ("full", "process"):
             raise ConfigurationError(f"durability must be 'full' or 'process', not {durability!r}")
         # Both modes commit with synchronous_commit = on: the server's WAL flush is what
@@ -33,7 +33,7 @@ class PostgresStore(SQLStore):
         self.durability = durability
         self.where = describe(url)
         with connect(url) as conn:
-            migrate(conn, self.where)
+            migrate(conn, self.where, create=create)
         self._pool = open_pool(url)
 
     @contextmanager

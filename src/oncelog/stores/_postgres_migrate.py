@@ -11,21 +11,27 @@ from typing import Any
 
 import psycopg
 
-from .._exceptions import ConfigurationError
+from .._exceptions import ConfigurationError, LedgerNotFound
 from ._migrations import pending
 from ._postgres_pool import MIGRATIONS_LOCK, POSTGRES
 from ._sql import NOW
 
 
-def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str) -> None:
+def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, *, create: bool) -> None:
+    """With ``create=False`` a schema that holds no ledger is refused before anything is
+    written to it: a read-only command pointed at the wrong database creates nothing."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", MIGRATIONS_LOCK)
         schema = conn.execute("SELECT current_schema()").fetchone()
         if schema is None or schema[0] is None:
+            if not create:
+                raise LedgerNotFound(f"no ledger at {where}: no schema of its search_path exists")
             raise ConfigurationError(
                 f"{where}: no schema of the search_path exists; create it first "
                 "(CREATE SCHEMA name) or name an existing one in options=-csearch_path=name"
             )
+        if not create and not _has_ledger(conn):
+            raise LedgerNotFound(f"no ledger at {where} (schema {schema[0]}): it holds none")
         conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
             "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
@@ -40,3 +46,11 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str) -> None:
                 POSTGRES.translate(f"INSERT INTO schema_migrations VALUES (?, ?, {NOW})"),
                 (migration.version, migration.name),
             )
+
+
+def _has_ledger(conn: psycopg.Connection[tuple[Any, ...]]) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM information_schema.tables "
+        "WHERE table_schema = current_schema() AND table_name = 'schema_migrations'"
+    ).fetchone()
+    return found is not None

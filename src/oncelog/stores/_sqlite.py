@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from .._exceptions import ConfigurationError, CorruptRecord, StoreUnavailable
+from .._exceptions import ConfigurationError, CorruptRecord, LedgerNotFound, StoreUnavailable
 from ._migrations import pending
 from ._sql import NOW, Dialect, Tx
 from ._sql_store import SQLStore
@@ -51,12 +51,56 @@ def _store_error(exc: sqlite3.Error, path: str) -> Exception:
     return StoreUnavailable(f"the ledger at {path} cannot be used: {message}")
 
 
+def _make_folder(path: str) -> None:
+    folder = Path(path).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreUnavailable(
+            f"cannot create the folder of the ledger {path}: {exc.strerror or exc}"
+        ) from exc
+
+
+def _connect(path: str, busy_timeout: float, create: bool) -> sqlite3.Connection:
+    """With ``create=False``, open the file only if it exists (``mode=rw``): checking first
+    and opening after would let a file appear in between."""
+    where: str | Path = path
+    if not create:
+        if path == ":memory:" or not Path(path).is_file():
+            raise LedgerNotFound(f"no ledger at {path}: the file does not exist")
+        where = f"{Path(path).absolute().as_uri()}?mode=rw"
+    return sqlite3.connect(
+        where,
+        isolation_level=None,
+        check_same_thread=False,
+        timeout=busy_timeout,
+        uri=not create,
+    )
+
+
+def _check_is_ledger(db: sqlite3.Connection, path: str) -> None:
+    """An existing file that holds no ledger (a zero-byte file, another program's
+    database) is refused before anything is written to it, WAL mode included."""
+    found = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if found is None:
+        raise LedgerNotFound(f"no ledger at {path}: the file holds no oncelog ledger")
+
+
 class SQLiteStore(SQLStore):
     """One connection per store object, shared by its threads under a lock."""
 
     dialect = SQLITE
 
-    def __init__(self, path: str, *, durability: str = "full", busy_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        durability: str = "full",
+        busy_timeout: float = 30.0,
+        create: bool = True,
+    ) -> None:
         if durability not in _SYNCHRONOUS:
             raise ConfigurationError(f"durability must be 'full' or 'process', not {durability!r}")
         if sqlite3.sqlite_version_info < MINIMUM_VERSION:
@@ -67,16 +111,22 @@ class SQLiteStore(SQLStore):
         self.path = path
         self.durability = durability
         self._lock = threading.RLock()
-        if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        if path != ":memory:" and create:
+            _make_folder(path)
         try:
-            self._db = sqlite3.connect(
-                path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
-            )
-            self._configure(busy_timeout)
-            self._migrate()
+            self._db = _connect(path, busy_timeout, create)
         except sqlite3.Error as exc:
             raise _store_error(exc, path) from exc
+        try:
+            if not create:
+                _check_is_ledger(self._db, path)
+            self._configure(busy_timeout)
+            self._migrate()
+        except BaseException as exc:
+            self._db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise _store_error(exc, path) from exc
+            raise
 
     def _configure(self, busy_timeout: float) -> None:
         db = self._db
