@@ -39,6 +39,7 @@ from ._exceptions import (
     ResultNotRecorded,
     StepNotInPlan,
     StoreUnavailable,
+    UnserializableValue,
     halted,
 )
 from ._heartbeat import HEARTBEATS
@@ -47,7 +48,7 @@ from ._reconcile import ask, retry_allowed
 from ._records import ApprovalStatus, StepRecord, StepState, StepType
 from ._redact import redact
 from ._replay import ReplayCursor, check_same_step
-from ._serialization import decode, digest, encode
+from ._serialization import MAX_DEPTH, decode, digest, encode
 from ._tools import ToolSpec
 from .stores._protocol import Lease, NewStep, Outcome, Store
 
@@ -82,7 +83,12 @@ class Call:
         """``result`` as it may be recorded: its secret fields hashed."""
         if self.secret_key is None:
             return result
-        return redact(result, self.spec.secret, self.secret_key)
+        try:
+            return redact(result, self.spec.secret, self.secret_key)
+        except RecursionError:
+            raise UnserializableValue(
+                f"result is nested more than {MAX_DEPTH} levels deep"
+            ) from None
 
     @property
     def tool(self) -> str:

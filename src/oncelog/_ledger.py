@@ -13,6 +13,7 @@ from ._budgets import AgentBudget, Budget, Usage
 from ._effects import Engine
 from ._exceptions import ConfigurationError, InvalidResolution, UnknownRun
 from ._heartbeat import HEARTBEATS
+from ._names import check_name, check_text
 from ._records import (
     Approval,
     ApprovalStatus,
@@ -92,7 +93,9 @@ class Ledger:
         belongs to (its kill switch covers the run); it is fixed when the run is created.
         ``budget`` is stored when the run is created and ignored afterwards, so that no
         restart resets it; ``set_budget`` is how a person changes it."""
-        _check_run_id(run_id)
+        check_name(run_id, "run_id")
+        if agent is not None:
+            check_name(agent, "agent", run_id=run_id)
         options = {
             "plan": plan, "replace_plan": replace_plan, "create": create, "agent": agent,
             "budget": budget,
@@ -112,7 +115,9 @@ class Ledger:
         gets; True if it is new. Submitting the same run id with the same agent and input
         again (a redelivered message) changes nothing; other input raises
         ``InputMismatch``."""
-        _check_run_id(run_id)
+        check_name(run_id, "run_id")
+        if agent is not None:
+            check_name(agent, "agent", run_id=run_id)
         input_json = encode(input, what="input", limit=self.max_payload_bytes)
         return self.store.submit(
             run_id, agent=agent, input_json=input_json,
@@ -196,6 +201,8 @@ class Ledger:
         steps = tuple(plan)
         if not all(isinstance(s, str) and s for s in steps) or len(set(steps)) != len(steps):
             raise ConfigurationError(f"a plan is a list of distinct non-empty step ids: {steps}")
+        for step_id in steps:
+            check_name(step_id, "a plan's step id", run_id=run_id)
         return steps
 
     # -- a person's decisions -----------------------------------------------------------
@@ -212,8 +219,7 @@ class Ledger:
     ) -> StepRecord:
         """Decide an effect in doubt: ``done`` (with the provider's result), ``not_done``
         (safe to run again, with the same key) or ``abandon``. ``by`` names the person."""
-        if not by:
-            raise ConfigurationError("resolve(..., by=...) must name the person deciding")
+        _check_decision("resolve", by, note, run_id, step_id)
         try:
             resolution = Resolution(resolution)
         except ValueError:
@@ -237,15 +243,14 @@ class Ledger:
 
     def set_budget(self, run_id: str, budget: Budget | None, *, by: str) -> None:
         """Change a run's budget (raise it to let a stopped run go on); journalled."""
-        if not by:
-            raise ConfigurationError("set_budget(..., by=...) must name the person")
+        _check_decision("set_budget", by, None, run_id)
         self.store.set_budget(run_id, budget, by=by)
 
     def set_agent_budget(self, agent: str, budget: AgentBudget | None, *, by: str) -> None:
         """Daily limits for every run started with ``agent=agent`` together; checked in
         each effect's intent transaction. ``None`` removes them. Journalled."""
-        if not by:
-            raise ConfigurationError("set_agent_budget(..., by=...) must name who sets it")
+        check_name(agent, "agent")
+        _check_decision("set_agent_budget", by, None)
         self.store.set_agent_budget(agent, budget, by=by)
 
     # -- approvals ----------------------------------------------------------------------
@@ -261,8 +266,7 @@ class Ledger:
     ) -> Approval:
         """Approve the pending request of a step, for exactly the arguments it was made
         with, once: the next attempt uses it up. ``expires_in`` bounds how long it holds."""
-        if not by:
-            raise ConfigurationError("approve(..., by=...) must name the person approving")
+        _check_decision("approve", by, note, run_id, step_id)
         seconds = expires_in.total_seconds() if isinstance(expires_in, timedelta) else expires_in
         return self.store.decide_approval(
             run_id, step_id, ApprovalStatus.APPROVED, by=by, expires_in=seconds, note=note
@@ -271,8 +275,7 @@ class Ledger:
     def deny(self, run_id: str, step_id: str, *, by: str, note: str | None = None) -> Approval:
         """Deny the pending request of a step: the agent gets ``ApprovalDenied`` there,
         now and on every replay, for those arguments."""
-        if not by:
-            raise ConfigurationError("deny(..., by=...) must name the person denying")
+        _check_decision("deny", by, note, run_id, step_id)
         return self.store.decide_approval(
             run_id, step_id, ApprovalStatus.DENIED, by=by, expires_in=None, note=note
         )
@@ -295,6 +298,7 @@ class Ledger:
         scope, target = _switch(run, agent)
         if not reason or not by:
             raise ConfigurationError("a halt needs a reason and by=... naming who set it")
+        _check_decision("halt", by, reason)
         return self.store.set_halt(scope, target, reason=reason, by=by)
 
     def clear_halt(
@@ -308,8 +312,7 @@ class Ledger:
         """Turn a kill switch off. Only a person should: ``by`` names them, and it is
         recorded with the halt and in the journal. ``UnknownHalt`` if it is not on."""
         scope, target = _switch(run, agent)
-        if not by:
-            raise ConfigurationError("clear_halt(by=...) must name the person clearing it")
+        _check_decision("clear_halt", by, note)
         return self.store.clear_halt(scope, target, by=by, note=note)
 
     def halts(self, *, active_only: bool = True, limit: int = 100) -> list[Halt]:
@@ -383,17 +386,24 @@ def _switch(run: str | None, agent: str | None) -> tuple[HaltScope, str]:
     if run is not None and agent is not None:
         raise ConfigurationError("a kill switch is for one run or one agent, not both")
     if run is not None:
-        return HaltScope.RUN, run
+        return HaltScope.RUN, check_name(run, "run")
     if agent is not None:
-        return HaltScope.AGENT, agent
+        return HaltScope.AGENT, check_name(agent, "agent")
     return HaltScope.GLOBAL, ""
 
 
-def _check_run_id(run_id: object) -> None:
-    if not isinstance(run_id, str) or not run_id or len(run_id) > 512:
-        raise ConfigurationError(
-            f"run_id must be a non-empty string of at most 512 chars, not {run_id!r}"
-        )
+def _check_decision(
+    verb: str, by: str, text: str | None, run_id: str | None = None, step_id: str | None = None
+) -> None:
+    """What every change a person (or code) makes gives: who, and what it is about."""
+    if not by:
+        raise ConfigurationError(f"{verb}(..., by=...) must name who decides", run_id=run_id)
+    if run_id is not None:
+        check_name(run_id, "run_id")
+    if step_id is not None:
+        check_name(step_id, "step_id", run_id=run_id)
+    check_text(by, "by", run_id=run_id, step_id=step_id)
+    check_text(text, "the note" if verb != "halt" else "the reason", run_id=run_id)
 
 
 def open(

@@ -27,12 +27,15 @@ from ._exceptions import (
     RunStopped,
     StoreUnavailable,
     TryLater,
+    UnserializableValue,
     UsageError,
     WaitingForPerson,
 )
 from ._heartbeat import HEARTBEATS
+from ._names import check_name
 from ._records import RunRecord, RunStatus, StepType
 from ._redact import redact_call
+from ._serialization import MAX_DEPTH
 from ._tools import Tool, step_spec
 
 log = logging.getLogger("oncelog")
@@ -96,6 +99,9 @@ class _Steps:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> tuple[Call, Callable[..., Any]]:
+        if step_id is not None:
+            # Before anything: an empty or unstorable id would be refused only by a store.
+            check_name(step_id, "step_id", run_id=self.run_id)
         if type_ is StepType.EFFECT:
             if not isinstance(tool, Tool):
                 raise NotATool(
@@ -118,7 +124,13 @@ class _Steps:
         secret_key = None
         if spec.secret:
             secret_key = self._ledger.redaction_key_for(spec.name)
-            payload = redact_call(payload, spec.secret_positions, spec.secret, secret_key)
+            try:
+                payload = redact_call(payload, spec.secret_positions, spec.secret, secret_key)
+            except RecursionError:
+                raise UnserializableValue(
+                    f"arguments are nested more than {MAX_DEPTH} levels deep",
+                    run_id=self.run_id, step_id=step_id,
+                ) from None  # fmt: skip
         args_json = None
         if not self._engine.cursor.replaying():
             limit = self._ledger.max_payload_bytes

@@ -9,11 +9,20 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
+from itertools import accumulate
 from typing import Any, NoReturn
 
 from ._exceptions import PayloadTooLarge, UnserializableValue
 
 _SCALARS = (str, int, bool, type(None))
+# Deeper values are refused. A fixed bound, far under Python's recursion limit, so a value
+# recorded in a shallow call stack also decodes on replay in a deep one (and the C
+# encoder never meets the limit half-way through).
+MAX_DEPTH = 200
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]")
+_DEPTH = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def _not_json(value: Any) -> NoReturn:
@@ -80,22 +89,57 @@ def _explain(value: Any, path: str) -> None:
     )
 
 
+def _too_deep(text: str) -> bool:
+    """True if the JSON ``text`` nests deeper than ``MAX_DEPTH``. Counting brackets runs in
+    C and settles almost every value; one with that many is measured, in C too: strings
+    removed, then the running sum of +1 per opening and -1 per closing bracket."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return max(accumulate(map(_DEPTH.__getitem__, brackets)), default=0) > MAX_DEPTH
+
+
+def _nested_too_deeply(what: str) -> UnserializableValue:
+    return UnserializableValue(f"{what} is nested more than {MAX_DEPTH} levels deep")
+
+
+def _check_utf8(text: str, what: str) -> int:
+    """The size of ``text`` in UTF-8; a lone surrogate (which no store can hold) refused."""
+    try:
+        return len(text.encode())
+    except UnicodeEncodeError as exc:
+        raise UnserializableValue(
+            f"{what} holds a lone surrogate {text[exc.start]!r}, which UTF-8 cannot store "
+            "(bytes decoded with errors='surrogateescape'?)"
+        ) from None
+
+
 def encode(value: Any, *, what: str, limit: int, exact: bool = True) -> str:
     """Encode ``value`` canonically. With ``exact``, refuse what JSON would change (int
-    keys, NaN) instead of recording it lossily; anything JSON cannot hold is refused."""
+    keys, NaN) instead of recording it lossily; anything JSON cannot hold is refused, and
+    so is a value nested deeper than ``MAX_DEPTH`` or holding a lone surrogate."""
     try:
         text = _ENCODER.encode(value)
+    except RecursionError:
+        raise _nested_too_deeply(what) from None
     except (TypeError, ValueError) as exc:
-        _explain(value, what)
+        try:
+            _explain(value, what)
+        except RecursionError:
+            raise _nested_too_deeply(what) from None
         raise UnserializableValue(f"{what} cannot be encoded: {exc}") from exc
+    if _too_deep(text):
+        raise _nested_too_deeply(what)
     # Decoding and comparing run in C; only a mismatch (a tuple, or a real loss such as
     # an int key) pays for the walk in Python.
     if exact and decode(text) != value and not _lossless(value):
         _explain(value, what)
-    if len(text) > limit // 4:  # at most 4 bytes a character: skip the count when it fits
-        size = len(text.encode())
+    if not text.isascii():
+        size = _check_utf8(text, what)
         if size > limit:
             raise PayloadTooLarge(f"{what} is {size} bytes, over the limit of {limit}")
+    elif len(text) > limit:
+        raise PayloadTooLarge(f"{what} is {len(text)} bytes, over the limit of {limit}")
     return text
 
 

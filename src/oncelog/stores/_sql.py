@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._exceptions import ConfigurationError
+
 # Tokens in statements, replaced by the dialect's clock (Unix seconds): lease expiry and
 # budgets are judged by the store's clock, never by a worker's.
 NOW = "@now"
@@ -69,7 +71,14 @@ class Tx:
         self.dialect = dialect
 
     def execute(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> Cursor:
-        result: Cursor = self.raw.execute(self.dialect.translate(sql), params)
+        try:
+            result: Cursor = self.raw.execute(self.dialect.translate(sql), params)
+        except UnicodeEncodeError as exc:
+            # A lone surrogate in a value the API did not check: refused, and the
+            # transaction it was part of rolls back whole.
+            raise ConfigurationError(
+                f"a value holds {exc.object[exc.start:exc.end]!r}, which UTF-8 cannot store"
+            ) from None
         return result
 
     def lock_halts(self, *, exclusive: bool) -> None:
