@@ -77,7 +77,7 @@ class Tx:
             # A lone surrogate in a value the API did not check: refused, and the
             # transaction it was part of rolls back whole.
             raise ConfigurationError(
-                f"a value holds {exc.object[exc.start:exc.end]!r}, which UTF-8 cannot store"
+                f"a value holds {exc.object[exc.start : exc.end]!r}, which UTF-8 cannot store"
             ) from None
         return result
 
