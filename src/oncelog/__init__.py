@@ -52,6 +52,7 @@ from ._exceptions import (
     WaitingForPerson,
 )
 from ._ledger import Ledger, open
+from ._no_result import NO_RESULT
 from ._probes import CANNOT_TELL, NOT_FOUND, Found, ProbeAnswer
 from ._process import (
     EXIT_COMPLETED,
@@ -85,6 +86,7 @@ __all__ = [
     "EXIT_TRY_LATER",
     "EXIT_WAITING",
     "NOT_FOUND",
+    "NO_RESULT",
     "AgentBudget",
     "AmbiguousOutcome",
     "Approval",

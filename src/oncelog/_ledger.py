@@ -11,9 +11,10 @@ from . import _leases as leases
 from ._alerts import AlertCallback
 from ._budgets import AgentBudget, Budget, Usage
 from ._effects import Engine
-from ._exceptions import ConfigurationError, InvalidResolution, UnknownRun
+from ._exceptions import ConfigurationError, InvalidPayload, InvalidResolution, UnknownRun
 from ._heartbeat import HEARTBEATS
 from ._names import check_name, check_text
+from ._no_result import NO_RESULT
 from ._records import (
     Approval,
     ApprovalStatus,
@@ -35,6 +36,8 @@ from .stores import Lease, Store, open_store
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+_UNSET: Any = object()  # resolve() given no result at all, which None cannot stand for
 
 PlanArg = Sequence[str] | Callable[[], Sequence[str]] | None
 
@@ -214,26 +217,48 @@ class Ledger:
         resolution: Resolution | Literal["done", "not_done", "abandon"],
         *,
         by: str,
-        result: Any = None,
+        result: Any = _UNSET,
         note: str | None = None,
+        force: bool = False,
     ) -> StepRecord:
-        """Decide an effect in doubt: ``done`` (with the provider's result), ``not_done``
-        (safe to run again, with the same key) or ``abandon``. ``by`` names the person."""
+        """Decide an effect in doubt: ``done`` with ``result``, the provider's answer (or
+        ``result=oncelog.NO_RESULT`` if it cannot be known: the agent then gets
+        ``NO_RESULT`` there, now and on every replay); ``not_done`` (safe to run again,
+        with the same key) or ``abandon``. ``by`` names the person. While a live process
+        holds the run's lease it may be running the step: ``RunLeased``, unless
+        ``force`` (journalled, with the owner overridden)."""
         _check_decision("resolve", by, note, run_id, step_id)
-        try:
-            resolution = Resolution(resolution)
-        except ValueError:
-            raise InvalidResolution(
-                f"{resolution!r} is not a resolution; use one of {[r.value for r in Resolution]}",
-                run_id=run_id,
-                step_id=step_id,
-            ) from None
-        result_json = None
-        if resolution is Resolution.DONE:
-            result_json = encode(result, what="result", limit=self.max_payload_bytes)
+        resolution = _resolution(resolution, run_id, step_id)
+        result_json = self._resolution_result(resolution, result, run_id, step_id)
         return self.store.resolve(
-            run_id, step_id, resolution, result_json=result_json, by=by, note=note
-        )
+            run_id, step_id, resolution, result_json=result_json, by=by, note=note,
+            force=force, owner_is_dead=leases.is_dead,
+        )  # fmt: skip
+
+    def _resolution_result(
+        self, resolution: Resolution, result: Any, run_id: str, step_id: str
+    ) -> str | None:
+        """The recorded result of a decision: given with ``done`` only, and never left
+        out by accident (a forgotten result would reach the agent as None)."""
+        if resolution is not Resolution.DONE:
+            if result is not _UNSET and result is not None:
+                raise InvalidResolution(
+                    f"a result goes with 'done' only, not {resolution.value!r}",
+                    run_id=run_id, step_id=step_id,
+                )  # fmt: skip
+            return None
+        if result is _UNSET:
+            raise InvalidResolution(
+                "'done' needs the provider's result (result=...), or result=oncelog.NO_RESULT "
+                "if it cannot be known",
+                run_id=run_id, step_id=step_id,
+            )  # fmt: skip
+        if result is NO_RESULT:
+            return None
+        try:
+            return encode(result, what="result", limit=self.max_payload_bytes)
+        except InvalidPayload as exc:
+            raise type(exc)(exc.message, run_id=run_id, step_id=step_id) from None
 
     # -- budgets ------------------------------------------------------------------------
 
@@ -380,6 +405,17 @@ class Ledger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _resolution(value: Resolution | str, run_id: str, step_id: str) -> Resolution:
+    try:
+        return Resolution(value)
+    except ValueError:
+        raise InvalidResolution(
+            f"{value!r} is not a resolution; use one of {[r.value for r in Resolution]}",
+            run_id=run_id,
+            step_id=step_id,
+        ) from None
 
 
 def _switch(run: str | None, agent: str | None) -> tuple[HaltScope, str]:

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from ._budgets import Budget
 from ._exceptions import CorruptRecord
+from ._no_result import NO_RESULT
 from ._serialization import decode
 
 
@@ -106,6 +107,10 @@ class StepRecord(NamedTuple):
 
     @property
     def result(self) -> Any:
+        """The recorded result; ``NO_RESULT`` for an effect resolved ``done`` without
+        the provider's answer."""
+        if self.result_json is None and self.state is StepState.DONE and self.error_json is None:
+            return NO_RESULT
         return self._decode("result", self.result_json)
 
     @property

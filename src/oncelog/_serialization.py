@@ -14,6 +14,7 @@ from itertools import accumulate
 from typing import Any, NoReturn
 
 from ._exceptions import PayloadTooLarge, UnserializableValue
+from ._no_result import NO_RESULT
 
 _SCALARS = (str, int, bool, type(None))
 # Deeper values are refused. A fixed bound, far under Python's recursion limit, so a value
@@ -83,6 +84,11 @@ def _explain(value: Any, path: str) -> None:
         for i, v in enumerate(value):
             _explain(v, f"{path}[{i}]")
         return
+    if value is NO_RESULT:
+        raise UnserializableValue(
+            f"{path} is oncelog.NO_RESULT: a person resolved that step done without the "
+            "provider's answer, so there is nothing to pass on; handle it first"
+        )
     raise UnserializableValue(
         f"{path} is a {type(value).__name__}; oncelog records JSON values "
         "(dict, list, str, int, float, bool, None)"

@@ -136,7 +136,17 @@ def unknown(db: str | None, as_json: bool) -> None:
     "result_json",
     default=None,
     metavar="JSON",
-    help="The provider's result, for 'done'.",
+    help="The provider's result, for 'done' (this or --no-result is required).",
+)
+@click.option(
+    "--no-result",
+    is_flag=True,
+    help="'done' without the provider's result: the agent gets oncelog.NO_RESULT.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Decide even while a live process holds the run (recorded as forced).",
 )
 @click.option("--note", default=None)
 @db_option
@@ -146,16 +156,38 @@ def resolve(
     resolution: str,
     by: str,
     result_json: str | None,
+    no_result: bool,
+    force: bool,
     note: str | None,
     db: str | None,
 ) -> None:
-    """Decide an effect in doubt: done (it happened), not_done (run it again) or abandon."""
-    try:
-        result = None if result_json is None else json.loads(result_json)
-    except ValueError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint="--result") from exc
+    """Decide an effect in doubt: done (it happened), not_done (run it again) or abandon.
+    Refused while a live process holds the run's lease, unless --force."""
+    result = _result_given(oncelog.Resolution(resolution), result_json, no_result)
     with opened(db, create=False) as ledger:
         step = ledger.resolve(
-            run_id, step_id, oncelog.Resolution(resolution), by=by, result=result, note=note
-        )
+            run_id, step_id, oncelog.Resolution(resolution), by=by, result=result, note=note,
+            force=force,
+        )  # fmt: skip
     click.echo(f"{run_id} {step_id}: {step.state.value} (by {by})")
+
+
+def _result_given(resolution: oncelog.Resolution, result_json: str | None, no_result: bool) -> Any:
+    """What ``--result`` / ``--no-result`` say, for ``Ledger.resolve(result=...)``."""
+    if resolution is not oncelog.Resolution.DONE:
+        if result_json is not None or no_result:
+            raise click.UsageError("--result and --no-result go with 'done' only")
+        return None
+    if (result_json is None) == (not no_result):
+        raise click.UsageError(
+            "'done' needs --result JSON (the provider's answer, which the agent gets), or "
+            "--no-result if it cannot be known (the agent gets oncelog.NO_RESULT)"
+            if result_json is None
+            else "give --result or --no-result, not both"
+        )
+    if no_result:
+        return oncelog.NO_RESULT
+    try:
+        return json.loads(result_json or "")
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--result") from exc

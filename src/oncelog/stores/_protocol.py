@@ -211,8 +211,13 @@ class Store(Protocol):
         result_json: str | None,
         by: str,
         note: str | None,
+        force: bool = False,
+        owner_is_dead: OwnerCheck = ...,
     ) -> StepRecord:
-        """A person's decision on an effect in doubt. Fences off any current owner."""
+        """A person's decision on an effect in doubt; ``result_json`` None with ``done``
+        means without the provider's answer. ``RunLeased`` while a live owner holds the
+        run's lease (by the store's clock), unless ``force``: then, as always, the
+        decision fences off any current owner, and the journal names the one overridden."""
         ...
 
     def get_run(self, run_id: str) -> RunRecord: ...

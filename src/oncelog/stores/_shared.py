@@ -113,6 +113,24 @@ def plan_replaced_json(current: RunRecord, plan_json: str | None, replace: bool)
     return journal_json(old=old_json, new=plan_json)
 
 
+def resolved_json(
+    resolution: Resolution, by: str, note: str | None, result_json: str | None, forced: str | None
+) -> str:
+    """The journal entry of a person's decision. ``no_result`` marks ``done`` without the
+    provider's answer (the agent gets ``oncelog.NO_RESULT``), as ``result`` null cannot
+    tell it from a recorded None; ``forced`` names the live owner a forced decision
+    overrode. Either is there only when it applies."""
+    fields: dict[str, str | None] = {
+        "resolution": text(resolution.value), "by": text(by), "note": text(note),
+        "result": result_json,
+    }  # fmt: skip
+    if resolution is Resolution.DONE and result_json is None:
+        fields["no_result"] = "true"
+    if forced is not None:
+        fields["forced"] = text(forced)
+    return journal_json(**fields)
+
+
 # -- budgets: the arithmetic of a check, on totals each store sums in its own SQL --------
 
 

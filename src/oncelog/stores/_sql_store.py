@@ -50,9 +50,16 @@ from ._shared import (
     new_checkpoint,
     outcome_json,
     plan_replaced_json,
+    resolved_json,
 )
 from ._sql import NOW, Dialect, Tx
 from ._sql_tx import append, fence, lock_run
+
+
+def _never_dead(owner: str) -> bool:
+    """Without a way to tell, every owner whose lease runs is taken to be alive."""
+    return False
+
 
 _SELECT_RUN = f"SELECT {RUN_COLUMNS}, {NEXT_SEQ} FROM runs"
 _SELECT_STEP = f"SELECT {STEP_COLUMNS} FROM steps"
@@ -394,11 +401,14 @@ class SQLStore:
         result_json: str | None,
         by: str,
         note: str | None,
+        force: bool = False,
+        owner_is_dead: OwnerCheck = _never_dead,
     ) -> StepRecord:
         with self._tx() as tx:
             if not lock_run(tx, run_id):
                 raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
             step = self._step_in_doubt(tx, run_id, step_id)
+            overridden = self._live_holder(tx, step, owner_is_dead, force=force)
             # A person's decision is a takeover: any worker still running the step is fenced.
             tx.execute(
                 "UPDATE runs SET fencing_token = fencing_token + 1, owner = NULL, "
@@ -416,10 +426,28 @@ class SQLStore:
                 queue.requeue(tx, queue.AFTER_RESOLVE, run_id=run_id, by=by)
             append(
                 tx, run_id, step.seq, "resolved",
-                journal_json(resolution=text(resolution.value), by=text(by), note=text(note),
-                             result=result_json),
+                resolved_json(resolution, by, note, result_json, overridden),
             )  # fmt: skip
             return step_record(row or ())
+
+    @staticmethod
+    def _live_holder(tx: Tx, step: StepRecord, gone: OwnerCheck, *, force: bool) -> str | None:
+        """The owner of a live lease on the step's run (by the store's clock), whose
+        process may be running the step this instant: refused (``RunLeased``) unless
+        ``force``; then it is the owner the decision overrides. None without one."""
+        owner, live = tx.execute(
+            f"SELECT owner, lease_expires_at > {NOW} FROM runs WHERE run_id = ?", (step.run_id,)
+        ).fetchone()
+        if owner is None or not live or gone(owner):
+            return None
+        if not force:
+            raise RunLeased(
+                f"a live process ({owner}) holds the run's lease and may be running "
+                f"{step.step_id!r} now: a decision would replace its real outcome. Wait for "
+                "it to end (or stop it), or force the decision (--force, force=True)",
+                run_id=step.run_id, step_id=step.step_id, key=step.key,
+            )  # fmt: skip
+        return str(owner)
 
     @staticmethod
     def _step_in_doubt(tx: Tx, run_id: str, step_id: str) -> StepRecord:
