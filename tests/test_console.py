@@ -400,6 +400,7 @@ def test_without_the_extra_the_command_names_it(db_path: str) -> None:
 
 def test_a_non_loopback_address_is_warned_about(db_path: str, tmp_path: Path) -> None:
     # 192.0.2.1 is a documentation address no interface has: the bind fails, cleanly.
+    oncelog.open(db_path).close()  # the console serves an existing ledger only
     result = CliRunner().invoke(
         cli,
         ["console", "--host", "192.0.2.1", "--port", "0", "--db", db_path,

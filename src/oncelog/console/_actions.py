@@ -16,6 +16,7 @@ from starlette.routing import Route
 from .._budgets import AgentBudget, Budget
 from .._exceptions import OnceLogError
 from .._ledger import Ledger
+from .._no_result import NO_RESULT
 from .._records import HaltScope, Resolution
 from ._forms import Form, FormError, submitted
 from ._pages import PAGES, describe, show, status_for
@@ -40,13 +41,28 @@ def decide_approval(form: Form, ledger: Ledger) -> str:
 def resolve_effect(form: Form, ledger: Ledger) -> str:
     run_id, step_id = form.text("run_id", required=True), form.text("step_id", required=True)
     resolution = Resolution(form.choice("resolution", tuple(r.value for r in Resolution)))
-    result = form.json("result")
-    if resolution is not Resolution.DONE and result is not None:
-        raise FormError("a result goes with 'done' only: clear the result field")
     ledger.resolve(
-        run_id, step_id, resolution, by=form.person(), result=result, note=form.optional("note")
-    )
+        run_id, step_id, resolution, by=form.person(), result=_result_of(form, resolution),
+        note=form.optional("note"), force=form.flag("force"),
+    )  # fmt: skip
     return "resolved"
+
+
+def _result_of(form: Form, resolution: Resolution) -> Any:
+    """The result field, or the "no result" box, as ``Ledger.resolve(result=...)`` takes
+    them: one of the two with 'done', neither with the others."""
+    given, none = form.text("result") != "", form.flag("no_result")
+    if resolution is not Resolution.DONE:
+        if given or none:
+            raise FormError("a result goes with 'done' only: clear the result field")
+        return None
+    if given == none:
+        raise FormError(
+            "'done' needs the provider's result (JSON), or tick “no result” if it cannot be known"
+            if not given
+            else "give a result or tick “no result”, not both"
+        )
+    return NO_RESULT if none else form.json("result")
 
 
 def _switch(form: Form) -> dict[str, str | None]:

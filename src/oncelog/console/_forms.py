@@ -66,6 +66,10 @@ class Form:
         except ValueError as exc:
             raise FormError(f"{name.replace('_', ' ')} is not JSON: {exc}") from None
 
+    def flag(self, name: str) -> bool:
+        """A ticked checkbox (its value is "yes")."""
+        return self.text(name) == "yes"
+
     def choice(self, name: str, options: tuple[str, ...]) -> str:
         value = self.text(name, required=True)
         if value not in options:

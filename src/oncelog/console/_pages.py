@@ -14,6 +14,7 @@ from starlette.routing import Route
 from .._exceptions import (
     InvalidResolution,
     OnceLogError,
+    RunLeased,
     StoreUnavailable,
     UnknownApproval,
     UnknownHalt,
@@ -111,6 +112,8 @@ def status_for(exc: OnceLogError) -> int:
         return 404
     if isinstance(exc, (UnknownApproval, UnknownHalt, InvalidResolution)):
         return 409  # decided, cleared or resolved by someone else meanwhile
+    if isinstance(exc, RunLeased):
+        return 409  # a live process still holds the run
     if isinstance(exc, UsageError):
         return 400
     if isinstance(exc, StoreUnavailable):
