@@ -8,6 +8,7 @@ file read through a separate connection (``PRAGMA integrity_check`` and every ro
 
 from __future__ import annotations
 
+import asyncio
 import math
 import pickle
 import sqlite3
@@ -585,3 +586,197 @@ def test_a_refusal_keeps_its_error_type_through_pickling() -> None:
     copy = pickle.loads(pickle.dumps(exc))
     assert copy.error_type == "Declined"
     assert_round_trips(copy)
+
+
+# -- values nested too deeply, strings UTF-8 cannot hold, empty step ids (both stores) --
+
+
+def nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def contents(ledger: oncelog.Ledger) -> tuple[Any, ...]:
+    """Everything the ledger holds, read through the API (so on PostgreSQL too)."""
+    runs = sorted((r.run_id, r.status, r.next_seq) for r in ledger.runs(limit=1000))
+    steps = [tuple(s) for run in runs for s in ledger.steps(run[0])]
+    return runs, steps, [(e.id, e.event) for e in ledger.journal(limit=100_000)]
+
+
+@contextmanager
+def refused_on_any_store(
+    ledger: oncelog.Ledger, expected: type[E]
+) -> Iterator[pytest.ExceptionInfo[E]]:
+    before = contents(ledger)
+    with pytest.raises(expected) as info:
+        yield info
+    assert_round_trips(info.value)
+    assert contents(ledger) == before
+
+
+@pytest.mark.parametrize("kind", ["create", "upsert"])
+def test_a_result_nested_a_thousand_deep_is_done_but_not_recorded(
+    ledger: oncelog.Ledger, kind: str
+) -> None:
+    """The call succeeded: it is never made again, on any restart, whatever its kind."""
+    calls: list[str] = []
+
+    @ledger.tool(kind=oncelog.Kind(kind), name="deep")
+    def deep(*, idempotency_key: str) -> Any:
+        calls.append(idempotency_key)
+        return {"tree": nested(1000)}
+
+    for _ in range(3):
+        with ledger.run("r") as run:
+            with pytest.raises(oncelog.ResultNotRecorded) as lost:
+                run.effect("make", deep)
+            assert (lost.value.run_id, lost.value.step_id) == ("r", "make")
+            assert "nested more than" in lost.value.message
+            assert_round_trips(lost.value)
+    assert len(calls) == 1
+    [step] = ledger.steps("r")
+    assert (step.state, step.attempts, step.result_json) == (oncelog.StepState.DONE, 1, None)
+    assert step.error is not None
+    assert "UnserializableValue" in step.error["type"]
+    assert ledger.in_doubt() == []
+    assert ledger.get_run("r").status is oncelog.RunStatus.COMPLETED
+
+
+def test_deep_values_within_the_bound_are_recorded_and_replayed(ledger: oncelog.Ledger) -> None:
+    deep = nested(oncelog_depth() - 3)  # the call's {"args": [...]} wraps it twice more
+    with ledger.run("r") as run:
+        assert run.read("look", lambda v: v, deep) == deep
+    with ledger.run("r") as run:
+        assert run.read("look", lambda v: v, deep) == deep
+
+
+def oncelog_depth() -> int:
+    from oncelog._serialization import MAX_DEPTH
+
+    return MAX_DEPTH
+
+
+@pytest.mark.parametrize("depth", [201, 1000, 100_000])
+def test_deeply_nested_arguments_are_refused_before_anything_is_written(
+    ledger: oncelog.Ledger, send: SendTool, provider: Provider, depth: int
+) -> None:
+    with ledger.run("r") as run:
+        with refused_on_any_store(ledger, oncelog.UnserializableValue) as refused:
+            run.effect("mail", send, nested(depth))
+        assert (refused.value.run_id, refused.value.step_id) == ("r", "mail")
+        with refused_on_any_store(ledger, oncelog.UnserializableValue):
+            run.llm("think", lambda v: v, nested(depth))
+        with refused_on_any_store(ledger, oncelog.UnserializableValue):
+            ledger.submit("queued", nested(depth))
+        assert run.effect("mail", send, "fine") == {"sent": "fine"}
+    assert len(provider.calls) == 1
+
+
+def test_a_secret_tool_with_deep_arguments_is_refused_too(
+    store_url: str, provider: Provider
+) -> None:
+    with oncelog.open(store_url, redaction_key=b"k" * 32) as ledger:
+
+        @ledger.tool(kind="create", secret=("card",))
+        def pay(card: Any, *, idempotency_key: str) -> Any:
+            provider.calls.append(idempotency_key)
+            return nested(1000)
+
+        with ledger.run("r") as run:
+            with refused_on_any_store(ledger, oncelog.UnserializableValue):
+                run.effect("pay", pay, {"x": nested(1000)})
+            with pytest.raises(oncelog.ResultNotRecorded):
+                run.effect("pay", pay, "4242")
+    assert len(provider.calls) == 1
+
+
+SURROGATE = "a\udc80b"  # what os.fsdecode makes of a byte that is not UTF-8
+
+
+def test_a_result_with_a_lone_surrogate_is_done_but_not_recorded(ledger: oncelog.Ledger) -> None:
+    calls: list[str] = []
+
+    @ledger.tool(kind="create", name="name_file")
+    def name_file(*, idempotency_key: str) -> str:
+        calls.append(idempotency_key)
+        return SURROGATE
+
+    for _ in range(2):
+        with ledger.run("r") as run, pytest.raises(oncelog.ResultNotRecorded) as lost:
+            run.effect("name", name_file)
+        assert "lone surrogate" in lost.value.message
+    assert len(calls) == 1
+
+
+def test_lone_surrogates_are_refused_before_anything_is_written(
+    ledger: oncelog.Ledger, send: SendTool, provider: Provider
+) -> None:
+    with ledger.run("r") as run:
+        run.effect("mail", send, "first")
+    refusals: list[tuple[type[oncelog.OnceLogError], Any]] = [
+        (oncelog.ConfigurationError, lambda: ledger.run(SURROGATE).__enter__()),
+        (oncelog.ConfigurationError, lambda: ledger.run("r2", agent=SURROGATE).__enter__()),
+        (oncelog.ConfigurationError, lambda: ledger.run("r2", plan=["a", SURROGATE]).__enter__()),
+        (oncelog.ConfigurationError, lambda: ledger.submit(SURROGATE)),
+        (oncelog.UnserializableValue, lambda: ledger.submit("r3", {"name": SURROGATE})),
+        (oncelog.ConfigurationError, lambda: ledger.halt("why", by=SURROGATE)),
+        (oncelog.ConfigurationError, lambda: ledger.halt(SURROGATE, by="alice")),
+        (oncelog.ConfigurationError, lambda: ledger.halt("why", by="alice", run=SURROGATE)),
+        (oncelog.ConfigurationError, lambda: ledger.halt("why", by="alice", agent=SURROGATE)),
+        (oncelog.ConfigurationError, lambda: ledger.set_budget("r", None, by=SURROGATE)),
+        (oncelog.ConfigurationError, lambda: ledger.approve("r", SURROGATE, by="alice")),
+        (oncelog.ConfigurationError, lambda: ledger.deny("r", "mail", by="a", note=SURROGATE)),
+        (oncelog.ConfigurationError, lambda: ledger.get_run(SURROGATE)),
+        (
+            oncelog.ConfigurationError,
+            lambda: ledger.resolve("r", "mail", "not_done", by="alice", note=SURROGATE),
+        ),
+    ]
+    for expected, attempt in refusals:
+        with refused_on_any_store(ledger, expected):
+            attempt()
+    with ledger.run("r") as run:
+        run.effect("mail", send, "first")  # replayed
+        for step in (
+            lambda: run.effect(SURROGATE, send, "x"),
+            lambda: run.read("q", len, SURROGATE),
+        ):
+            with refused_on_any_store(ledger, oncelog.OnceLogError) as refused:
+                step()
+            assert "lone surrogate" in refused.value.message
+            assert refused.value.run_id == "r"
+        run.effect("next", send, "second")  # no position was used
+    assert [s.seq for s in ledger.steps("r")] == [0, 1]
+    assert len(provider.calls) == 2
+
+
+@pytest.mark.parametrize("step_id", ["", "a\x00b", "x" * 513, 7])
+def test_a_step_id_that_cannot_name_a_step(
+    ledger: oncelog.Ledger, send: SendTool, provider: Provider, step_id: Any
+) -> None:
+    with ledger.run("r") as run:
+        for step in (
+            lambda: run.effect(step_id, send, "x"),
+            lambda: run.read(step_id, len, "x"),
+            lambda: run.llm(step_id, len, "x"),
+        ):
+            with refused_on_any_store(ledger, oncelog.ConfigurationError) as refused:
+                step()
+            assert refused.value.run_id == "r"
+        assert run.effect("mail", send, "x") == {"sent": "x"}  # no position was used
+    assert [s.seq for s in ledger.steps("r")] == [0]
+    assert len(provider.calls) == 1
+
+
+def test_an_empty_step_id_is_refused_in_async_runs_too(
+    ledger: oncelog.Ledger, send: SendTool, provider: Provider
+) -> None:
+    async def agent() -> None:
+        async with ledger.run("r") as run:
+            with refused_on_any_store(ledger, oncelog.ConfigurationError):
+                await run.effect("", send, "x")
+
+    asyncio.run(agent())
+    assert provider.calls == []

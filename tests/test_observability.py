@@ -62,8 +62,8 @@ def act_out(ledger: oncelog.Ledger, other: oncelog.Ledger) -> None:
             raise Declined
         if n == 2:
             raise TimeoutError("no answer")
-        if n == 3:  # a person settles it while it runs: this worker is fenced off
-            other.resolve("fenced", "s", "done", result=3, by="alice")
+        if n == 3:  # a person settles it, forced, while it runs: this worker is fenced off
+            other.resolve("fenced", "s", "done", result=3, by="alice", force=True)
         return n
 
     @ledger.tool(kind="destructive", name="wipe")

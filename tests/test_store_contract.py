@@ -4,6 +4,7 @@ migrations, the journal's order, and the controls that live in the ledger."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sqlite3
 import sys
@@ -119,7 +120,16 @@ def test_a_persons_resolution_fences_the_worker_that_ran_the_step(store_url: str
     with opened(store_url) as store:
         lease = acquire(store, "r", "worker")
         store.write_intent(lease, effect(0, "a"), None)
-        store.resolve("r", "a", oncelog.Resolution.DONE, result_json='"ok"', by="alice", note=None)
+        decide = functools.partial(
+            store.resolve, "r", "a", oncelog.Resolution.DONE, result_json='"ok"', by="alice",
+            note=None,
+        )  # fmt: skip
+        with pytest.raises(oncelog.RunLeased):  # its lease is live: it may be running "a"
+            decide()
+        assert store.steps("r", 0, 10)[0].state is StepState.IN_FLIGHT
+        decide(force=True)
+        [resolved] = [e.data for e in store.journal("r", 0, 100) if e.event == "resolved"]
+        assert resolved["forced"] == "worker"
         with pytest.raises(oncelog.LeaseLost):
             store.write_outcome(lease, effect(0, "a"), 1, Outcome(StepState.DONE, '"late"'))
         assert store.get_run("r").fencing_token == 2

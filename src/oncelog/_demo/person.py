@@ -3,6 +3,7 @@ service, by its idempotency key, and record what they found."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,4 +35,6 @@ def settle_in_doubt(ledger_url: str, folder: Path, say: Callable[[str], None]) -
             ledger.resolve(step.run_id, step.step_id, decision, result=result, by=WHO, note=seen)
             say(f"  a person  {seen}:")
             command = f"oncelog resolve {step.run_id} {step.step_id} {decision.value} --by {WHO}"
+            if result is not None:
+                command += f" --result '{json.dumps(result, sort_keys=True)}'"
             say(f"            {command}")

@@ -40,6 +40,8 @@ def _step_row(step: oncelog.StepRecord, in_doubt_because: str | None = None) -> 
             row[field] = json.dumps(redact(json.loads(row[field])), sort_keys=True)
     if in_doubt_because is not None:
         row["reason"] = in_doubt_because
+    if step.result is oncelog.NO_RESULT:
+        row["no_result"] = True
     return row
 
 
@@ -102,6 +104,8 @@ def show(run_id: str, db: str | None, as_json: bool) -> None:
         click.echo(f"       arguments: {_shown(s.args_json)}")
         if s.result_json is not None:
             click.echo(f"       result:    {_shown(s.result_json)}")
+        elif s.result is oncelog.NO_RESULT:
+            click.echo("       result:    oncelog.NO_RESULT (resolved done without it)")
         if s.error_json is not None:
             click.echo(f"       error:     {_shown(s.error_json)}")
 
