@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import html
+import os
 import stat
 import subprocess
 import sys
@@ -300,6 +301,44 @@ def test_resolve_an_effect_left_by_a_killed_process(
     assert entry.data["by"] == "dan"
 
 
+def test_done_with_no_result_gives_the_agent_no_result(
+    busy: oncelog.Ledger, person: Person
+) -> None:
+    assert "oncelog.NO_RESULT" in person.get("/unknown").text
+    form = {"run_id": "r-mail", "step_id": "email", "resolution": "done", "by": "bob"}
+    assert person.post("/unknown/resolve", {**form, "no_result": "yes"}).status_code == 303
+    [step] = busy.steps("r-mail")
+    assert (step.state, step.result) == (oncelog.StepState.DONE, oncelog.NO_RESULT)
+    [entry] = [e for e in busy.journal("r-mail") if e.event == "resolved"]
+    assert entry.data["no_result"] is True
+    assert "NO_RESULT" in person.get("/runs/r-mail").text
+
+
+def test_a_step_a_live_process_is_running_is_resolved_only_by_force(
+    ledger: oncelog.Ledger,
+) -> None:
+    answers = []
+    with console_client(ledger) as person:
+
+        @ledger.tool(kind="create", name="send")
+        def send(*, idempotency_key: str) -> str:
+            form = {"run_id": "r-live", "step_id": "send", "resolution": "not_done", "by": "b"}
+            page = person.get("/unknown").text
+            answers.append((page, person.post("/unknown/resolve", form)))
+            answers.append((page, person.post("/unknown/resolve", {**form, "force": "yes"})))
+            return "sent"
+
+        with pytest.raises(oncelog.LeaseLost), ledger.run("r-live") as run:
+            run.effect("send", send)
+    (page, refused), (_, forced) = answers
+    assert 'name="force"' in page
+    assert refused.status_code == 409
+    assert "RunLeased" in html.unescape(refused.text)
+    assert forced.status_code == 303
+    [entry] = [e for e in ledger.journal("r-live") if e.event == "resolved"]
+    assert entry.data["forced"].split("|")[1] == str(os.getpid())
+
+
 def test_bad_input_is_explained_and_changes_nothing(busy: oncelog.Ledger, person: Person) -> None:
     before = store_state(busy)
     resolve = {"run_id": "r-mail", "step_id": "email", "resolution": "done", "by": "bob"}
@@ -308,6 +347,10 @@ def test_bad_input_is_explained_and_changes_nothing(busy: oncelog.Ledger, person
         ("/unknown/resolve", {**resolve, "by": "  "}, "by is required"),
         ("/unknown/resolve", {**resolve, "resolution": "maybe"}, "must be one of"),
         ("/unknown/resolve", {**resolve, "resolution": "abandon", "result": "1"}, "'done' only"),
+        ("/unknown/resolve", resolve, "needs the provider's result"),
+        ("/unknown/resolve", {**resolve, "result": "1", "no_result": "yes"}, "not both"),
+        ("/unknown/resolve", {**resolve, "resolution": "not_done", "no_result": "yes"},
+         "'done' only"),
         ("/approvals/decide", {"run_id": "r-delete", "step_id": "delete", "by": "a",
                                "decision": "approve", "expires_in_minutes": "-1"}, ">= 0"),
         ("/halts/set", {"scope": "global", "target": "r-mail", "reason": "x", "by": "a"},

@@ -123,6 +123,7 @@ def test_a_live_process_running_the_effect_is_not_overruled(store_url: str, tmp_
     assert code == 0, err
     assert report is not None
     assert report["result"] == {"pid": inside.proc.pid, "note": "hello"}  # the real answer
+    assert inside.marker.read_text().splitlines() == [f"{inside.proc.pid} {KEY}"]
     with oncelog.open(store_url) as ledger:
         [step] = [s for s in ledger.steps("live") if s.step_id == "charge"]
         assert (step.state, step.result) == (oncelog.StepState.DONE, report["result"])
