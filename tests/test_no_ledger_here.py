@@ -43,6 +43,9 @@ READ_ONLY = [
     ["approve", "r1", "mail", "--by", "alice"],
     ["deny", "r1", "mail", "--by", "alice"],
     ["resume", "--global", "--by", "alice"],
+    ["metrics", "--port", "0"],
+    ["console", "--port", "0", "--token-file", "/nonexistent/oncelog-token"],
+    ["ship", "--to", "file:/nonexistent/sink", "--state", "/nonexistent/state", "--once"],
 ]
 IDS = [" ".join(argv[:2]) for argv in READ_ONLY]
 
@@ -206,6 +209,7 @@ def test_a_read_only_folder_is_store_unavailable(reachable_folder: Path, made: s
         assert opened.returncode == 0, opened.stderr
         assert opened.stdout.startswith("StoreUnavailable 75 "), opened.stdout
         assert ".oncelog/ledger.db" in opened.stdout
+        assert "Permission denied" in opened.stdout or "write to its folder" in opened.stdout
         halted = run_as_someone_without_write_access(
             [sys.executable, "-m", "oncelog", "halt", "--global", "--reason", "x", "--by", "a"],
             folder,

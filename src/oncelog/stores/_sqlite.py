@@ -48,6 +48,11 @@ def _store_error(exc: sqlite3.Error, path: str) -> Exception:
     message = str(exc)
     if "malformed" in message or "not a database" in message:
         return CorruptRecord(f"the ledger at {path} is damaged: {message}")
+    if "unable to open" in message:
+        return StoreUnavailable(
+            f"cannot open or create the ledger file {path} ({message}): can this process "
+            "write to its folder?"
+        )
     return StoreUnavailable(f"the ledger at {path} cannot be used: {message}")
 
 
