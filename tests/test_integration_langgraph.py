@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import oncelog
 from oncelog import StepState
@@ -77,3 +78,15 @@ def test_graph_without_checkpointer_replays_from_the_start(tmp_path: Path) -> No
         assert [s.step_id for s in ledger.steps("ticket-2/agent_async@1")] == ["model#1"]
         email = ledger.steps("ticket-2/tools@2")[0]
         assert (email.step_id, email.state) == ("send_email#1", StepState.DONE)
+
+
+def test_a_call_resolved_done_without_its_result_is_told_to_the_model() -> None:
+    """``oncelog.NO_RESULT`` (a person's ``done --no-result``) is not JSON: the model gets
+    a tool message saying the call happened and its result is unknown."""
+    require_framework("langgraph", "langgraph")
+    from oncelog.integrations.langgraph import _tool_message
+
+    request = SimpleNamespace(tool_call={"id": "call-1", "name": "charge", "args": {}})
+    message = _tool_message(oncelog.NO_RESULT, request)  # type: ignore[arg-type]
+    assert (message.tool_call_id, message.name) == ("call-1", "charge")
+    assert "result is not known" in message.content

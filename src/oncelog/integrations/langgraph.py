@@ -29,6 +29,7 @@ from typing import Any, TypeVar, cast
 
 from .._exceptions import ConfigurationError, EffectRefused
 from .._ledger import Ledger
+from .._no_result import NO_RESULT
 from ._common import (
     Policy,
     PolicyLike,
@@ -273,7 +274,10 @@ def _tool_message(recorded: Any, request: ToolCallRequest) -> ToolMessage:
         # The recorded answer, addressed to the call the model made this time.
         return message.model_copy(update={"tool_call_id": call["id"]})
     # What a probe found at the provider: the model sees it as the tool's output.
-    content = recorded if isinstance(recorded, str) else json.dumps(recorded)
+    if recorded is NO_RESULT:
+        content = "done; its result is not known (a person recorded it as done without it)"
+    else:
+        content = recorded if isinstance(recorded, str) else json.dumps(recorded)
     return ToolMessage(content=content, name=call["name"], tool_call_id=call["id"])
 
 
