@@ -67,8 +67,8 @@ def _make_folder(path: str) -> None:
 
 
 def _connect(path: str, busy_timeout: float, create: bool) -> sqlite3.Connection:
-    """With ``create=False``, open the file only if it exists (``mode=rw``): checking first
-    and opening after would let a file appear in between."""
+    """With ``create=False``, open the file only if it exists: ``mode=rw`` never creates
+    it, even if it vanished after the check that gives the clear message."""
     where: str | Path = path
     if not create:
         if path == ":memory:" or not Path(path).is_file():
