@@ -28,7 +28,13 @@ import oncelog
 from oncelog.cli import cli
 
 from .conftest import require
-from .support.postgres import POSTGRES_REASON, execute, fresh_schema, postgres_is_up
+from .support.postgres import (
+    POSTGRES_REASON,
+    execute,
+    fresh_schema,
+    postgres_is_up,
+    schema_url,
+)
 
 READ_ONLY = [
     ["runs"],
@@ -154,6 +160,8 @@ def test_an_empty_postgres_schema_gets_no_tables(argv: list[str], empty_schema: 
 def test_open_existing_only_on_postgres(empty_schema: str) -> None:
     with pytest.raises(oncelog.LedgerNotFound):
         oncelog.open(empty_schema, create=False)
+    with pytest.raises(oncelog.LedgerNotFound, match="no schema"):
+        oncelog.open(schema_url("oncelog_test_no_such_schema"), create=False)
     assert tables_in(empty_schema) == []
     oncelog.open(empty_schema).close()
     with oncelog.open(empty_schema, create=False) as existing:
