@@ -9,8 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
-from itertools import accumulate
 from typing import Any, NoReturn
 
 from ._exceptions import PayloadTooLarge, UnserializableValue
@@ -21,9 +19,7 @@ _SCALARS = (str, int, bool, type(None))
 # recorded in a shallow call stack also decodes on replay in a deep one (and the C
 # encoder never meets the limit half-way through).
 MAX_DEPTH = 200
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_NOT_BRACKET = re.compile(r"[^\[\]{}]")
-_DEPTH = {"[": 1, "{": 1, "]": -1, "}": -1}
+_CONTAINERS = (dict, list, tuple)
 
 
 def _not_json(value: Any) -> NoReturn:
@@ -95,14 +91,23 @@ def _explain(value: Any, path: str) -> None:
     )
 
 
-def _too_deep(text: str) -> bool:
-    """True if the JSON ``text`` nests deeper than ``MAX_DEPTH``. Counting brackets runs in
-    C and settles almost every value; one with that many is measured, in C too: strings
-    removed, then the running sum of +1 per opening and -1 per closing bracket."""
+def _too_deep(value: Any, text: str) -> bool:
+    """True if ``value`` nests deeper than ``MAX_DEPTH``. Counting the brackets of its
+    JSON ``text`` runs in C and settles almost every value; one with that many containers
+    is measured a level at a time, each container looked at once."""
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return False
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    return max(accumulate(map(_DEPTH.__getitem__, brackets)), default=0) > MAX_DEPTH
+    level, depth = [value], 0
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH:
+            return True
+        below: list[Any] = []
+        for item in level:
+            children = item.values() if isinstance(item, dict) else item
+            below.extend([child for child in children if isinstance(child, _CONTAINERS)])
+        level = below
+    return False
 
 
 def _nested_too_deeply(what: str) -> UnserializableValue:
@@ -134,7 +139,7 @@ def encode(value: Any, *, what: str, limit: int, exact: bool = True) -> str:
         except RecursionError:
             raise _nested_too_deeply(what) from None
         raise UnserializableValue(f"{what} cannot be encoded: {exc}") from exc
-    if _too_deep(text):
+    if _too_deep(value, text):
         raise _nested_too_deeply(what)
     # Decoding and comparing run in C; only a mismatch (a tuple, or a real loss such as
     # an int key) pays for the walk in Python.
