@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -230,3 +231,28 @@ def test_a_read_only_folder_is_store_unavailable(reachable_folder: Path, made: s
             if path.exists():
                 path.chmod(0o755)
     assert files_under(folder) == ([] if made == "nothing" else [".oncelog"])
+
+
+def test_a_shipper_started_first_waits_for_the_ledger_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    """A sidecar may start before the agents that create the ledger."""
+    db = tmp_path / "later" / "ledger.db"
+    ship = [
+        sys.executable, "-m", "oncelog", "ship", "--db", str(db), "--to",
+        f"file:{tmp_path / 'sink.jsonl'}", "--state", str(tmp_path / "state"), "--poll", "0.02",
+    ]  # fmt: skip
+    shipper = subprocess.Popen(ship, stderr=subprocess.PIPE, text=True)
+    try:
+        assert shipper.stderr is not None
+        assert shipper.stderr.readline().startswith("waiting for the ledger: no ledger at")
+        assert files_under(tmp_path) == []
+        with oncelog.open(str(db)) as ledger, ledger.run("r"):
+            pass
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "sink.jsonl").exists():  # the shipper found it and shipped
+            assert time.monotonic() < deadline, "the shipper never shipped"
+            time.sleep(0.02)
+    finally:
+        shipper.terminate()
+        shipper.communicate(timeout=60)

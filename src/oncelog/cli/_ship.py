@@ -6,9 +6,12 @@ import logging
 import signal
 import sys
 import threading
+import time
 from types import FrameType
 
 import click
+
+import oncelog
 
 from .._exceptions import ConfigurationError
 from .._ledger import Ledger
@@ -40,11 +43,14 @@ def ship(
     settle: float, headers: tuple[str, ...], metrics_port: int | None, db: str | None,
 ) -> None:  # fmt: skip
     """Send journal records and checkpoints to a sink as they are written, at least once,
-    until SIGTERM; a sink that is down is tried again with backoff."""
+    until SIGTERM; a sink that is down is tried again with backoff. Started before the
+    ledger exists, it waits for it (with --once it exits 2)."""
     try:
         sink = open_sink(address, headers=_headers(headers))
     except ConfigurationError as exc:
         raise click.BadParameter(exc.message, param_hint="--to") from exc
+    if not once:
+        _wait_for_ledger(db, poll)
     with opened(db, create=False) as ledger:
         shipper = Shipper(
             ledger, sink, state_file, poll=poll, batch=batch, settle=settle,
@@ -57,6 +63,23 @@ def ship(
             if metrics_port is not None:
                 _serve_metrics(ledger, shipper, metrics_port)
             _ship_until_stopped(shipper)
+
+
+def _wait_for_ledger(db: str | None, poll: float) -> None:
+    """A shipper beside the agents (a sidecar) may start before they create the ledger:
+    it waits for it to appear, creating nothing. Any other error is ``opened``'s to say."""
+    said = False
+    while True:
+        try:
+            oncelog.open(db, create=False).close()
+            return
+        except oncelog.LedgerNotFound as exc:
+            if not said:
+                click.echo(f"waiting for the ledger: {exc}", err=True)
+                said = True
+            time.sleep(poll)
+        except oncelog.OnceLogError:
+            return
 
 
 def _ship_once(shipper: Shipper) -> None:
