@@ -15,11 +15,12 @@ import json
 import os
 import pickle
 import select
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 
 import oncelog
+from oncelog._verify import verify as verify_journal
 
 RACER = Path(__file__).parent / "race_agents" / "racer.py"
 TIMEOUT = 60.0
@@ -272,3 +274,21 @@ def test_the_cli_needs_a_result_or_no_result_for_done(store_url: str) -> None:
     assert "NO_RESULT" in shown.stdout
     with oncelog.open(store_url) as ledger:
         assert ledger.steps("r")[0].result is oncelog.NO_RESULT
+
+
+@pytest.mark.parametrize(("given", "forged"), [(oncelog.NO_RESULT, "null"), (None, None)])
+def test_verify_tells_no_result_from_a_recorded_null(
+    db_path: str, given: Any, forged: str | None
+) -> None:
+    """``result`` null in the row means NO_RESULT only if the journal says so: an edit
+    from one to the other changes what the agent gets, and ``verify`` reports it."""
+    with oncelog.open(db_path) as ledger:
+        in_doubt(ledger)
+        ledger.resolve("r", "charge", "done", by="alice", result=given)
+        assert verify_journal(ledger.store).ok
+        with closing(sqlite3.connect(db_path)) as db:
+            db.execute("UPDATE steps SET result = ? WHERE run_id = 'r'", (forged,))
+            db.commit()
+        problems = verify_journal(ledger.store).problems
+    assert [p.kind for p in problems] == ["state"]
+    assert "result" in problems[0].message

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._no_result import NO_RESULT
 from ._records import JournalEntry
 from ._verify_rows import Found, decoded, differences, table
 from .stores._protocol import Store
@@ -50,7 +51,8 @@ class StepsCheck:
         elif entry.event == "unknown":
             step["state"] = "unknown"
         elif entry.event == "resolved":
-            step.update(state=_RESOLVED[str(data["resolution"])], result=data.get("result"))
+            result = NO_RESULT if data.get("no_result") else data.get("result")
+            step.update(state=_RESOLVED[str(data["resolution"])], result=result)
 
     def _intent(
         self, where: tuple[str, int], step: dict[str, Any] | None, data: dict[str, Any], at: float
@@ -78,7 +80,10 @@ class StepsCheck:
     def compare(self, store: Store, run_id: str | None, found: Found) -> None:
         for raw in table(store, "steps", run_id):
             row = dict(zip(_COLUMNS, raw, strict=True))
+            no_result = row["state"] == "done" and row["result"] is None and row["error"] is None
             row.update({name: decoded(row[name]) for name in _JSON})
+            if no_result:  # resolved without a result: a recorded null must not pass for it
+                row["result"] = NO_RESULT
             where = (row["run_id"], row["seq"])
             named = f"step {row['seq']} ({row['step_id']}) of run {row['run_id']!r}"
             expected = self._steps.pop(where, None)
