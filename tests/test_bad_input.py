@@ -780,3 +780,23 @@ def test_an_empty_step_id_is_refused_in_async_runs_too(
 
     asyncio.run(agent())
     assert provider.calls == []
+
+
+def test_a_refusal_whose_message_holds_a_lone_surrogate_is_recorded(
+    ledger: oncelog.Ledger,
+) -> None:
+    calls: list[str] = []
+
+    @ledger.tool(kind="create", name="upload", refusals=(Declined,))
+    def upload(*, idempotency_key: str) -> None:
+        calls.append(idempotency_key)
+        raise Declined(f"no such file: {SURROGATE}")
+
+    for _ in range(2):
+        with ledger.run("r") as run, pytest.raises(oncelog.EffectRefused) as refused:
+            run.effect("up", upload)
+        assert "no such file: a" in refused.value.message
+    assert len(calls) == 1
+    [step] = ledger.steps("r")
+    assert step.state is oncelog.StepState.FAILED
+    assert step.error == {"type": f"{__name__}.Declined", "message": "no such file: a\\udc80b"}

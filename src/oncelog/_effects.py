@@ -163,8 +163,11 @@ def _usage(result: Any) -> tuple[int, int, float | None]:
 
 
 def _error_json(exc: BaseException) -> str:
+    # A lone surrogate in the message (a path decoded with surrogateescape) is written as
+    # its escape: the error is recorded, whatever the tool put in its message.
+    message = str(exc)[:2000].encode("utf-8", "backslashreplace").decode()
     return encode(
-        {"type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": str(exc)[:2000]},
+        {"type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": message},
         what="error",
         limit=1 << 20,
     )
