@@ -734,6 +734,9 @@ def test_lone_surrogates_are_refused_before_anything_is_written(
             lambda: ledger.resolve("r", "mail", "not_done", by="alice", note=SURROGATE),
         ),
     ]
+    refusals.append(
+        (oncelog.ConfigurationError, lambda: ledger.tool(kind="create", name=SURROGATE)(len))
+    )
     for expected, attempt in refusals:
         with refused_on_any_store(ledger, expected):
             attempt()

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any, Generic, Literal, ParamSpec, TypeVar
 
 from ._exceptions import ConfigurationError, NoActiveRun
+from ._names import check_name
 from ._probes import Probe
 from ._records import StepType
 from ._redact import secret_positions
@@ -115,6 +116,8 @@ def make_spec(
         ) from None
     if drift not in (None, "error", "warn"):
         raise ConfigurationError(f"drift must be 'error' or 'warn', not {drift!r}")
+    if name:
+        check_name(name, "a tool's name")
     params = inspect.signature(fn).parameters
     takes_key = "idempotency_key" in params or any(
         p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
