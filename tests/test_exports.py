@@ -17,7 +17,7 @@ PUBLIC = {
     "Draining", "DuplicateStep", "EffectAbandoned", "EffectRefused", "Halt", "HaltScope",
     "InputMismatch", "InvalidPayload", "InvalidResolution", "JournalEntry", "Kind", "LeaseLost",
     "Ledger", "LedgerNotFound", "NO_RESULT",
-    "NeedsPerson", "NoActiveRun", "NotATool", "OnceLogError", "PayloadTooLarge",
+    "NeedsPerson", "NoActiveRun", "NotATool", "OnceLogError", "PayloadTooLarge", "PersonNeeded",
     "PlanMismatch", "ProbeAnswer", "ReplayDivergence", "Resolution", "ResultNotRecorded", "Run",
     "RunHalted", "RunLeased", "RunRecord", "RunStatus", "RunStopped", "SchemaTooNew",
     "StepError", "StepNotInPlan", "StepRecord", "StepState", "StepType", "StoreError",

@@ -53,6 +53,7 @@ from ._exceptions import (
 )
 from ._ledger import Ledger, open
 from ._no_result import NO_RESULT
+from ._notices import PersonNeeded
 from ._probes import CANNOT_TELL, NOT_FOUND, Found, ProbeAnswer
 from ._process import (
     EXIT_COMPLETED,
@@ -121,6 +122,7 @@ __all__ = [
     "NotATool",
     "OnceLogError",
     "PayloadTooLarge",
+    "PersonNeeded",
     "PlanMismatch",
     "ProbeAnswer",
     "ReplayDivergence",

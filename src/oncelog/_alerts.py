@@ -1,4 +1,5 @@
 """Delivering budget alerts: a log line, the ledger's callback, the budget's webhook.
+(Notices that a run needs a person travel the same way: ``_notices``.)
 
 An alert is journalled before it is delivered and delivered only if the journal did not
 hold it already (since its budget was last set), so a crash loop does not page someone
@@ -53,19 +54,21 @@ class AlertSender:
             except Exception:
                 log.exception("the on_budget_alert callback failed for %s", alert.message)
         if alert.webhook is not None:
-            _post(alert.webhook, alert)
+            post_json(alert.webhook, alert.to_json(), alert.message)
 
 
-def _post(url: str, alert: BudgetAlert) -> None:
-    body = alert.to_json().encode()
+def post_json(url: str, body: str, what: str) -> bool:
+    """POST ``body`` to ``url``; True if the receiver answered 2xx, else logged."""
     request = urllib.request.Request(
         url,
-        data=body,
+        data=body.encode(),
         method="POST",
         headers={"Content-Type": "application/json", "User-Agent": "oncelog"},
     )
     try:
         with urllib.request.urlopen(request, timeout=WEBHOOK_TIMEOUT) as response:
             response.read()
-    except OSError as exc:  # URLError, HTTPError, timeouts
-        log.error("budget alert webhook %s failed: %s (%s)", url, exc, alert.message)
+    except OSError as exc:  # URLError, HTTPError (not 2xx), timeouts
+        log.error("alert webhook %s failed: %s (%s)", url, exc, what)
+        return False
+    return True

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Literal, ParamSpec, TypeVar
 
 from . import _leases as leases
+from . import _waiting as waiting
 from ._alerts import AlertCallback
 from ._budgets import AgentBudget, Budget, Usage
 from ._effects import Engine
@@ -15,6 +17,7 @@ from ._exceptions import ConfigurationError, InvalidPayload, InvalidResolution, 
 from ._heartbeat import HEARTBEATS
 from ._names import check_name, check_text
 from ._no_result import NO_RESULT
+from ._notices import AnyAlertCallback, Notices
 from ._records import (
     Approval,
     ApprovalStatus,
@@ -32,7 +35,7 @@ from ._run import RunContext
 from ._serialization import encode
 from ._signing import Signer
 from ._tools import tool
-from .stores import Lease, Store, open_store
+from .stores import DEFAULT_PATH, Lease, Store, open_store
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -56,6 +59,9 @@ class Ledger:
         on_budget_alert: AlertCallback | None = None,
         signer: Signer | None = None,
         redaction_key: bytes | None = None,
+        on_alert: AnyAlertCallback | None = None,
+        alert_webhook: str | None = None,
+        url: str | None = None,
     ) -> None:
         if lease_ttl <= 0 or max_payload_bytes <= 0:
             raise ConfigurationError("lease_ttl and max_payload_bytes must be positive")
@@ -65,6 +71,9 @@ class Ledger:
         self.approval_poll = approval_poll  # seconds between looks, while async code waits
         self.key_namespace = key_namespace
         self.on_budget_alert = on_budget_alert
+        self.notices = Notices(store, on_alert, alert_webhook)
+        self.url = url  # what the store was opened from, if it was opened from a URL
+        self.closed = False
         self.signer = signer  # signs a checkpoint of each run's chain when the run ends
         self._redaction_key = redaction_key
 
@@ -160,7 +169,7 @@ class Ledger:
         cursor = ReplayCursor(self.store, run_id, record.next_seq)
         engine = Engine(
             self.store, lease, cursor, record.plan, self.max_payload_bytes, self.key_namespace,
-            on_budget_alert=self.on_budget_alert,
+            on_budget_alert=self.notices.budget_callback(self.on_budget_alert),
         )  # fmt: skip
         HEARTBEATS.hold(self.store, lease)
         return engine, record
@@ -259,6 +268,20 @@ class Ledger:
             return encode(result, what="result", limit=self.max_payload_bytes)
         except InvalidPayload as exc:
             raise type(exc)(exc.message, run_id=run_id, step_id=step_id) from None
+
+    def wait_for_decision(self, run_id: str, *, timeout: float | timedelta) -> bool:
+        """Wait until a person's decision may let the run ``run_id``, stopped for a person
+        (halted or waiting), go on: then True, and running the agent's code again
+        continues it. False if no decision came within ``timeout``; ``Draining`` if this
+        process starts draining (SIGTERM) meanwhile. The run holds no lease while it
+        waits. On PostgreSQL the decision wakes the waiter at once (LISTEN/NOTIFY);
+        otherwise it looks every ``approval_poll`` seconds."""
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        return waiting.wait_for_decision(self.store, run_id, seconds, self.approval_poll)
+
+    async def wait_for_decision_async(self, run_id: str, *, timeout: float | timedelta) -> bool:
+        """``wait_for_decision`` for async code: the event loop goes on meanwhile."""
+        return await asyncio.to_thread(self.wait_for_decision, run_id, timeout=timeout)
 
     # -- budgets ------------------------------------------------------------------------
 
@@ -398,6 +421,7 @@ class Ledger:
 
     def close(self) -> None:
         HEARTBEATS.release_store(self.store)
+        self.closed = True
         self.store.close()
 
     def __enter__(self) -> Ledger:
@@ -454,6 +478,8 @@ def open(
     signing_key: str | os.PathLike[str] | None = None,
     redaction_key: str | bytes | None = None,
     create: bool = True,
+    on_alert: AnyAlertCallback | None = None,
+    alert_webhook: str | None = None,
 ) -> Ledger:
     """Open the ledger at ``url``: a SQLite path or ``sqlite:///`` URL; by default
     ``$ONCELOG_URL``, else ``./.oncelog/ledger.db``. A new ledger is created there unless
@@ -464,7 +490,10 @@ def open(
     but not an OS crash, and commits faster. ``approval_poll`` is how often async code
     waiting for a person (an approval, a higher budget) looks again, in seconds.
     ``on_budget_alert`` is called with a ``BudgetAlert`` when a budget's warning threshold
-    is crossed, or when its ``escalate`` limit is reached. ``signing_key`` (default
+    is crossed, or when its ``escalate`` limit is reached. ``on_alert`` is called with
+    those and with a ``PersonNeeded`` once per halt or approval request of a run that
+    needs a person; ``alert_webhook`` (default ``$ONCELOG_ALERT_WEBHOOK``) receives the
+    ``PersonNeeded`` notices as JSON by POST. ``signing_key`` (default
     ``$ONCELOG_SIGNING_KEY``) is an Ed25519 private key file (``oncelog keys new``): with
     it, each run's journal chain is signed at the run's end. ``redaction_key`` (default
     ``$ONCELOG_REDACTION_KEY``) keys the hash that replaces tools' secret fields.
@@ -475,6 +504,7 @@ def open(
         key_namespace = os.environ.get("ONCELOG_KEY_NAMESPACE", "")
     key = signing_key or os.environ.get("ONCELOG_SIGNING_KEY") or None
     secret = redaction_key or os.environ.get("ONCELOG_REDACTION_KEY") or None
+    url = url or os.environ.get("ONCELOG_URL") or None
     return Ledger(
         open_store(url, durability=durability, create=create),
         lease_ttl=lease_ttl,
@@ -484,4 +514,7 @@ def open(
         on_budget_alert=on_budget_alert,
         signer=None if key is None else Signer(key),
         redaction_key=secret.encode() if isinstance(secret, str) else secret,
+        on_alert=on_alert,
+        alert_webhook=alert_webhook or os.environ.get("ONCELOG_ALERT_WEBHOOK") or None,
+        url=url or str(DEFAULT_PATH),
     )

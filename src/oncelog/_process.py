@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, NoReturn
 
+from . import _waiting as waiting
 from ._drain import handle_sigterm
-from ._exceptions import OnceLogError
+from ._exceptions import ConfigurationError, Draining, NeedsPerson, OnceLogError, WaitingForPerson
 
 log = logging.getLogger("oncelog")
 
@@ -32,15 +35,60 @@ def exit_code_for(exc: BaseException | None) -> int:
     return EXIT_ERROR
 
 
-def run_main(agent: Callable[[], Any], *, drain_on_sigterm: bool = False) -> NoReturn:
+def run_main(
+    agent: Callable[[], Any],
+    *,
+    drain_on_sigterm: bool = True,
+    wait_for_person: float | timedelta | None = None,
+) -> NoReturn:
     """Call ``agent`` and exit with the code for how it ended, explaining on stderr.
-    With ``drain_on_sigterm``, SIGTERM lets the step in progress finish and be recorded,
-    then stops the run before its next step (exit 75; see ``handle_sigterm``)."""
-    if drain_on_sigterm:
+
+    SIGTERM (what Kubernetes sends on every eviction and rollout) drains: the step in
+    progress finishes and is recorded, no new step starts, the run is queued again and
+    the process exits with 75 (see ``handle_sigterm``); ``drain_on_sigterm=False`` leaves
+    SIGTERM to Python's default, which kills the process mid-step.
+
+    With ``wait_for_person`` (seconds, or a ``timedelta``), a run that stops for a person
+    (exit 3 or 4) is not given up: the process waits up to that long for the decision
+    (``oncelog resolve``, ``approve``, ``deny``, a raised budget, a cleared kill switch)
+    and then calls ``agent`` again, which replays what is recorded and goes on. Without a
+    decision in time it exits with 3 or 4; SIGTERM while it waits exits with 75."""
+    patience = _seconds(wait_for_person)
+    if drain_on_sigterm and threading.current_thread() is threading.main_thread():
         handle_sigterm()
+    while True:
+        try:
+            agent()
+        except (NeedsPerson, WaitingForPerson) as exc:
+            if patience is None or not _decided(exc, patience):
+                _exit_for(exc)
+        except OnceLogError as exc:
+            _exit_for(exc)
+        else:
+            sys.exit(EXIT_COMPLETED)
+
+
+def _decided(stop: OnceLogError, patience: float) -> bool:
+    """Wait for a person's decision on the run ``stop`` stopped; False if none came in
+    time. Draining while waiting exits at once."""
+    print(f"oncelog: {type(stop).__name__}: {stop}", file=sys.stderr)
+    print(f"oncelog: waiting up to {patience:g} s for a person's decision", file=sys.stderr)
     try:
-        agent()
-    except OnceLogError as exc:
-        print(f"oncelog: {type(exc).__name__}: {exc}", file=sys.stderr)
-        sys.exit(exit_code_for(exc))
-    sys.exit(EXIT_COMPLETED)
+        decided = waiting.wait_after_stop(stop, patience)
+    except Draining as exc:
+        _exit_for(exc)
+    if not decided:
+        print(f"oncelog: no decision on run {stop.run_id!r} in {patience:g} s", file=sys.stderr)
+    return decided
+
+
+def _exit_for(exc: OnceLogError) -> NoReturn:
+    print(f"oncelog: {type(exc).__name__}: {exc}", file=sys.stderr)
+    sys.exit(exit_code_for(exc))
+
+
+def _seconds(value: float | timedelta | None) -> float | None:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if seconds is not None and (isinstance(seconds, bool) or not seconds > 0):
+        raise ConfigurationError(f"wait_for_person must be a positive duration, not {value!r}")
+    return seconds

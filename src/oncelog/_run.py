@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from . import _leases as leases
+from . import _waiting as waiting
 from ._budgets import remaining
 from ._effects import Call, Engine, Pending, Replayed, encode_args
 from ._exceptions import (
@@ -198,6 +199,9 @@ class _Steps:
             # The store failing must not hide why the run stopped; the lease expires.
         finally:
             leases.forget(engine.lease.owner)
+        if isinstance(exc, (NeedsPerson, WaitingForPerson)):
+            waiting.note_stop(self._ledger, self.run_id)
+            self._ledger.notices.stopped(exc, self.run_id, engine.lease.agent)
         self._sign_chain()
         if divergence is not None:
             raise divergence
@@ -280,11 +284,16 @@ class AsyncRun(_Steps):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
+        told = False
         while True:  # async code awaits a person (an approval, a higher budget), not exit 4
             try:
                 got = await asyncio.to_thread(self._engine.prepare, seq, call)
                 break
-            except WaitingForPerson:
+            except WaitingForPerson as waits:
+                if not told:
+                    told = True
+                    notices, agent = self._ledger.notices, self._engine.lease.agent
+                    await asyncio.to_thread(notices.stopped, waits, self.run_id, agent)
                 await asyncio.sleep(self._ledger.approval_poll)
         if isinstance(got, Replayed):
             return got.value

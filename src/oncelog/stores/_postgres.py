@@ -11,11 +11,13 @@ keeps the ledger in its own schema.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from .._exceptions import ConfigurationError
+from ._postgres_listen import decisions
 from ._postgres_migrate import migrate
 from ._postgres_pool import POSTGRES, connect, describe, open_pool, reading, transaction
+from ._protocol import DecisionFeed
 from ._sql import Tx
 from ._sql_store import SQLStore
 
@@ -35,6 +37,10 @@ class PostgresStore(SQLStore):
         with connect(url) as conn:
             migrate(conn, self.where, create=create)
         self._pool = open_pool(url)
+        self._url = url
+
+    def decisions(self) -> AbstractContextManager[DecisionFeed]:
+        return decisions(self._url)
 
     @contextmanager
     def _tx(self) -> Iterator[Tx]:

@@ -36,6 +36,8 @@ _ONCELOG = 0x6F6E6365
 MIGRATIONS_LOCK = (_ONCELOG, 1)
 _HALTS = f"{_ONCELOG}, 2"
 _JOURNAL = 0x6F6E6A6C
+# What processes waiting for a person LISTEN on; a decision's transaction NOTIFYs it.
+DECISIONS_CHANNEL = "oncelog_decisions"
 # The server's clock, in Unix seconds. clock_timestamp() rather than now(): a transaction
 # that waited for a lock judges lease expiry at the instant it got it, not when it began.
 _CLOCK = "date_part('epoch', clock_timestamp())"
@@ -53,6 +55,7 @@ POSTGRES = Dialect(
         f"SELECT pg_advisory_xact_lock_shared({_HALTS})",
     ),
     journal_lock=f"SELECT pg_advisory_xact_lock({_JOURNAL}, hashtext(%s))",
+    notify_decision=f"SELECT pg_notify('{DECISIONS_CHANNEL}', %s)",
 )
 
 Cursor = psycopg.Cursor[tuple[Any, ...]]

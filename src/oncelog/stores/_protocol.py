@@ -5,9 +5,11 @@ has taken the run over."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from .. import _drain as drain
 from .._budgets import AgentBudget, Budget, BudgetAlert, Usage
 from .._records import (
     Approval,
@@ -69,6 +71,20 @@ class Intent(NamedTuple):
 
     attempt: int
     warnings: tuple[BudgetAlert, ...] = ()
+
+
+class DecisionFeed(Protocol):
+    def wait(self, timeout: float) -> None:
+        """Return when a person may have decided something, after ``timeout`` seconds
+        at most, or at once when this process starts draining."""
+        ...
+
+
+class PollingFeed:
+    """A feed that knows nothing: its waiter looks again after each timeout."""
+
+    def wait(self, timeout: float) -> None:
+        drain.wait(timeout)
 
 
 class Store(Protocol):
@@ -244,6 +260,27 @@ class Store(Protocol):
         ...
 
     def halts(self, *, active_only: bool, limit: int) -> list[Halt]: ...
+
+    def awaiting_person(self, run_id: str) -> bool:
+        """True while the run is ``halted`` or ``waiting`` and no person's decision that
+        could let it go on (a resolution, an approval or denial, a budget set, a kill
+        switch cleared, the run queued again) is journalled since its lease was last
+        taken (a read). ``UnknownRun`` if there is no such run."""
+        ...
+
+    def decisions(self) -> AbstractContextManager[DecisionFeed]:
+        """Listen for people's decisions (PostgreSQL: LISTEN) until the block ends; enter
+        it before looking with ``awaiting_person``, so no decision falls between."""
+        ...
+
+    def record_notice(self, run_id: str, notice_id: str, data_json: str) -> bool:
+        """Journal that the run needs a person (the notice ``notice_id``), unless it is
+        journalled already; True until ``confirm_notice`` says it was delivered."""
+        ...
+
+    def confirm_notice(self, run_id: str, notice_id: str) -> None:
+        """Journal that the notice was delivered: it is not delivered again."""
+        ...
 
     def checkpoint(self, run_id: str, key_id: str, sign: Callable[[str], str]) -> Checkpoint | None:
         """Sign the run's chain as it stands (its length and head) and keep the signature;

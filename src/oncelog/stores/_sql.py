@@ -45,6 +45,9 @@ class Dialect:
     # exclusive, and a run's journal lock; None where the single writer already serializes.
     halts_lock: tuple[str, str] | None = None
     journal_lock: str | None = None
+    # Wakes the processes waiting for a person's decision (PostgreSQL NOTIFY, sent at the
+    # commit); None where waiters poll.
+    notify_decision: str | None = None
     _cache: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def translate(self, sql: str) -> str:
@@ -92,6 +95,12 @@ class Tx:
         and each append reads the hash the previous commit left."""
         if self.dialect.journal_lock is not None:
             self.raw.execute(self.dialect.journal_lock, (run_id,))
+
+    def announce_decision(self, run_id: str) -> None:
+        """Tell the processes listening that a person decided something for ``run_id``
+        ('' for every run or an agent's): delivered only if the transaction commits."""
+        if self.dialect.notify_decision is not None:
+            self.raw.execute(self.dialect.notify_decision, (run_id,))
 
 
 def in_list(values: tuple[Any, ...] | list[Any]) -> str:

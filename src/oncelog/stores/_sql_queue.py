@@ -6,7 +6,7 @@ transaction."""
 
 from __future__ import annotations
 
-from .._exceptions import InputMismatch
+from .._exceptions import InputMismatch, UnknownRun
 from .._records import HaltScope
 from ._protocol import OwnerCheck
 from ._rows import journal_json, text
@@ -18,6 +18,11 @@ AFTER_RESOLVE = ("AmbiguousOutcome",)
 AFTER_APPROVAL = ("ApprovalRequired",)
 AFTER_BUDGET = ("BudgetExceeded", "BudgetPaused")
 AFTER_HALT_CLEARED = ("RunHalted",)
+# The journal events of a person's decisions that may let a stopped run go on.
+DECISIONS = (
+    "resolved", "approval_approved", "approval_denied", "budget_set", "agent_budget_set",
+    "halt_cleared", "run_queued",
+)  # fmt: skip
 # How many runnable rows one claim looks at before giving up for this round.
 CLAIM_WINDOW = 64
 
@@ -104,6 +109,7 @@ def requeue(
         where, params = " AND run_id = ?", (run_id,)
     elif agent is not None:
         where, params = " AND agent = ?", (agent,)
+    tx.announce_decision(run_id or "")
     released = tx.execute(
         f"UPDATE runs SET status = 'queued', reason = NULL, stopped_by = NULL, "
         f"updated_at = {NOW} WHERE status IN ('halted', 'waiting') AND owner IS NULL "
@@ -112,6 +118,25 @@ def requeue(
     ).fetchall()
     for (released_id,) in released:
         append(tx, released_id, None, "run_queued", journal_json(by=text(by)))
+
+
+def awaiting_person(tx: Tx, run_id: str) -> bool:
+    """Whether the run is stopped for a person (``halted`` or ``waiting``) with no decision
+    journalled for it, its agent or every run since its lease was last taken. A decision
+    that landed while the run was still stopping (it could not queue a run still held)
+    is found here, as it is journalled."""
+    row = tx.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+    if row[0] not in ("halted", "waiting"):
+        return False
+    decided = tx.execute(
+        f"SELECT 1 FROM journal WHERE run_id IN (?, '') AND event IN {in_list(DECISIONS)} "
+        "AND id > (SELECT COALESCE(MAX(id), 0) FROM journal WHERE run_id = ? "
+        "AND event = 'lease_acquired') LIMIT 1",
+        (run_id, *DECISIONS, run_id),
+    ).fetchone()
+    return decided is None
 
 
 def requeue_after_halt(tx: Tx, scope: HaltScope, target: str, by: str) -> None:

@@ -5,7 +5,7 @@ transaction (``_tx``) or one read (``_read``/``_reading``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from .. import _crashpoints as crashpoints
@@ -35,8 +35,9 @@ from .._records import (
 from .._serialization import encode
 from . import _sql_controls as controls
 from . import _sql_evidence as evidence
+from . import _sql_notices as notices
 from . import _sql_queue as queue
-from ._protocol import Intent, Lease, NewStep, Outcome, OwnerCheck
+from ._protocol import DecisionFeed, Intent, Lease, NewStep, Outcome, OwnerCheck, PollingFeed
 from ._rows import NEXT_SEQ, RUN_COLUMNS, STEP_COLUMNS, journal_json, run_record, step_record, text
 from ._shared import (
     CHECKPOINT_COLUMNS,
@@ -529,6 +530,23 @@ class SQLStore:
     def halts(self, *, active_only: bool, limit: int) -> list[Halt]:
         with self._reading() as tx:
             return controls.list_halts(tx, active_only, limit)
+
+    # -- waiting for a person -----------------------------------------------------------
+
+    def awaiting_person(self, run_id: str) -> bool:
+        with self._reading() as tx:
+            return queue.awaiting_person(tx, run_id)
+
+    def decisions(self) -> AbstractContextManager[DecisionFeed]:
+        return nullcontext(PollingFeed())
+
+    def record_notice(self, run_id: str, notice_id: str, data_json: str) -> bool:
+        with self._tx() as tx:
+            return notices.record_notice(tx, run_id, notice_id, data_json)
+
+    def confirm_notice(self, run_id: str, notice_id: str) -> None:
+        with self._tx() as tx:
+            notices.confirm_notice(tx, run_id, notice_id)
 
     # -- journal ------------------------------------------------------------------------
 
