@@ -9,11 +9,13 @@ with its lease released, and the process exits with 75.
 
 from __future__ import annotations
 
+import atexit
 import signal
 import threading
 from types import FrameType
 
 _requested = threading.Event()
+_ignored_at_exit = False
 
 
 def drain() -> None:
@@ -27,11 +29,18 @@ def draining() -> bool:
 
 def handle_sigterm() -> None:
     """Drain on SIGTERM (from the main thread; a second SIGTERM changes nothing)."""
+    global _ignored_at_exit
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         drain()
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    if not _ignored_at_exit:
+        # While the interpreter shuts down it puts SIGTERM back to its default, so a
+        # SIGTERM then would kill a process that has finished (exit -15 instead of its
+        # code); ignored, it changes nothing, as it would have a moment earlier.
+        atexit.register(signal.signal, signal.SIGTERM, signal.SIG_IGN)
+        _ignored_at_exit = True
 
 
 def wait(timeout: float) -> bool:
