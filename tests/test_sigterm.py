@@ -1,4 +1,4 @@
-"""SIGTERM to a plain agent process (``run_main(agent, drain_on_sigterm=True)``) in the
+"""SIGTERM to a plain agent process (``run_main(agent)``, which drains by default) in the
 middle of an effect, as Kubernetes sends it: the effect's outcome is recorded, nothing new
 starts, the run's lease is released, the process exits with 75, and the next process
 finishes the run without doing the effect again.

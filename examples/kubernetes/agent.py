@@ -4,8 +4,8 @@ Its run id is the Job's namespace and name (``$JOB_NAMESPACE/$JOB_NAME``, given 
 downward API), which every pod of the Job shares and no other Job has: a pod that replaces
 one that died resumes the same run, and its recorded steps are not done again. The
 help desk (``$HELPDESK_URL``) honours an ``Idempotency-Key`` header. It exits through
-``run_main`` with ``drain_on_sigterm``, so SIGTERM lets the call in progress finish and be
-recorded, then stops before the next step with exit code 75; ``docs/kubernetes.md`` says
+``run_main``, which drains on SIGTERM: the call in progress finishes and is recorded,
+then the run stops before the next step with exit code 75; ``docs/kubernetes.md`` says
 how the numbers below and the manifest's fit together.
 
     JOB_NAMESPACE=support JOB_NAME=ticket-4711 TICKET=4711 \\
@@ -67,4 +67,4 @@ def answer_ticket() -> None:
 
 
 if __name__ == "__main__":
-    oncelog.run_main(answer_ticket, drain_on_sigterm=True)
+    oncelog.run_main(answer_ticket)
