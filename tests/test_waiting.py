@@ -388,3 +388,35 @@ def test_a_failed_delivery_is_tried_again_at_the_next_stop(ledger: oncelog.Ledge
                 run.llm("think", think)
     assert len(tries) == 2, tries
     assert len(set(tries)) == 1
+
+
+def test_a_waiting_process_delivers_a_failed_notice_again(
+    ledger: oncelog.Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(oncelog._waiting, "REDELIVER_EVERY", 0.05)
+    tries: list[str] = []
+
+    def flaky(alert: object) -> None:
+        assert isinstance(alert, oncelog.PersonNeeded)
+        tries.append(alert.id)
+        if len(tries) == 1:
+            raise ConnectionError("the pager is down")
+
+    ledger.halt("audit", by="bob", run="r1")
+    with oncelog.open(ledger.url, on_alert=flaky, approval_poll=0.02) as watched:
+        with pytest.raises(oncelog.RunHalted), watched.run("r1") as run:
+            run.llm("think", think)
+        assert watched.wait_for_decision("r1", timeout=0.5) is False
+    assert len(tries) == 2, tries  # delivered while waiting, then never again
+    assert len(set(tries)) == 1
+
+
+def test_run_main_does_not_wait_on_what_no_decision_changes() -> None:
+    def diverges() -> None:
+        raise oncelog.ReplayDivergence("the code took another path", run_id="r1")
+
+    started_at = time.monotonic()
+    with pytest.raises(SystemExit) as ended:
+        oncelog.run_main(diverges, wait_for_person=60, drain_on_sigterm=False)
+    assert ended.value.code == oncelog.EXIT_HALTED
+    assert time.monotonic() - started_at < 5

@@ -277,7 +277,9 @@ class Ledger:
         waits. On PostgreSQL the decision wakes the waiter at once (LISTEN/NOTIFY);
         otherwise it looks every ``approval_poll`` seconds."""
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-        return waiting.wait_for_decision(self.store, run_id, seconds, self.approval_poll)
+        return waiting.wait_for_decision(
+            self.store, run_id, seconds, self.approval_poll, self.notices.redeliver
+        )
 
     async def wait_for_decision_async(self, run_id: str, *, timeout: float | timedelta) -> bool:
         """``wait_for_decision`` for async code: the event loop goes on meanwhile."""

@@ -6,8 +6,10 @@ that names what the person must decide (the kill switch, the approval request, t
 attempt of the effect in doubt), so a process that stops again on the same thing (a crash
 loop, a supervisor restarting it) sends nothing new. The notice is journalled before it
 is delivered and its delivery confirmed after: a crash between the two delivers it again
-at the next stop, so it is delivered at least once, and a receiver that must page exactly
-once deduplicates by ``id``. Budget stops keep their budget alerts and send no notice.
+at the next stop (a process that waits for the decision tries again every
+``REDELIVER_EVERY`` seconds), so it is delivered at least once, and a receiver that must
+page exactly once deduplicates by ``id``. Budget stops keep their budget alerts and send
+no notice.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Notices:
         self.store = store
         self.callback = callback
         self.webhook = webhook
+        self._undelivered: dict[str, PersonNeeded] = {}  # by id: tried again by redeliver
 
     def budget_callback(self, on_budget_alert: AlertCallback | None) -> AlertCallback | None:
         """What a run calls with its budget alerts: ``on_budget_alert`` and ``on_alert``."""
@@ -93,6 +96,25 @@ class Notices:
         except OnceLogError as exc_store:
             log.warning("the notice that run %s needs a person failed: %s", run_id, exc_store)
 
+    def moved_to(self, store: Store) -> Notices:
+        """The same channel, and the notices still to deliver, over another store (the
+        ledger was closed and its URL opened again)."""
+        moved = Notices(store, self.callback, self.webhook)
+        moved._undelivered = self._undelivered
+        return moved
+
+    def redeliver(self) -> None:
+        """Try again the notices whose delivery failed in this process (a process that
+        waits for a person calls it now and then: it has no next stop to try them at)."""
+        for notice in list(self._undelivered.values()):
+            try:
+                if self.store.record_notice(notice.run_id, notice.id, notice.to_json()):
+                    self._deliver(notice)
+                else:
+                    self._undelivered.pop(notice.id, None)  # another process delivered it
+            except OnceLogError as exc:
+                log.warning("the notice %s was not delivered again: %s", notice.id, exc)
+
     def _identify(self, exc: OnceLogError, run_id: str, agent: str | None) -> str:
         """The id of what the person must decide."""
         step = exc.step_id or ""
@@ -121,5 +143,8 @@ class Notices:
                 delivered = False
         if self.webhook is not None:
             delivered = post_json(self.webhook, notice.to_json(), notice.message) and delivered
-        if delivered:
-            self.store.confirm_notice(notice.run_id, notice.id)
+        if not delivered:
+            self._undelivered[notice.id] = notice
+            return
+        self._undelivered.pop(notice.id, None)
+        self.store.confirm_notice(notice.run_id, notice.id)

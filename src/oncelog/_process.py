@@ -15,7 +15,15 @@ from typing import Any, NoReturn
 
 from . import _waiting as waiting
 from ._drain import handle_sigterm
-from ._exceptions import ConfigurationError, Draining, NeedsPerson, OnceLogError, WaitingForPerson
+from ._exceptions import (
+    ArgumentDrift,
+    ConfigurationError,
+    Draining,
+    NeedsPerson,
+    OnceLogError,
+    ReplayDivergence,
+    WaitingForPerson,
+)
 
 log = logging.getLogger("oncelog")
 
@@ -24,6 +32,9 @@ EXIT_ERROR = 1
 EXIT_HALTED = 3
 EXIT_WAITING = 4
 EXIT_TRY_LATER = 75
+
+# Stops no decision in the ledger lets go on (the code must change): never waited for.
+NOT_DECIDED = (ReplayDivergence, ArgumentDrift)
 
 
 def exit_code_for(exc: BaseException | None) -> int:
@@ -52,7 +63,8 @@ def run_main(
     (exit 3 or 4) is not given up: the process waits up to that long for the decision
     (``oncelog resolve``, ``approve``, ``deny``, a raised budget, a cleared kill switch)
     and then calls ``agent`` again, which replays what is recorded and goes on. Without a
-    decision in time it exits with 3 or 4; SIGTERM while it waits exits with 75."""
+    decision in time it exits with 3 or 4; SIGTERM while it waits exits with 75. A
+    ``ReplayDivergence`` or ``ArgumentDrift`` (the code must change) exits at once."""
     patience = _seconds(wait_for_person)
     if drain_on_sigterm and threading.current_thread() is threading.main_thread():
         handle_sigterm()
@@ -60,7 +72,7 @@ def run_main(
         try:
             agent()
         except (NeedsPerson, WaitingForPerson) as exc:
-            if patience is None or not _decided(exc, patience):
+            if patience is None or isinstance(exc, NOT_DECIDED) or not _decided(exc, patience):
                 _exit_for(exc)
         except OnceLogError as exc:
             _exit_for(exc)

@@ -12,6 +12,7 @@ again: it replays what is recorded and continues, exactly as a restarted process
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import _drain as drain
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 # ``run_main`` can wait on the run its agent stopped at. Bounded: workers never wait.
 _stopped: dict[str, Ledger] = {}
 _REMEMBERED = 32
+# Seconds between attempts to deliver again, while waiting, a notice whose delivery failed.
+REDELIVER_EVERY = 30.0
 
 
 def note_stop(ledger: Ledger, run_id: str) -> None:
@@ -42,23 +45,33 @@ def wait_after_stop(stop: OnceLogError, timeout: float) -> bool:
     if ledger is None or stop.run_id is None:
         return False
     if not ledger.closed:
-        return wait_for_decision(ledger.store, stop.run_id, timeout, ledger.approval_poll)
+        return ledger.wait_for_decision(stop.run_id, timeout=timeout)
     if ledger.url is None:
         return False  # a closed ledger made from a store object: nothing to open again
     store = open_store(ledger.url)
     try:
-        return wait_for_decision(store, stop.run_id, timeout, ledger.approval_poll)
+        notices = ledger.notices.moved_to(store)
+        return wait_for_decision(
+            store, stop.run_id, timeout, ledger.approval_poll, notices.redeliver
+        )
     finally:
         store.close()
 
 
-def wait_for_decision(store: Store, run_id: str, timeout: float, poll: float) -> bool:
+def wait_for_decision(
+    store: Store, run_id: str, timeout: float, poll: float, redeliver: Callable[[], None]
+) -> bool:
     """True as soon as the run is no longer stopped for a person, or a decision that may
     let it go on is journalled; False after ``timeout`` seconds without one. Raises
-    ``Draining`` when the process starts draining (SIGTERM) meanwhile."""
+    ``Draining`` when the process starts draining (SIGTERM) meanwhile. ``redeliver`` is
+    called every ``REDELIVER_EVERY`` seconds: notices that could not be delivered."""
     deadline = time.monotonic() + timeout
+    next_delivery = time.monotonic() + REDELIVER_EVERY
     with store.decisions() as feed:  # listening before looking: nothing falls between
         while True:
+            if time.monotonic() >= next_delivery:
+                redeliver()
+                next_delivery = time.monotonic() + REDELIVER_EVERY
             if drain.draining():
                 raise Draining(
                     "this process is shutting down while its run waits for a person; "
