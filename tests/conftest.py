@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "store_kind" in metafunc.fixturenames:
         sqlite_only = "db_path" in metafunc.fixturenames
         metafunc.parametrize("store_kind", STORES[:1] if sqlite_only else STORES)
+
+
+@pytest.fixture(autouse=True)
+def sigterm_restored() -> Iterator[None]:
+    """A test that calls ``run_main`` installs its SIGTERM drain in the test process; the
+    next test gets SIGTERM as it was."""
+    before = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, before)
 
 
 @pytest.fixture

@@ -118,3 +118,75 @@ def test_client_calls_again_in_the_same_session_once_approved(tmp_path: Path, co
         ("delete_account#1", StepState.DONE),
     ]
     assert run.status is oncelog.RunStatus.RUNNING  # the client never said it was done
+
+
+def _proxy_pid(ledger: Path) -> int | None:
+    """The pid of the ``oncelog mcp-proxy`` serving ``ledger`` (the client started it)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"mcp-proxy" in argv and str(ledger).encode() in argv:
+            return int(proc.name)
+    return None
+
+
+def test_sigterm_drains_the_proxy_instead_of_leaving_a_call_in_doubt(
+    tmp_path: Path, config: Path
+) -> None:
+    """SIGTERM while the server performs an effect: the proxy records the outcome before
+    it stops, so a restarted client gets the recorded result, with no halt."""
+    require_framework("mcp", "mcp")
+    import signal
+    import time
+
+    import anyio
+    import mcp.types as types
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    ledger, log = tmp_path / "ledger.db", EffectLog(tmp_path / "effects.jsonl")
+    server = [sys.executable, "-m", "tests.integration_agents.mcp_server",
+              "--effects", str(log.path), "--delay", "1.5"]  # fmt: skip
+    proxy = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "oncelog", "mcp-proxy", "--db", str(ledger), "--config", str(config),
+              "--run-id", "ticket-7", "--", *server],
+        env=dict(os.environ), cwd=ROOT,
+    )  # fmt: skip
+
+    def in_flight() -> bool:
+        with oncelog.open(str(ledger)) as opened:
+            try:
+                steps = opened.steps("ticket-7")
+            except oncelog.UnknownRun:
+                return False
+        return [s.state for s in steps] == [StepState.IN_FLIGHT]
+
+    async def terminate_mid_call() -> None:
+        deadline = time.monotonic() + 60
+        while not await anyio.to_thread.run_sync(in_flight):
+            assert time.monotonic() < deadline, "the email never started"
+            await anyio.sleep(0.05)
+        pid = _proxy_pid(ledger)
+        assert pid is not None
+        os.kill(pid, signal.SIGTERM)
+
+    async def work() -> list[types.CallToolResult]:
+        async with stdio_client(proxy) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(terminate_mid_call)
+                sent = await session.call_tool("send_email", {"customer": "cus_eve"})
+            later = await session.call_tool("delete_account", {"customer": "cus_eve"})
+            return [sent, later]
+
+    sent, later = anyio.run(work)
+    assert not sent.is_error, sent  # the call in progress ended, and was answered
+    assert later.is_error
+    assert "Draining" in str(later.content)
+    with oncelog.open(str(ledger)) as opened:
+        steps = opened.steps("ticket-7")
+    assert [(s.step_id, s.state) for s in steps] == [("send_email#1", StepState.DONE)]
+    assert Counter(e["tool"] for e in log.entries()) == {"send_email": 1}

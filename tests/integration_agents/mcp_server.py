@@ -2,7 +2,7 @@
 act on the world: each effect is appended to the effect log with the idempotency key the
 proxy sends in ``_meta``.
 
-    python -m tests.integration_agents.mcp_server --effects E
+    python -m tests.integration_agents.mcp_server --effects E [--delay SECONDS]
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ def tool(name: str, description: str) -> types.Tool:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--effects", required=True)
-    log = EffectLog(parser.parse_args().effects)
+    parser.add_argument("--delay", type=float, default=0.0)  # seconds before each effect
+    args = parser.parse_args()
+    log = EffectLog(args.effects)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -50,6 +52,7 @@ def main() -> None:
             answer: dict[str, Any] = {"customer": arguments.get("customer"), "plan": "pro"}
         else:
             key = str((params.meta or {}).get(KEY_META))
+            await anyio.sleep(args.delay)
             answer = log.perform(key, params.name, arguments)
         return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer))])
 

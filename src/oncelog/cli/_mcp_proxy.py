@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 import oncelog
 
+from .._drain import draining, handle_sigterm
 from ._options import db_option, opened
 
 
@@ -24,6 +27,8 @@ def mcp_proxy(
     command: tuple[str, ...], config_path: str | None, run_id: str | None, db: str | None
 ) -> None:
     """Serve the tools of the MCP server COMMAND (stdio) on stdio, each call an effect.
+    SIGTERM drains: calls in progress end and are recorded, later ones answer Draining
+    without reaching the server, and the proxy exits with 75 when its client closes.
 
     \b
     oncelog mcp-proxy --config tools.json --run-id ticket-4711 -- python server.py
@@ -34,9 +39,12 @@ def mcp_proxy(
         raise click.ClickException(str(exc)) from exc
     import anyio  # installed with mcp
 
+    handle_sigterm()
     with opened(db) as ledger:
         try:
             config = mcp_proxy.load_config(config_path)
         except oncelog.ConfigurationError as exc:
             raise click.UsageError(str(exc)) from exc
         anyio.run(mcp_proxy.serve, ledger, list(command), config, run_id)
+    if draining():
+        sys.exit(oncelog.EXIT_TRY_LATER)
