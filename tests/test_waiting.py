@@ -420,3 +420,18 @@ def test_run_main_does_not_wait_on_what_no_decision_changes() -> None:
         oncelog.run_main(diverges, wait_for_person=60, drain_on_sigterm=False)
     assert ended.value.code == oncelog.EXIT_HALTED
     assert time.monotonic() - started_at < 5
+
+
+def test_a_raised_budget_is_a_decision(ledger: oncelog.Ledger) -> None:
+    @ledger.tool(kind="create", name="send", cost=1.0)
+    def send(*, idempotency_key: str) -> str:
+        return "sent"
+
+    budget = oncelog.Budget(cost=0.5, on_exceed="pause")
+    with pytest.raises(oncelog.BudgetPaused), ledger.run("r1", budget=budget) as run:
+        run.effect("send", send)
+    assert ledger.wait_for_decision("r1", timeout=0.1) is False
+    ledger.set_budget("r1", oncelog.Budget(cost=5), by="alice")
+    assert ledger.wait_for_decision("r1", timeout=5) is True
+    with ledger.run("r1") as run:
+        assert run.effect("send", send) == "sent"

@@ -18,7 +18,6 @@ from ._drain import handle_sigterm
 from ._exceptions import (
     ArgumentDrift,
     ConfigurationError,
-    Draining,
     NeedsPerson,
     OnceLogError,
     ReplayDivergence,
@@ -82,12 +81,12 @@ def run_main(
 
 def _decided(stop: OnceLogError, patience: float) -> bool:
     """Wait for a person's decision on the run ``stop`` stopped; False if none came in
-    time. Draining while waiting exits at once."""
+    time. Draining while waiting, or losing the ledger, exits at once."""
     print(f"oncelog: {type(stop).__name__}: {stop}", file=sys.stderr)
     print(f"oncelog: waiting up to {patience:g} s for a person's decision", file=sys.stderr)
     try:
         decided = waiting.wait_after_stop(stop, patience)
-    except Draining as exc:
+    except OnceLogError as exc:  # Draining, or the ledger out of reach: 75, try later
         _exit_for(exc)
     if not decided:
         print(f"oncelog: no decision on run {stop.run_id!r} in {patience:g} s", file=sys.stderr)
