@@ -435,3 +435,37 @@ def test_a_raised_budget_is_a_decision(ledger: oncelog.Ledger) -> None:
     assert ledger.wait_for_decision("r1", timeout=5) is True
     with ledger.run("r1") as run:
         assert run.effect("send", send) == "sent"
+
+
+def test_a_run_taken_by_another_process_while_this_one_waits(store_url: str) -> None:
+    """While one process waits, another takes the run after the decision and completes
+    it: the waiter sees the run moved on, and its own run again only replays, with a
+    newer fencing token; the effect happened once."""
+    wiped: list[str] = []
+
+    def open_with_wipe() -> tuple[oncelog.Ledger, oncelog.Tool[..., str]]:
+        ledger = oncelog.open(store_url)
+
+        @ledger.tool(kind="destructive", name="wipe")
+        def wipe(*, idempotency_key: str) -> str:
+            wiped.append(idempotency_key)
+            return "wiped"
+
+        return ledger, wipe
+
+    waiter, wipe = open_with_wipe()
+    with waiter:
+        with pytest.raises(oncelog.ApprovalRequired), waiter.run("r1") as run:
+            run.effect("wipe", wipe)
+        waiter.approve("r1", "wipe", by="alice")
+        other, other_wipe = open_with_wipe()
+        with other, other.run("r1") as run:
+            assert run.effect("wipe", other_wipe) == "wiped"
+        assert waiter.wait_for_decision("r1", timeout=5) is True
+        with waiter.run("r1") as run:
+            assert run.effect("wipe", wipe) == "wiped"  # replayed
+            token = run.fencing_token
+        tokens = [e.data["token"] for e in waiter.journal("r1") if e.event == "lease_acquired"]
+    assert len(wiped) == 1
+    assert tokens == [1, 2, 3]
+    assert token == 3
