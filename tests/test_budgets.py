@@ -127,7 +127,13 @@ def test_a_crash_loop_never_spends_past_the_budget(db_path: str, tmp_path: Path)
     kills = starts = 0
     while kills < 50 and starts < 200:
         starts += 1
-        agent = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+        agent = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ)
+        )
+        # Kills land after the interpreter has started: on a loaded machine the imports
+        # alone can outlast the whole random window, and no kill would reach the ledger.
+        assert agent.stdout is not None
+        agent.stdout.readline()
         time.sleep(chance.uniform(0.0, 0.5))
         if agent.poll() is None:
             agent.send_signal(signal.SIGKILL)
@@ -350,7 +356,9 @@ def test_a_crash_loop_escalates_once_and_waits(
     kills = starts = 0
     while kills < 20 and starts < 100:
         starts += 1
-        agent = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+        agent = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert agent.stdout is not None
+        agent.stdout.readline()  # after the imports, as above
         time.sleep(chance.uniform(0.0, 0.4))
         if agent.poll() is None:
             agent.send_signal(signal.SIGKILL)

@@ -20,6 +20,7 @@ def main() -> None:
     policy = sys.argv[6] if len(sys.argv) > 6 else "stop"
     webhook = sys.argv[7] if len(sys.argv) > 7 else None
     ledger = oncelog.open(ledger_path)
+    print("ready", flush=True)  # the crash-loop test times its kills from here, not from exec
 
     @ledger.tool(kind="upsert", name="buy_credit", cost=1.0)
     def buy_credit(n: int, *, idempotency_key: str) -> int:
