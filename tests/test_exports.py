@@ -21,7 +21,7 @@ PUBLIC = {
     "PlanMismatch", "ProbeAnswer", "ReplayDivergence", "Resolution", "ResultNotRecorded", "Run",
     "RunHalted", "RunLeased", "RunRecord", "RunStatus", "RunStopped", "SchemaTooNew",
     "StepError", "StepNotInPlan", "StepRecord", "StepState", "StepType", "StoreError",
-    "StoreUnavailable", "Tool", "TryLater", "UnknownApproval", "UnknownHalt", "UnknownRun",
+    "StoreUnavailable", "Tool", "TryLater", "UnguardedTool", "UnknownApproval", "UnknownHalt", "UnknownRun",
     "UnknownStep",
     "UnserializableValue", "UsageError", "WaitingForPerson", "Worker", "current_run",
     "exit_code_for", "handle_sigterm", "idempotency_key",

@@ -2,12 +2,16 @@
 own ScriptedModel, in a process SIGKILLed right after a tool returned (before its outcome
 was recorded) and restarted. The restarted agent runs again from the top in the same run:
 the recorded model response comes back without a model call, the effect in doubt is found
-by its probe, and each effect happened once."""
+by its probe, and each effect happened once. The same holds for plain ``@function_tool``s
+in ``Agent(tools=...)`` guarded with ``guard_agent``; and a recorded agent with a tool
+nobody guards is refused before its model is asked anything."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 import oncelog
 from oncelog import StepState
@@ -16,13 +20,18 @@ from .integration_agents.effect_log import EffectLog
 from .integration_agents.processes import require_framework, run_agent
 
 
-def test_agent_killed_after_a_tool_call_resumes_and_finishes(tmp_path: Path) -> None:
+def agent_args(tmp_path: Path, style: str) -> list[str]:
+    return [
+        "--ledger", str(tmp_path / "ledger.db"), "--effects", str(tmp_path / "effects.jsonl"),
+        "--model-calls", str(tmp_path / "model-calls"), "--run", "ticket-3", "--style", style,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("style", ["guard_tools", "guard_agent"])
+def test_agent_killed_after_a_tool_call_resumes_and_finishes(tmp_path: Path, style: str) -> None:
     require_framework("agents", "openai-agents")
     log = EffectLog(tmp_path / "effects.jsonl")
-    args = [
-        "--ledger", str(tmp_path / "ledger.db"), "--effects", str(log.path),
-        "--model-calls", str(tmp_path / "model-calls"), "--run", "ticket-3",
-    ]  # fmt: skip
+    args = agent_args(tmp_path, style)
 
     killed = run_agent("openai_agents_agent", *args, crash_at="after_call@charge#1")
     assert killed.killed, killed
@@ -42,3 +51,39 @@ def test_agent_killed_after_a_tool_call_resumes_and_finishes(tmp_path: Path) -> 
             ("model#2", StepState.DONE),
         ]
         assert steps[0].tokens_in == 40
+
+
+def test_a_recorded_agent_with_an_unguarded_tool_is_refused_before_the_model(
+    tmp_path: Path,
+) -> None:
+    require_framework("agents", "openai-agents")
+    for _ in range(2):  # a second start is refused the same way: nothing ran to replay
+        refused = run_agent("openai_agents_agent", *agent_args(tmp_path, "unguarded"))
+        assert refused.returncode == 1, refused
+        assert "UnguardedTool: Agents SDK tool 'send_email' is not guarded" in refused.stderr
+        assert "guard_agent(agent, kinds={'send_email': KIND})" in refused.stderr
+    assert EffectLog(tmp_path / "effects.jsonl").entries() == []
+    assert not (tmp_path / "model-calls").exists()
+
+
+def test_guard_tools_refuses_a_tool_without_a_kind_and_keeps_repeatable_ones() -> None:
+    require_framework("agents", "openai-agents")
+    from agents import WebSearchTool, function_tool
+
+    from oncelog.integrations import openai_agents as oncelog_agents
+
+    @function_tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    with pytest.raises(oncelog.UnguardedTool, match="'add' is not guarded") as refused:
+        oncelog_agents.guard_tools([add], kinds={"send_email": "create"})
+    assert refused.value.tool == "add"
+    search = WebSearchTool()
+    kept = oncelog_agents.guard_tools([add, search], kinds={}, repeatable=["add"])
+    assert kept[1] is search  # hosted: runs inside the recorded model call
+    assert kept[0].name == "add"
+    assert oncelog_agents.guard_tools(kept, kinds={}) == kept  # declared: kept as it is
+    with pytest.raises(oncelog.ConfigurationError, match="both kinds= and repeatable="):
+        oncelog_agents.guard_tools([add], kinds={"add": "read"}, repeatable=["add"])

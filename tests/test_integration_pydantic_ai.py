@@ -1,12 +1,17 @@
 """PydanticAI, for real: an agent with a guarded FunctionToolset and a FunctionModel, in a
 process SIGKILLed right after a tool's outcome was recorded and restarted. The restarted
 agent runs again from the top in the same run: recorded model responses and tool results
-come back without calls, and each effect happened once."""
+come back without calls, and each effect happened once. The same holds for tools
+registered the framework's usual way (``@agent.tool_plain``, ``@agent.tool``) under the
+``Guard`` capability; and a recorded agent with a tool nobody guards is refused before its
+model is asked anything."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 import oncelog
 from oncelog import StepState
@@ -15,13 +20,18 @@ from .integration_agents.effect_log import EffectLog
 from .integration_agents.processes import require_framework, run_agent
 
 
-def test_agent_killed_after_an_effect_resumes_and_finishes(tmp_path: Path) -> None:
+def agent_args(tmp_path: Path, style: str) -> list[str]:
+    return [
+        "--ledger", str(tmp_path / "ledger.db"), "--effects", str(tmp_path / "effects.jsonl"),
+        "--model-calls", str(tmp_path / "model-calls"), "--run", "ticket-4", "--style", style,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("style", ["toolset", "decorators"])
+def test_agent_killed_after_an_effect_resumes_and_finishes(tmp_path: Path, style: str) -> None:
     require_framework("pydantic_ai", "pydantic-ai")
     log = EffectLog(tmp_path / "effects.jsonl")
-    args = [
-        "--ledger", str(tmp_path / "ledger.db"), "--effects", str(log.path),
-        "--model-calls", str(tmp_path / "model-calls"), "--run", "ticket-4",
-    ]  # fmt: skip
+    args = agent_args(tmp_path, style)
 
     killed = run_agent("pydantic_ai_agent", *args, crash_at="after_outcome_commit@send_email#1")
     assert killed.killed, killed
@@ -40,3 +50,51 @@ def test_agent_killed_after_an_effect_resumes_and_finishes(tmp_path: Path) -> No
             ("charge#1", StepState.DONE, 1),
             ("model#2", StepState.DONE, 1),
         ]
+
+
+def test_a_recorded_agent_with_an_unguarded_tool_is_refused_before_the_model(
+    tmp_path: Path,
+) -> None:
+    require_framework("pydantic_ai", "pydantic-ai")
+    refused = run_agent("pydantic_ai_agent", *agent_args(tmp_path, "unguarded"))
+    assert refused.returncode == 1, refused
+    assert "UnguardedTool: PydanticAI tool 'send_email' is not guarded" in refused.stderr
+    assert "capabilities=[oncelog_pai.Guard(kinds={'send_email': KIND})]" in refused.stderr
+    assert EffectLog(tmp_path / "effects.jsonl").entries() == []
+    assert not (tmp_path / "model-calls").exists()
+
+
+def test_a_repeatable_tool_runs_unrecorded_next_to_guarded_ones(tmp_path: Path) -> None:
+    require_framework("pydantic_ai", "pydantic-ai")
+    import asyncio
+
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    from oncelog.integrations import pydantic_ai as oncelog_pai
+
+    added: list[int] = []
+    guard = oncelog_pai.Guard(kinds={"send_email": "create"}, repeatable=["add"])
+    agent = Agent(TestModel(), capabilities=[guard])
+
+    @agent.tool_plain
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        added.append(a + b)
+        return a + b
+
+    @agent.tool_plain
+    def send_email(to: str) -> str:
+        """Send an email."""
+        return "sent"
+
+    async def work(ledger: oncelog.Ledger) -> None:
+        async with ledger.run("r"):
+            await agent.run("go")
+
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        for _ in range(2):  # the second time replays the run
+            asyncio.run(work(ledger))
+        steps = [s.step_id for s in ledger.steps("r")]
+    assert steps == ["model#1", "send_email#1", "model#2"]
+    assert len(added) == 2  # repeatable: ran again on replay, as declared

@@ -3,7 +3,8 @@
     OnceLogError
     ├── UsageError                 a programmer's mistake; fix the code
     │   ├── ConfigurationError     a bad URL, option or store setting
-    │   │   └── LedgerNotFound     opened with create=False where no ledger is
+    │   │   ├── LedgerNotFound     opened with create=False where no ledger is
+    │   │   └── UnguardedTool      a recorded agent can call a tool nobody guards
     │   ├── InvalidPayload         arguments or a result that cannot be recorded
     │   │   ├── UnserializableValue
     │   │   └── PayloadTooLarge
@@ -101,6 +102,26 @@ class ConfigurationError(UsageError):
 class LedgerNotFound(ConfigurationError):
     """``oncelog.open(..., create=False)`` found no ledger there (no file, an empty one,
     an empty PostgreSQL schema); nothing was created."""
+
+
+class UnguardedTool(ConfigurationError):
+    """An agent whose model calls are recorded can call a tool that is neither guarded nor
+    declared safe to repeat: on every replay it would run again. ``tool`` names it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        step_id: str | None = None,
+        key: str | None = None,
+        tool: str | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id, step_id=step_id, key=key)
+        self.tool = tool
+
+    def _state(self) -> dict[str, Any]:
+        return {**self._fields(), "tool": self.tool}
 
 
 class InvalidPayload(UsageError):

@@ -1,7 +1,12 @@
 """An OpenAI Agents SDK agent with two guarded function tools, in one oncelog run.
 
     python -m tests.integration_agents.openai_agents_agent --ledger L --effects E
-        --model-calls M --run R
+        --model-calls M --run R [--style guard_tools|guard_agent|unguarded]
+
+``--style`` is how the tools reach the agent: through ``guard_tools`` (the default); as
+plain ``@function_tool``s in ``Agent(tools=...)``, the agent then guarded with
+``guard_agent``; or ``unguarded``, plain tools next to a ``RecordedModel``, which oncelog
+must refuse.
 
 The model is the SDK's own ``ScriptedModel``, answering from the conversation as a real
 model would: both tools in one turn (an email and a charge, each a real effect written to
@@ -50,6 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     for name in ("--ledger", "--effects", "--model-calls", "--run"):
         parser.add_argument(name, required=True)
+    parser.add_argument("--style", choices=["guard_tools", "guard_agent", "unguarded"])
     args = parser.parse_args()
     set_tracing_disabled(True)  # offline: no traces sent anywhere
     ledger = oncelog.open(args.ledger)
@@ -58,23 +64,25 @@ def main() -> None:
     @function_tool
     def send_email(to: str, body: str) -> str:
         """Send an email to a customer."""
-        return json.dumps(log.perform(current_idempotency_key(), "send_email", [to, body]))
+        return json.dumps(log.perform(key(), "send_email", [to, body]))
 
     @function_tool
     def charge(customer: str, cents: int) -> str:
         """Charge a customer."""
-        return json.dumps(log.perform(current_idempotency_key(), "charge", [customer, cents]))
+        return json.dumps(log.perform(key(), "charge", [customer, cents]))
 
     kinds = {
         "send_email": Policy("create", probe=log.probe),
         "charge": Policy("payment", probe=log.probe),
     }
-    agent = Agent(
-        name="billing",
-        instructions="Bill the customer and tell them.",
-        model=oncelog_agents.RecordedModel(scripted_model(args.model_calls)),
-        tools=oncelog_agents.guard_tools([send_email, charge], kinds=kinds),
-    )
+    model = oncelog_agents.RecordedModel(scripted_model(args.model_calls))
+    agent = Agent(name="billing", instructions="Bill the customer and tell them.", model=model)
+    if args.style in (None, "guard_tools"):
+        agent.tools = oncelog_agents.guard_tools([send_email, charge], kinds=kinds)
+    else:
+        agent.tools = [send_email, charge]
+    if args.style == "guard_agent":
+        agent = oncelog_agents.guard_agent(agent, kinds=kinds)
 
     async def bill() -> str:
         async with ledger.run(args.run):
@@ -82,6 +90,14 @@ def main() -> None:
         return str(result.final_output)
 
     oncelog.run_main(lambda: print(json.dumps(asyncio.run(bill()))))
+
+
+def key() -> str:
+    """The guarded call's key; an unguarded tool (which oncelog refuses) would have none."""
+    try:
+        return current_idempotency_key()
+    except oncelog.NoActiveRun:
+        return "unguarded"
 
 
 if __name__ == "__main__":

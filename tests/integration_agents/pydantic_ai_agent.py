@@ -1,7 +1,11 @@
 """A PydanticAI agent with two guarded tools, in one oncelog run.
 
     python -m tests.integration_agents.pydantic_ai_agent --ledger L --effects E
-        --model-calls M --run R
+        --model-calls M --run R [--style toolset|decorators|unguarded]
+
+``--style`` is how the tools are registered: a ``GuardedToolset`` (the default); the
+framework's usual ``@agent.tool_plain`` and ``@agent.tool`` with the ``Guard`` capability;
+or ``unguarded``, plain tools next to a ``RecordedModel``, which oncelog must refuse.
 
 The model is PydanticAI's ``FunctionModel``, answering from the conversation as a real
 model would: both tools in one answer (an email and a charge, each a real effect written
@@ -17,7 +21,7 @@ import json
 import uuid
 from typing import Any
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
@@ -57,10 +61,27 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     for name in ("--ledger", "--effects", "--model-calls", "--run"):
         parser.add_argument(name, required=True)
+    parser.add_argument("--style", choices=list(STYLES), default="toolset")
     args = parser.parse_args()
     ledger = oncelog.open(args.ledger)
-    log = EffectLog(args.effects)
+    agent = STYLES[args.style](function_model(args.model_calls), EffectLog(args.effects))
 
+    async def bill() -> str:
+        async with ledger.run(args.run):
+            result = await agent.run("bill ticket 4711")
+        return result.output
+
+    oncelog.run_main(lambda: print(json.dumps(asyncio.run(bill()))))
+
+
+def kinds(log: EffectLog) -> dict[str, Policy]:
+    return {
+        "send_email": Policy("create", probe=log.probe),
+        "charge": Policy("payment", probe=log.probe),
+    }
+
+
+def with_toolset(model: FunctionModel, log: EffectLog) -> Agent[None, str]:
     def send_email(to: str, body: str) -> dict[str, Any]:
         """Send an email to a customer."""
         return log.perform(current_idempotency_key(), "send_email", [to, body])
@@ -69,19 +90,43 @@ def main() -> None:
         """Charge a customer."""
         return log.perform(current_idempotency_key(), "charge", [customer, cents])
 
-    kinds = {
-        "send_email": Policy("create", probe=log.probe),
-        "charge": Policy("payment", probe=log.probe),
-    }
-    tools = oncelog_pai.GuardedToolset(FunctionToolset([send_email, charge]), kinds=kinds)
-    agent = Agent(oncelog_pai.RecordedModel(function_model(args.model_calls)), toolsets=[tools])
+    tools = FunctionToolset([send_email, charge])
+    guarded = oncelog_pai.GuardedToolset(tools, kinds=kinds(log))
+    return Agent(oncelog_pai.RecordedModel(model), toolsets=[guarded])
 
-    async def bill() -> str:
-        async with ledger.run(args.run):
-            result = await agent.run("bill ticket 4711")
-        return result.output
 
-    oncelog.run_main(lambda: print(json.dumps(asyncio.run(bill()))))
+def with_decorators(model: FunctionModel, log: EffectLog) -> Agent[None, str]:
+    """As a PydanticAI user writes it; oncelog is one capability."""
+    agent = Agent(model, capabilities=[oncelog_pai.Guard(kinds=kinds(log))])
+
+    @agent.tool_plain
+    def send_email(to: str, body: str) -> dict[str, Any]:
+        """Send an email to a customer."""
+        return log.perform(current_idempotency_key(), "send_email", [to, body])
+
+    @agent.tool
+    def charge(ctx: RunContext[None], customer: str, cents: int) -> dict[str, Any]:
+        """Charge a customer."""
+        return log.perform(current_idempotency_key(), "charge", [customer, cents])
+
+    return agent
+
+
+def unguarded(model: FunctionModel, log: EffectLog) -> Agent[None, str]:
+    """A recorded model with tools nobody guards: refused before the model is asked."""
+
+    def send_email(to: str, body: str) -> dict[str, Any]:
+        """Send an email to a customer."""
+        return log.perform("unguarded", "send_email", [to, body])
+
+    def charge(customer: str, cents: int) -> dict[str, Any]:
+        """Charge a customer."""
+        return log.perform("unguarded", "charge", [customer, cents])
+
+    return Agent(oncelog_pai.RecordedModel(model), tools=[send_email, charge])
+
+
+STYLES = {"toolset": with_toolset, "decorators": with_decorators, "unguarded": unguarded}
 
 
 if __name__ == "__main__":

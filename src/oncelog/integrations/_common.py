@@ -1,5 +1,6 @@
 """What every framework guard shares: tool policies, step ids, the key of the call in
-progress, and finding the run a framework callback executes in."""
+progress, finding the run a framework callback executes in, and refusing a tool that a
+recorded agent could call unguarded."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import hashlib
 import json
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from .._exceptions import ConfigurationError, NoActiveRun, UsageError
+from .._exceptions import ConfigurationError, NoActiveRun, UnguardedTool, UsageError
 from .._probes import Probe
 from .._run import AsyncRun, Run, current_run
 from .._tools import Kind, KindName, Tool, tool
@@ -66,10 +67,47 @@ def policy_for(table: Mapping[str, Policy], name: str, framework: str) -> Policy
     try:
         return table[name]
     except KeyError:
-        raise ConfigurationError(
-            f"{framework} tool {name!r} has no declared kind; add it to kinds= "
-            "(read | upsert | create | payment | destructive)"
-        ) from None
+        kinds = "read | upsert | create | payment | destructive"
+        fix = f"Give it a kind: kinds={{{name!r}: KIND}} ({kinds})"
+        raise unguarded(framework, name, fix) from None
+
+
+def repeatable_names(repeatable: Iterable[str], kinds: Mapping[str, Any]) -> frozenset[str]:
+    """The tools declared safe to run again on every replay, unguarded; a tool cannot be
+    both guarded and repeatable."""
+    names = frozenset(repeatable if not isinstance(repeatable, str) else (repeatable,))
+    both = sorted(names & set(kinds))
+    if both:
+        raise ConfigurationError(f"tools {both} are in both kinds= and repeatable=; pick one")
+    return names
+
+
+# -- tools a recorded model may ask for -----------------------------------------------------
+
+Guard = Literal["guarded", "repeatable"]
+_MARK = "_oncelog_guard"
+
+
+def mark(tool: Any, how: Guard) -> None:
+    """Remember on a framework's tool object that oncelog guards it, or was told that it
+    is safe to repeat."""
+    setattr(tool, _MARK, how)
+
+
+def marked(tool: Any) -> Guard | None:
+    how: Guard | None = getattr(tool, _MARK, None)
+    return how
+
+
+def unguarded(framework: str, tool: str, fix: str) -> UnguardedTool:
+    """The error for a tool a recorded agent could call without oncelog: refused before the
+    first model call, since a replay would run it again, silently."""
+    return UnguardedTool(
+        f"{framework} tool {tool!r} is not guarded: the model's calls are recorded, so every "
+        f"replay would run it again. {fix}, or declare it safe to repeat with "
+        f"repeatable=[{tool!r}] if running it again is harmless",
+        tool=tool,
+    )
 
 
 def missing_extra(extra: str, framework: str) -> ConfigurationError:

@@ -11,6 +11,13 @@
     async with ledger.run("ticket-4711"):
         result = await oncelog_agents.run_agent(agent, "...")
 
+The tools may also stay where they are (``Agent(tools=[send_email, charge])``) and the
+agent be guarded as a whole: ``oncelog_agents.guard_agent(agent, kinds={...})``. A
+``RecordedModel`` refuses, before its first call, an agent that could call a tool nobody
+guards (``oncelog.UnguardedTool``): a plain function tool would run again on every replay.
+A tool that is harmless to run again is named in ``repeatable=``; the SDK's hosted tools
+(web search, file search...) run inside the recorded model call and need nothing.
+
 A restarted process runs the agent again from the top inside the same run: recorded model
 responses come back without a request (no tokens spent), so the agent asks for the same
 tool calls, whose recorded results come back too; the first step never recorded runs live.
@@ -35,11 +42,15 @@ from ._common import (
     async_run,
     digest,
     keyed,
+    mark,
+    marked,
     named,
     next_step_id,
     parse_arguments,
     policies,
     policy_for,
+    repeatable_names,
+    unguarded,
 )
 from ._common import missing_extra as _missing
 
@@ -47,12 +58,17 @@ try:
     from agents import (
         Agent,
         AgentsException,
+        CodeInterpreterTool,
+        FileSearchTool,
         FunctionTool,
+        HostedMCPTool,
+        ImageGenerationTool,
         ModelResponse,
         RunConfig,
         Runner,
         RunResult,
         Usage,
+        WebSearchTool,
     )
     from agents.agent_output import AgentOutputSchemaBase
     from agents.handoffs import Handoff
@@ -74,11 +90,16 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 __all__ = [
     "RecordedModel",
     "RecordedModelProvider",
+    "guard_agent",
     "guard_tool",
     "guard_tools",
     "run_agent",
     "run_config",
 ]
+
+# Tools the provider runs inside the model call: the recorded response holds what they did.
+_HOSTED = (FileSearchTool, WebSearchTool, HostedMCPTool, ImageGenerationTool, CodeInterpreterTool)
+_FIX = "Guard it: oncelog.integrations.openai_agents.guard_agent(agent, kinds={%r: KIND})"
 
 _ITEM = TypeAdapter(TResponseOutputItem)
 _USAGE = TypeAdapter(Usage)
@@ -127,6 +148,7 @@ class RecordedModel(Model):
         prompt: ResponsePromptParam | None,
     ) -> ModelResponse:
         run = async_run("OpenAI Agents SDK model")
+        _refuse_unguarded(tools)
 
         async def call(input_sha256: str) -> dict[str, Any]:
             response = await self.model.get_response(
@@ -187,11 +209,43 @@ def _response(recorded: dict[str, Any]) -> ModelResponse:
     )
 
 
-def guard_tools(tools: Iterable[FunctionTool], *, kinds: Mapping[str, PolicyLike]) -> list[Any]:
-    """Each tool guarded under the policy ``kinds`` names for it; a tool without one is
-    refused here. (A list of ``Any``: ``Agent(tools=...)`` wants its own ``Tool`` union.)"""
-    table = policies(kinds)
-    return [guard_tool(tool, policy_for(table, tool.name, "Agents SDK")) for tool in tools]
+def _refuse_unguarded(tools: Iterable[Tool]) -> None:
+    for tool in tools:
+        if not isinstance(tool, _HOSTED) and marked(tool) is None:
+            name = str(getattr(tool, "name", type(tool).__name__))
+            raise unguarded("Agents SDK", name, _FIX % name)
+
+
+def guard_agent(
+    agent: Agent[Any], *, kinds: Mapping[str, PolicyLike], repeatable: Iterable[str] = ()
+) -> Agent[Any]:
+    """A copy of ``agent`` whose tools are guarded (``guard_tools``); the SDK's hosted
+    tools and tools guarded already are kept as they are."""
+    return agent.clone(tools=guard_tools(agent.tools, kinds=kinds, repeatable=repeatable))
+
+
+def guard_tools(
+    tools: Iterable[Tool], *, kinds: Mapping[str, PolicyLike], repeatable: Iterable[str] = ()
+) -> list[Any]:
+    """Each tool guarded under the policy ``kinds`` names for it, or marked safe to run
+    again on every replay if ``repeatable`` names it; any other tool is refused here
+    (``UnguardedTool``). The SDK's hosted tools and tools guarded already are kept as
+    they are. (A list of ``Any``: ``Agent(tools=...)`` wants its own ``Tool`` union.)"""
+    table, again = policies(kinds), repeatable_names(repeatable, kinds)
+    return [_guarded(tool, table, again) for tool in tools]
+
+
+def _guarded(tool: Tool, table: Mapping[str, Policy], again: frozenset[str]) -> Tool:
+    if isinstance(tool, _HOSTED) or marked(tool) is not None:
+        return tool
+    name = str(getattr(tool, "name", type(tool).__name__))
+    if name in again:
+        kept = copy.copy(tool)
+        mark(kept, "repeatable")
+        return kept
+    if not isinstance(tool, FunctionTool):
+        raise unguarded("Agents SDK", name, "Only function tools can be guarded")
+    return guard_tool(tool, policy_for(table, name, "Agents SDK"))
 
 
 def guard_tool(tool: FunctionTool, policy: PolicyLike) -> FunctionTool:
@@ -202,6 +256,8 @@ def guard_tool(tool: FunctionTool, policy: PolicyLike) -> FunctionTool:
     the run. The tool reads its key with ``current_idempotency_key()``."""
     if not isinstance(tool, FunctionTool):
         raise ConfigurationError(f"only function tools can be guarded, not {tool!r}")
+    if marked(tool) == "guarded":
+        return tool  # guarding twice would make each call an effect inside an effect
     policy = policy if isinstance(policy, Policy) else Policy(policy)
     guarded = copy.copy(tool)
     set_function_tool_failure_error_function(guarded, None)
@@ -226,6 +282,7 @@ def guard_tool(tool: FunctionTool, policy: PolicyLike) -> FunctionTool:
             return await _tell_model(tool, ctx, exc)
 
     guarded.on_invoke_tool = on_invoke_tool
+    mark(guarded, "guarded")
     return guarded
 
 

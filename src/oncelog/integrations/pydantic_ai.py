@@ -3,12 +3,18 @@
     from oncelog.integrations import pydantic_ai as oncelog_pai
 
     agent = Agent(
-        oncelog_pai.RecordedModel("openai:gpt-4o"),
-        toolsets=[oncelog_pai.GuardedToolset(FunctionToolset([send_email, charge]),
-                                             kinds={"send_email": "create", "charge": "payment"})],
+        "openai:gpt-4o",
+        tools=[send_email, charge],  # or @agent.tool_plain, @agent.tool, toolsets=[...]
+        capabilities=[oncelog_pai.Guard(kinds={"send_email": "create", "charge": "payment"})],
     )
     async with ledger.run("ticket-4711"):
         result = await agent.run("...")
+
+``Guard`` records the agent's model and guards every tool the agent has, however it was
+registered; ``RecordedModel`` and ``GuardedToolset`` are its two halves, for agents built
+piece by piece. A ``RecordedModel`` refuses, before its first request, an agent that could
+call a tool nobody guards (``oncelog.UnguardedTool``): it would run again on every replay.
+A tool that is harmless to run again is named in ``repeatable=``.
 
 A restarted process runs the agent again from the top inside the same run: recorded model
 responses come back without a request (no tokens spent), so the agent asks for the same
@@ -21,13 +27,12 @@ model gave them, so that it takes the same position in the run on every replay.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 from .._exceptions import EffectRefused, UsageError
 from ._common import (
-    Policy,
     PolicyLike,
     async_run,
     digest,
@@ -36,24 +41,31 @@ from ._common import (
     next_step_id,
     policies,
     policy_for,
+    repeatable_names,
+    unguarded,
 )
 from ._common import missing_extra as _missing
 
 try:
     from pydantic_ai import ModelRetry, RunContext, ToolFailed
+    from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
     from pydantic_ai.models import KnownModelName, Model, ModelRequestParameters, StreamedResponse
     from pydantic_ai.models.wrapper import WrapperModel
     from pydantic_ai.settings import ModelSettings
+    from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
     from pydantic_core import to_jsonable_python
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise _missing("pydantic-ai", "PydanticAI") from exc
 
-__all__ = ["GuardedToolset", "RecordedModel"]
+__all__ = ["Guard", "GuardedToolset", "RecordedModel"]
 
 # Parts of a request that differ in every process, for the same conversation.
 _VOLATILE = frozenset({"timestamp", "run_id", "conversation_id"})
+# The key of a tool definition's metadata saying how oncelog treats the tool.
+_MARK = "oncelog"
+_FIX = "Guard the agent's tools: Agent(..., capabilities=[oncelog_pai.Guard(kinds={%r: KIND})])"
 
 
 class RecordedModel(WrapperModel):
@@ -70,6 +82,7 @@ class RecordedModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         run = async_run("PydanticAI model")
+        _refuse_unguarded(model_request_parameters.function_tools)
 
         async def call(input_sha256: str) -> dict[str, Any]:
             response = await self.wrapped.request(
@@ -99,6 +112,12 @@ class RecordedModel(WrapperModel):
         yield  # pragma: no cover - makes this an async generator
 
 
+def _refuse_unguarded(tools: Iterable[ToolDefinition]) -> None:
+    for tool_def in tools:
+        if (tool_def.metadata or {}).get(_MARK) is None:
+            raise unguarded("PydanticAI", tool_def.name, _FIX % tool_def.name)
+
+
 def _stable(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _stable(v) for k, v in value.items() if k not in _VOLATILE}
@@ -110,35 +129,63 @@ def _stable(value: Any) -> Any:
 @dataclasses.dataclass(init=False)
 class GuardedToolset(WrapperToolset[Any]):
     """A toolset whose every tool call is an oncelog effect. ``kinds`` maps each tool's name
-    to its kind (``"create"``) or an ``oncelog.integrations.Policy``.
+    to its kind (``"create"``) or an ``oncelog.integrations.Policy``; ``repeatable`` names
+    the tools that may run again on every replay, unguarded. Any other tool is refused
+    (``oncelog.UnguardedTool``) when the agent lists its tools, before a model request.
 
     A tool's ``ModelRetry`` or ``ToolFailed`` is a definite refusal: recorded, and raised
     again for the model on replay, as are the policy's ``refusals`` (as ``ModelRetry``).
     Any other error of a kind that is not idempotent leaves the effect in doubt and stops
     the run. The tool reads its key with ``current_idempotency_key()``."""
 
-    policies: dict[str, Policy]
+    # The fields are what __init__ takes: PydanticAI copies a toolset per run with
+    # dataclasses.replace, which calls __init__ again with them.
+    kinds: Mapping[str, PolicyLike]
+    repeatable: frozenset[str]
 
-    def __init__(self, wrapped: AbstractToolset[Any], *, kinds: Mapping[str, PolicyLike]) -> None:
+    def __init__(
+        self,
+        wrapped: AbstractToolset[Any],
+        *,
+        kinds: Mapping[str, PolicyLike],
+        repeatable: Iterable[str] = (),
+    ) -> None:
         super().__init__(wrapped)
-        self.policies = {
+        self.kinds = kinds
+        self.repeatable = repeatable_names(repeatable, kinds)
+        self._policies = {
             name: dataclasses.replace(p, refusals=(*p.refusals, ModelRetry, ToolFailed))
             for name, p in policies(kinds).items()
         }
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         tools = await super().get_tools(ctx)
-        for name in tools:
-            policy_for(self.policies, name, "PydanticAI")
-        # A sequential tool runs alone, after the calls before it: the model's order.
-        return {
-            name: dataclasses.replace(t, tool_def=dataclasses.replace(t.tool_def, sequential=True))
-            for name, t in tools.items()
-        }
+        return {name: self._declared(name, t) for name, t in tools.items()}
+
+    def _declared(self, name: str, tool: ToolsetTool[Any]) -> ToolsetTool[Any]:
+        """The tool's definition marked guarded (and ``sequential``: it runs alone, after
+        the calls before it, in the model's order) or repeatable."""
+        tool_def = tool.tool_def
+        if (tool_def.metadata or {}).get(_MARK) is not None:
+            return tool  # guarded by an inner GuardedToolset already
+        if name in self.repeatable:
+            changes: dict[str, Any] = {
+                "metadata": {**(tool_def.metadata or {}), _MARK: "repeatable"}
+            }
+        else:
+            policy_for(self._policies, name, "PydanticAI")
+            changes = {
+                "metadata": {**(tool_def.metadata or {}), _MARK: "guarded"},
+                "sequential": True,
+            }
+        return dataclasses.replace(tool, tool_def=dataclasses.replace(tool_def, **changes))
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
+        if name in self.repeatable or name not in self._policies:
+            # Repeatable, or guarded by an inner GuardedToolset (get_tools refused the rest).
+            return await self.wrapped.call_tool(name, tool_args, ctx, tool)
         run = async_run("PydanticAI tool")
 
         async def perform(arguments: Any, *, idempotency_key: str) -> Any:
@@ -146,7 +193,7 @@ class GuardedToolset(WrapperToolset[Any]):
                 result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
             return to_jsonable_python(result)
 
-        effect = self.policies[name].tool(name, perform)
+        effect = self._policies[name].tool(name, perform)
         arguments = to_jsonable_python(tool_args)
         try:
             return await run.effect(next_step_id(run, name), effect, arguments)
@@ -155,3 +202,24 @@ class GuardedToolset(WrapperToolset[Any]):
             if refused.error_type == "ToolFailed":
                 raise ToolFailed(message) from refused
             raise ModelRetry(message) from refused
+
+
+@dataclasses.dataclass
+class Guard(AbstractCapability[Any]):
+    """The capability that makes an agent exactly-once: its model recorded (a
+    ``RecordedModel``) and every tool it has guarded (a ``GuardedToolset`` around all of
+    them, however they were registered: ``tools=``, ``@agent.tool``, ``@agent.tool_plain``,
+    ``toolsets=``). ``kinds`` and ``repeatable`` are ``GuardedToolset``'s."""
+
+    kinds: Mapping[str, PolicyLike]
+    repeatable: Iterable[str] = ()
+
+    def __post_init__(self) -> None:
+        self.repeatable = repeatable_names(self.repeatable, self.kinds)
+        policies(self.kinds)  # a wrong kind is refused where the agent is built
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
+        return GuardedToolset(toolset, kinds=self.kinds, repeatable=self.repeatable)
+
+    def get_wrapper_model(self, model: Model) -> Model:
+        return model if isinstance(model, RecordedModel) else RecordedModel(model)
