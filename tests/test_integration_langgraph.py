@@ -13,6 +13,8 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 import oncelog
 from oncelog import StepState
 
@@ -90,3 +92,35 @@ def test_a_call_resolved_done_without_its_result_is_told_to_the_model() -> None:
     message = _tool_message(oncelog.NO_RESULT, request)  # type: ignore[arg-type]
     assert (message.tool_call_id, message.name) == ("call-1", "charge")
     assert "result is not known" in message.content
+
+
+def test_langgraphs_own_tool_node_next_to_a_recorded_model_is_refused(tmp_path: Path) -> None:
+    require_framework("langgraph", "langgraph")
+    args = agent_args(tmp_path, "ticket-7", "--unguarded")
+
+    refused = run_agent("langgraph_agent", *args)
+    assert refused.returncode == 1, refused
+    assert "UnguardedTool: LangGraph tool 'send_email' is not guarded" in refused.stderr
+    assert "ToolNode(ledger, tools, kinds={'send_email': KIND})" in refused.stderr
+    assert effects(tmp_path) == {}
+    assert not (tmp_path / "model-calls").exists()  # refused before the model was asked
+
+
+def test_an_answer_asking_for_an_unguarded_tool_is_refused_before_it_runs(tmp_path: Path) -> None:
+    require_framework("langgraph", "langgraph")
+    from langchain_core.messages import AIMessage
+    from langchain_core.runnables import RunnableLambda
+
+    from oncelog.integrations import langgraph as oncelog_langgraph
+
+    answer = AIMessage(content="", tool_calls=[{"name": "wire_money", "args": {}, "id": "c1"}])
+    model = oncelog_langgraph.RecordedModel(RunnableLambda(lambda _: answer))
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        refused = pytest.raises(oncelog.UnguardedTool, match="'wire_money' is not guarded")
+        with refused, ledger.run("r"):
+            model.invoke("pay")
+        declared = oncelog_langgraph.RecordedModel(
+            RunnableLambda(lambda _: answer), repeatable=["wire_money"]
+        )
+        with ledger.run("r2"):
+            assert declared.invoke("pay") == answer

@@ -1,12 +1,14 @@
 """A LangGraph agent: a model node and a ToolNode, guarded by oncelog, in one thread.
 
     python -m tests.integration_agents.langgraph_agent --ledger L --effects E --model-calls M
-        --thread T [--checkpoints C] [--async]
+        --thread T [--checkpoints C] [--async] [--unguarded]
 
 The model asks for two tools in one answer (an email and a charge, each a real effect
 written to E), then says it is done. With ``--checkpoints`` the graph has LangGraph's
 SQLite checkpointer and a restart resumes the thread; without, a restart runs the graph
-again from the start. Prints the final answer as JSON on the last line.
+again from the start. With ``--unguarded`` the tools run in LangGraph's own ``ToolNode``,
+next to oncelog's ``RecordedModel``: oncelog must refuse that. Prints the final answer as
+JSON on the last line.
 """
 
 from __future__ import annotations
@@ -15,18 +17,20 @@ import argparse
 import asyncio
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.tools import tool
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool, tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.prebuilt import tools_condition
+from langgraph.prebuilt import ToolNode, tools_condition
 
 import oncelog
 from oncelog.integrations import Policy, current_idempotency_key
@@ -45,6 +49,15 @@ class ScriptedChatModel(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "scripted"
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     def _generate(
         self,
@@ -76,7 +89,9 @@ def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
 
 
-def build(ledger: oncelog.Ledger, log: EffectLog, model_calls: str) -> StateGraph[Any]:
+def build(
+    ledger: oncelog.Ledger, log: EffectLog, model_calls: str, unguarded: bool
+) -> StateGraph[Any]:
     @tool
     def send_email(to: str, body: str) -> str:
         """Send an email to a customer."""
@@ -87,7 +102,8 @@ def build(ledger: oncelog.Ledger, log: EffectLog, model_calls: str) -> StateGrap
         """Charge a customer."""
         return json.dumps(log.perform(current_idempotency_key(), "charge", [customer, cents]))
 
-    model = oncelog_langgraph.RecordedModel(ScriptedChatModel(calls_file=model_calls))
+    chat_model = ScriptedChatModel(calls_file=model_calls).bind_tools([send_email, charge])
+    model = oncelog_langgraph.RecordedModel(chat_model)
 
     def agent(state: MessagesState) -> dict[str, Any]:
         return {"messages": [model.invoke(state["messages"])]}
@@ -102,7 +118,11 @@ def build(ledger: oncelog.Ledger, log: EffectLog, model_calls: str) -> StateGrap
     builder = StateGraph(MessagesState)
     builder.add_node("agent", oncelog_langgraph.node(ledger, agent))
     builder.add_node("agent_async", oncelog_langgraph.node(ledger, agent_async))
-    builder.add_node("tools", oncelog_langgraph.ToolNode(ledger, [send_email, charge], kinds=kinds))
+    if unguarded:
+        builder.add_node("tools", ToolNode([send_email, charge]))
+    else:
+        tools = oncelog_langgraph.ToolNode(ledger, [send_email, charge], kinds=kinds)
+        builder.add_node("tools", tools)
     return builder
 
 
@@ -127,9 +147,10 @@ def main() -> None:
         parser.add_argument(name, required=True)
     parser.add_argument("--checkpoints")
     parser.add_argument("--async", dest="use_async", action="store_true")
+    parser.add_argument("--unguarded", action="store_true")
     args = parser.parse_args()
     ledger = oncelog.open(args.ledger)
-    builder = build(ledger, EffectLog(args.effects), args.model_calls)
+    builder = build(ledger, EffectLog(args.effects), args.model_calls, args.unguarded)
     config: Any = {"configurable": {"thread_id": args.thread}}
 
     def agent() -> None:

@@ -16,6 +16,14 @@ graph runs again from the start, and every node replays the same way.
 
 Steps are named ``send_email#1`` (the first ``send_email`` call of that node execution)
 and ``model#1``, never from the ids a model gives its tool calls.
+
+A ``RecordedModel`` refuses (``oncelog.UnguardedTool``) a tool that no oncelog ``ToolNode``
+of the process guards: LangGraph's own ``ToolNode`` would run it again on every replay.
+It looks at the tools bound to the model (``bind_tools``) before its first call, and at the
+tools an answer asks for before anything runs them. A tool that is harmless to run again
+is named in ``repeatable=`` (of the ``ToolNode`` or the ``RecordedModel``). oncelog sees
+tool names only: a plain ``ToolNode`` running a tool of the same name as a guarded one
+elsewhere in the process is not found.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import dataclasses
 import functools
 import inspect
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from .._exceptions import ConfigurationError, EffectRefused
@@ -40,7 +48,9 @@ from ._common import (
     next_step_id,
     policies,
     policy_for,
+    repeatable_names,
     sync_run,
+    unguarded,
 )
 from ._common import missing_extra as _missing
 
@@ -66,6 +76,11 @@ __all__ = ["RecordedModel", "ToolNode", "node", "task_run_id"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 PUSH = "__pregel_push"
+
+# Tool names an oncelog ToolNode of this process guards, or that were declared repeatable:
+# what a RecordedModel may let its model ask for.
+_DECLARED: set[str] = set()
+_FIX = "Run it in oncelog.integrations.langgraph.ToolNode(ledger, tools, kinds={%r: KIND})"
 
 
 def task_run_id(config: RunnableConfig) -> str:
@@ -116,31 +131,63 @@ class RecordedModel(Runnable[Any, BaseMessage]):
     """A chat model (or ``model.bind_tools(...)``) whose answers are recorded in the run of
     the node calling it: a resumed node gets the same answer back and spends no tokens."""
 
-    def __init__(self, model: Runnable[Any, BaseMessage], *, step_name: str = "model") -> None:
+    def __init__(
+        self,
+        model: Runnable[Any, BaseMessage],
+        *,
+        step_name: str = "model",
+        repeatable: Iterable[str] = (),
+    ) -> None:
         self.model = model
         self.step_name = step_name
+        _DECLARED.update(repeatable_names(repeatable, {}))
 
     def invoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> BaseMessage:
         run = sync_run("LangChain model")
+        _refuse_unguarded(_bound_tools(self.model))
 
         def call(input_sha256: str) -> dict[str, Any]:
             return _response(self.model.invoke(input, config, **kwargs))
 
         step = next_step_id(run, self.step_name)
-        return _message(run.llm(step, named(call, "langchain_model"), _digest(input)))
+        return _asked(_message(run.llm(step, named(call, "langchain_model"), _digest(input))))
 
     async def ainvoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> BaseMessage:
         run = async_run("LangChain model")
+        _refuse_unguarded(_bound_tools(self.model))
 
         async def call(input_sha256: str) -> dict[str, Any]:
             return _response(await self.model.ainvoke(input, config, **kwargs))
 
         step = next_step_id(run, self.step_name)
-        return _message(await run.llm(step, named(call, "langchain_model"), _digest(input)))
+        recorded = await run.llm(step, named(call, "langchain_model"), _digest(input))
+        return _asked(_message(recorded))
+
+
+def _bound_tools(model: Runnable[Any, BaseMessage]) -> list[str]:
+    """The names of the tools ``bind_tools`` gave the model, in any provider's format."""
+    tools = getattr(model, "kwargs", {}).get("tools") or []
+    names = [
+        t.get("function", {}).get("name") or t.get("name") for t in tools if isinstance(t, dict)
+    ]
+    return [str(name) for name in names if name]
+
+
+def _asked(message: BaseMessage) -> BaseMessage:
+    """The model's answer, once every tool it asks for is known to be guarded."""
+    if isinstance(message, AIMessage):
+        _refuse_unguarded(call["name"] for call in message.tool_calls)
+    return message
+
+
+def _refuse_unguarded(names: Iterable[str]) -> None:
+    for name in names:
+        if name not in _DECLARED:
+            raise unguarded("LangGraph", name, _FIX % name)
 
 
 def _digest(input: Any) -> str:
@@ -170,7 +217,8 @@ def _message(recorded: dict[str, Any]) -> BaseMessage:
 class ToolNode(_LangGraphToolNode):
     """LangGraph's ``ToolNode`` with every tool call an oncelog effect, in its own run per
     node execution. ``kinds`` maps each tool's name to its kind (``"create"``) or to an
-    ``oncelog.integrations.Policy``; a tool without one is refused here, not at 3 a.m.
+    ``oncelog.integrations.Policy``; a tool without one is refused here, not at 3 a.m.,
+    unless ``repeatable`` names it as safe to run again on every replay, unguarded.
 
     Calls run one at a time, in the order the model asked for them (the position of each
     is part of the run). Invalid arguments from the model and a policy's ``refusals`` come
@@ -185,6 +233,7 @@ class ToolNode(_LangGraphToolNode):
         *,
         kinds: Mapping[str, PolicyLike],
         agent: str | None = None,
+        repeatable: Iterable[str] = (),
         name: str = "tools",
         tags: list[str] | None = None,
         messages_key: str = "messages",
@@ -195,12 +244,15 @@ class ToolNode(_LangGraphToolNode):
         )  # fmt: skip
         self._ledger = ledger
         self._agent = agent
-        table = policies(kinds)
+        table, again = policies(kinds), repeatable_names(repeatable, kinds)
         self._policies: dict[str, Policy] = {}
         for tool_name in self.tools_by_name:
+            if tool_name in again:
+                continue  # runs as LangGraph runs it, again on every replay
             policy = policy_for(table, tool_name, "LangGraph")
             refusals = (*policy.refusals, ToolInvocationError)  # the model's bad arguments
             self._policies[tool_name] = dataclasses.replace(policy, refusals=refusals)
+        _DECLARED.update(self.tools_by_name)
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config = ensure_config(config)

@@ -8,7 +8,8 @@ makes each ``tools/call`` an oncelog effect of a run:
 - the step: ``{tool}#{n}``, the n-th call of that tool in the run in this session, so a
   client restarted from the top, calling its tools again, gets the recorded results;
 - the kind of each tool: from a small JSON config file (below); a tool with none is
-  refused, unless the config gives a ``default_kind``;
+  not offered to the client (its model never sees it), and a call to it is refused,
+  unless the config gives a ``default_kind``;
 - the key: the server receives it as ``_meta["oncelog/idempotency_key"]``.
 
 A ``destructive`` tool (or one with ``"approval": true``) waits for a person: the call
@@ -32,6 +33,7 @@ doubt, a kill switch, a budget) is a tool error too, naming the reason.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +58,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 from ._proxy_runs import ProxyRun
 
 __all__ = ["KEY_META", "RUN_META", "ProxyConfig", "load_config", "serve"]
+
+log = logging.getLogger("oncelog")
 
 RUN_META = "oncelog/run_id"
 KEY_META = "oncelog/idempotency_key"
@@ -140,7 +144,15 @@ class _Proxy:
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return await self.upstream.list_tools(params=params)
+        listed = await self.upstream.list_tools(params=params)
+        offered = [t for t in listed.tools if self.config.policy(t.name) is not None]
+        hidden = sorted(t.name for t in listed.tools if self.config.policy(t.name) is None)
+        if hidden:
+            log.warning(
+                "mcp-proxy: not offering tools %s: no kind is declared for them in the config "
+                '("tools": {"NAME": "KIND"}, or "default_kind")', hidden,
+            )  # fmt: skip
+        return listed.model_copy(update={"tools": offered})
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -154,7 +166,10 @@ class _Proxy:
             )
         policy = self.config.policy(params.name)
         if policy is None:
-            return _error(f"oncelog: no kind is declared for tool {params.name!r} in the config")
+            return _error(
+                f"oncelog: no kind is declared for tool {params.name!r} in the proxy's config: "
+                f'add it to "tools" ({{"{params.name}": "create"}}, ...) or set "default_kind"'
+            )
         run = self.runs.setdefault(run_id, ProxyRun(self.ledger, run_id, self.config.agent))
         try:
             recorded = await run.call(params.name, arguments, policy, self._forward)
