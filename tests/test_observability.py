@@ -3,12 +3,15 @@ from a real HTTP endpoint, and spans from the OpenTelemetry SDK."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from opentelemetry.sdk import trace as sdk_trace
@@ -17,10 +20,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 from prometheus_client import CollectorRegistry
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
 import oncelog
 from oncelog import metrics, tracing
+from oncelog.console import _queries as queries
+
+from .integration_agents.processes import require_framework, run_agent
+from .support.alert_rules import documented_rules, fires
+from .support.operator_commands import oncelog_cli
 
 
 class Declined(Exception):
@@ -152,3 +161,99 @@ def test_oncelog_metrics_command_serves_the_ledger(db_path: str) -> None:
         server.terminate()
         server.communicate(timeout=30)
     assert samples[("oncelog_halts_active", (("scope", "agent"),))] == 1
+
+
+@contextmanager
+def metrics_command(db: str) -> Iterator[int]:
+    """``oncelog metrics`` serving ``db``, in its own process; yields its port."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "oncelog", "metrics", "--port", str(port), "--db", db],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        yield port
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+
+
+def test_openmetrics_output_names_the_units(db_path: str) -> None:
+    with metrics_command(db_path) as port:
+        scrape(port)
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/metrics",
+            headers={"Accept": "application/openmetrics-text; version=1.0.0"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as page:
+            text = page.read().decode()
+    assert "# UNIT oncelog_effect_in_doubt_oldest_age_seconds seconds" in text
+    registry = CollectorRegistry()
+    observer = metrics.instrument(registry)
+    metrics.uninstrument(observer)
+    exposed: bytes = openmetrics(registry)  # type: ignore[no-untyped-call]  # untyped upstream
+    assert "# UNIT oncelog_effect_duration_seconds seconds" in exposed.decode()
+
+
+def test_an_in_flight_effect_is_orphaned_once_its_run_lets_go(ledger: oncelog.Ledger) -> None:
+    seen: list[oncelog.EffectInDoubt] = []
+
+    @ledger.tool(kind="create")
+    def send(*, idempotency_key: str) -> None:
+        seen.extend(ledger.effects_in_doubt())
+        raise KeyboardInterrupt  # the process stops without recording an outcome
+
+    with pytest.raises(KeyboardInterrupt), ledger.run("r") as run:
+        run.effect("mail", send)
+    (live,) = seen
+    assert (live.step.step_id, live.state, live.orphaned) == ("mail", "in_flight", False)
+    assert live.lease_owner is not None
+    assert 0 <= live.age < 60
+    (left,) = ledger.effects_in_doubt()
+    assert (left.step.step_id, left.state, left.orphaned) == ("mail", "orphaned", True)
+    assert left.age >= live.age
+
+
+def test_a_dead_agents_effect_pages_once_its_lease_expires(tmp_path: Path) -> None:
+    """An agent SIGKILLed mid-effect and left alone: once its lease lapses the effect is
+    orphaned in `oncelog unknown`, the console and `oncelog metrics`, and the alert the
+    docs recommend fires on that scrape."""
+    require_framework("pydantic_ai", "pydantic-ai")
+    db = str(tmp_path / "ledger.db")
+    args = [
+        "--ledger", db, "--effects", str(tmp_path / "effects.jsonl"),
+        "--model-calls", str(tmp_path / "model-calls"), "--run", "ticket-9", "--lease-ttl", "1",
+    ]  # fmt: skip
+    killed = run_agent("pydantic_ai_agent", *args, crash_at="after_intent_commit@charge#1")
+    assert killed.killed, killed
+
+    deadline = time.monotonic() + 30
+    while True:
+        (row,) = json.loads(oncelog_cli(db, "unknown", "--json"))
+        if row["orphaned"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert (row["step_id"], row["state"], row["orphaned"]) == ("charge#1", "in_flight", True)
+    assert row["lease_owner"]  # the dead agent's: host|pid|start|nonce
+    assert "orphaned: its run's lease has expired" in row["reason"]
+    assert "oncelog resolve ticket-9 charge#1" in row["reason"]
+    shown = oncelog_cli(db, "unknown")
+    assert "ticket-9 charge#1 (charge, payment) orphaned" in shown
+    assert "lease owner " in shown
+
+    with oncelog.open(db) as ledger:
+        (doubt,) = queries.doubts(ledger)["doubts"]
+    assert (doubt.state, doubt.step.step_id) == ("orphaned", "charge#1")
+    assert doubt.reason == queries.ORPHANED_REASON
+    assert doubt.age > 0
+
+    with metrics_command(db) as port:
+        samples = scrape(port)
+    orphaned = (("kind", "payment"), ("state", "orphaned"))
+    assert samples[("oncelog_effects_in_doubt", orphaned)] == 1
+    age = samples[("oncelog_effect_in_doubt_oldest_age_seconds", (("state", "orphaned"),))]
+    assert age >= 1
+    rules = documented_rules()
+    assert fires(rules["OncelogEffectNeedsPerson"], samples)
+    assert not fires(rules["OncelogEffectHung"], samples)
+    assert not fires(rules["OncelogApprovalWaiting"], samples)

@@ -67,6 +67,7 @@ from ._process import (
 from ._records import (
     Approval,
     ApprovalStatus,
+    EffectInDoubt,
     Halt,
     HaltScope,
     JournalEntry,
@@ -106,6 +107,7 @@ __all__ = [
     "Draining",
     "DuplicateStep",
     "EffectAbandoned",
+    "EffectInDoubt",
     "EffectRefused",
     "Found",
     "Halt",

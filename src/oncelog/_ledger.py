@@ -22,6 +22,7 @@ from ._records import (
     Approval,
     ApprovalStatus,
     Checkpoint,
+    EffectInDoubt,
     Halt,
     HaltScope,
     JournalEntry,
@@ -390,6 +391,12 @@ class Ledger:
     def in_doubt(self, *, limit: int = 100) -> list[StepRecord]:
         """Effects whose outcome is unknown or not yet recorded, oldest first."""
         return self.store.steps_in_doubt(limit)
+
+    def effects_in_doubt(self, *, limit: int = 100) -> list[EffectInDoubt]:
+        """``in_doubt()`` with who may still be running each effect: an in-flight effect
+        whose run's lease has lapsed (by the store's clock) is orphaned, since nobody is
+        running it; each comes with the lease's last owner and its age."""
+        return self.store.effects_in_doubt(limit)
 
     def journal(
         self, run_id: str | None = None, *, after: int = 0, limit: int = 1000

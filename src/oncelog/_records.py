@@ -142,6 +142,21 @@ class StepRecord(NamedTuple):
         )
 
 
+class EffectInDoubt(NamedTuple):
+    """An effect whose outcome is not recorded, with who may still be running it. The
+    times are the store's clock, like lease expiry."""
+
+    step: StepRecord
+    orphaned: bool  # in flight, and no live lease holds its run: nobody is running it
+    lease_owner: str | None  # the run's lease owner, or its last one once it expired
+    age: float  # seconds since the effect's intent was written
+
+    @property
+    def state(self) -> str:
+        """``unknown`` (found in doubt), ``orphaned`` or ``in_flight`` (maybe still running)."""
+        return "orphaned" if self.orphaned else self.step.state.value
+
+
 @dataclass(frozen=True)
 class JournalEntry:
     id: int

@@ -56,6 +56,7 @@ class StepMetrics:
             ["kind"],
             buckets=DURATION_BUCKETS,
             registry=registry,
+            unit="seconds",
         )
         self.fencing = Counter(
             "oncelog_fencing_rejections",
@@ -82,18 +83,7 @@ class LedgerCollector(Collector):
         self.ledger = ledger
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        in_doubt = GaugeMetricFamily(
-            "oncelog_effects_in_doubt",
-            "Effects whose outcome is not recorded (in_flight or unknown), by kind.",
-            labels=["kind", "state"],
-        )
-        counted: dict[tuple[str, str], int] = {}
-        for step in self.ledger.in_doubt(limit=SCRAPE_LIMIT):
-            label = (step.kind, step.state.value)
-            counted[label] = counted.get(label, 0) + 1
-        for label, count in sorted(counted.items()):
-            in_doubt.add_metric(list(label), count)
-        yield in_doubt
+        yield from self._in_doubt()
         halts = GaugeMetricFamily(
             "oncelog_halts_active", "Kill switches that are on, by scope.", labels=["scope"]
         )
@@ -107,6 +97,33 @@ class LedgerCollector(Collector):
         yield GaugeMetricFamily(
             "oncelog_approvals_pending", "Effects waiting for a person's approval.", len(pending)
         )
+
+
+    def _in_doubt(self) -> Iterator[GaugeMetricFamily]:
+        in_doubt = GaugeMetricFamily(
+            "oncelog_effects_in_doubt",
+            "Effects whose outcome is not recorded, by kind and state: unknown (found in "
+            "doubt), orphaned (in flight, its run's lease expired: nobody is running it) or "
+            "in_flight (its process holds the run and may still be running it).",
+            labels=["kind", "state"],
+        )
+        oldest = GaugeMetricFamily(
+            "oncelog_effect_in_doubt_oldest_age_seconds",
+            "Age of the oldest effect in doubt in each state, from its intent (store's clock).",
+            labels=["state"],
+            unit="seconds",
+        )
+        counted: dict[tuple[str, str], int] = {}
+        ages: dict[str, float] = {}
+        for doubt in self.ledger.effects_in_doubt(limit=SCRAPE_LIMIT):
+            label = (doubt.step.kind, doubt.state)
+            counted[label] = counted.get(label, 0) + 1
+            ages[doubt.state] = max(ages.get(doubt.state, 0.0), doubt.age)
+        for label, count in sorted(counted.items()):
+            in_doubt.add_metric(list(label), count)
+        for state in ("unknown", "orphaned", "in_flight"):
+            oldest.add_metric([state], ages.get(state, 0.0))
+        yield from (in_doubt, oldest)
 
 
 class ShipperCollector(Collector):

@@ -1,7 +1,7 @@
 """A PydanticAI agent with two guarded tools, in one oncelog run.
 
     python -m tests.integration_agents.pydantic_ai_agent --ledger L --effects E
-        --model-calls M --run R [--style toolset|decorators|unguarded]
+        --model-calls M --run R [--style toolset|decorators|unguarded] [--lease-ttl S]
 
 ``--style`` is how the tools are registered: a ``GuardedToolset`` (the default); the
 framework's usual ``@agent.tool_plain`` and ``@agent.tool`` with the ``Guard`` capability;
@@ -62,8 +62,9 @@ def main() -> None:
     for name in ("--ledger", "--effects", "--model-calls", "--run"):
         parser.add_argument(name, required=True)
     parser.add_argument("--style", choices=list(STYLES), default="toolset")
+    parser.add_argument("--lease-ttl", type=float, default=30.0)
     args = parser.parse_args()
-    ledger = oncelog.open(args.ledger)
+    ledger = oncelog.open(args.ledger, lease_ttl=args.lease_ttl)
     agent = STYLES[args.style](function_model(args.model_calls), EffectLog(args.effects))
 
     async def bill() -> str:

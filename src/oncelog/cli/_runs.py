@@ -114,20 +114,48 @@ def show(run_id: str, db: str | None, as_json: bool) -> None:
 @db_option
 @json_option
 def unknown(db: str | None, as_json: bool) -> None:
-    """Effects in doubt: started, with no recorded outcome. Each needs a person."""
+    """Effects in doubt: started, with no recorded outcome. Each needs a person, unless
+    it is in flight in a process that still holds its run."""
     with opened(db, create=False) as ledger:
-        in_doubt = ledger.in_doubt()
-        reasons = {run_id: _why_in_doubt(ledger, run_id) for run_id in {s.run_id for s in in_doubt}}
-        found = [(s, reasons[s.run_id].get(s.seq)) for s in in_doubt]
+        in_doubt = ledger.effects_in_doubt()
+        runs = {d.step.run_id for d in in_doubt}
+        reasons = {run_id: _why_in_doubt(ledger, run_id) for run_id in runs}
+        found = [(d, reasons[d.step.run_id].get(d.step.seq) or _why_in_flight(d)) for d in in_doubt]
     if as_json:
-        emit([_step_row(s, why or "") for s, why in found])
+        emit([_doubt_row(d, why) for d, why in found])
         return
     if not found:
         click.echo("no effects in doubt")
-    for s, why in found:
-        click.echo(f"{s.run_id} {s.step_id} ({s.tool}, {s.kind}) {s.state.value} key={s.key}")
+    for d, why in found:
+        s = d.step
+        click.echo(f"{s.run_id} {s.step_id} ({s.tool}, {s.kind}) {d.state} key={s.key}")
         click.echo(f"    arguments: {_shown(s.args_json)}")
-        click.echo(f"    why:       {why or 'in flight: its process may still be running it'}")
+        click.echo(f"    started:   {_age(d.age)} ago; lease owner {d.lease_owner or '-'}")
+        click.echo(f"    why:       {why}")
+
+
+def _why_in_flight(doubt: oncelog.EffectInDoubt) -> str:
+    if not doubt.orphaned:
+        return "in flight: its process may still be running it"
+    step = doubt.step
+    return (
+        "orphaned: its run's lease has expired, so nobody is running it; it may or may not "
+        f"have happened. Decide: oncelog resolve {step.run_id} {step.step_id} "
+        "done|not_done|abandon --by NAME, or start the run again to let its probe look"
+    )
+
+
+def _doubt_row(doubt: oncelog.EffectInDoubt, why: str) -> dict[str, Any]:
+    row = _step_row(doubt.step, why)
+    row.update(orphaned=doubt.orphaned, age_seconds=round(doubt.age, 3))
+    row["lease_owner"] = doubt.lease_owner
+    return row
+
+
+def _age(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
 @click.command()

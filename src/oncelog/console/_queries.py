@@ -28,6 +28,12 @@ IN_FLIGHT_REASON = (
 )
 
 
+ORPHANED_REASON = (
+    "started, with no outcome recorded, and its run's lease has expired: nobody is running "
+    "it. It may or may not have happened"
+)
+
+
 @dataclass(frozen=True)
 class Doubt:
     """An effect in doubt, with what a person needs to decide it."""
@@ -35,6 +41,9 @@ class Doubt:
     step: StepRecord
     run: RunRecord
     reason: str  # the recorded reason, with the probe's answer when there was a probe
+    state: str = "unknown"  # unknown, orphaned (nobody runs it) or in_flight
+    age: float = 0.0  # seconds since its intent, by the store's clock
+    lease_owner: str | None = None  # the run's lease owner, or the last one
 
 
 @dataclass(frozen=True)
@@ -105,14 +114,17 @@ def approvals(ledger: Ledger) -> dict[str, Any]:
 
 def doubts(ledger: Ledger) -> dict[str, Any]:
     found = []
-    for step in ledger.in_doubt():
-        found.append(Doubt(step, ledger.get_run(step.run_id), _doubt_reason(ledger, step)))
+    for d in ledger.effects_in_doubt():
+        step = d.step
+        reason = _doubt_reason(ledger, step, d.orphaned)
+        run = ledger.get_run(step.run_id)
+        found.append(Doubt(step, run, reason, d.state, d.age, d.lease_owner))
     return {"doubts": found}
 
 
-def _doubt_reason(ledger: Ledger, step: StepRecord) -> str:
+def _doubt_reason(ledger: Ledger, step: StepRecord, orphaned: bool) -> str:
     if step.state is StepState.IN_FLIGHT:
-        return IN_FLIGHT_REASON
+        return ORPHANED_REASON if orphaned else IN_FLIGHT_REASON
     marked = [
         e for e in whole_journal(ledger, step.run_id) if e.event == "unknown" and e.seq == step.seq
     ]

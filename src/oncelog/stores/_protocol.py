@@ -15,6 +15,7 @@ from .._records import (
     Approval,
     ApprovalStatus,
     Checkpoint,
+    EffectInDoubt,
     Halt,
     HaltScope,
     JournalEntry,
@@ -242,6 +243,11 @@ class Store(Protocol):
 
     def steps_in_doubt(self, limit: int) -> list[StepRecord]:
         """Effects recorded ``in_flight`` or ``unknown``, across runs."""
+        ...
+
+    def effects_in_doubt(self, limit: int) -> list[EffectInDoubt]:
+        """``steps_in_doubt``, each with its run's lease owner, whether that lease has
+        lapsed by the store's clock (an in-flight effect is then orphaned) and its age."""
         ...
 
     def journal(self, run_id: str | None, after_id: int, limit: int) -> list[JournalEntry]: ...

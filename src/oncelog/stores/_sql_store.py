@@ -23,6 +23,7 @@ from .._records import (
     Approval,
     ApprovalStatus,
     Checkpoint,
+    EffectInDoubt,
     Halt,
     HaltScope,
     JournalEntry,
@@ -64,6 +65,7 @@ def _never_dead(owner: str) -> bool:
 
 _SELECT_RUN = f"SELECT {RUN_COLUMNS}, {NEXT_SEQ} FROM runs"
 _SELECT_STEP = f"SELECT {STEP_COLUMNS} FROM steps"
+_STEP_OF_RUN = ", ".join(f"s.{column.strip()}" for column in STEP_COLUMNS.split(","))
 # The length and head of a run's chain (records written before the chain have no hash).
 _CHAIN_HEAD = (
     "SELECT COUNT(*), (SELECT hash FROM journal WHERE run_id = ? AND hash IS NOT NULL "
@@ -263,6 +265,23 @@ class SQLStore:
             (*IN_DOUBT, limit),
         )  # fmt: skip
         return [step_record(r) for r in rows]
+
+    def effects_in_doubt(self, limit: int) -> list[EffectInDoubt]:
+        # An in-flight effect is orphaned once its run's lease has lapsed by the store's
+        # clock (or was released): no worker holds the run, so nobody is running it.
+        rows = self._read(
+            f"SELECT {_STEP_OF_RUN}, r.owner, "
+            f"(r.lease_expires_at IS NULL OR r.lease_expires_at < {NOW}), {NOW} - s.started_at "
+            "FROM steps s JOIN runs r ON r.run_id = s.run_id WHERE r.status != 'completed' "
+            "AND s.state IN (?, ?) ORDER BY s.started_at LIMIT ?",
+            (*IN_DOUBT, limit),
+        )  # fmt: skip
+        found = []
+        for row in rows:
+            step = step_record(row[:-3])
+            lapsed = step.state is StepState.IN_FLIGHT and bool(row[-2])
+            found.append(EffectInDoubt(step, lapsed, row[-3], max(0.0, float(row[-1]))))
+        return found
 
     def _begin_step(
         self,
