@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -190,3 +191,125 @@ def test_sigterm_drains_the_proxy_instead_of_leaving_a_call_in_doubt(
         steps = opened.steps("ticket-7")
     assert [(s.step_id, s.state) for s in steps] == [("send_email#1", StepState.DONE)]
     assert Counter(e["tool"] for e in log.entries()) == {"send_email": 1}
+
+
+def proxy_params(tmp_path: Path, config: Path, crash_at: str | None = None) -> Any:
+    from mcp import StdioServerParameters
+
+    server = [sys.executable, "-m", "tests.integration_agents.mcp_server"]
+    server += ["--effects", str(tmp_path / "effects.jsonl")]
+    env = {k: v for k, v in os.environ.items() if k != "ONCELOG_CRASH_AT"}
+    if crash_at is not None:
+        env["ONCELOG_CRASH_AT"] = crash_at
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "oncelog", "mcp-proxy", "--db", str(tmp_path / "ledger.db"),
+              "--config", str(config), "--run-id", "ticket-8", "--", *server],
+        env=env, cwd=ROOT,
+    )  # fmt: skip
+
+
+def session(
+    tmp_path: Path, config: Path, calls: list[str], crash_at: str | None = None
+) -> list[Any]:
+    """One client session through a fresh proxy: each call's result, or the error that
+    ended the session (the proxy killed under it)."""
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    async def work() -> list[Any]:
+        answers: list[Any] = []
+        with anyio.fail_after(60):
+            try:
+                params = proxy_params(tmp_path, config, crash_at)
+                async with (
+                    stdio_client(params) as (read, write),
+                    ClientSession(read, write) as client,
+                ):
+                    await client.initialize()
+                    answers.append([t.name for t in (await client.list_tools()).tools])
+                    for tool in calls:
+                        answers.append(await client.call_tool(tool, {"customer": "cus_ada"}))
+            except Exception as exc:  # the proxy died mid-call
+                answers.append(exc)
+        return answers
+
+    return anyio.run(work)
+
+
+def text_of(result: Any) -> str:
+    import mcp.types as types
+
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+def test_a_person_resolves_an_mcp_call_with_text_and_corrects_it(tmp_path: Path) -> None:
+    require_framework("mcp", "mcp")
+    config = tmp_path / "tools.json"
+    config.write_text(json.dumps({"tools": {"send_email": "create", "refund": "payment"}}))
+    db = str(tmp_path / "ledger.db")
+
+    listed, died = session(tmp_path, config, ["send_email"], crash_at="after_call@send_email#1")
+    assert listed == ["send_email", "refund"]  # lookup and delete_account: no kind declared
+    assert isinstance(died, Exception), died
+    _, in_doubt = session(tmp_path, config, ["send_email"])
+    assert in_doubt.is_error
+    said = text_of(in_doubt)
+    assert "AmbiguousOutcome in run 'ticket-8'" in said
+    assert "oncelog resolve ticket-8 send_email#1 done --text" in said
+
+    oncelog_cli(db, "resolve", "ticket-8", "send_email#1", "done", "--text", "sent", "--by", "al")
+    fixed = oncelog_cli(
+        db, "resolve", "ticket-8", "send_email#1", "done", "--by", "bo", "--correct",
+        "--text", "sent as fx_1",
+    )  # fmt: skip
+    assert "done (corrected)" in fixed
+
+    _, email, refund = session(tmp_path, config, ["send_email", "refund"])
+    assert (email.is_error, text_of(email)) == (False, "sent as fx_1")
+    assert refund.structured_content == {"refund_id": refund.structured_content["refund_id"]}
+    assert Counter(e["tool"] for e in EffectLog(tmp_path / "effects.jsonl").entries()) == {
+        "send_email": 1, "refund": 1,
+    }  # fmt: skip
+    late = correct_cli(db, "send_email#1", "--text", "too late")
+    assert "a later step exists, or it completed" in late.stderr
+    with oncelog.open(db) as ledger:
+        events = [e.event for e in ledger.journal("ticket-8") if e.seq == 0]
+    assert events[-2:] == ["resolved", "corrected"]
+
+
+def correct_cli(db: str, step: str, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "oncelog", "resolve", "ticket-8", step, "done", "--by", "cy"]
+    argv += ["--correct", *args, "--db", db]
+    refused = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 2, refused
+    return refused
+
+
+def test_an_mcp_result_must_fit_the_tools_output_schema(tmp_path: Path) -> None:
+    require_framework("mcp", "mcp")
+    config = tmp_path / "tools.json"
+    config.write_text(json.dumps({"tools": {"refund": "payment"}}))
+    db = str(tmp_path / "ledger.db")
+    session(tmp_path, config, ["refund"], crash_at="after_call@refund#1")
+
+    def resolve(*how: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "oncelog", "resolve", "ticket-8", "refund#1", "done"]
+        argv += [*how, "--by", "al", "--db", db]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+    plain = resolve("--text", "refunded")
+    assert plain.returncode == 2
+    assert "declares an output schema: give its structured content as JSON" in plain.stderr
+    wrong = resolve("--text", '{"refund_id": 7}')
+    assert "$.refund_id: expected string, got int" in wrong.stderr
+    bare = resolve("--result", json.dumps({"content": [{"type": "text", "text": "ok"}]}))
+    assert 'give "structuredContent"' in bare.stderr
+    with oncelog.open(db) as ledger:
+        assert ledger.steps("ticket-8")[0].state is StepState.IN_FLIGHT  # nothing accepted
+
+    assert resolve("--text", '{"refund_id": "re_1"}').returncode == 0
+    _, refund = session(tmp_path, config, ["refund"])
+    assert (refund.is_error, refund.structured_content) == (False, {"refund_id": "re_1"})
+    assert text_of(refund) == '{"refund_id": "re_1"}'

@@ -18,6 +18,7 @@ from ._heartbeat import HEARTBEATS
 from ._names import check_name, check_text
 from ._no_result import NO_RESULT
 from ._notices import AnyAlertCallback, Notices
+from ._person_results import ResultContract
 from ._records import (
     Approval,
     ApprovalStatus,
@@ -77,6 +78,7 @@ class Ledger:
         self.closed = False
         self.signer = signer  # signs a checkpoint of each run's chain when the run ends
         self._redaction_key = redaction_key
+        self._declared_results: dict[str, str] = {}  # tool -> contract this process stored
 
     # -- declaring tools ----------------------------------------------------------------
 
@@ -230,17 +232,27 @@ class Ledger:
         result: Any = _UNSET,
         note: str | None = None,
         force: bool = False,
+        correct: bool = False,
     ) -> StepRecord:
         """Decide an effect in doubt: ``done`` with ``result``, the provider's answer (or
         ``result=oncelog.NO_RESULT`` if it cannot be known: the agent then gets
         ``NO_RESULT`` there, now and on every replay); ``not_done`` (safe to run again,
         with the same key) or ``abandon``. ``by`` names the person. While a live process
         holds the run's lease it may be running the step: ``RunLeased``, unless
-        ``force`` (journalled, with the owner overridden)."""
+        ``force`` (journalled, with the owner overridden).
+
+        A ``done`` result must fit what the tool declared (``result_schema=``, or an MCP
+        tool's output schema; an MCP tool also takes a plain text), else
+        ``InvalidResolution`` says why. ``correct=True`` replaces a person's earlier
+        resolution of the run's last step, as long as nothing has acted on it (no later
+        step, the run not completed); the journal keeps both."""
         _check_decision("resolve", by, note, run_id, step_id)
         resolution = _resolution(resolution, run_id, step_id)
+        if resolution is Resolution.DONE and result is not _UNSET and result is not NO_RESULT:
+            result = self._person_result(run_id, step_id, result)
         result_json = self._resolution_result(resolution, result, run_id, step_id)
-        return self.store.resolve(
+        decide = self.store.correct_resolution if correct else self.store.resolve
+        return decide(
             run_id, step_id, resolution, result_json=result_json, by=by, note=note,
             force=force, owner_is_dead=leases.is_dead,
         )  # fmt: skip
@@ -285,6 +297,27 @@ class Ledger:
     async def wait_for_decision_async(self, run_id: str, *, timeout: float | timedelta) -> bool:
         """``wait_for_decision`` for async code: the event loop goes on meanwhile."""
         return await asyncio.to_thread(self.wait_for_decision, run_id, timeout=timeout)
+
+    def _person_result(self, run_id: str, step_id: str, result: Any) -> Any:
+        """A person's result, shaped and checked as the step's tool declared."""
+        step = next((s for s in self.steps(run_id) if s.step_id == step_id), None)
+        contract = None if step is None else self.store.result_contract(step.tool)
+        if step is None or contract is None:
+            return result
+        try:
+            return ResultContract.from_json(contract).shape(result)
+        except ValueError as exc:
+            raise InvalidResolution(
+                f"not a result of {step.tool!r}: {exc}", run_id=run_id, step_id=step_id,
+                key=step.key,
+            ) from None  # fmt: skip
+
+    def _declare_result(self, tool: str, contract: ResultContract) -> None:
+        """Store what a person's result for ``tool`` must look like, once per process."""
+        stored = contract.to_json()
+        if self._declared_results.get(tool) != stored:
+            self.store.set_result_contract(tool, stored)
+            self._declared_results[tool] = stored
 
     # -- budgets ------------------------------------------------------------------------
 

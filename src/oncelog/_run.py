@@ -34,6 +34,7 @@ from ._exceptions import (
 )
 from ._heartbeat import HEARTBEATS
 from ._names import check_name
+from ._person_results import ResultContract
 from ._records import RunRecord, RunStatus, StepType
 from ._redact import redact_call
 from ._serialization import MAX_DEPTH
@@ -119,6 +120,8 @@ class _Steps:
                 )
             spec = tool.spec
             fn: Callable[..., Any] = tool.fn
+            if spec.result_schema is not None:
+                self._ledger._declare_result(spec.name, ResultContract("json", spec.result_schema))
         else:
             spec, fn = step_spec(tool), tool
         payload: dict[str, Any] = {"args": list(args), "kwargs": kwargs}

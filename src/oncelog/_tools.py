@@ -61,6 +61,7 @@ class ToolSpec:
     secret: frozenset[str] = frozenset()  # fields recorded only as a keyed hash
     secret_positions: tuple[int, ...] = ()  # positional arguments among them
     takes_token: bool = False  # the tool is handed the run's fencing token
+    result_schema: dict[str, Any] | None = None  # what a person's result must match
 
 
 class Tool(Generic[P, R]):
@@ -107,6 +108,7 @@ def make_spec(
     cost: float | Callable[..., float] = 0.0,
     irreversible: bool | None = None,
     secret: tuple[str, ...] = (),
+    result_schema: dict[str, Any] | None = None,
 ) -> ToolSpec:
     try:
         kind = Kind(kind)
@@ -140,6 +142,7 @@ def make_spec(
         takes_token=takes_token,
         secret=frozenset(secret),
         secret_positions=secret_positions(fn, frozenset(secret)),
+        result_schema=result_schema,
     )
 
 
@@ -170,6 +173,7 @@ def tool(
     cost: float | Callable[..., float] = 0.0,
     irreversible: bool | None = None,
     secret: tuple[str, ...] = (),
+    result_schema: dict[str, Any] | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]:
     """Declare a tool. ``name`` defaults to the function's qualified name and is part
     of the idempotency key, so keep it stable. ``refusals`` are the exceptions that
@@ -186,13 +190,15 @@ def tool(
     and destructive tools) counts against its irreversible actions. ``secret`` names
     fields (arguments, and keys at any depth of the arguments and the result) recorded
     only as a keyed hash: they never reach the store, the journal, the logs or an
-    export (needs ``oncelog.open(redaction_key=...)``)."""
+    export (needs ``oncelog.open(redaction_key=...)``). ``result_schema`` (a JSON Schema)
+    is what a person's result must match when they resolve one of its effects as done
+    (``oncelog resolve ... done``); it is stored in the ledger at the tool's first use."""
 
     def declare(fn: Callable[P, R]) -> Tool[P, R]:
         spec = make_spec(
             fn, kind=kind, name=name, refusals=refusals, drift=drift, probe=probe,
             key_ttl=key_ttl, approval=approval, cost=cost, irreversible=irreversible,
-            secret=secret,
+            secret=secret, result_schema=result_schema,
         )  # fmt: skip
         return Tool(fn, spec)
 

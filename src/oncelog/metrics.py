@@ -98,7 +98,6 @@ class LedgerCollector(Collector):
             "oncelog_approvals_pending", "Effects waiting for a person's approval.", len(pending)
         )
 
-
     def _in_doubt(self) -> Iterator[GaugeMetricFamily]:
         in_doubt = GaugeMetricFamily(
             "oncelog_effects_in_doubt",

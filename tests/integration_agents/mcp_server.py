@@ -24,12 +24,20 @@ TOOLS = {
     "lookup": "Find a customer's account.",
     "send_email": "Send an email to a customer.",
     "delete_account": "Delete a customer's account.",
+    "refund": "Refund a customer; answers with structured content.",
+}
+# The refund tool's output schema: its results carry structured content.
+REFUND_OUTPUT = {
+    "type": "object",
+    "properties": {"refund_id": {"type": "string"}},
+    "required": ["refund_id"],
 }
 
 
 def tool(name: str, description: str) -> types.Tool:
     schema = {"type": "object", "properties": {"customer": {"type": "string"}}}
-    return types.Tool(name=name, description=description, input_schema=schema)
+    output = REFUND_OUTPUT if name == "refund" else None
+    return types.Tool(name=name, description=description, input_schema=schema, output_schema=output)
 
 
 def main() -> None:
@@ -54,7 +62,11 @@ def main() -> None:
             key = str((params.meta or {}).get(KEY_META))
             await anyio.sleep(args.delay)
             answer = log.perform(key, params.name, arguments)
-        return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer))])
+        content: list[types.ContentBlock] = [types.TextContent(text=json.dumps(answer))]
+        if params.name == "refund":
+            structured = {"refund_id": answer["id"]}
+            return types.CallToolResult(content=content, structured_content=structured)
+        return types.CallToolResult(content=content)
 
     server: Server[Any] = Server("effects", on_list_tools=list_tools, on_call_tool=call_tool)
 

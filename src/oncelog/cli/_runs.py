@@ -180,6 +180,16 @@ def _age(seconds: float) -> str:
     is_flag=True,
     help="Decide even while a live process holds the run (recorded as forced).",
 )
+@click.option(
+    "--text",
+    default=None,
+    help="The result as plain text, for 'done' (an MCP tool's result is built from it).",
+)
+@click.option(
+    "--correct",
+    is_flag=True,
+    help="Replace a wrong resolution of the run's last step, before the run goes on.",
+)
 @click.option("--note", default=None)
 @db_option
 def resolve(
@@ -190,32 +200,40 @@ def resolve(
     result_json: str | None,
     no_result: bool,
     force: bool,
+    text: str | None,
+    correct: bool,
     note: str | None,
     db: str | None,
 ) -> None:
     """Decide an effect in doubt: done (it happened), not_done (run it again) or abandon.
-    Refused while a live process holds the run's lease, unless --force."""
-    result = _result_given(oncelog.Resolution(resolution), result_json, no_result)
+    Refused while a live process holds the run's lease, unless --force. With --correct,
+    change a resolution that was wrong while nothing has acted on it."""
+    given = result_json if text is None else json.dumps(text)
+    if result_json is not None and text is not None:
+        raise click.UsageError("give --result JSON or --text TEXT, not both")
+    result = _result_given(oncelog.Resolution(resolution), given, no_result)
     with opened(db, create=False) as ledger:
         step = ledger.resolve(
             run_id, step_id, oncelog.Resolution(resolution), by=by, result=result, note=note,
-            force=force,
+            force=force, correct=correct,
         )  # fmt: skip
-    click.echo(f"{run_id} {step_id}: {step.state.value} (by {by})")
+    fixed = " (corrected)" if correct else ""
+    click.echo(f"{run_id} {step_id}: {step.state.value}{fixed} (by {by})")
 
 
 def _result_given(resolution: oncelog.Resolution, result_json: str | None, no_result: bool) -> Any:
-    """What ``--result`` / ``--no-result`` say, for ``Ledger.resolve(result=...)``."""
+    """What ``--result`` / ``--text`` / ``--no-result`` say, for ``Ledger.resolve``."""
     if resolution is not oncelog.Resolution.DONE:
         if result_json is not None or no_result:
-            raise click.UsageError("--result and --no-result go with 'done' only")
+            raise click.UsageError("--result, --text and --no-result go with 'done' only")
         return None
     if (result_json is None) == (not no_result):
         raise click.UsageError(
-            "'done' needs --result JSON (the provider's answer, which the agent gets), or "
-            "--no-result if it cannot be known (the agent gets oncelog.NO_RESULT)"
+            "'done' needs --result JSON or --text TEXT (the provider's answer, which the "
+            "agent gets), or --no-result if it cannot be known (the agent gets "
+            "oncelog.NO_RESULT)"
             if result_json is None
-            else "give --result or --no-result, not both"
+            else "give --result (or --text) or --no-result, not both"
         )
     if no_result:
         return oncelog.NO_RESULT

@@ -37,6 +37,7 @@ class Policy:
     refusals: tuple[type[BaseException], ...] = ()
     approval: bool | None = None
     cost: float | Callable[..., float] = 0.0
+    result_schema: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -51,6 +52,7 @@ class Policy:
         declare = tool(
             kind=self.kind, name=name, refusals=self.refusals, probe=self.probe,
             key_ttl=self.key_ttl, approval=self.approval, cost=self.cost,
+            result_schema=self.result_schema,
         )  # fmt: skip
         return declare(fn)
 

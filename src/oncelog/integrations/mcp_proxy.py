@@ -40,12 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from .._exceptions import ApprovalRequired, ConfigurationError, OnceLogError
+from .._exceptions import AmbiguousOutcome, ApprovalRequired, ConfigurationError, OnceLogError
 from .._ledger import Ledger
+from .._person_results import ResultContract
 from ._common import Policy
 from ._common import missing_extra as _missing
 
 try:
+    import anyio.to_thread
     import mcp.types as types
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -121,6 +123,7 @@ async def serve(
     async with stdio_client(server_params) as (read, write), ClientSession(read, write) as upstream:
         await upstream.initialize()
         proxy = _Proxy(ledger, upstream, config, run_id)
+        await proxy.declare_results()
         server: Server[Any] = Server(
             "oncelog-mcp-proxy", on_list_tools=proxy.list_tools, on_call_tool=proxy.call_tool
         )
@@ -140,6 +143,21 @@ class _Proxy:
         self.config = config
         self.run_id = run_id
         self.runs: dict[str, ProxyRun] = {}
+
+    async def declare_results(self) -> None:
+        """Tell the ledger what each tool's result looks like (an MCP result, with the
+        tool's output schema), so that a person resolving one of its calls gives one."""
+        cursor: str | None = None
+        while True:
+            params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
+            listed = await self.upstream.list_tools(params=params)
+            for tool in listed.tools:
+                if self.config.policy(tool.name) is not None:
+                    contract = ResultContract("mcp", tool.output_schema)
+                    await anyio.to_thread.run_sync(self.ledger._declare_result, tool.name, contract)
+            cursor = listed.next_cursor
+            if not cursor:
+                return
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -177,6 +195,12 @@ class _Proxy:
             return _error(
                 f"oncelog: {exc.message}. Wait until a person has approved it, then call "
                 "this tool again with the same arguments."
+            )
+        except AmbiguousOutcome as exc:
+            return _error(
+                f"oncelog: AmbiguousOutcome in run {exc.run_id!r}: {exc.message}. A person "
+                f"decides: oncelog resolve {exc.run_id} {exc.step_id} done --text 'WHAT IT "
+                "RETURNED' --by NAME (or not_done, or abandon); then call this tool again."
             )
         except OnceLogError as exc:
             return _error(f"oncelog: {type(exc).__name__}: {exc.message}")

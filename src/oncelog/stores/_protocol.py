@@ -237,6 +237,29 @@ class Store(Protocol):
         decision fences off any current owner, and the journal names the one overridden."""
         ...
 
+    def correct_resolution(
+        self,
+        run_id: str,
+        step_id: str,
+        resolution: Resolution,
+        *,
+        result_json: str | None,
+        by: str,
+        note: str | None,
+        force: bool = False,
+        owner_is_dead: OwnerCheck = ...,
+    ) -> StepRecord:
+        """Change a person's resolution of the run's last step, before anything acted on
+        it (``InvalidResolution`` otherwise), as ``resolve`` decides: ``RunLeased`` while a
+        live owner holds the run, unless ``force``. Journalled as ``corrected``."""
+        ...
+
+    def set_result_contract(self, tool: str, contract_json: str) -> None:
+        """Declare (or replace) what a person's result for ``tool`` must look like."""
+        ...
+
+    def result_contract(self, tool: str) -> str | None: ...
+
     def get_run(self, run_id: str) -> RunRecord: ...
 
     def list_runs(self, status: RunStatus | None, limit: int) -> list[RunRecord]: ...

@@ -450,6 +450,83 @@ class SQLStore:
             )  # fmt: skip
             return step_record(row or ())
 
+    def correct_resolution(
+        self,
+        run_id: str,
+        step_id: str,
+        resolution: Resolution,
+        *,
+        result_json: str | None,
+        by: str,
+        note: str | None,
+        force: bool = False,
+        owner_is_dead: OwnerCheck = _never_dead,
+    ) -> StepRecord:
+        with self._tx() as tx:
+            if not lock_run(tx, run_id):
+                raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+            step = self._step_resolved_last(tx, run_id, step_id)
+            overridden = self._live_holder(tx, step, owner_is_dead, force=force)
+            tx.execute(
+                "UPDATE runs SET fencing_token = fencing_token + 1, owner = NULL, "
+                "lease_expires_at = NULL WHERE run_id = ?",
+                (run_id,),
+            )
+            row = tx.execute(
+                f"UPDATE steps SET state = ?, result = ?, finished_at = {NOW} "
+                f"WHERE run_id = ? AND seq = ? RETURNING {STEP_COLUMNS}",
+                (RESOLVED_STATE[resolution].value, result_json, run_id, step.seq),
+            ).fetchone()
+            # The decision it replaces stays in the journal, in its own "resolved" record.
+            entry = resolved_json(resolution, by, note, result_json, overridden)
+            append(tx, run_id, step.seq, "corrected", entry)
+            return step_record(row or ())
+
+    @staticmethod
+    def _step_resolved_last(tx: Tx, run_id: str, step_id: str) -> StepRecord:
+        """The step a correction may change: a person's resolution is the last thing that
+        happened to it, and the run has no step after it (nothing acted on it yet)."""
+        row = tx.execute(
+            f"{_SELECT_STEP} WHERE run_id = ? AND step_id = ?", (run_id, step_id)
+        ).fetchone()
+        if row is None:
+            raise UnknownStep(f"run has no step {step_id!r}", run_id=run_id, step_id=step_id)
+        step = step_record(row)
+        last = tx.execute(
+            "SELECT event FROM journal WHERE run_id = ? AND seq = ? ORDER BY id DESC LIMIT 1",
+            (run_id, step.seq),
+        ).fetchone()
+        later = tx.execute(
+            "SELECT 1 FROM steps WHERE run_id = ? AND seq > ? UNION ALL "
+            "SELECT 1 FROM runs WHERE run_id = ? AND status = 'completed'",
+            (run_id, step.seq, run_id),
+        ).fetchone()
+        if last is None or last[0] not in ("resolved", "corrected") or later is not None:
+            why = (
+                "the run has moved past it (a later step exists, or it completed)"
+                if later is not None
+                else "its last record is not a person's resolution"
+            )
+            raise InvalidResolution(
+                f"cannot correct {step_id!r}: {why}; only the last step of a run, as a person "
+                "resolved it, can be corrected",
+                run_id=run_id, step_id=step_id, key=step.key,
+            )  # fmt: skip
+        return step
+
+    def set_result_contract(self, tool: str, contract_json: str) -> None:
+        with self._tx() as tx:
+            tx.execute(
+                "INSERT INTO result_contracts (tool, contract, updated_at) "
+                f"VALUES (?, ?, {NOW}) ON CONFLICT (tool) DO UPDATE SET "
+                f"contract = excluded.contract, updated_at = {NOW}",
+                (tool, contract_json),
+            )
+
+    def result_contract(self, tool: str) -> str | None:
+        rows = self._read("SELECT contract FROM result_contracts WHERE tool = ?", (tool,))
+        return None if not rows else str(rows[0][0])
+
     @staticmethod
     def _live_holder(tx: Tx, step: StepRecord, gone: OwnerCheck, *, force: bool) -> str | None:
         """The owner of a live lease on the step's run (by the store's clock), whose
