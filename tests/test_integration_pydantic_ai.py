@@ -62,6 +62,8 @@ def test_a_recorded_agent_with_an_unguarded_tool_is_refused_before_the_model(
     assert "capabilities=[oncelog_pai.Guard(kinds={'send_email': KIND})]" in refused.stderr
     assert EffectLog(tmp_path / "effects.jsonl").entries() == []
     assert not (tmp_path / "model-calls").exists()
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        assert ledger.get_run("ticket-4").status is oncelog.RunStatus.RUNNING  # not failed
 
 
 def test_a_repeatable_tool_runs_unrecorded_next_to_guarded_ones(tmp_path: Path) -> None:
@@ -98,3 +100,32 @@ def test_a_repeatable_tool_runs_unrecorded_next_to_guarded_ones(tmp_path: Path) 
         steps = [s.step_id for s in ledger.steps("r")]
     assert steps == ["model#1", "send_email#1", "model#2"]
     assert len(added) == 2  # repeatable: ran again on replay, as declared
+
+
+def test_a_refused_run_sync_leaves_no_failed_run_behind(tmp_path: Path) -> None:
+    require_framework("pydantic_ai", "pydantic-ai")
+    import asyncio
+
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    from oncelog.integrations import pydantic_ai as oncelog_pai
+
+    agent = Agent(TestModel(), capabilities=[oncelog_pai.Guard(kinds={})])
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        refused = pytest.raises(oncelog.UsageError, match="run the agent inside `async with")
+        with refused as raised, ledger.run("r"):
+            agent.run_sync("go")
+        # run_sync leaves the event loop it made set as current: close it, as a script ends.
+        asyncio.get_event_loop_policy().get_event_loop().close()
+        asyncio.set_event_loop(None)
+        run = ledger.get_run("r")
+        assert run.status is oncelog.RunStatus.RUNNING, run
+        assert (run.next_seq, run.reason) == (0, f"refused: UsageError: {raised.value}")
+
+        async def work() -> None:
+            async with ledger.run("r"):
+                await agent.run("go")
+
+        asyncio.run(work())  # the code fixed, the same run goes on
+        assert ledger.get_run("r").status is oncelog.RunStatus.COMPLETED

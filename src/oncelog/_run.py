@@ -189,6 +189,8 @@ class _Steps:
             except ReplayDivergence as found:
                 exc = divergence = found
         status, reason = _ending(exc)
+        if status is RunStatus.FAILED and self._refused_before_any_step(exc):
+            status, reason = RunStatus.RUNNING, f"refused: {type(exc).__name__}: {exc}"
         HEARTBEATS.release(engine.lease)
         try:
             if not isinstance(exc, LeaseLost):
@@ -208,6 +210,16 @@ class _Steps:
         self._sign_chain()
         if divergence is not None:
             raise divergence
+
+    def _refused_before_any_step(self, exc: BaseException | None) -> bool:
+        """Code oncelog refused (an integration driven the wrong way, a tool nobody
+        guards) in a run with nothing recorded: nothing of the run happened, so it is not
+        failed. A worker's run still is, or another worker would take it again at once."""
+        return (
+            isinstance(exc, UsageError)
+            and self._engine.cursor.frontier == 0
+            and self.record.input_json is None
+        )
 
     def _sign_chain(self) -> None:
         """A signed checkpoint at the run's end. Not having one is not worth failing the
