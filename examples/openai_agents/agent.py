@@ -46,8 +46,10 @@ async def bill(ledger: oncelog.Ledger, ticket: str) -> str:
     agent = Agent(
         name="billing",
         model=oncelog_agents.RecordedModel(ScriptedModel([ModelStep.respond(answer)] * 4)),
-        tools=oncelog_agents.guard_tools([charge], kinds={"charge": "payment"}),
+        tools=[charge],
     )
+    # Every tool of the agent guarded where it is; one left out would be refused.
+    agent = oncelog_agents.guard_agent(agent, kinds={"charge": "payment"})
     async with ledger.run(ticket):
         result = await oncelog_agents.run_agent(agent, f"bill {ticket}")
     return str(result.final_output)

@@ -17,7 +17,6 @@ from pathlib import Path
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.toolsets import FunctionToolset
 
 import oncelog
 from oncelog.integrations import current_idempotency_key
@@ -45,10 +44,9 @@ def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 async def handle(ledger: oncelog.Ledger, ticket: str) -> str:
-    tools = oncelog_pai.GuardedToolset(
-        FunctionToolset([send_email]), kinds={"send_email": "create"}
-    )
-    agent = Agent(oncelog_pai.RecordedModel(FunctionModel(model)), toolsets=[tools])
+    # The Guard capability records the model and guards every tool of the agent.
+    guard = oncelog_pai.Guard(kinds={"send_email": "create"})
+    agent = Agent(FunctionModel(model), tools=[send_email], capabilities=[guard])
     async with ledger.run(ticket):
         result = await agent.run(f"refund {ticket}")
     return result.output
