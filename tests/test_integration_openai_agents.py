@@ -87,3 +87,41 @@ def test_guard_tools_refuses_a_tool_without_a_kind_and_keeps_repeatable_ones() -
     assert oncelog_agents.guard_tools(kept, kinds={}) == kept  # declared: kept as it is
     with pytest.raises(oncelog.ConfigurationError, match="both kinds= and repeatable="):
         oncelog_agents.guard_tools([add], kinds={"add": "read"}, repeatable=["add"])
+
+
+def test_a_recorded_model_lets_tools_it_names_repeatable_through(tmp_path: Path) -> None:
+    """Tools outside the agent's own list (an MCP server's, behind `oncelog mcp-proxy`)
+    are declared on the model."""
+    require_framework("agents", "openai-agents")
+    import asyncio
+
+    from agents import Agent, function_tool, set_tracing_disabled
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+
+    from oncelog.integrations import openai_agents as oncelog_agents
+
+    set_tracing_disabled(True)  # offline: no traces sent anywhere
+    added: list[int] = []
+
+    @function_tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        added.append(a + b)
+        return a + b
+
+    script = [
+        ModelStep(output=[function_call("add", {"a": 1, "b": 2}, call_id="c1")]),
+        ModelStep(output=[assistant_message("3")]),
+    ]
+    model = oncelog_agents.RecordedModel(ScriptedModel(script), repeatable=["add"])
+    agent = Agent(name="calc", model=model, tools=[add])
+
+    async def work(ledger: oncelog.Ledger) -> str:
+        async with ledger.run("r"):
+            result = await oncelog_agents.run_agent(agent, "1 + 2")
+        return str(result.final_output)
+
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        assert asyncio.run(work(ledger)) == "3"
+        assert [s.step_id for s in ledger.steps("r")] == ["model#1", "model#2"]
+    assert added == [3]

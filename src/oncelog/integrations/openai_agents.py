@@ -129,9 +129,13 @@ async def run_agent(agent: Agent[Any], input: Any, **options: Any) -> RunResult:
 class RecordedModel(Model):
     """A model whose responses are recorded in the run the agent executes in."""
 
-    def __init__(self, model: Model, *, step_name: str = "model") -> None:
+    def __init__(
+        self, model: Model, *, step_name: str = "model", repeatable: Iterable[str] = ()
+    ) -> None:
         self.model = model
         self.step_name = step_name
+        # Tools the agent's own list cannot mark (an MCP server's): safe to call again.
+        self.repeatable = repeatable_names(repeatable, {})
 
     async def get_response(
         self,
@@ -148,7 +152,7 @@ class RecordedModel(Model):
         prompt: ResponsePromptParam | None,
     ) -> ModelResponse:
         run = async_run("OpenAI Agents SDK model")
-        _refuse_unguarded(tools)
+        _refuse_unguarded(t for t in tools if getattr(t, "name", None) not in self.repeatable)
 
         async def call(input_sha256: str) -> dict[str, Any]:
             response = await self.model.get_response(
@@ -182,11 +186,12 @@ class RecordedModel(Model):
 class RecordedModelProvider(ModelProvider):
     """Every model a provider hands out, recorded: ``run_config(model_provider=...)``."""
 
-    def __init__(self, provider: ModelProvider) -> None:
+    def __init__(self, provider: ModelProvider, *, repeatable: Iterable[str] = ()) -> None:
         self.provider = provider
+        self.repeatable = repeatable_names(repeatable, {})
 
     def get_model(self, model_name: str | None) -> Model:
-        return RecordedModel(self.provider.get_model(model_name))
+        return RecordedModel(self.provider.get_model(model_name), repeatable=self.repeatable)
 
 
 def _recorded(response: ModelResponse) -> dict[str, Any]:
