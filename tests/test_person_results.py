@@ -10,6 +10,7 @@ import pytest
 import oncelog
 from oncelog import StepState
 from oncelog._schema import problems
+from oncelog._verify import verify
 
 RECEIPT = {
     "type": "object",
@@ -73,6 +74,8 @@ def test_a_resolution_is_corrected_until_the_run_moves_on(ledger: oncelog.Ledger
         assert run.effect("charge", charge) == {"id": "ch_1"}
     with pytest.raises(oncelog.InvalidResolution, match="the run has moved past it"):
         ledger.resolve("r", "charge", "not_done", by="cy", correct=True)
+    report = verify(ledger.store)  # the table agrees with the journal, correction included
+    assert report.ok, report
 
 
 def test_the_schema_check_knows_its_keywords() -> None:

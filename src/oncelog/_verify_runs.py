@@ -45,7 +45,7 @@ class RunsCheck:
             run["budget"] = data["budget"]
         elif event == "unknown":
             run.update(status="halted", reason=data["reason"])
-        elif event == "resolved":  # a person's decision fences off the lease holder
+        elif event in ("resolved", "corrected"):  # a decision fences off the lease holder
             run.update(owner=None, fencing_token=run["fencing_token"] + 1)
         elif event == "run_queued" and "by" in data:  # released by a person's decision
             run.update(status="queued", reason=None, stopped_by=None)

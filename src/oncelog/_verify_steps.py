@@ -50,7 +50,7 @@ class StepsCheck:
                 step["cost"] = float(data["cost"])
         elif entry.event == "unknown":
             step["state"] = "unknown"
-        elif entry.event == "resolved":
+        elif entry.event in ("resolved", "corrected"):  # a correction replaces a decision
             result = NO_RESULT if data.get("no_result") else data.get("result")
             step.update(state=_RESOLVED[str(data["resolution"])], result=result)
 
