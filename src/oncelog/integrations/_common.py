@@ -86,18 +86,18 @@ def repeatable_names(repeatable: Iterable[str], kinds: Mapping[str, Any]) -> fro
 
 # -- tools a recorded model may ask for -----------------------------------------------------
 
-Guard = Literal["guarded", "repeatable"]
+GuardMark = Literal["guarded", "repeatable"]
 _MARK = "_oncelog_guard"
 
 
-def mark(tool: Any, how: Guard) -> None:
+def mark(tool: Any, how: GuardMark) -> None:
     """Remember on a framework's tool object that oncelog guards it, or was told that it
     is safe to repeat."""
     setattr(tool, _MARK, how)
 
 
-def marked(tool: Any) -> Guard | None:
-    how: Guard | None = getattr(tool, _MARK, None)
+def marked(tool: Any) -> GuardMark | None:
+    how: GuardMark | None = getattr(tool, _MARK, None)
     return how
 
 
