@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,3 +130,31 @@ def test_a_refused_run_sync_leaves_no_failed_run_behind(tmp_path: Path) -> None:
 
         asyncio.run(work())  # the code fixed, the same run goes on
         assert ledger.get_run("r").status is oncelog.RunStatus.COMPLETED
+
+
+def test_a_tool_guarded_twice_is_one_effect(tmp_path: Path) -> None:
+    require_framework("pydantic_ai", "pydantic-ai")
+    import asyncio
+
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.toolsets import FunctionToolset
+
+    from oncelog.integrations import pydantic_ai as oncelog_pai
+
+    def send_email(to: str) -> str:
+        """Send an email."""
+        return "sent"
+
+    kinds: dict[str, Any] = {"send_email": "create"}
+    inner = oncelog_pai.GuardedToolset(FunctionToolset([send_email]), kinds=kinds)
+    agent = Agent(TestModel(), toolsets=[inner], capabilities=[oncelog_pai.Guard(kinds=kinds)])
+
+    async def work(ledger: oncelog.Ledger) -> None:
+        async with ledger.run("r"):
+            await agent.run("go")
+
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        asyncio.run(work(ledger))
+        steps = [(s.step_id, s.type.value) for s in ledger.steps("r")]
+    assert steps == [("model#1", "llm"), ("send_email#1", "effect"), ("model#2", "llm")]

@@ -157,6 +157,7 @@ class GuardedToolset(WrapperToolset[Any]):
             name: dataclasses.replace(p, refusals=(*p.refusals, ModelRetry, ToolFailed))
             for name, p in policies(kinds).items()
         }
+        self._inner: set[str] = set()  # tools an inner GuardedToolset guards already
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         tools = await super().get_tools(ctx)
@@ -167,7 +168,8 @@ class GuardedToolset(WrapperToolset[Any]):
         the calls before it, in the model's order) or repeatable."""
         tool_def = tool.tool_def
         if (tool_def.metadata or {}).get(_MARK) is not None:
-            return tool  # guarded by an inner GuardedToolset already
+            self._inner.add(name)  # guarding it again would make an effect inside an effect
+            return tool
         if name in self.repeatable:
             changes: dict[str, Any] = {
                 "metadata": {**(tool_def.metadata or {}), _MARK: "repeatable"}
@@ -183,8 +185,7 @@ class GuardedToolset(WrapperToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        if name in self.repeatable or name not in self._policies:
-            # Repeatable, or guarded by an inner GuardedToolset (get_tools refused the rest).
+        if name in self.repeatable or name in self._inner or name not in self._policies:
             return await self.wrapped.call_tool(name, tool_args, ctx, tool)
         run = async_run("PydanticAI tool")
 
