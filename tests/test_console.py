@@ -452,3 +452,23 @@ def test_a_non_loopback_address_is_warned_about(db_path: str, tmp_path: Path) ->
     assert result.exit_code == 2
     assert "warning: listening on 192.0.2.1, not a loopback address" in result.output
     assert "cannot listen on 192.0.2.1:0" in result.output
+
+
+def test_an_orphaned_effect_and_a_result_its_tool_refuses(ledger: oncelog.Ledger) -> None:
+    @ledger.tool(kind="create", name="send", result_schema={"type": "object"})
+    def send(*, idempotency_key: str) -> None:
+        raise KeyboardInterrupt  # the process stops mid-effect; its lease is let go
+
+    with pytest.raises(KeyboardInterrupt), ledger.run("r-orphan") as run:
+        run.effect("mail", send)
+    with console_client(ledger) as person:
+        page = person.get("/unknown").text
+        assert 'class="state state-orphaned">orphaned</span>' in page
+        assert "nobody is running it" in page
+        form = {"run_id": "r-orphan", "step_id": "mail", "resolution": "done", "by": "eve"}
+        refused = person.post("/unknown/resolve", {**form, "result": '"sent"'})
+        assert "expected object, got str" in html.unescape(refused.text)
+        assert ledger.steps("r-orphan")[0].state is oncelog.StepState.IN_FLIGHT
+        accepted = person.post("/unknown/resolve", {**form, "result": '{"id": "m1"}'})
+        assert accepted.status_code == 303
+    assert ledger.steps("r-orphan")[0].result == {"id": "m1"}
