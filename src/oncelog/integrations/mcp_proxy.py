@@ -49,7 +49,7 @@ from ._common import missing_extra as _missing
 try:
     import anyio.to_thread
     import mcp.types as types
-    from mcp import ClientSession, StdioServerParameters
+    from mcp import ClientSession, MCPError, StdioServerParameters
     from mcp.client.stdio import stdio_client
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
@@ -150,7 +150,11 @@ class _Proxy:
         cursor: str | None = None
         while True:
             params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
-            listed = await self.upstream.list_tools(params=params)
+            try:
+                listed = await self.upstream.list_tools(params=params)
+            except MCPError as exc:  # a server without tools: nothing to declare
+                log.warning("mcp-proxy: the server lists no tools (%s)", exc)
+                return
             for tool in listed.tools:
                 if self.config.policy(tool.name) is not None:
                     contract = ResultContract("mcp", tool.output_schema)
