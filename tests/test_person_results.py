@@ -84,6 +84,8 @@ def test_the_schema_check_knows_its_keywords() -> None:
     assert problems("b", schema) == ["$: 'b' is not one of ['a', None]"]
     items = {"type": "array", "items": {"type": "number"}}
     assert problems([1, 2.5, "x"], items) == ["$[2]: expected number, got str"]
+    assert problems(1.0, {"type": "integer"}) == []
+    assert problems(1.5, {"type": "integer"}) == ["$: expected integer, got float"]
     assert problems({"x": 1}, {"additionalProperties": {"type": "string"}}) == [
         "$.x: expected string, got int"
     ]

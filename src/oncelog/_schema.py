@@ -49,6 +49,8 @@ def _type_problems(value: Any, schema: dict[str, Any], where: str) -> list[str]:
         # JSON has no booleans among its numbers: True is not an integer here.
         if isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds):
             return []
+        if name == "integer" and isinstance(value, float) and value.is_integer():
+            return []  # 1.0 is an integer in JSON Schema
     return [f"{where}: expected {' or '.join(map(str, names))}, got {type(value).__name__}"]
 
 
