@@ -179,6 +179,7 @@ def metrics_command(db: str) -> Iterator[int]:
 
 
 def test_openmetrics_output_names_the_units(db_path: str) -> None:
+    oncelog.open(db_path).close()  # `oncelog metrics` serves a ledger that exists
     with metrics_command(db_path) as port:
         scrape(port)
         request = urllib.request.Request(
