@@ -90,3 +90,18 @@ def test_the_schema_check_knows_its_keywords() -> None:
     assert problems({"x": 1}, {"additionalProperties": {"type": "string"}}) == [
         "$.x: expected string, got int"
     ]
+
+
+def test_a_correction_waits_for_a_live_process_as_a_decision_does(ledger: oncelog.Ledger) -> None:
+    leave_in_flight(ledger, "r")
+    ledger.resolve("r", "charge", "done", result={"id": "ch_wrong"}, by="alice")
+    with pytest.raises(KeyboardInterrupt), ledger.run("r"):  # a live process holds the run
+        with pytest.raises(oncelog.RunLeased):
+            ledger.resolve("r", "charge", "done", result={"id": "ch_1"}, by="bo", correct=True)
+        ledger.resolve(
+            "r", "charge", "done", result={"id": "ch_1"}, by="bo", correct=True, force=True
+        )
+        raise KeyboardInterrupt  # the process stops; its lease was taken by the correction
+    [entry] = [e for e in ledger.journal("r") if e.event == "corrected"]
+    assert entry.data["forced"]
+    assert ledger.steps("r")[0].result == {"id": "ch_1"}
