@@ -53,7 +53,7 @@ def incidents(db_path: str, tmp_path: Path) -> str:
     """A ledger with an approval pending, an effect in doubt left by a SIGKILLed agent, a
     run over its budget and an agent's daily budget."""
     with oncelog.open(db_path) as ledger:
-        approval_pending(ledger, api_key="sk_live_not_shown")
+        approval_pending(ledger, api_key="sk_live_undeclared")
         over_budget(ledger)
         ledger.set_agent_budget("mailer", oncelog.AgentBudget(calls=500, cost=20.0), by="ops")
     effect_killed_in_flight(db_path, tmp_path)
@@ -114,7 +114,7 @@ def test_a_person_approves_a_pending_deletion(page: Page, incidents: str) -> Non
     go(page, "Approvals")
     request = page.locator("article", has_text="delete_account")
     expect(request).to_contain_text('"acct_1"')
-    expect(request).not_to_contain_text("sk_live_not_shown")
+    expect(request).to_contain_text("sk_live_undeclared")  # approved as seen: not masked
     shoot(page, "approvals")
     request.get_by_label("Your name").fill("alice")
     request.get_by_role("button", name="Approve").click()

@@ -345,24 +345,42 @@ class Ledger:
         step_id: str,
         *,
         by: str,
+        request: int | None = None,
+        args_hash: str | None = None,
         expires_in: timedelta | float | None = None,
         note: str | None = None,
     ) -> Approval:
-        """Approve the pending request of a step, for exactly the arguments it was made
-        with, once: the next attempt uses it up. ``expires_in`` bounds how long it holds."""
+        """Approve one pending request of a step, for exactly the arguments it was made
+        with, once: the next attempt uses it up. ``expires_in`` bounds how long it holds.
+
+        Name the request you read by its id (``request``) and/or its ``args_hash``;
+        naming neither is refused (``UnknownApproval``) once the step was asked with more
+        than one set of arguments, and a request superseded by a newer one can no longer
+        be decided."""
         _check_decision("approve", by, note, run_id, step_id)
         seconds = expires_in.total_seconds() if isinstance(expires_in, timedelta) else expires_in
         return self.store.decide_approval(
-            run_id, step_id, ApprovalStatus.APPROVED, by=by, expires_in=seconds, note=note
-        )
+            run_id, step_id, ApprovalStatus.APPROVED, by=by, expires_in=seconds, note=note,
+            request=request, args_hash=args_hash,
+        )  # fmt: skip
 
-    def deny(self, run_id: str, step_id: str, *, by: str, note: str | None = None) -> Approval:
-        """Deny the pending request of a step: the agent gets ``ApprovalDenied`` there,
-        now and on every replay, for those arguments."""
+    def deny(
+        self,
+        run_id: str,
+        step_id: str,
+        *,
+        by: str,
+        request: int | None = None,
+        args_hash: str | None = None,
+        note: str | None = None,
+    ) -> Approval:
+        """Deny one pending request of a step (named as for ``approve``): the agent gets
+        ``ApprovalDenied`` there, now and on every replay, for those arguments."""
         _check_decision("deny", by, note, run_id, step_id)
         return self.store.decide_approval(
-            run_id, step_id, ApprovalStatus.DENIED, by=by, expires_in=None, note=note
-        )
+            run_id, step_id, ApprovalStatus.DENIED, by=by, expires_in=None, note=note,
+            request=request, args_hash=args_hash,
+        )  # fmt: skip
 
     def approvals(
         self, status: ApprovalStatus | str | None = "pending", *, limit: int = 100

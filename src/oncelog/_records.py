@@ -52,6 +52,7 @@ class ApprovalStatus(str, enum.Enum):
     DENIED = "denied"
     USED = "used"  # an attempt of the effect consumed it
     EXPIRED = "expired"
+    SUPERSEDED = "superseded"  # the step was asked again with other arguments before a decision
 
 
 class Resolution(str, enum.Enum):

@@ -1,13 +1,20 @@
-"""Approvals: list the pending requests, approve or deny one."""
+"""Approvals: list the requests, approve or deny one of them by its id or arguments hash."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
+from .._display import escape_invisible, visible
+from .._records import Approval
 from ._options import db_option, emit, json_option, opened
+
+F = TypeVar("F", bound=Callable[..., Any])
+SHOWN_CHARS = 2000  # longer arguments are cut, and the listing says how to read them whole
 
 
 @click.command()
@@ -26,14 +33,49 @@ def approvals(everything: bool, db: str | None, as_json: bool) -> None:
     for a in found:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a.requested_at))
         decided = f" by {a.decided_by}" if a.decided_by else ""
-        click.echo(f"{a.run_id} {a.step_id} ({a.tool}) {a.status.value}{decided}, asked {when}")
-        click.echo(f"    arguments: {a.args_json[:300]}")
+        click.echo(
+            f"request {a.id}: {visible(a.run_id)} {visible(a.step_id)} ({a.tool}) "
+            f"{a.status.value}{decided}, "
+            f"asked {when}"
+        )
+        click.echo(f"    arguments hash: {a.args_hash}")
+        click.echo(f"    arguments: {_arguments(a)}")
+
+
+def _arguments(a: Approval) -> str:
+    if len(a.args_json) <= SHOWN_CHARS:
+        return escape_invisible(a.args_json)
+    more = len(a.args_json) - SHOWN_CHARS
+    return (
+        f"{escape_invisible(a.args_json[:SHOWN_CHARS])}… CUT: {more} more characters; read "
+        "them all with `oncelog approvals --json` before deciding"
+    )
+
+
+def _request_options(fn: F) -> F:
+    """Which request the person read: by id, by arguments hash, or both (then they must
+    name the same request)."""
+    fn = click.option(
+        "--args-hash", default=None, metavar="HASH", help="The arguments hash of the request."
+    )(fn)
+    decorated: F = click.option(
+        "--request", type=int, default=None, metavar="ID", help="The id of the request."
+    )(fn)
+    return decorated
+
+
+def _decided(a: Approval) -> str:
+    return (
+        f"{visible(a.run_id)} {visible(a.step_id)}: request {a.id} {a.status.value} by "
+        f"{a.decided_by}, for arguments {_arguments(a)} (hash {a.args_hash})"
+    )
 
 
 @click.command()
 @click.argument("run_id")
 @click.argument("step_id")
 @click.option("--by", required=True, help="Who approves (recorded).")
+@_request_options
 @click.option(
     "--expires-in",
     type=float,
@@ -44,22 +86,41 @@ def approvals(everything: bool, db: str | None, as_json: bool) -> None:
 @click.option("--note", default=None)
 @db_option
 def approve(
-    run_id: str, step_id: str, by: str, expires_in: float | None, note: str | None, db: str | None
+    run_id: str,
+    step_id: str,
+    by: str,
+    request: int | None,
+    args_hash: str | None,
+    expires_in: float | None,
+    note: str | None,
+    db: str | None,
 ) -> None:
-    """Approve the pending request of a step, for its exact arguments, once."""
+    """Approve one pending request of a step, for its exact arguments, once."""
     with opened(db, create=False) as ledger:
-        found = ledger.approve(run_id, step_id, by=by, expires_in=expires_in, note=note)
-    click.echo(f"{run_id} {step_id}: {found.status.value} by {by}")
+        found = ledger.approve(
+            run_id, step_id, by=by, request=request, args_hash=args_hash,
+            expires_in=expires_in, note=note,
+        )  # fmt: skip
+    click.echo(_decided(found))
 
 
 @click.command()
 @click.argument("run_id")
 @click.argument("step_id")
 @click.option("--by", required=True, help="Who denies (recorded).")
+@_request_options
 @click.option("--note", default=None, help="Why; the agent receives it.")
 @db_option
-def deny(run_id: str, step_id: str, by: str, note: str | None, db: str | None) -> None:
-    """Deny the pending request of a step: the agent gets ApprovalDenied there."""
+def deny(
+    run_id: str,
+    step_id: str,
+    by: str,
+    request: int | None,
+    args_hash: str | None,
+    note: str | None,
+    db: str | None,
+) -> None:
+    """Deny one pending request of a step: the agent gets ApprovalDenied there."""
     with opened(db, create=False) as ledger:
-        found = ledger.deny(run_id, step_id, by=by, note=note)
-    click.echo(f"{run_id} {step_id}: {found.status.value} by {by}")
+        found = ledger.deny(run_id, step_id, by=by, request=request, args_hash=args_hash, note=note)
+    click.echo(_decided(found))

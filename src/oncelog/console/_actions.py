@@ -27,19 +27,25 @@ Change = Callable[[Form, Ledger], str]  # does it; returns the notice to show
 
 
 def decide_approval(form: Form, ledger: Ledger) -> str:
-    run_id, step_id = form.text("run_id", required=True), form.text("step_id", required=True)
+    """Decide the one request whose arguments the page showed: its id and arguments hash
+    come with the form, so a newer request of the same step is never the one decided."""
+    run_id, step_id = form.exact("run_id", required=True), form.exact("step_id", required=True)
+    request, args_hash = form.request_id("request"), form.exact("args_hash", required=True)
     by, note = form.person(), form.optional("note")
     if form.choice("decision", ("approve", "deny")) == "deny":
-        ledger.deny(run_id, step_id, by=by, note=note)
+        ledger.deny(run_id, step_id, by=by, note=note, request=request, args_hash=args_hash)
         return "denied"
     minutes = form.number("expires_in_minutes")
     expires = None if minutes is None else timedelta(minutes=minutes)
-    ledger.approve(run_id, step_id, by=by, expires_in=expires, note=note)
+    ledger.approve(
+        run_id, step_id, by=by, request=request, args_hash=args_hash, expires_in=expires,
+        note=note,
+    )  # fmt: skip
     return "approved"
 
 
 def resolve_effect(form: Form, ledger: Ledger) -> str:
-    run_id, step_id = form.text("run_id", required=True), form.text("step_id", required=True)
+    run_id, step_id = form.exact("run_id", required=True), form.exact("step_id", required=True)
     resolution = Resolution(form.choice("resolution", tuple(r.value for r in Resolution)))
     ledger.resolve(
         run_id, step_id, resolution, by=form.person(), result=_result_of(form, resolution),
@@ -68,7 +74,7 @@ def _result_of(form: Form, resolution: Resolution) -> Any:
 def _switch(form: Form) -> dict[str, str | None]:
     """The ``run=`` / ``agent=`` arguments naming one kill switch."""
     scope = HaltScope(form.choice("scope", tuple(s.value for s in HaltScope)))
-    target = form.text("target", required=scope is not HaltScope.GLOBAL)
+    target = form.exact("target", required=scope is not HaltScope.GLOBAL)
     if scope is HaltScope.GLOBAL:
         if target:
             raise FormError("a global switch covers every run: leave the agent or run id empty")
@@ -95,7 +101,7 @@ def _limits(form: Form, names: list[str]) -> dict[str, Any]:
 
 
 def set_run_budget(form: Form, ledger: Ledger) -> str:
-    run = ledger.get_run(form.text("run_id", required=True))
+    run = ledger.get_run(form.exact("run_id", required=True))
     # Limits only: the policy (stop, pause, escalate) the budget was given stays.
     current = run.budget or Budget()
     limits = _limits(form, list(current.limits()))
@@ -104,7 +110,7 @@ def set_run_budget(form: Form, ledger: Ledger) -> str:
 
 
 def set_agent_budget(form: Form, ledger: Ledger) -> str:
-    agent = form.text("agent", required=True)
+    agent = form.exact("agent", required=True)
     found = [r.budget for r in agent_budgets(ledger) if r.target == agent]
     current = found[0] if found and isinstance(found[0], AgentBudget) else AgentBudget()
     limits = _limits(form, list(current.limits()))

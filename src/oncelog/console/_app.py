@@ -19,7 +19,8 @@ from . import _pages as pages
 from ._access import SESSION_SECONDS, Access
 from ._forms import submitted
 from ._guard import LOGIN_PATH, NOT_LOGGED_IN, Guard
-from ._redact import shown, shown_entry
+from .._display import visible
+from ._redact import SHOWN_CHARS, approved, shown, shown_entry
 from ._state import Console, console_of
 
 
@@ -56,8 +57,10 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        shown=shown, shown_entry=shown_entry, when=_when, duration=_duration, number=_number
-    )
+        shown=shown, shown_entry=shown_entry, when=_when, duration=_duration, number=_number,
+        approved=approved, visible=visible,
+    )  # fmt: skip
+    env.globals["shown_chars"] = SHOWN_CHARS
     return env
 
 

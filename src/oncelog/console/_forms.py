@@ -37,6 +37,24 @@ class Form:
             raise FormError(f"{name.replace('_', ' ')} is longer than {limit} characters")
         return text
 
+    def exact(self, name: str, *, required: bool = False) -> str:
+        """An id, exactly as sent: ids are matched as stored, so ``"victim "`` is never
+        taken for ``victim`` (trimming is for what people type, like names and notes)."""
+        value = self.data.get(name)
+        text = value if isinstance(value, str) else ""
+        if required and not text:
+            raise FormError(f"{name.replace('_', ' ')} is required")
+        if len(text) > MAX_FIELD_CHARS:
+            raise FormError(f"{name.replace('_', ' ')} is longer than {MAX_FIELD_CHARS} characters")
+        return text
+
+    def request_id(self, name: str) -> int:
+        """The id of a stored row, sent by the page that showed it."""
+        text = self.exact(name, required=True)
+        if not text.isascii() or not text.isdigit():
+            raise FormError(f"{name.replace('_', ' ')}: {text!r} is not a request id")
+        return int(text)
+
     def person(self) -> str:
         """Who acts: required on every change, and recorded by the ledger with it."""
         return self.text("by", required=True, limit=MAX_NAME_CHARS)

@@ -1,11 +1,12 @@
-"""What an agent recorded, made fit to show a person: secrets masked, JSON laid out."""
+"""What an agent recorded, made fit to show a person: secrets masked, JSON laid out; the
+arguments of an approval request shown exactly and whole."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from .._display import redact
+from .._display import escape_invisible, exact_json, redact
 from .._serialization import decode
 
 # In a journal entry, the parts the agent wrote; the rest is oncelog's own bookkeeping
@@ -43,3 +44,13 @@ def _cut(text: str) -> str:
     if len(text) <= SHOWN_CHARS:
         return text
     return f"{text[:SHOWN_CHARS]}\n… ({len(text) - SHOWN_CHARS} more characters not shown)"
+
+
+def approved(text: str) -> str:
+    """An approval request's recorded arguments, exactly: nothing masked but the fields
+    the tool declares secret (recorded as ``redacted:<hmac>``), nothing cut, invisible
+    characters escaped. The page shows the start of a long one and says so."""
+    try:
+        return exact_json(decode(text))
+    except ValueError:
+        return escape_invisible(f"(not JSON) {text}")

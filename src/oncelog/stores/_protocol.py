@@ -179,8 +179,13 @@ class Store(Protocol):
         by: str,
         expires_in: float | None,
         note: str | None,
+        request: int | None = None,
+        args_hash: str | None = None,
     ) -> Approval:
-        """A person approves or denies the pending request of a step."""
+        """A person approves or denies one pending request of a step, named by its id
+        and/or its arguments hash; ``UnknownApproval`` if that request is not pending (it
+        was decided, or superseded by a request with other arguments), or if neither is
+        given and the step was ever asked with other arguments."""
         ...
 
     def approvals(self, status: ApprovalStatus | None, limit: int) -> list[Approval]: ...

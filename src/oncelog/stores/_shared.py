@@ -42,14 +42,18 @@ def duplicate_step(lease: Lease, step: NewStep) -> DuplicateStep:
     )  # fmt: skip
 
 
-def intent_json(lease: Lease, step: NewStep, attempt: int, reason: str | None) -> str:
-    """The journal entry of an intent."""
+def intent_json(
+    lease: Lease, step: NewStep, attempt: int, reason: str | None, approval: int | None = None
+) -> str:
+    """The journal entry of an intent, naming the approval it used, if any (so the
+    journal shows that approval used, whatever its row says later)."""
+    used = {} if approval is None else {"approval": str(approval)}
     return journal_json(
         step_id=text(step.step_id), type=text(step.type), tool=text(step.tool),
         kind=text(step.kind), key=text(step.key), args_hash=text(step.args_hash),
         args=step.args_json, attempt=str(attempt), token=str(lease.token),
         reason=text(reason), cost=number(step.cost),
-        irreversible="true" if step.irreversible else "false",
+        irreversible="true" if step.irreversible else "false", **used,
     )  # fmt: skip
 
 

@@ -1,11 +1,12 @@
-"""The SQL of the controls that live in the ledger: approvals, the kill switch and
-budgets. Each function runs inside a transaction its caller opened; those that decide for
-a run hold its row lock first (see ``_sql_tx`` for the order of locks)."""
+"""The SQL of the controls that live in the ledger: the list of approvals (requesting,
+deciding and using one is in ``_sql_approvals``), the kill switch and budgets. Each
+function runs inside a transaction its caller opened; those that decide for a run hold its
+row lock first (see ``_sql_tx`` for the order of locks)."""
 
 from __future__ import annotations
 
 from .._budgets import AgentBudget, Budget, BudgetAlert, Usage
-from .._exceptions import ApprovalRequired, UnknownApproval, UnknownHalt, UnknownRun
+from .._exceptions import UnknownHalt, UnknownRun
 from .._records import Approval, ApprovalStatus, Halt, HaltScope
 from ._protocol import Lease, NewStep
 from ._rows import APPROVAL_COLUMNS, HALT_COLUMNS, approval_record, halt_record, journal_json
@@ -13,87 +14,9 @@ from ._rows import text as quoted
 from ._shared import check_agent_budget as shared_check_agent_budget
 from ._shared import check_run_budget, run_usage
 from ._sql import NOW, TODAY, Tx
-from ._sql_tx import append, lock_run
+from ._sql_tx import append
 
 # -- approvals ----------------------------------------------------------------------------
-
-
-def use_approval(tx: Tx, lease: Lease, step: NewStep) -> None:
-    """Consume the approval of exactly these arguments in the intent's transaction, so one
-    approval lets one attempt run, whatever is killed when."""
-    cursor = tx.execute(
-        f"UPDATE approvals SET status = 'used', used_at = {NOW} WHERE id = ("
-        "SELECT id FROM approvals WHERE run_id = ? AND step_id = ? AND args_hash = ? "
-        f"AND status = 'approved' AND (expires_at IS NULL OR expires_at > {NOW}) "
-        f"ORDER BY id LIMIT 1{tx.dialect.for_update})",
-        (lease.run_id, step.step_id, step.args_hash),
-    )
-    if cursor.rowcount != 1:
-        raise ApprovalRequired(
-            "the approval of this effect is gone (used, expired or withdrawn)",
-            run_id=lease.run_id, step_id=step.step_id, key=step.key,
-        )  # fmt: skip
-
-
-def request_approval(tx: Tx, lease: Lease, step: NewStep) -> Approval:
-    tx.execute(
-        "UPDATE approvals SET status = 'expired' WHERE run_id = ? AND step_id = ? "
-        f"AND status = 'approved' AND expires_at <= {NOW}",
-        (lease.run_id, step.step_id),
-    )
-    row = tx.execute(
-        f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? AND step_id = ? "
-        "AND args_hash = ? AND status IN ('pending', 'approved', 'denied') "
-        "ORDER BY id DESC LIMIT 1",
-        (lease.run_id, step.step_id, step.args_hash),
-    ).fetchone()
-    if row is not None:
-        return approval_record(row)
-    row = tx.execute(
-        "INSERT INTO approvals (run_id, step_id, tool, args_hash, args, status, requested_at) "
-        f"VALUES (?, ?, ?, ?, ?, 'pending', {NOW}) RETURNING {APPROVAL_COLUMNS}",
-        (lease.run_id, step.step_id, step.tool, step.args_hash, step.args_json),
-    ).fetchone()
-    append(
-        tx, lease.run_id, step.seq, "approval_requested",
-        journal_json(step_id=quoted(step.step_id), args_hash=quoted(step.args_hash),
-                     args=step.args_json),
-    )  # fmt: skip
-    return approval_record(row or ())
-
-
-def decide_approval(
-    tx: Tx,
-    run_id: str,
-    step_id: str,
-    status: ApprovalStatus,
-    *,
-    by: str,
-    expires_in: float | None,
-    note: str | None,
-) -> Approval:
-    lock_run(tx, run_id)
-    row = tx.execute(
-        "SELECT id FROM approvals WHERE run_id = ? AND step_id = ? AND status = 'pending' "
-        "ORDER BY id DESC LIMIT 1",
-        (run_id, step_id),
-    ).fetchone()
-    if row is None:
-        raise UnknownApproval(
-            f"no approval is pending for step {step_id!r}", run_id=run_id, step_id=step_id
-        )
-    decided = tx.execute(
-        f"UPDATE approvals SET status = ?, decided_by = ?, decided_at = {NOW}, "
-        f"expires_at = {NOW} + CAST(? AS DOUBLE PRECISION), note = ? WHERE id = ? "
-        f"RETURNING {APPROVAL_COLUMNS}",
-        (status.value, by, expires_in, note, row[0]),
-    ).fetchone()
-    append(
-        tx, run_id, None, f"approval_{status.value}",
-        journal_json(step_id=quoted(step_id), by=quoted(by), note=quoted(note),
-                     expires_in=None if expires_in is None else repr(expires_in)),
-    )  # fmt: skip
-    return approval_record(decided or ())
 
 
 def list_approvals(tx: Tx, status: ApprovalStatus | None, limit: int) -> list[Approval]:

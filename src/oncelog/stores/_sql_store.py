@@ -34,6 +34,7 @@ from .._records import (
     StepState,
 )
 from .._serialization import encode
+from . import _sql_approvals as approval_sql
 from . import _sql_controls as controls
 from . import _sql_evidence as evidence
 from . import _sql_notices as notices
@@ -299,8 +300,7 @@ class SQLStore:
         halt = controls.active_halt(tx, lease.run_id, lease.agent)
         if halt is not None:
             raise halted(halt, lease.run_id, step.step_id)
-        if step.needs_approval:
-            controls.use_approval(tx, lease, step)
+        approval = approval_sql.use_approval(tx, lease, step) if step.needs_approval else None
         warnings: list[BudgetAlert] = []
         if lease.budgeted:
             warnings += controls.check_budget(tx, lease.run_id, step, new=previous is None)
@@ -320,7 +320,7 @@ class SQLStore:
         else:
             started = self._restart_step(tx, lease, step, previous)
         attempt, at = started
-        entry = intent_json(lease, step, attempt, reason)
+        entry = intent_json(lease, step, attempt, reason, approval)
         append(tx, lease.run_id, step.seq, "intent", entry, at=at)
         return Intent(attempt, tuple(warnings))
 
@@ -561,12 +561,12 @@ class SQLStore:
             )  # fmt: skip
         return step
 
-    # -- approvals, the kill switch and budgets (SQL in _sql_controls) ------------------
+    # -- approvals, the kill switch and budgets (SQL in _sql_approvals, _sql_controls) --
 
     def request_approval(self, lease: Lease, step: NewStep) -> Approval:
         with self._tx() as tx:
             fence(tx, lease)
-            return controls.request_approval(tx, lease, step)
+            return approval_sql.request_approval(tx, lease, step)
 
     def decide_approval(
         self,
@@ -577,11 +577,14 @@ class SQLStore:
         by: str,
         expires_in: float | None,
         note: str | None,
+        request: int | None = None,
+        args_hash: str | None = None,
     ) -> Approval:
         with self._tx() as tx:
-            approval = controls.decide_approval(
-                tx, run_id, step_id, status, by=by, expires_in=expires_in, note=note
-            )
+            approval = approval_sql.decide_approval(
+                tx, run_id, step_id, status, by=by, expires_in=expires_in, note=note,
+                request=request, args_hash=args_hash,
+            )  # fmt: skip
             queue.requeue(tx, queue.AFTER_APPROVAL, run_id=run_id, by=by)
             return approval
 

@@ -1,0 +1,224 @@
+"""The SQL of approvals. A request is bound to a run, a step and the exact arguments; a
+person decides one named request; one intent uses one approval.
+
+The approvals table is what the runtime reads, so it is not trusted alone: an approval
+lets an effect run only if the journal (append-only, hash-chained) holds the decision of
+that very request, for those arguments, by the person the row names, still unexpired,
+and no intent has used it yet. A row set to ``approved``, inserted, copied to other
+arguments or set back from ``used`` behind the journal's back lets nothing run.
+
+Each function runs inside a transaction its caller opened, holding the run's row lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .._exceptions import ApprovalRequired, UnknownApproval
+from .._records import Approval, ApprovalStatus
+from .._serialization import decode
+from ._protocol import Lease, NewStep
+from ._rows import APPROVAL_COLUMNS, approval_record, journal_json
+from ._rows import text as quoted
+from ._sql import NOW, Tx, in_list
+from ._sql_tx import append, lock_run
+
+
+def request_approval(tx: Tx, lease: Lease, step: NewStep) -> Approval:
+    """The live request of these arguments, or a new pending one that supersedes the
+    pending requests of the step with other arguments (they can no longer be decided)."""
+    tx.execute(
+        "UPDATE approvals SET status = 'expired' WHERE run_id = ? AND step_id = ? "
+        f"AND status = 'approved' AND expires_at <= {NOW}",
+        (lease.run_id, step.step_id),
+    )
+    rows = tx.execute(
+        f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? AND step_id = ? "
+        "AND args_hash = ? AND status IN ('pending', 'approved', 'denied') ORDER BY id DESC",
+        (lease.run_id, step.step_id, step.args_hash),
+    ).fetchall()
+    for row in rows:
+        live = approval_record(row)
+        # An approval the journal does not back is passed over, so the step asks anew
+        # instead of waiting for ever on a row that can never be used.
+        if live.status is not ApprovalStatus.APPROVED or _unusable(tx, live) is None:
+            return live
+    others = [
+        r[0]
+        for r in tx.execute(
+            "SELECT id FROM approvals WHERE run_id = ? AND step_id = ? AND status = 'pending' "
+            "AND args_hash != ? ORDER BY id",
+            (lease.run_id, step.step_id, step.args_hash),
+        ).fetchall()
+    ]
+    if others:
+        tx.execute(
+            f"UPDATE approvals SET status = 'superseded' WHERE id IN {in_list(others)}", others
+        )
+    row = tx.execute(
+        "INSERT INTO approvals (run_id, step_id, tool, args_hash, args, status, requested_at) "
+        f"VALUES (?, ?, ?, ?, ?, 'pending', {NOW}) RETURNING {APPROVAL_COLUMNS}",
+        (lease.run_id, step.step_id, step.tool, step.args_hash, step.args_json),
+    ).fetchone()
+    asked = approval_record(row or ())
+    append(
+        tx, lease.run_id, step.seq, "approval_requested",
+        journal_json(request=str(asked.id), step_id=quoted(step.step_id),
+                     args_hash=quoted(step.args_hash), args=step.args_json,
+                     superseded="[" + ",".join(str(i) for i in others) + "]"),
+    )  # fmt: skip
+    return asked
+
+
+def use_approval(tx: Tx, lease: Lease, step: NewStep) -> int:
+    """Use up the approval of exactly these arguments in the intent's transaction, so one
+    approval lets one attempt run, whatever is killed when; its id goes in the intent."""
+    rows = tx.execute(
+        f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? AND step_id = ? "
+        f"AND args_hash = ? AND status = 'approved' AND (expires_at IS NULL OR expires_at > "
+        f"{NOW}) ORDER BY id{tx.dialect.for_update}",
+        (lease.run_id, step.step_id, step.args_hash),
+    ).fetchall()
+    refused = []
+    for row in rows:
+        approval = approval_record(row)
+        why = _unusable(tx, approval)
+        if why is None:
+            tx.execute(
+                f"UPDATE approvals SET status = 'used', used_at = {NOW} WHERE id = ?",
+                (approval.id,),
+            )
+            return approval.id
+        refused.append(f"approval {approval.id} does not count: {why}")
+    raise ApprovalRequired(
+        "; ".join(refused) or "the approval of this effect is gone (used, expired or withdrawn)",
+        run_id=lease.run_id, step_id=step.step_id, key=step.key,
+    )  # fmt: skip
+
+
+def _unusable(tx: Tx, approval: Approval) -> str | None:
+    """Why the journal does not let ``approval`` be used, or None if it does."""
+    field = tx.dialect.json_text
+    decisions = tx.execute(
+        f"SELECT data, at, {NOW} FROM journal WHERE run_id = ? AND event = 'approval_approved' "
+        f"AND CAST({field('data', 'request')} AS TEXT) = ?",
+        (approval.run_id, str(approval.id)),
+    ).fetchall()
+    if not any(_backs(approval, row) for row in decisions):
+        return (
+            f"the journal holds no unexpired decision by {approval.decided_by} approving "
+            "this request for these arguments"
+        )
+    used = tx.execute(
+        "SELECT 1 FROM journal WHERE run_id = ? AND event = 'intent' "
+        f"AND CAST({field('data', 'approval')} AS TEXT) = ?",
+        (approval.run_id, str(approval.id)),
+    ).fetchone()
+    return None if used is None else "an intent already used it"
+
+
+def _backs(approval: Approval, row: Sequence[Any]) -> bool:
+    """Does the journalled decision ``row`` (data, at, now) approve ``approval`` as is?"""
+    try:
+        data, at, now = decode(row[0]), float(row[1]), float(row[2])
+        lasts = data.get("expires_in")
+        return bool(
+            data.get("step_id") == approval.step_id
+            and data.get("args_hash") == approval.args_hash
+            and approval.decided_by is not None
+            and data.get("by") == approval.decided_by
+            and (lasts is None or at + float(lasts) > now)
+        )
+    except (ValueError, TypeError, AttributeError):
+        return False  # a malformed record backs nothing; verify reports its broken link
+
+
+def decide_approval(
+    tx: Tx,
+    run_id: str,
+    step_id: str,
+    status: ApprovalStatus,
+    *,
+    by: str,
+    expires_in: float | None,
+    note: str | None,
+    request: int | None,
+    args_hash: str | None,
+) -> Approval:
+    """Approve or deny the one pending request named by ``request`` (its id) and/or
+    ``args_hash``; naming neither is allowed only while the step was never asked with
+    other arguments, so the decision is always about the arguments the person read."""
+    lock_run(tx, run_id)
+    chosen = _chosen(tx, run_id, step_id, request, args_hash)
+    decided = tx.execute(
+        f"UPDATE approvals SET status = ?, decided_by = ?, decided_at = {NOW}, "
+        f"expires_at = {NOW} + CAST(? AS DOUBLE PRECISION), note = ? WHERE id = ? "
+        f"AND status = 'pending' RETURNING {APPROVAL_COLUMNS}",
+        (status.value, by, expires_in, note, chosen.id),
+    ).fetchone()
+    append(
+        tx, run_id, None, f"approval_{status.value}",
+        journal_json(request=str(chosen.id), step_id=quoted(step_id),
+                     args_hash=quoted(chosen.args_hash), by=quoted(by), note=quoted(note),
+                     expires_in=None if expires_in is None else repr(expires_in)),
+    )  # fmt: skip
+    return approval_record(decided or ())
+
+
+def _chosen(
+    tx: Tx, run_id: str, step_id: str, request: int | None, args_hash: str | None
+) -> Approval:
+    """The pending request a person named, or ``UnknownApproval`` saying why there is
+    none to decide."""
+    asked = [
+        approval_record(r)
+        for r in tx.execute(
+            f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? AND step_id = ? "
+            "ORDER BY id",
+            (run_id, step_id),
+        ).fetchall()
+    ]
+    where = {"run_id": run_id, "step_id": step_id}
+    if request is None and args_hash is None and len({a.args_hash for a in asked}) > 1:
+        raise UnknownApproval(
+            f"step {step_id!r} was asked with {len({a.args_hash for a in asked})} different "
+            "arguments: name the request you read (its id or arguments hash, as "
+            "`oncelog approvals` shows them)",
+            **where,
+        )
+    named = [
+        a for a in asked
+        if (request is None or a.id == request) and (args_hash is None or a.args_hash == args_hash)
+    ]  # fmt: skip
+    pending = [a for a in named if a.status is ApprovalStatus.PENDING]
+    if pending:
+        return pending[-1]
+    if not named:
+        raise UnknownApproval(_no_such(step_id, request, args_hash), **where)
+    last = named[-1]
+    if last.status is ApprovalStatus.SUPERSEDED:
+        newer = [a.id for a in asked if a.status is ApprovalStatus.PENDING]
+        raise UnknownApproval(
+            f"request {last.id} was superseded: the agent asked step {step_id!r} again with "
+            f"other arguments{f' (request {newer[-1]})' if newer else ''}; read those and "
+            "decide that request",
+            **where,
+        )
+    raise UnknownApproval(
+        f"request {last.id} of step {step_id!r} is {last.status.value}, not pending", **where
+    )
+
+
+def _no_such(step_id: str, request: int | None, args_hash: str | None) -> str:
+    if request is None and args_hash is None:
+        return f"no approval is pending for step {step_id!r}"
+    named = " and ".join(
+        part
+        for part in (
+            None if request is None else f"id {request}",
+            None if args_hash is None else f"arguments hash {args_hash}",
+        )
+        if part
+    )
+    return f"step {step_id!r} has no approval request with {named}"
