@@ -13,13 +13,13 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
+from .._display import visible
 from .._ledger import Ledger
 from . import _actions as actions
 from . import _pages as pages
 from ._access import SESSION_SECONDS, Access
 from ._forms import submitted
 from ._guard import LOGIN_PATH, NOT_LOGGED_IN, Guard
-from .._display import visible
 from ._redact import SHOWN_CHARS, approved, shown, shown_entry
 from ._state import Console, console_of
 
