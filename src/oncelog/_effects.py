@@ -22,6 +22,7 @@ from . import _drain as drain
 from . import _observe as observe
 from ._alerts import AlertCallback, AlertSender
 from ._budgets import check, refusal
+from ._display import visible
 from ._exceptions import (
     AmbiguousOutcome,
     ApprovalDenied,
@@ -333,8 +334,9 @@ class Engine:
             )  # fmt: skip
         if approval.status is not ApprovalStatus.APPROVED:
             raise ApprovalRequired(
-                f"{step.tool} {step.step_id!r} waits for approval: "
-                f"oncelog approve {self.run_id} {step.step_id} --by NAME",
+                f"{step.tool} {step.step_id!r} waits for approval of request {approval.id}: "
+                f"oncelog approve {visible(self.run_id)} {visible(step.step_id)} "
+                f"--request {approval.id} --by NAME",
                 run_id=self.run_id, step_id=step.step_id, key=step.key,
             )  # fmt: skip
 

@@ -17,7 +17,7 @@
     │   ├── UnknownRun
     │   ├── UnknownStep
     │   ├── UnknownHalt            clearing a kill switch that is not on
-    │   ├── UnknownApproval        deciding a request that is not pending
+    │   ├── UnknownApproval        deciding a request that is not pending, or not named
     │   └── InvalidResolution
     ├── RunStopped                 the run cannot go on; see ``exit_code``
     │   ├── NeedsPerson            exit 3: a person must act
