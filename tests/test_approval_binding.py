@@ -327,3 +327,31 @@ def test_a_forged_approval_lets_nothing_run_and_verify_reports_it(
         ledger.approve("r1", "delete", by="dana", request=pending.id)
         assert ask(ledger, tool, "production") == "production"
     assert provider.deleted == ["production"]
+
+
+def test_a_forged_denial_stops_the_effect_and_verify_reports_it(store_url: str) -> None:
+    provider = Provider()
+    with oncelog.open(store_url) as ledger:
+        tool = delete_tool(ledger, provider)
+        waits(ledger, tool, "production")
+        tamper(store_url, "UPDATE approvals SET status = 'denied', decided_by = 'mallory'")
+        with pytest.raises(oncelog.ApprovalDenied):
+            ask(ledger, tool, "production")
+    assert provider.deleted == []
+    assert any("mallory denied it; the journal has no such decision" in p
+               for p in state_problems(store_url))  # fmt: skip
+
+
+def test_the_cli_says_what_it_cuts_and_json_shows_it_whole(store_url: str) -> None:
+    with oncelog.open(store_url) as ledger:
+        tool = delete_tool(ledger, Provider())
+        waits(ledger, tool, "stage-" + "x" * 5000)
+        with pytest.raises(oncelog.ApprovalRequired):
+            ask(ledger, tool, "trailing ", run_id="victim ")
+    listed = oncelog_cli(store_url, "approvals")
+    assert "CUT: " in listed
+    assert "x" * 5000 not in listed
+    assert 'request 2: "victim " delete (delete_env) pending' in listed
+    assert '"trailing "' in listed
+    whole = oncelog_cli(store_url, "approvals", "--json")
+    assert "x" * 5000 in whole
