@@ -355,3 +355,19 @@ def test_the_cli_says_what_it_cuts_and_json_shows_it_whole(store_url: str) -> No
     assert '"trailing "' in listed
     whole = oncelog_cli(store_url, "approvals", "--json")
     assert "x" * 5000 in whole
+
+
+def test_arguments_edited_apart_from_their_hash_cannot_be_approved(store_url: str) -> None:
+    """The page would show staging while the decision bound production's hash."""
+    provider = Provider()
+    with oncelog.open(store_url) as ledger:
+        tool = delete_tool(ledger, provider)
+        asked = waits(ledger, tool, "production")
+        staging = '{"args":["staging"],"kwargs":{}}'
+        tamper(store_url, "UPDATE approvals SET args = ?", (staging,))
+        with pytest.raises(oncelog.CorruptRecord, match="do not match its arguments hash"):
+            ledger.approve("r1", "delete", by="alice", request=asked.id)
+        with pytest.raises(oncelog.ApprovalRequired):
+            ask(ledger, tool, "production")
+    assert provider.deleted == []
+    assert any("do not match its arguments hash" in p for p in state_problems(store_url))

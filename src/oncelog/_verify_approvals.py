@@ -4,8 +4,9 @@ The runtime lets an effect through on an approval row only when the journal back
 (``stores._sql_approvals``); this finds the rows that were forged anyway, so a person
 learns of the attempt: a row approved, used, expired or denied with no journalled decision
 of that request, for those arguments, by the person it names (a status set by hand, a row
-inserted, a copy attached to other arguments), a used approval set back to approved, and
-an approval whose expiry was moved past the one its decision set.
+inserted, a copy attached to other arguments), a used approval set back to approved, an
+approval whose expiry was moved past the one its decision set, and a request whose shown
+arguments were edited apart from the hash a decision binds.
 
 Decisions journalled before requests were named (no ``request`` field) are matched by run,
 step and person only, as they were then.
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ._records import Approval, ApprovalStatus, JournalEntry
+from ._serialization import digest
 
 _DECIDED = {
     ApprovalStatus.APPROVED: "approved",
@@ -78,6 +80,8 @@ class ApprovalCheck:
                              f"{approval.step_id!r}: {wrong}", None)  # fmt: skip
 
     def _wrong(self, approval: Approval) -> str | None:
+        if digest(approval.args_json) != approval.args_hash:
+            return "its arguments do not match its arguments hash: the row was edited"
         status = _DECIDED.get(approval.status)
         if status is None:
             if approval.decided_by is not None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._exceptions import ApprovalRequired, UnknownApproval
+from .._exceptions import ApprovalRequired, CorruptRecord, UnknownApproval
 from .._records import Approval, ApprovalStatus
-from .._serialization import decode
+from .._serialization import decode, digest
 from ._protocol import Lease, NewStep
 from ._rows import APPROVAL_COLUMNS, approval_record, journal_json
 from ._rows import text as quoted
@@ -193,7 +193,7 @@ def _chosen(
     ]  # fmt: skip
     pending = [a for a in named if a.status is ApprovalStatus.PENDING]
     if pending:
-        return pending[-1]
+        return _as_shown(pending[-1])
     if not named:
         raise UnknownApproval(_no_such(step_id, request, args_hash), **where)
     last = named[-1]
@@ -208,6 +208,19 @@ def _chosen(
     raise UnknownApproval(
         f"request {last.id} of step {step_id!r} is {last.status.value}, not pending", **where
     )
+
+
+def _as_shown(request: Approval) -> Approval:
+    """``request``, if the arguments a person reads are the ones its hash binds: a
+    decision binds the hash, so arguments edited alone would show one thing and approve
+    another."""
+    if digest(request.args_json) != request.args_hash:
+        raise CorruptRecord(
+            f"the arguments of request {request.id} do not match its arguments hash: the "
+            "row was edited, and what it shows is not what it would approve",
+            run_id=request.run_id, step_id=request.step_id,
+        )  # fmt: skip
+    return request
 
 
 def _no_such(step_id: str, request: int | None, args_hash: str | None) -> str:
