@@ -99,6 +99,8 @@ def use_approval(tx: Tx, lease: Lease, step: NewStep) -> int:
 
 def _unusable(tx: Tx, approval: Approval) -> str | None:
     """Why the journal does not let ``approval`` be used, or None if it does."""
+    if approval.decided_by is None:
+        return "nobody is named as approving it"
     field = tx.dialect.json_text
     decisions = tx.execute(
         f"SELECT data, at, {NOW} FROM journal WHERE run_id = ? AND event = 'approval_approved' "
@@ -126,7 +128,6 @@ def _backs(approval: Approval, row: Sequence[Any]) -> bool:
         return bool(
             data.get("step_id") == approval.step_id
             and data.get("args_hash") == approval.args_hash
-            and approval.decided_by is not None
             and data.get("by") == approval.decided_by
             and (lasts is None or at + float(lasts) > now)
         )
