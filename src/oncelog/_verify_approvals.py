@@ -14,11 +14,12 @@ step and person only, as they were then.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ._records import Approval, ApprovalStatus, JournalEntry
 from ._serialization import digest
+from ._verify_rows import Found
 
 _DECIDED = {
     ApprovalStatus.APPROVED: "approved",
@@ -45,8 +46,7 @@ class _Decision:
 class ApprovalCheck:
     """Fed every journal entry in order, then given every approval row."""
 
-    def __init__(self, report: Callable[[str, str, str, int | None], None]) -> None:
-        self._report = report  # (kind, run_id, message, record_id)
+    def __init__(self) -> None:
         self._decisions: dict[tuple[str, int], _Decision] = {}  # by run and request id
         self._unnamed: set[tuple[str, str, str, str]] = set()  # run, step, status, by
         self._used: set[tuple[str, int]] = set()  # run and approval id, from intents
@@ -72,12 +72,13 @@ class ApprovalCheck:
         except (KeyError, TypeError, ValueError):
             return
 
-    def compare(self, approvals: Iterable[Approval]) -> None:
+    def compare(self, approvals: Iterable[Approval], found: Found) -> None:
+        """Report (to ``found``) each of ``approvals`` the journal does not account for."""
         for approval in approvals:
             wrong = self._wrong(approval)
             if wrong:
-                self._report("state", approval.run_id, f"approval {approval.id} of step "
-                             f"{approval.step_id!r}: {wrong}", None)  # fmt: skip
+                found("state", approval.run_id, f"approval {approval.id} of step "
+                      f"{approval.step_id!r}: {wrong}", None)  # fmt: skip
 
     def _wrong(self, approval: Approval) -> str | None:
         if digest(approval.args_json) != approval.args_hash:

@@ -3,7 +3,8 @@
 Kill switches: every row of ``halts`` is one ``halt_set`` of its switch, in order, with its
 reason and who set it, and, once cleared, the ``halt_cleared`` that says who cleared it and
 why. Agents' daily budgets: each row is the last ``agent_budget_set`` of its agent.
-Approvals: each decision in the table is a person's decision in the journal. The times of
+Approvals: each decision in the table is a person's decision of that request, for those
+arguments, in the journal (``_verify_approvals``). The times of
 halts and agent budgets (``set_at``, ``cleared_at``) are shown, never read, and not
 checked.
 """
@@ -11,15 +12,17 @@ checked.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ._records import JournalEntry
+from ._exceptions import CorruptRecord
+from ._records import Approval, JournalEntry
+from ._verify_approvals import ApprovalCheck
 from ._verify_rows import Found, decoded, differences, table
 from .stores._protocol import Store
-from .stores._rows import APPROVAL_COLUMNS, HALT_COLUMNS
+from .stores._rows import HALT_COLUMNS, approval_record
 
 _HALT_COLUMNS = tuple(HALT_COLUMNS.split(", "))
-_APPROVAL_COLUMNS = tuple(APPROVAL_COLUMNS.split(", "))
 Switch = tuple[str, str]  # scope, target
 
 
@@ -27,9 +30,10 @@ class ControlsCheck:
     def __init__(self) -> None:
         self._halts: dict[Switch, list[dict[str, Any]]] = {}  # each time it was set
         self._agent_budgets: dict[str, dict[str, Any] | None] = {}
-        self._decisions: set[tuple[str, str, str, str]] = set()  # run, step, status, by
+        self._approvals = ApprovalCheck()
 
     def feed(self, entry: JournalEntry) -> None:
+        self._approvals.feed(entry)
         data, event = entry.data, entry.event
         if event == "halt_set":
             self._halts.setdefault((str(data["scope"]), str(data["target"])), []).append(
@@ -45,9 +49,6 @@ class ControlsCheck:
             self._agent_budgets[str(data["agent"])] = (
                 None if budget is None else {"budget": budget, "set_by": data["by"]}
             )
-        elif event in ("approval_approved", "approval_denied"):
-            decided = (entry.run_id, str(data["step_id"]), event[9:], str(data["by"]))
-            self._decisions.add(decided)
 
     def compare(self, store: Store, run_id: str | None, found: Found) -> None:
         self._compare_halts(store, run_id, found)
@@ -98,16 +99,16 @@ class ControlsCheck:
                       "in the agent_budgets table: it was removed", None)  # fmt: skip
 
     def _compare_approvals(self, store: Store, run_id: str | None, found: Found) -> None:
-        for raw in table(store, "approvals", run_id):
-            row = dict(zip(_APPROVAL_COLUMNS, raw, strict=True))
-            run, step_id, decided_by = row["run_id"], row["step_id"], row["decided_by"]
-            if decided_by is None:
-                continue
-            status = "denied" if row["status"] == "denied" else "approved"
-            if (run, step_id, status, decided_by) not in self._decisions:
-                found("state", run, f"approval {row['id']} of step {step_id!r} says "
-                      f"{decided_by} {status} it; the journal has no such decision",
-                      None)  # fmt: skip
+        self._approvals.compare(_approvals(table(store, "approvals", run_id), found), found)
+
+
+def _approvals(rows: Iterable[tuple[Any, ...]], found: Found) -> Iterator[Approval]:
+    """The approval rows as records; a status oncelog does not know is reported."""
+    for row in rows:
+        try:
+            yield approval_record(row)
+        except CorruptRecord as exc:
+            found("state", str(row[1]), exc.message, None)
 
 
 def _run_of(switch: Switch) -> str:
