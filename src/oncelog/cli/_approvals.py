@@ -56,10 +56,15 @@ def _request_options(fn: F) -> F:
     """Which request the person read: by id, by arguments hash, or both (then they must
     name the same request)."""
     fn = click.option(
-        "--args-hash", default=None, metavar="HASH", help="The arguments hash of the request."
+        "--args-hash", default=None, metavar="HASH", help="The request's arguments hash."
     )(fn)
     decorated: F = click.option(
-        "--request", type=int, default=None, metavar="ID", help="The id of the request."
+        "--request",
+        type=int,
+        default=None,
+        metavar="ID",
+        help="The request's id, as `oncelog approvals` lists it (needed, or --args-hash, "
+        "once the step was asked with other arguments).",
     )(fn)
     return decorated
 
