@@ -42,7 +42,7 @@ def request_approval(tx: Tx, lease: Lease, step: NewStep) -> Approval:
         live = approval_record(row)
         # An approval the journal does not back is passed over, so the step asks anew
         # instead of waiting for ever on a row that can never be used.
-        if live.status is not ApprovalStatus.APPROVED or _unusable(tx, live) is None:
+        if live.status is not ApprovalStatus.APPROVED or _unusable(tx, live, step.seq) is None:
             return live
     others = [
         r[0]
@@ -83,7 +83,7 @@ def use_approval(tx: Tx, lease: Lease, step: NewStep) -> int:
     refused = []
     for row in rows:
         approval = approval_record(row)
-        why = _unusable(tx, approval)
+        why = _unusable(tx, approval, step.seq)
         if why is None:
             tx.execute(
                 f"UPDATE approvals SET status = 'used', used_at = {NOW} WHERE id = ?",
@@ -97,27 +97,26 @@ def use_approval(tx: Tx, lease: Lease, step: NewStep) -> int:
     )  # fmt: skip
 
 
-def _unusable(tx: Tx, approval: Approval) -> str | None:
-    """Why the journal does not let ``approval`` be used, or None if it does."""
+def _unusable(tx: Tx, approval: Approval, seq: int) -> str | None:
+    """Why the journal does not let ``approval`` be used, or None if it does: its decision
+    and any intent of its step (at ``seq``) that used it, read in one pass over the run's
+    journal (the run's records are read one by one, so a second pass would double it)."""
     if approval.decided_by is None:
         return "nobody is named as approving it"
     field = tx.dialect.json_text
-    decisions = tx.execute(
-        f"SELECT data, at, {NOW} FROM journal WHERE run_id = ? AND event = 'approval_approved' "
-        f"AND CAST({field('data', 'request')} AS TEXT) = ?",
-        (approval.run_id, str(approval.id)),
+    found = tx.execute(
+        f"SELECT event, data, at, {NOW} FROM journal WHERE run_id = ? AND ("
+        f"(event = 'approval_approved' AND CAST({field('data', 'request')} AS TEXT) = ?) OR "
+        f"(seq = ? AND event = 'intent' AND CAST({field('data', 'approval')} AS TEXT) = ?))",
+        (approval.run_id, str(approval.id), seq, str(approval.id)),
     ).fetchall()
-    if not any(_backs(approval, row) for row in decisions):
+    if not any(_backs(approval, row[1:]) for row in found if row[0] == "approval_approved"):
         return (
             f"the journal holds no unexpired decision by {approval.decided_by} approving "
             "this request for these arguments"
         )
-    used = tx.execute(
-        "SELECT 1 FROM journal WHERE run_id = ? AND event = 'intent' "
-        f"AND CAST({field('data', 'approval')} AS TEXT) = ?",
-        (approval.run_id, str(approval.id)),
-    ).fetchone()
-    return None if used is None else "an intent already used it"
+    used = any(row[0] == "intent" for row in found)
+    return "an intent already used it" if used else None
 
 
 def _backs(approval: Approval, row: Sequence[Any]) -> bool:
