@@ -9,7 +9,6 @@ fifty times; the price is that a crash between the two loses that one delivery.
 from __future__ import annotations
 
 import logging
-import urllib.request
 from collections.abc import Callable
 
 from ._budgets import BudgetAlert
@@ -59,6 +58,10 @@ class AlertSender:
 
 def post_json(url: str, body: str, what: str) -> bool:
     """POST ``body`` to ``url``; True if the receiver answered 2xx, else logged."""
+    # Imported here: urllib.request pulls in http, email and ssl, a third of the import
+    # time of the whole package, for agents that have no webhook.
+    import urllib.request
+
     request = urllib.request.Request(
         url,
         data=body.encode(),

@@ -9,11 +9,11 @@ live but stopped process, is only overtaken when its lease expires by the store'
 from __future__ import annotations
 
 import os
-import secrets
-import socket
 import threading
 
-_HOST = socket.gethostname()
+# The node name the kernel reports, which is what socket.gethostname() returns on Linux,
+# read without importing socket (and secrets below without random) at import time.
+_HOST = os.uname().nodename
 _live_nonces: set[str] = set()
 _lock = threading.Lock()
 
@@ -43,7 +43,7 @@ def _alive(pid: int) -> bool:
 def new_owner() -> str:
     """A fresh owner identity for one ``Run`` in this process."""
     pid = os.getpid()
-    nonce = secrets.token_hex(6)
+    nonce = os.urandom(6).hex()  # what secrets.token_hex(6) does
     with _lock:
         _live_nonces.add(nonce)
     return f"{_HOST}|{pid}|{_start_time(pid) or '-'}|{nonce}"

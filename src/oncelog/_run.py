@@ -7,7 +7,6 @@ does its store writes in a worker thread so the event loop never waits on an fsy
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
@@ -55,6 +54,20 @@ _current: contextvars.ContextVar[Run | AsyncRun | None] = contextvars.ContextVar
 def current_run() -> Run | AsyncRun | None:
     """The run whose ``with`` block is executing, if any."""
     return _current.get()
+
+
+# asyncio is imported by the async paths only: an async agent has loaded it already, and a
+# synchronous one should not pay for it (a tenth of the package's import time).
+async def _in_thread(fn: Callable[..., R], /, *args: Any) -> R:
+    import asyncio
+
+    return await asyncio.to_thread(fn, *args)
+
+
+async def _sleep(seconds: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)
 
 
 class _Steps:
@@ -302,14 +315,14 @@ class AsyncRun(_Steps):
         told = False
         while True:  # async code awaits a person (an approval, a higher budget), not exit 4
             try:
-                got = await asyncio.to_thread(self._engine.prepare, seq, call)
+                got = await _in_thread(self._engine.prepare, seq, call)
                 break
             except WaitingForPerson as waits:
                 if not told:
                     told = True
                     notices, agent = self._ledger.notices, self._engine.lease.agent
-                    await asyncio.to_thread(notices.stopped, waits, self.run_id, agent)
-                await asyncio.sleep(self._ledger.approval_poll)
+                    await _in_thread(notices.stopped, waits, self.run_id, agent)
+                await _sleep(self._ledger.approval_poll)
         if isinstance(got, Replayed):
             return got.value
         try:
@@ -317,8 +330,8 @@ class AsyncRun(_Steps):
             if isinstance(result, Awaitable):
                 result = await result
         except Exception as exc:
-            raise await asyncio.to_thread(self._failed, got, exc) from exc
-        return await asyncio.to_thread(self._engine.complete, got, result)
+            raise await _in_thread(self._failed, got, exc) from exc
+        return await _in_thread(self._engine.complete, got, result)
 
     def effect(
         self, step_id: str | None, tool: Tool[..., Any], /, *args: Any, **kwargs: Any
@@ -372,7 +385,8 @@ class RunContext:
         self._exit(exc)
 
     async def __aenter__(self) -> AsyncRun:
-        engine, record = await asyncio.to_thread(self._ledger._start, self._run_id, **self._options)
+        start = self._ledger._start
+        engine, record = await _in_thread(lambda: start(self._run_id, **self._options))
         run = AsyncRun(self._ledger, engine, record)
         self._run, self._token = run, _current.set(run)
         return run
@@ -384,7 +398,7 @@ class RunContext:
         if self._token is not None:
             _current.reset(self._token)
         if run is not None:
-            await asyncio.to_thread(run._close, exc)
+            await _in_thread(run._close, exc)
 
     def _exit(self, exc: BaseException | None) -> None:
         run, self._run = self._run, None

@@ -9,7 +9,6 @@ exits with 75.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import threading
@@ -102,6 +101,8 @@ class Worker:
             async def run_async() -> None:
                 async with context as run:
                     await handler(run, record.input)
+
+            import asyncio  # only for async handlers; see _run._in_thread
 
             asyncio.run(run_async())
             return
