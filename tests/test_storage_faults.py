@@ -78,10 +78,14 @@ class FaultCase:
     dies: bool  # the agent is killed right after the failed commit (no later commit or close)
     commit_survives: bool  # what SQLite's recovery then shows: the failed commit, or not
     use_async: bool = False  # the agent uses AsyncRun: its commits run in worker threads
+    # An outcome commit fsyncs only with durability "full"; with "intent" its frames ride
+    # on the next intent's fsync, whose failure is an intent fault.
+    durability: str = "intent"
 
     def options(self, phase: str) -> list[str]:
         command = fiu_command(self.point, once=self.once)
         options = ["--fault", command, "--fault-step", FAULTY, "--fault-phase", phase]
+        options += ["--durability", self.durability]
         options += ["--die-on-store-error"] if self.dies else []
         return [*options, "--async"] if self.use_async else options
 
@@ -247,12 +251,16 @@ def test_failed_intent_commit_never_runs_the_effect(files: Files, case: FaultCas
 
 OUTCOME_FAULTS = {
     # The run-failed commit overwrites the unsynced outcome: the step stays in flight.
-    "fdatasync-once": FaultCase(FDATASYNC, once=True, dies=False, commit_survives=False),
+    "fdatasync-once": FaultCase(
+        FDATASYNC, once=True, dies=False, commit_survives=False, durability="full"
+    ),
     "fdatasync-once-async": FaultCase(
-        FDATASYNC, once=True, dies=False, commit_survives=False, use_async=True
+        FDATASYNC, once=True, dies=False, commit_survives=False, use_async=True, durability="full"
     ),
     # Nothing overwrites the unsynced outcome: recovery brings it back, the step is done.
-    "fdatasync-then-killed": FaultCase(FDATASYNC, once=False, dies=True, commit_survives=True),
+    "fdatasync-then-killed": FaultCase(
+        FDATASYNC, once=False, dies=True, commit_survives=True, durability="full"
+    ),
 }
 
 
@@ -391,7 +399,7 @@ def test_retry_after_failed_commit_keeps_each_effect_once(
     """Agent code may catch StoreUnavailable and call the step again, as it would after
     any transient error. Whatever the Run does then (refuse, or record the retry where
     the failed attempt belongs), each effect must run once, across a crash and a resume."""
-    once = FaultCase(FDATASYNC, once=True, dies=False, commit_survives=False)
+    once = FaultCase(FDATASYNC, once=True, dies=False, commit_survives=False, durability="full")
     style = ["--positional"] if naming == "positional" else []
     options = [*once.options(phase), "--retry-store-error", "--crash-before", "c", *style]
 

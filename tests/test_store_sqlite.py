@@ -15,7 +15,9 @@ from oncelog.stores import SQLiteStore, open_store
 from oncelog.stores._migrations import migrations
 
 
-@pytest.mark.parametrize(("durability", "synchronous"), [("full", 2), ("process", 1)])
+@pytest.mark.parametrize(
+    ("durability", "synchronous"), [("intent", 2), ("full", 2), ("process", 1)]
+)
 def test_durability_sets_and_verifies_synchronous(
     db_path: str, durability: str, synchronous: int
 ) -> None:

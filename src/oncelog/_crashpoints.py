@@ -19,7 +19,7 @@ POINTS = (
     "after_intent_commit",  # the intent is durable; the tool has not been called
     "after_call",  # the tool answered; its outcome is not yet committed
     "before_outcome_commit",  # the outcome transaction is written but not committed
-    "after_outcome_commit",  # the outcome is durable
+    "after_outcome_commit",  # the outcome is committed (durable with the next fsync)
 )
 
 _hits: dict[str, int] = {}

@@ -529,7 +529,7 @@ def _check_decision(
 def open(
     url: str | None = None,
     *,
-    durability: Literal["full", "process"] = "full",
+    durability: Literal["intent", "full", "process"] = "intent",
     lease_ttl: float = 30.0,
     max_payload_bytes: int = 1 << 20,
     approval_poll: float = 1.0,
@@ -546,9 +546,12 @@ def open(
     ``create=False``: then only an existing one is opened, nothing is created (no folder,
     file or table), and a place without a ledger raises ``LedgerNotFound``.
 
-    ``durability="full"`` survives a power loss; ``"process"`` survives a process kill
-    but not an OS crash, and commits faster. ``approval_poll`` is how often async code
-    waiting for a person (an approval, a higher budget) looks again, in seconds.
+    ``durability="intent"`` (one fsync per effect) keeps every intent through a power
+    loss, and an outcome once the next intent or the run's end is committed; an outcome
+    lost that way leaves its effect in doubt (docs/guarantees.md). ``"full"`` fsyncs
+    every commit; ``"process"`` survives a process kill but not an OS crash.
+    ``approval_poll`` is how often async code waiting for a person (an approval, a higher
+    budget) looks again, in seconds.
     ``on_budget_alert`` is called with a ``BudgetAlert`` when a budget's warning threshold
     is crossed, or when its ``escalate`` limit is reached. ``on_alert`` is called with
     those and with a ``PersonNeeded`` once per halt or approval request of a run that

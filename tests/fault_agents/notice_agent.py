@@ -30,7 +30,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import oncelog
 
@@ -46,6 +46,7 @@ class Options(argparse.Namespace):
     fault: str | None
     fault_step: str | None
     fault_phase: str
+    durability: Literal["intent", "full", "process"]
     die_on_store_error: bool
     retry_store_error: bool
     crash_before: str | None
@@ -64,6 +65,7 @@ def parse(argv: list[str]) -> Options:
     parser.add_argument("--fault", help="a libfiu control command, armed at --fault-step")
     parser.add_argument("--fault-step")
     parser.add_argument("--fault-phase", choices=("intent", "outcome"), default="intent")
+    parser.add_argument("--durability", choices=("intent", "full", "process"), default="intent")
     parser.add_argument("--die-on-store-error", action="store_true")
     parser.add_argument("--retry-store-error", action="store_true")
     parser.add_argument("--crash-before", help="SIGKILL this process when reaching a step")
@@ -172,7 +174,7 @@ class NoticeAgent:
 def main(argv: list[str]) -> int:
     opts = parse(argv)
     try:
-        with oncelog.open(opts.ledger) as ledger:
+        with oncelog.open(opts.ledger, durability=opts.durability) as ledger:
             agent = NoticeAgent(ledger, opts)
             if opts.use_async:
                 asyncio.run(agent.run_async(ledger))

@@ -24,7 +24,7 @@ __all__ = [
 DEFAULT_PATH = Path(".oncelog") / "ledger.db"
 
 
-def open_store(url: str | None, *, durability: str = "full", create: bool = True) -> Store:
+def open_store(url: str | None, *, durability: str = "intent", create: bool = True) -> Store:
     """``sqlite:///relative.db``, ``sqlite:////absolute.db``, a plain path,
     ``postgresql://user@host/db`` (``postgres://`` too; add ``?options=-csearch_path=NAME``
     for a schema of its own), or None for ``$ONCELOG_URL`` and then ``./.oncelog/ledger.db``.

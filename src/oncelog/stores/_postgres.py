@@ -17,7 +17,7 @@ from .._exceptions import ConfigurationError
 from ._postgres_listen import decisions
 from ._postgres_migrate import migrate
 from ._postgres_pool import POSTGRES, connect, describe, open_pool, reading, transaction
-from ._protocol import DecisionFeed
+from ._protocol import DURABILITY, DecisionFeed
 from ._sql import Tx
 from ._sql_store import SQLStore
 
@@ -27,10 +27,12 @@ class PostgresStore(SQLStore):
 
     dialect = POSTGRES
 
-    def __init__(self, url: str, *, durability: str = "full", create: bool = True) -> None:
-        if durability not in ("full", "process"):
-            raise ConfigurationError(f"durability must be 'full' or 'process', not {durability!r}")
-        # Both modes commit with synchronous_commit = on: the server's WAL flush is what
+    def __init__(self, url: str, *, durability: str = "intent", create: bool = True) -> None:
+        if durability not in DURABILITY:
+            raise ConfigurationError(
+                f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}"
+            )
+        # Every mode commits with synchronous_commit = on: the server's WAL flush is what
         # makes an intent survive a crash of the server, whatever the agent process does.
         self.durability = durability
         self.where = describe(url)
@@ -43,7 +45,8 @@ class PostgresStore(SQLStore):
         return decisions(self._url)
 
     @contextmanager
-    def _tx(self) -> Iterator[Tx]:
+    def _tx(self, *, durable: bool = True) -> Iterator[Tx]:
+        # Every commit is flushed, ``durable`` or not (see __init__).
         with transaction(self._pool, self.where) as cur:
             yield Tx(cur, POSTGRES)
 

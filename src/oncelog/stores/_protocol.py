@@ -26,6 +26,11 @@ from .._records import (
     StepState,
 )
 
+# What a commit survives (docs/guarantees.md): ``intent`` fsyncs intents and every other
+# commit but outcomes and model/read records; ``full`` fsyncs every commit; ``process``
+# none (a commit survives its process being killed, not a power loss).
+DURABILITY = ("intent", "full", "process")
+
 
 @dataclass(frozen=True)
 class Lease:

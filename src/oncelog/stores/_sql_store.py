@@ -81,7 +81,11 @@ class SQLStore:
     dialect: Dialect
     durability: str
 
-    def _tx(self) -> AbstractContextManager[Tx]:
+    def _tx(self, *, durable: bool = True) -> AbstractContextManager[Tx]:
+        """One write transaction. Not ``durable``: the store may commit it without its own
+        flush to disk, to be made durable with the next durable commit (an outcome or a
+        model/read record, whose loss in a power cut leaves an effect in doubt, never run
+        again blindly, or a read or model call to make again)."""
         raise NotImplementedError
 
     def _reading(self) -> AbstractContextManager[Tx]:
@@ -380,7 +384,7 @@ class SQLStore:
         return intent
 
     def write_outcome(self, lease: Lease, step: NewStep, attempt: int, outcome: Outcome) -> None:
-        with self._tx() as tx:
+        with self._tx(durable=False) as tx:
             fence(tx, lease)
             self._end_step(tx, lease, step.seq, attempt, outcome)
             crashpoints.reach("before_outcome_commit", step.step_id)
@@ -388,7 +392,7 @@ class SQLStore:
     def record_step(
         self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
     ) -> None:
-        with self._tx() as tx:
+        with self._tx(durable=False) as tx:
             attempt = self._begin_step(tx, lease, step, previous).attempt
             self._end_step(tx, lease, step.seq, attempt, outcome)
 

@@ -2,10 +2,15 @@
 
 Writer settings, and why:
 - ``journal_mode=WAL``: readers never block the writer, and a commit appends to one file.
-- ``synchronous=FULL`` (durability ``full``): every commit fsyncs the WAL, so a committed
-  intent survives a power loss. ``NORMAL`` (durability ``process``) syncs only at
-  checkpoints: a commit survives the process being killed, not the OS crashing.
-  Both are read back after being set, because a PRAGMA that fails is silently ignored.
+- ``synchronous``, set per commit by the durability mode (``_SYNCHRONOUS``): ``FULL``
+  fsyncs the WAL at the commit, so the commit survives a power loss; ``NORMAL`` writes the
+  commit to the WAL (the OS has it: it survives the process being killed) and fsyncs it
+  only with the next ``FULL`` commit or at a checkpoint. An fsync covers every frame
+  written before it, so a ``NORMAL`` commit becomes durable with the next ``FULL`` one.
+  ``full`` fsyncs every commit; ``intent`` (the default) fsyncs every commit except
+  outcomes and model/read records, which ride on the next intent's or the run's end's
+  fsync: one fsync per effect; ``process`` fsyncs none. The setting is read back each time
+  it changes, because a PRAGMA that fails is silently ignored.
 - ``BEGIN IMMEDIATE``: a write transaction takes the write lock when it starts, so two
   processes cannot both read a state and then both act on it.
 - ``busy_timeout``: a writer waits for another instead of failing at once.
@@ -22,13 +27,17 @@ from pathlib import Path
 
 from .._exceptions import ConfigurationError, CorruptRecord, LedgerNotFound, StoreUnavailable
 from ._migrations import pending
+from ._protocol import DURABILITY
 from ._sql import NOW, Dialect, Tx
 from ._sql_store import SQLStore
 
 # RETURNING, ON CONFLICT ... RETURNING, ->> and IS NOT DISTINCT FROM, which the shared
 # statements use.
 MINIMUM_VERSION = (3, 39, 0)
-_SYNCHRONOUS = {"full": 2, "process": 1}
+FULL, NORMAL = 2, 1
+# PRAGMA synchronous by durability mode: (a commit that must be durable when it returns,
+# one that may become durable with the next: an outcome, a model or read record).
+_SYNCHRONOUS = {"intent": (FULL, NORMAL), "full": (FULL, FULL), "process": (NORMAL, NORMAL)}
 _CLOCK = "((julianday('now') - 2440587.5) * 86400.0)"
 SQLITE = Dialect(
     name="sqlite",
@@ -102,12 +111,14 @@ class SQLiteStore(SQLStore):
         self,
         path: str,
         *,
-        durability: str = "full",
+        durability: str = "intent",
         busy_timeout: float = 30.0,
         create: bool = True,
     ) -> None:
         if durability not in _SYNCHRONOUS:
-            raise ConfigurationError(f"durability must be 'full' or 'process', not {durability!r}")
+            raise ConfigurationError(
+                f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}"
+            )
         if sqlite3.sqlite_version_info < MINIMUM_VERSION:
             raise ConfigurationError(
                 f"SQLite {sqlite3.sqlite_version} is too old for the ledger; it needs "
@@ -115,6 +126,8 @@ class SQLiteStore(SQLStore):
             )
         self.path = path
         self.durability = durability
+        self._levels = _SYNCHRONOUS[durability]
+        self._synchronous = -1  # none set yet
         self._lock = threading.RLock()
         if path != ":memory:" and create:
             _make_folder(path)
@@ -139,12 +152,19 @@ class SQLiteStore(SQLStore):
         mode = self._wal(busy_timeout)
         if mode != "wal" and self.path != ":memory:":
             raise ConfigurationError(f"{self.path}: SQLite refused WAL mode (got {mode!r})")
-        wanted = _SYNCHRONOUS[self.durability]
-        db.execute(f"PRAGMA synchronous = {wanted}")
-        got = db.execute("PRAGMA synchronous").fetchone()[0]
+        self._set_synchronous(self._levels[0])
+        db.execute("PRAGMA foreign_keys = ON")
+
+    def _set_synchronous(self, wanted: int) -> None:
+        """Set the level for the next commit (outside a transaction: a commit syncs as the
+        level was when it began), unless it is already set."""
+        if wanted == self._synchronous:
+            return
+        self._db.execute(f"PRAGMA synchronous = {wanted}")
+        got = self._db.execute("PRAGMA synchronous").fetchone()[0]
         if got != wanted:
             raise ConfigurationError(f"{self.path}: PRAGMA synchronous is {got}, not {wanted}")
-        db.execute("PRAGMA foreign_keys = ON")
+        self._synchronous = wanted
 
     def _wal(self, busy_timeout: float) -> str:
         """Switch a new file to WAL (a file already in WAL mode says so without a lock).
@@ -180,10 +200,12 @@ class SQLiteStore(SQLStore):
                 )
 
     @contextmanager
-    def _tx(self) -> Iterator[Tx]:
-        """One write transaction; anything that goes wrong rolls it back whole."""
+    def _tx(self, *, durable: bool = True) -> Iterator[Tx]:
+        """One write transaction; anything that goes wrong rolls it back whole. Not
+        ``durable``: it may commit without its own fsync (see ``_SYNCHRONOUS``)."""
         with self._lock:
             try:
+                self._set_synchronous(self._levels[0 if durable else 1])
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise _store_error(exc, self.path) from exc
