@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from . import _leases as leases
 from . import _waiting as waiting
@@ -35,9 +34,11 @@ from ._records import (
 from ._replay import ReplayCursor
 from ._run import RunContext
 from ._serialization import encode
-from ._signing import Signer
 from ._tools import tool
 from .stores import DEFAULT_PATH, Lease, Store, open_store
+
+if TYPE_CHECKING:
+    from ._signing import Signer
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -296,6 +297,8 @@ class Ledger:
 
     async def wait_for_decision_async(self, run_id: str, *, timeout: float | timedelta) -> bool:
         """``wait_for_decision`` for async code: the event loop goes on meanwhile."""
+        import asyncio  # only async code pays for it (see _run._in_thread)
+
         return await asyncio.to_thread(self.wait_for_decision, run_id, timeout=timeout)
 
     def _person_result(self, run_id: str, step_id: str, result: Any) -> Any:
@@ -568,6 +571,11 @@ def open(
     key = signing_key or os.environ.get("ONCELOG_SIGNING_KEY") or None
     secret = redaction_key or os.environ.get("ONCELOG_REDACTION_KEY") or None
     url = url or os.environ.get("ONCELOG_URL") or None
+    signer = None
+    if key is not None:  # only then: most agents do not sign, and need not load the code
+        from ._signing import Signer
+
+        signer = Signer(key)
     return Ledger(
         open_store(url, durability=durability, create=create),
         lease_ttl=lease_ttl,
@@ -575,7 +583,7 @@ def open(
         approval_poll=approval_poll,
         key_namespace=key_namespace,
         on_budget_alert=on_budget_alert,
-        signer=None if key is None else Signer(key),
+        signer=signer,
         redaction_key=secret.encode() if isinstance(secret, str) else secret,
         on_alert=on_alert,
         alert_webhook=alert_webhook or os.environ.get("ONCELOG_ALERT_WEBHOOK") or None,
