@@ -31,6 +31,7 @@ PAGE = 1000
 @dataclass(frozen=True)
 class Problem:
     kind: str  # broken_link | unchained | truncated | rewritten | bad_signature | state
+    #            | budget_totals
     run_id: str
     message: str
     record_id: int | None = None  # the journal id where it shows
@@ -140,6 +141,7 @@ def verify(
     report.runs = sum(1 for chain in chains.values() if chain.length)
     for run, message in state_differences(store, run_id, state, lambda: _journal(store, run_id)):
         report.problems.append(Problem("state", run, message))
+    check_budget_totals(store, report, run_id)
     for source, mark in signed:
         report.checkpoints += 1
         _check_checkpoint(report, verifier, source, mark, chains[mark.run_id])
@@ -156,6 +158,19 @@ def _chain_from(store: Store, report: Report) -> int:
         ))  # fmt: skip
         return 0
     return chain_from
+
+
+def check_budget_totals(store: Store, report: Report, run_id: str | None) -> None:
+    """The running totals every intent checks a budget against (kept on the run's row and
+    the agent's day row as steps are written) agree with the steps they count. A
+    difference means a table was edited outside oncelog; budgets would be judged on it."""
+    for drift in store.budget_drift(run_id):
+        whose = f"run {drift.target!r}" if drift.scope == "run" else f"agent {drift.target!r}"
+        report.problems.append(Problem(
+            "budget_totals", drift.target if drift.scope == "run" else "",
+            f"the budget totals of {whose} are {list(drift.kept)} but its steps count "
+            f"{list(drift.counted)}",
+        ))  # fmt: skip
 
 
 def _check_checkpoint(

@@ -71,6 +71,25 @@ class Outcome:
     cost: float | None = None  # settles the reserved cost (a model call's, from its usage)
 
 
+class BudgetDrift(NamedTuple):
+    """A budget's running totals, as kept and as counted afresh from the steps: a run's
+    ``steps, tokens, cost, irreversible`` or an agent's today ``calls, cost,
+    irreversible``."""
+
+    scope: str  # run | agent
+    target: str  # the run id or the agent's name
+    kept: tuple[float, ...]
+    counted: tuple[float, ...]
+
+    @property
+    def agrees(self) -> bool:
+        """Equal, but for the rounding of costs added up in another order."""
+        if len(self.kept) != len(self.counted):
+            return False
+        pairs = zip(self.kept, self.counted, strict=True)
+        return all(abs(k - c) <= 1e-9 * max(1.0, abs(c)) for k, c in pairs)
+
+
 class Intent(NamedTuple):
     """A written intent: its attempt number, and the budget limits it brought past their
     warning threshold."""
@@ -201,6 +220,13 @@ class Store(Protocol):
 
     def set_budget(self, run_id: str, budget: Budget | None, *, by: str) -> None:
         """A person changes a run's budget (journalled)."""
+        ...
+
+    def budget_drift(self, run_id: str | None) -> list[BudgetDrift]:
+        """Where the budgets' running totals (kept as steps are written, read by every
+        intent) disagree with the steps they count: each run with a budget (or only
+        ``run_id``), and, without ``run_id``, today's totals of each agent with one.
+        One read; for ``verify``."""
         ...
 
     def set_agent_budget(self, agent: str, budget: AgentBudget | None, *, by: str) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from .._budgets import AgentBudget, Budget, BudgetAlert, Usage
 from .._exceptions import UnknownHalt, UnknownRun
 from .._records import Approval, ApprovalStatus, Halt, HaltScope
-from ._protocol import Lease, NewStep
+from ._protocol import BudgetDrift, Lease, NewStep
 from ._rows import APPROVAL_COLUMNS, HALT_COLUMNS, approval_record, halt_record, journal_json
 from ._rows import text as quoted
 from ._shared import check_agent_budget as shared_check_agent_budget
@@ -105,18 +105,56 @@ def list_halts(tx: Tx, active_only: bool, limit: int) -> list[Halt]:
 # -- budgets ------------------------------------------------------------------------------
 
 
+# The budgets' running totals (0013_budget_totals.sql), each with what it counts: a run's
+# steps, and an agent's effects today, refusals excepted.
+_RUN_TOTALS = (
+    ("used_steps", "COUNT(*)"),
+    ("used_tokens", "COALESCE(SUM(tokens_in + tokens_out), 0)"),
+    ("used_cost", "COALESCE(SUM(cost), 0)"),
+    ("used_irreversible", "COALESCE(SUM(irreversible), 0)"),
+)
+_AGENT_TOTALS = (
+    ("calls", "COUNT(*)"),
+    ("cost", "COALESCE(SUM(steps.cost), 0)"),
+    ("irreversible", "COALESCE(SUM(steps.irreversible), 0)"),
+)
+
+
+def _run_counted(total: str) -> str:
+    """``total`` over the steps of the run of the row at hand."""
+    return (
+        f"(SELECT {total} FROM steps WHERE steps.run_id = runs.run_id AND steps.state != 'failed')"
+    )
+
+
+def _agent_counted(total: str, agent: str) -> str:
+    """``total`` over today's effects of ``agent`` (a column or a placeholder)."""
+    return (
+        f"(SELECT {total} FROM steps JOIN runs ON runs.run_id = steps.run_id "
+        f"WHERE runs.agent = {agent} AND steps.type = 'effect' AND steps.state != 'failed' "
+        f"AND steps.started_at >= {TODAY})"
+    )
+
+
+_RUN_RECOUNT = ", ".join(f"{column} = {_run_counted(total)}" for column, total in _RUN_TOTALS)
+_RUN_COUNTED = (
+    "SELECT " + ", ".join(_run_counted(total) for _, total in _RUN_TOTALS) + " FROM runs "
+    "WHERE run_id = ?"
+)
+_AGENT_KEPT = f"SELECT calls, cost, irreversible FROM agent_usage WHERE agent = ? AND day = {TODAY}"
+
+
 def budget_usage(tx: Tx, run_id: str) -> tuple[Budget | None, Usage]:
-    """The run's budget and its usage: refused steps are not counted, steps in doubt are."""
+    """The run's budget and its usage: refused steps are not counted, steps in doubt are.
+    A run with a budget has its totals kept on its row; one without is counted."""
     run = tx.execute(
-        f"SELECT budget, {NOW} - created_at FROM runs WHERE run_id = ?", (run_id,)
+        f"SELECT budget, {NOW} - created_at, used_steps, used_tokens, used_cost, "
+        "used_irreversible FROM runs WHERE run_id = ?",
+        (run_id,),
     ).fetchone()
     if run is None:
         raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
-    totals = tx.execute(
-        "SELECT COUNT(*), COALESCE(SUM(tokens_in + tokens_out), 0), COALESCE(SUM(cost), 0), "
-        "COALESCE(SUM(irreversible), 0) FROM steps WHERE run_id = ? AND state != 'failed'",
-        (run_id,),
-    ).fetchone()
+    totals = run[2:] if run[0] is not None else tx.execute(_RUN_COUNTED, (run_id,)).fetchone()
     return run_usage(run[0], run[1], totals or ())
 
 
@@ -128,7 +166,10 @@ def check_budget(tx: Tx, run_id: str, step: NewStep, *, new: bool) -> list[Budge
 
 def set_budget(tx: Tx, run_id: str, budget: Budget | None, by: str) -> None:
     limits = None if budget is None else budget.to_json()
-    cursor = tx.execute("UPDATE runs SET budget = ? WHERE run_id = ?", (limits, run_id))
+    # The totals are kept only while there is a budget: counted afresh on setting one.
+    cursor = tx.execute(
+        f"UPDATE runs SET budget = ?, {_RUN_RECOUNT} WHERE run_id = ?", (limits, run_id)
+    )
     if cursor.rowcount != 1:
         raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
     append(tx, run_id, None, "budget_set", journal_json(budget=limits, by=quoted(by)))
@@ -136,25 +177,23 @@ def set_budget(tx: Tx, run_id: str, budget: Budget | None, by: str) -> None:
 
 def check_agent_budget(tx: Tx, lease: Lease, step: NewStep, *, new: bool) -> list[BudgetAlert]:
     """Refuse an effect that would take its agent past today's budget (UTC days, by the
-    store's clock), counting the effects of all the agent's runs, refusals excepted. The
-    budget's row stays locked until the commit, so the intents of one agent's runs are
-    counted one after another, as SQLite's single writer counts them."""
+    store's clock), counting the effects of all the agent's runs, refusals excepted, as
+    kept on the agent's row for today. The budget's row stays locked until the commit, so
+    the intents of one agent's runs are counted one after another, as SQLite's single
+    writer counts them."""
     row = tx.execute(
         f"SELECT budget FROM agent_budgets WHERE agent = ?{tx.dialect.for_update}", (lease.agent,)
     ).fetchone()
     if lease.agent is None or row is None:
         return []
-    totals = tx.execute(
-        "SELECT COUNT(*), COALESCE(SUM(steps.cost), 0), COALESCE(SUM(steps.irreversible), 0) "
-        "FROM steps JOIN runs ON runs.run_id = steps.run_id WHERE runs.agent = ? "
-        f"AND steps.type = 'effect' AND steps.state != 'failed' AND steps.started_at >= {TODAY}",
-        (lease.agent,),
-    ).fetchone()
+    totals = tx.execute(_AGENT_KEPT, (lease.agent,)).fetchone() or (0, 0.0, 0)
     budget = AgentBudget.from_json(row[0])
-    return shared_check_agent_budget(budget, totals or (), lease, step, new=new)
+    return shared_check_agent_budget(budget, totals, lease, step, new=new)
 
 
 def set_agent_budget(tx: Tx, agent: str, budget: AgentBudget | None, by: str) -> None:
+    # Kept only while there is a budget: dropped with it, counted afresh on setting one.
+    tx.execute("DELETE FROM agent_usage WHERE agent = ?", (agent,))
     if budget is None:
         tx.execute("DELETE FROM agent_budgets WHERE agent = ?", (agent,))
     else:
@@ -164,9 +203,41 @@ def set_agent_budget(tx: Tx, agent: str, budget: AgentBudget | None, by: str) ->
             "budget = excluded.budget, set_by = excluded.set_by, set_at = excluded.set_at",
             (agent, budget.to_json(), by),
         )
+        counted = ", ".join(
+            _agent_counted(total, "agent_budgets.agent") for _, total in _AGENT_TOTALS
+        )
+        tx.execute(
+            "INSERT INTO agent_usage (agent, day, calls, cost, irreversible) "
+            f"SELECT agent, {TODAY}, {counted} FROM agent_budgets WHERE agent = ?",
+            (agent,),
+        )
     limits = None if budget is None else budget.to_json()
     append(tx, "", None, "agent_budget_set",
            journal_json(agent=quoted(agent), budget=limits, by=quoted(by)))  # fmt: skip
+
+
+def budget_drift(tx: Tx, run_id: str | None) -> list[BudgetDrift]:
+    """Where the kept totals disagree with the steps they count: each run with a budget
+    (or only ``run_id``), and, for the whole ledger, today's row of each agent with one.
+    Each kind is one statement, so kept and counted come from one snapshot."""
+    kept = ", ".join(column for column, _ in _RUN_TOTALS)
+    counted = ", ".join(_run_counted(total) for _, total in _RUN_TOTALS)
+    where = " AND run_id = ?" if run_id is not None else ""
+    rows = tx.execute(
+        f"SELECT run_id, {kept}, {counted} FROM runs WHERE budget IS NOT NULL{where} "
+        "ORDER BY run_id",
+        () if run_id is None else (run_id,),
+    ).fetchall()
+    drift = [BudgetDrift("run", row[0], tuple(row[1:5]), tuple(row[5:])) for row in rows]
+    if run_id is None:
+        counted = ", ".join(_agent_counted(total, "b.agent") for _, total in _AGENT_TOTALS)
+        rows = tx.execute(
+            "SELECT b.agent, COALESCE(u.calls, 0), COALESCE(u.cost, 0), "
+            f"COALESCE(u.irreversible, 0), {counted} FROM agent_budgets b "
+            f"LEFT JOIN agent_usage u ON u.agent = b.agent AND u.day = {TODAY} ORDER BY b.agent"
+        ).fetchall()
+        drift += [BudgetDrift("agent", row[0], tuple(row[1:4]), tuple(row[4:])) for row in rows]
+    return [found for found in drift if not found.agrees]
 
 
 def record_alert(tx: Tx, alert: BudgetAlert) -> bool:

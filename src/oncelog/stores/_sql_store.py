@@ -39,7 +39,16 @@ from . import _sql_controls as controls
 from . import _sql_evidence as evidence
 from . import _sql_notices as notices
 from . import _sql_queue as queue
-from ._protocol import DecisionFeed, Intent, Lease, NewStep, Outcome, OwnerCheck, PollingFeed
+from ._protocol import (
+    BudgetDrift,
+    DecisionFeed,
+    Intent,
+    Lease,
+    NewStep,
+    Outcome,
+    OwnerCheck,
+    PollingFeed,
+)
 from ._rows import NEXT_SEQ, RUN_COLUMNS, STEP_COLUMNS, journal_json, run_record, step_record, text
 from ._shared import (
     CHECKPOINT_COLUMNS,
@@ -619,6 +628,10 @@ class SQLStore:
             lock_run(tx, run_id)
             controls.set_budget(tx, run_id, budget, by)
             queue.requeue(tx, queue.AFTER_BUDGET, run_id=run_id, by=by)
+
+    def budget_drift(self, run_id: str | None) -> list[BudgetDrift]:
+        with self._reading() as tx:
+            return controls.budget_drift(tx, run_id)
 
     def set_agent_budget(self, agent: str, budget: AgentBudget | None, *, by: str) -> None:
         with self._tx() as tx:
