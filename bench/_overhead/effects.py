@@ -1,5 +1,6 @@
 """Per-effect overhead: a guarded effect against the bare call and against the floor,
-in alternating batches, for durability ``full`` and ``process``."""
+in alternating batches, for durability ``intent`` (the default: one fsync per effect),
+``full`` and ``process``."""
 
 from __future__ import annotations
 
@@ -18,9 +19,13 @@ from .settings import Log, Settings
 from .stats import Dist
 from .workload import EffectInput, open_guarded, send_email
 
-VARIANTS = ("floor_full", "guarded_full", "floor_normal", "guarded_process", "bare")
+VARIANTS = (
+    "floor_full", "guarded_intent", "guarded_full", "floor_normal", "guarded_process", "bare"
+)  # fmt: skip
 # ratio name -> (guarded variant, its floor); each ratio is taken of the mean and the p50.
 RATIOS = {
+    # The floor is two fsynced commits whatever the mode: what an effect must survive.
+    "intent_vs_floor": ("guarded_intent", "floor_full"),
     "full_vs_floor": ("guarded_full", "floor_full"),
     "process_vs_floor": ("guarded_process", "floor_normal"),
 }
@@ -59,11 +64,17 @@ def contenders(folder: Path, run_id: str, effects: int) -> Iterator[dict[str, Ca
     called its tool exactly once (``effects`` calls in all, per ledger)."""
     floor_full = Floor(folder / "floor-full.db", "FULL")
     floor_normal = Floor(folder / "floor-normal.db", "NORMAL")
+    intent, intent_tool = open_guarded(folder / "guarded-intent.db", "intent")
     full, full_tool = open_guarded(folder / "guarded-full.db", "full")
     process, process_tool = open_guarded(folder / "guarded-process.db", "process")
-    with full.run(run_id) as run_full, process.run(run_id) as run_process:
+    with (
+        intent.run(run_id) as run_intent,
+        full.run(run_id) as run_full,
+        process.run(run_id) as run_process,
+    ):
         yield {
             "floor_full": floor_full.effect,
+            "guarded_intent": lambda i: run_intent.effect(i.step_id, intent_tool.tool, **i.kwargs),
             "guarded_full": lambda i: run_full.effect(i.step_id, full_tool.tool, **i.kwargs),
             "floor_normal": floor_normal.effect,
             "guarded_process": lambda i: run_process.effect(
@@ -73,9 +84,9 @@ def contenders(folder: Path, run_id: str, effects: int) -> Iterator[dict[str, Ca
         }
     floor_full.connection.close()
     floor_normal.connection.close()
-    full.close()
-    process.close()
-    if full_tool.calls != effects or process_tool.calls != effects:
+    for ledger in (intent, full, process):
+        ledger.close()
+    if {intent_tool.calls, full_tool.calls, process_tool.calls} != {effects}:
         raise RuntimeError("a guarded effect did not call its tool exactly once")
 
 

@@ -51,14 +51,18 @@ def header(report: Report) -> list[str]:
 
 def targets(report: Report, effects: EffectResults) -> list[str]:
     """Targets first: the reader's question."""
+    intent_ratio = effects.ratio("intent_vs_floor")
     full_ratio = effects.ratio("full_vs_floor")
     r20, r10k = report.resume[0], report.resume[1]
     flat_ok, flat_text = flatness(report.memory)
     return [
         "### Targets\n",
         "| target | measured | |\n|---|---|---|",
-        f"| guarded effect (durability full) at most {TARGET_EFFECT_RATIO}x the floor "
-        f"(mean per effect) | {full_ratio:.2f}x | {verdict(full_ratio <= TARGET_EFFECT_RATIO)} |",
+        f"| guarded effect (durability intent, the default) at most {TARGET_EFFECT_RATIO}x the "
+        f"floor (mean per effect) | {intent_ratio:.2f}x "
+        f"| {verdict(intent_ratio <= TARGET_EFFECT_RATIO)} |",
+        f"| guarded effect (durability full: two fsyncs) at most {TARGET_EFFECT_RATIO}x the "
+        f"floor | {full_ratio:.2f}x | {verdict(full_ratio <= TARGET_EFFECT_RATIO)} |",
         f"| resume a 20-step run in-process under {TARGET_RESUME_20_MS:g} ms "
         f"(enter + replay + exit, ledger open) | {r20.total_ms:.2f} ms "
         f"| {verdict(r20.total_ms < TARGET_RESUME_20_MS)} |",

@@ -78,7 +78,7 @@ class CountingTool:
 
 
 def open_guarded(
-    path: Path | str, durability: Literal["full", "process"] = "full"
+    path: Path | str, durability: Literal["intent", "full", "process"] = "full"
 ) -> tuple[oncelog.Ledger, CountingTool]:
     """A ledger on ``path`` and the counting tool declared on it."""
     ledger = oncelog.open(str(path), durability=durability)
