@@ -1,0 +1,54 @@
+"""The Markdown of ``bench/peers.py``: every figure beside its ratio to the bare loop
+measured in the same invocation, with the machine's load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .agents import AGENTS, STEPS
+from .timing import Results
+
+BEGIN_MARK = "<!-- bench:peers:start -->"
+END_MARK = "<!-- bench:peers:end -->"
+
+
+def render(results: Results, header: list[str]) -> str:
+    bare = "bare loop"
+    warm = {n: results.median(results.warm_ms, n) for n in AGENTS}
+    process = {n: results.median(results.process_s, n) * 1000 for n in AGENTS}
+    restart = {n: results.median(results.restart_s, n) * 1000 for n in AGENTS}
+    lines = [
+        *header,
+        "| contender | ms per 20-step run (warm) | overhead per step, ms | run / bare "
+        "| whole process, ms | / bare | restart to last step, ms | / bare |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in AGENTS:
+        overhead = "-" if name == bare else f"{results.step_overhead_ms(name):.3f}"
+        lines.append(
+            f"| {name} | {warm[name]:.2f} | {overhead} | {warm[name] / warm[bare]:.0f}x "
+            f"| {process[name]:.0f} | {process[name] / process[bare]:.1f}x "
+            f"| {restart[name]:.0f} | {restart[name] / restart[bare]:.1f}x |"
+        )
+    ours = results.step_overhead_ms("oncelog")
+    peers = {n: results.step_overhead_ms(n) for n in AGENTS if n not in (bare, "oncelog")}
+    cheapest = min(peers, key=peers.__getitem__)
+    lines += [
+        "",
+        f"oncelog's overhead per step is {ours:.3f} ms; the cheapest peer's ({cheapest}) "
+        f"{peers[cheapest]:.3f} ms ({ours / peers[cheapest]:.2f}x). Each step of the "
+        f"{STEPS}-step agent is recorded durably by every contender but the bare loop.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_doc(path: Path, block: str) -> None:
+    """Replace this benchmark's block in ``path``, keeping everything around it."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    generated = f"{BEGIN_MARK}\n{block}{END_MARK}"
+    if BEGIN_MARK in text and END_MARK in text:
+        head, _, rest = text.partition(BEGIN_MARK)
+        text = head + generated + rest.partition(END_MARK)[2]
+    else:
+        text = text.rstrip("\n") + "\n\n## Peers\n\n" + generated + "\n"
+    path.write_text(text)

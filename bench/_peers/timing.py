@@ -1,0 +1,78 @@
+"""What the parent measures, each contender in child processes, the contenders taking
+turns within every repetition so that the machine's drift hits them alike."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .agents import AGENTS, STEPS
+
+SCRIPT = Path(__file__).parents[1] / "peers.py"
+CHILD_TIMEOUT = 300.0
+
+
+@dataclass
+class Results:
+    warm_ms: dict[str, list[float]] = field(default_factory=dict)  # ms per 20-step run
+    process_s: dict[str, list[float]] = field(default_factory=dict)  # start to exit
+    restart_s: dict[str, list[float]] = field(default_factory=dict)  # start to last step
+
+    def median(self, table: dict[str, list[float]], name: str) -> float:
+        return statistics.median(table[name])
+
+    def step_overhead_ms(self, name: str) -> float:
+        """Per step, above the bare loop (medians)."""
+        bare = self.median(self.warm_ms, "bare loop")
+        return (self.median(self.warm_ms, name) - bare) / STEPS
+
+
+def child(name: str, db: Path, mode: str, marker: Path | None = None) -> str:
+    argv = [sys.executable, str(SCRIPT), "--child", name, "--db", str(db), "--mode", mode]
+    argv += ["--marker", str(marker)] if marker else []
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT)
+    if done.returncode not in (0, -9):
+        raise RuntimeError(f"{name} {mode}: exit {done.returncode}: {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def slug(name: str) -> str:
+    return name.split()[0].lower()
+
+
+def warm(name: str, folder: Path, rep: int, runs: int) -> float:
+    return float(child(name, folder / f"{slug(name)}-warm-{rep}.db", f"warm:{runs}"))
+
+
+def whole_process(name: str, folder: Path, rep: int) -> float:
+    start = time.perf_counter()
+    child(name, folder / f"{slug(name)}-once-{rep}.db", "once")
+    return time.perf_counter() - start
+
+
+def restart(name: str, folder: Path, rep: int) -> float:
+    db = folder / f"{slug(name)}-restart-{rep}.db"
+    marker = folder / f"{slug(name)}-restart-{rep}.mark"
+    child(name, db, "crash")
+    start = time.time()
+    child(name, db, "resume", marker)
+    return float(marker.read_text()) - start
+
+
+def measure(folder: Path, reps: int, runs: int, log: Callable[[str], None]) -> Results:
+    results = Results()
+    for rep in range(reps):
+        order = list(AGENTS)[rep % len(AGENTS) :] + list(AGENTS)[: rep % len(AGENTS)]
+        for name in order:
+            results.warm_ms.setdefault(name, []).append(warm(name, folder, rep, runs))
+            results.process_s.setdefault(name, []).append(whole_process(name, folder, rep))
+            results.restart_s.setdefault(name, []).append(restart(name, folder, rep))
+        log(f"rep {rep + 1}/{reps}: " + ", ".join(
+            f"{n} {results.warm_ms[n][-1]:.2f} ms/run" for n in AGENTS
+        ))  # fmt: skip
+    return results

@@ -1,0 +1,32 @@
+"""Each benchmark script runs end to end on a tiny size and prints its table. Smoke only:
+benchmarks are never timed assertions; their numbers are in docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).parents[1] / "bench"
+
+
+def bench(script: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True, text=True, timeout=600, cwd=BENCH,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_budgets_runs(tmp_path: Path) -> None:
+    out = bench("budgets.py", "--quick", "--sizes", "10", "30", "--dir", str(tmp_path),
+                "--allow-tmpfs")  # fmt: skip
+    assert "| 30 |" in out
+
+
+def test_peers_runs(tmp_path: Path) -> None:
+    out = bench("peers.py", "--reps", "1", "--runs", "1", "--dir", str(tmp_path),
+                "--allow-tmpfs")  # fmt: skip
+    for contender in ("bare loop", "oncelog", "DBOS (SQLite)", "LangGraph (SqliteSaver)"):
+        assert f"| {contender} |" in out
