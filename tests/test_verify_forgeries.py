@@ -235,7 +235,9 @@ def test_each_column_the_runtime_reads_is_held_to_the_journal(
     build(store_url, keys[0])
     tamper(store_url, tamper_sql)
     for report in reports(store_url, keys[1]):
-        assert {p.kind for p in report.problems} == {"state"}, report.problems
+        # A forged step that changes what a budget counts (its type, state, cost, start)
+        # also leaves the budgets' running totals behind: budget_totals says so too.
+        assert {p.kind for p in report.problems} - {"budget_totals"} == {"state"}, report.problems
         assert says in messages(report, "state"), report.problems
 
 
