@@ -1,5 +1,5 @@
 """Budgets' running totals: kept on the run's row and the agent's day row by the store as
-steps are written (0013_budget_totals.sql), so an intent checks a budget at a constant
+steps are written (0009_budget_totals.sql), so an intent checks a budget at a constant
 cost; they must always equal what the steps count, and ``verify`` must notice when they do
 not. On both stores."""
 

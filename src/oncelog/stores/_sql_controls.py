@@ -105,7 +105,7 @@ def list_halts(tx: Tx, active_only: bool, limit: int) -> list[Halt]:
 # -- budgets ------------------------------------------------------------------------------
 
 
-# The budgets' running totals (0013_budget_totals.sql), each with what it counts: a run's
+# The budgets' running totals (0009_budget_totals.sql), each with what it counts: a run's
 # steps, and an agent's effects today, refusals excepted.
 _RUN_TOTALS = (
     ("used_steps", "COUNT(*)"),
