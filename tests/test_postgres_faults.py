@@ -1,6 +1,10 @@
 """Faults of a real PostgreSQL server under real agent processes: racing workers, a worker
 stopped past its lease, a backend terminated inside a transaction, a connection cut during
-COMMIT, and the server itself stopped and started in the middle of many runs.
+COMMIT, the server itself stopped and started in the middle of many runs, the server frozen
+(SIGSTOP), and the agent partitioned from it.
+
+Every test runs on a private cluster made for this module (``support/private_postgres``):
+the shared server at 127.0.0.1:5432 is never stopped or frozen.
 
 Agents are ``pg_agents/worker.py`` processes; their effects go to the provider process
 (``support/provider.py``, in the mode that ignores keys, so a duplicate would show), whose
@@ -11,9 +15,9 @@ and each effect happened exactly once.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -29,28 +33,31 @@ import pytest
 
 import oncelog
 from oncelog import StepState
-from oncelog.stores._postgres_pool import WAIT
 
 from .conftest import require
-from .support import Provider, read_ledger, resolve_from_provider, running_provider
+from .support import Provider, netns, read_ledger, resolve_from_provider, running_provider
 from .support.commit_cutter import commit_cutter
-from .support.postgres import (
-    ADMIN_URL,
-    POSTGRES_REASON,
-    execute,
-    fresh_schema,
-    postgres_is_up,
-)
+from .support.netns import Namespace
+from .support.postgres import execute, fresh_schema
+from .support.private_postgres import Cluster, missing, private_cluster
 
 WORKER = Path(__file__).parent / "pg_agents" / "worker.py"
 TIMEOUT = 60.0
 EFFECTS = 3
 
 
+@pytest.fixture(scope="module")
+def server() -> Iterator[Cluster]:
+    require(importlib.util.find_spec("psycopg") is not None, "psycopg: pip install -e '.[dev]'")
+    reason = missing()
+    require(reason is None, reason or "")
+    with private_cluster() as cluster:
+        yield cluster
+
+
 @pytest.fixture
-def pg_url() -> Iterator[str]:
-    require(postgres_is_up(), POSTGRES_REASON)
-    with fresh_schema() as url:
+def pg_url(server: Cluster) -> Iterator[str]:
+    with fresh_schema(server.admin_url()) as url:
         yield url
 
 
@@ -72,9 +79,13 @@ class Exit:
         return found
 
 
-def start(url: str, provider: Provider, runs: list[str], *extra: str) -> subprocess.Popen[str]:
+def start(
+    url: str, provider: Provider, runs: list[str], *extra: str, inside: Namespace | None = None
+) -> subprocess.Popen[str]:
     argv = [sys.executable, str(WORKER), url, "--provider", provider.url, "--runs", ",".join(runs)]
     argv += ["--effects", str(EFFECTS), *extra]
+    if inside is not None:
+        argv = inside.command(argv)
     env = {k: v for k, v in os.environ.items() if k != "ONCELOG_CRASH_AT"}
     pipe = subprocess.PIPE
     return subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env=env)
@@ -196,7 +207,7 @@ def test_a_worker_stopped_past_its_lease_cannot_write_after_a_takeover(
 # -- a backend terminated inside a transaction ---------------------------------------------
 
 
-def waiting_backend(application_name: str) -> int:
+def waiting_backend(server: Cluster, application_name: str) -> int:
     """The pid of the backend with that name once it waits for a lock."""
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
@@ -204,6 +215,7 @@ def waiting_backend(application_name: str) -> int:
             "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
             "AND wait_event_type = 'Lock'",
             (application_name,),
+            admin=server.admin_url(),
         )
         if rows:
             return int(rows[0][0])
@@ -212,7 +224,7 @@ def waiting_backend(application_name: str) -> int:
 
 
 def test_a_backend_terminated_inside_a_transaction_stops_the_worker_cleanly(
-    pg_url: str, provider: Provider
+    server: Cluster, pg_url: str, provider: Provider
 ) -> None:
     """The worker's backend is terminated while its transaction recording effect-2 waits
     for the run's row (held here): the transaction is rolled back, the worker exits 75
@@ -227,8 +239,8 @@ def test_a_backend_terminated_inside_a_transaction_stops_the_worker_cleanly(
             wait_until_stopped(worker)
             blocker.execute("SELECT 1 FROM runs WHERE run_id = 'r' FOR UPDATE")
             os.kill(worker.pid, signal.SIGCONT)
-            backend = waiting_backend(name)
-            execute("SELECT pg_terminate_backend(%s)", (backend,))
+            backend = waiting_backend(server, name)
+            execute("SELECT pg_terminate_backend(%s)", (backend,), admin=server.admin_url())
         finally:
             with suppress(ProcessLookupError):
                 os.kill(worker.pid, signal.SIGCONT)
@@ -249,8 +261,8 @@ INTENT = "INSERT INTO steps"  # the statement only an intent's transaction runs
 OUTCOME = "UPDATE steps SET state = $1, result"  # ... and only an outcome's (as sent)
 
 
-def proxied(url: str, port: int) -> str:
-    return url.replace("@127.0.0.1:5432/", f"@127.0.0.1:{port}/") + "&sslmode=disable"
+def proxied(url: str, server: Cluster, port: int) -> str:
+    return url.replace(f"@127.0.0.1:{server.port}/", f"@127.0.0.1:{port}/") + "&sslmode=disable"
 
 
 @pytest.mark.parametrize("committed", [False, True], ids=["lost", "durable"])
@@ -258,14 +270,13 @@ def proxied(url: str, port: int) -> str:
     ("marker", "step"), [(INTENT, "intent"), (OUTCOME, "outcome")], ids=["intent", "outcome"]
 )
 def test_a_commit_cut_is_read_back_before_anything_is_retried(
-    pg_url: str, provider: Provider, marker: str, step: str, committed: bool
+    server: Cluster, pg_url: str, provider: Provider, marker: str, step: str, committed: bool
 ) -> None:
     """The COMMIT of effect-2's intent (or outcome) is cut: before the server got it, or
     after the server committed it and before its answer arrived. The worker cannot know
     which: it stops (75) with nothing retried; the next worker reads what is durable."""
-    require(ADMIN_URL.startswith("postgresql://root@127.0.0.1:5432/"), "the default server")
-    with commit_cutter(("127.0.0.1", 5432), marker, 2, committed=committed) as cutter:
-        ended = finish(start(proxied(pg_url, cutter.port), provider, ["r"]))
+    with commit_cutter(("127.0.0.1", server.port), marker, 2, committed=committed) as cutter:
+        ended = finish(start(proxied(pg_url, server, cutter.port), provider, ["r"]))
         assert cutter.cut.is_set(), ended
     assert ended.code == oncelog.EXIT_TRY_LATER, ended
     assert "outcome is unknown" in ended.stderr
@@ -287,14 +298,6 @@ def test_a_commit_cut_is_read_back_before_anything_is_retried(
 # -- the server stopped and started in the middle of many runs -----------------------------
 
 
-def cluster(action: str) -> None:
-    version = sorted(os.listdir("/etc/postgresql"))[-1]
-    argv = ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action]
-    if action == "stop":
-        argv += ["-m", "immediate"]
-    subprocess.run(argv, check=True, capture_output=True, timeout=TIMEOUT)
-
-
 RUNS = 12
 
 
@@ -305,32 +308,25 @@ def performed(provider: Provider) -> int:
 
 
 def test_the_server_stopped_and_started_mid_runs_loses_no_effect_and_repeats_none(
-    pg_url: str, tmp_path: Path
+    server: Cluster, pg_url: str, tmp_path: Path
 ) -> None:
     """The server is stopped (immediate: no checkpoint, as a crash) right after the
     provider performed an effect, while it holds its answer back, so the worker is likely
     to find the server gone when it records the outcome; then started again."""
-    require(
-        os.path.isdir("/etc/postgresql")
-        and os.geteuid() == 0
-        and bool(shutil.which("pg_ctlcluster")),
-        "pg_ctlcluster and root, to stop and start the local PostgreSQL",
-    )
     with running_provider(tmp_path / "provider", "ignores_keys", delay=0.1) as provider:
-        stop_and_start_the_server_under(pg_url, provider)
+        stop_and_start_the_server_under(server, pg_url, provider)
 
 
-def stop_and_start_the_server_under(pg_url: str, provider: Provider) -> None:
+def stop_and_start_the_server_under(server: Cluster, pg_url: str, provider: Provider) -> None:
     runs = [f"many-{n}" for n in range(RUNS)]
     worker = start(pg_url, provider, runs)
     try:
         while performed(provider) < RUNS and worker.poll() is None:
             time.sleep(0.01)  # the provider's records cannot be waited on
-        cluster("stop")
+        server.stop("immediate")
         time.sleep(0.5)  # long enough for the worker to meet the dead server
     finally:
-        cluster("start")
-    wait_for_server()
+        server.start()  # pg_ctl -w: returns once the server accepts connections
     first = finish(worker)
     assert first.code in (oncelog.EXIT_COMPLETED, oncelog.EXIT_TRY_LATER), first
     codes = drive_to_completion(pg_url, provider, runs)
@@ -342,28 +338,16 @@ def stop_and_start_the_server_under(pg_url: str, provider: Provider) -> None:
     assert_each_effect_once(pg_url, provider, runs)
 
 
-def wait_for_server() -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not _ready():
-        assert time.monotonic() < deadline, "PostgreSQL did not come back"
-        time.sleep(0.1)
+STORE_TIMEOUT = 2.0  # seconds: the bound the agents of the tests below run with
 
 
-def _ready() -> bool:
-    return subprocess.run(["pg_isready", "-h", "127.0.0.1", "-q"], check=False).returncode == 0
-
-
-def test_an_oncelog_worker_rides_out_a_server_restart(pg_url: str, tmp_path: Path) -> None:
+def test_an_oncelog_worker_rides_out_a_server_restart(
+    server: Cluster, pg_url: str, tmp_path: Path
+) -> None:
     """The real ``oncelog worker`` process, working submitted runs, meets the server
-    stopped (immediate) for longer than its pool waits, then started again: it neither
+    stopped (immediate) for longer than its store timeout, then started again: it neither
     exits nor repeats an effect; it waits, claims again (its own interrupted run
     included) and finishes every run."""
-    require(
-        os.path.isdir("/etc/postgresql")
-        and os.geteuid() == 0
-        and bool(shutil.which("pg_ctlcluster")),
-        "pg_ctlcluster and root, to stop and start the local PostgreSQL",
-    )
     provider = tmp_path / "provider"
     provider.mkdir()
     runs = [f"job-{n}" for n in range(8)]
@@ -373,7 +357,8 @@ def test_an_oncelog_worker_rides_out_a_server_restart(pg_url: str, tmp_path: Pat
     root = Path(__file__).parent.parent
     worker = subprocess.Popen(
         [sys.executable, "-m", "oncelog", "worker", "tests.worker_agents.handlers:handle",
-         "--db", pg_url, "--poll", "0.05", "--lease-ttl", "2"],
+         "--db", f"{pg_url}&oncelog_timeout={STORE_TIMEOUT:g}", "--poll", "0.05",
+         "--lease-ttl", "2"],
         cwd=root, env={**os.environ, "WORKER_PROVIDER": str(provider)},
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -383,13 +368,12 @@ def test_an_oncelog_worker_rides_out_a_server_restart(pg_url: str, tmp_path: Pat
             assert time.monotonic() < deadline
             assert worker.poll() is None
             time.sleep(0.01)
-        cluster("stop")
-        # Longer than the pool waits for a connection (``_postgres_pool.WAIT``), so the
-        # worker meets StoreUnavailable, not only a slow connection.
-        time.sleep(WAIT + 2)
+        server.stop("immediate")
+        # Longer than its store timeout (the URL's ``oncelog_timeout``), so the worker
+        # meets StoreUnavailable, not only a slow connection.
+        time.sleep(STORE_TIMEOUT + 2)
     finally:
-        cluster("start")
-    wait_for_server()
+        server.start()
     with oncelog.open(pg_url) as ledger:
         deadline = time.monotonic() + TIMEOUT
         while {r.status for r in ledger.runs()} != {oncelog.RunStatus.COMPLETED}:
@@ -407,3 +391,92 @@ def test_an_oncelog_worker_rides_out_a_server_restart(pg_url: str, tmp_path: Pat
     assert "StoreUnavailable" in stderr or "cannot reach the ledger" in stderr, stderr
     performed = sorted(p.name for p in provider.glob("performed-*"))
     assert len(performed) == 3 * len(runs), "every effect happened, each key once"
+
+
+# -- the server frozen (SIGSTOP) -----------------------------------------------------------
+
+# A store call that meets the frozen server ends within STORE_TIMEOUT; the run then tries
+# once more to record that it stopped (another call, as bounded), and the process closes
+# its pool (a connection attempt in progress, as bounded). The provider may first spend
+# up to 5 s looking at the ledger itself. Past this, something waited without a limit.
+FROZEN_BOUND = 3 * STORE_TIMEOUT + 5.0 + 5.0
+
+
+def exit_within_bound(process: subprocess.Popen[str]) -> tuple[Exit, float]:
+    """Its exit, and how long after now it came."""
+    began = time.monotonic()
+    ended = finish(process)
+    return ended, time.monotonic() - began
+
+
+def test_a_frozen_server_stops_the_agent_within_its_store_timeout(
+    server: Cluster, pg_url: str, provider: Provider
+) -> None:
+    """The whole server is SIGSTOPped in the middle of a worker's runs: its kernel still
+    acknowledges every packet, but nothing answers. The worker exits 75 within the bound,
+    having recorded nothing twice; once the server is thawed, the runs complete with each
+    effect performed once."""
+    runs = [f"frozen-{n}" for n in range(4)]
+    worker = start(pg_url, provider, runs, "--store-timeout", f"{STORE_TIMEOUT:g}")
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while performed(provider) < 2 and worker.poll() is None:
+            assert time.monotonic() < deadline, "the worker performed nothing"
+            time.sleep(0.01)  # the provider's records cannot be waited on
+        server.freeze()
+        ended, took = exit_within_bound(worker)
+    finally:
+        server.thaw()
+    assert ended.code == oncelog.EXIT_TRY_LATER, ended
+    assert "StoreUnavailable" in ended.stderr, ended
+    assert took < FROZEN_BOUND, (took, ended.stderr[-2000:])
+    drive_to_completion(pg_url, provider, runs)
+    assert_each_effect_once(pg_url, provider, runs)
+
+
+# -- the agent partitioned from the server -------------------------------------------------
+
+
+def test_an_agent_partitioned_from_the_server_stops_within_its_store_timeout(
+    tmp_path: Path,
+) -> None:
+    """The agent runs in a network namespace of its own and reaches a private server over
+    a veth pair; in the middle of its runs every packet between the two on the server's
+    port is dropped. The agent exits 75 within the bound; once the partition heals, the
+    runs complete with each effect performed once."""
+    require(importlib.util.find_spec("psycopg") is not None, "psycopg: pip install -e '.[dev]'")
+    reason = missing() or netns.missing()
+    require(reason is None, reason or "")
+    listen, trusted = ("127.0.0.1", netns.HOST_ADDRESS), (netns.HOST_ADDRESS, netns.AGENT_ADDRESS)
+    with (
+        netns.namespace() as inside,
+        private_cluster(listen, trusted) as server,
+        fresh_schema(server.admin_url()) as url,
+        running_provider(tmp_path / "p", "ignores_keys", host=netns.HOST_ADDRESS) as provider,
+    ):
+        remote = url.replace("@127.0.0.1:", f"@{netns.HOST_ADDRESS}:", 1)
+        partition_under(inside, server, remote, provider)
+
+
+def partition_under(inside: Namespace, server: Cluster, url: str, provider: Provider) -> None:
+    runs = [f"cut-{n}" for n in range(4)]
+    worker = start(url, provider, runs, "--store-timeout", f"{STORE_TIMEOUT:g}", inside=inside)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while performed(provider) < 2 and worker.poll() is None:
+            assert time.monotonic() < deadline, "the worker performed nothing"
+            time.sleep(0.01)  # the provider's records cannot be waited on
+        inside.partition(server.port)
+        try:
+            ended, took = exit_within_bound(worker)
+        finally:
+            inside.heal()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    assert ended.code == oncelog.EXIT_TRY_LATER, ended
+    assert "StoreUnavailable" in ended.stderr, ended
+    assert took < FROZEN_BOUND, (took, ended.stderr[-2000:])
+    drive_to_completion(url, provider, runs)
+    assert_each_effect_once(url, provider, runs)

@@ -22,7 +22,7 @@ def pg_url() -> Iterator[str]:
 
 
 def setting(store: PostgresStore, name: str) -> str:
-    with store._pool.connection() as conn:
+    with store._calls.pool.connection() as conn:
         row = conn.execute(f"SHOW {name}").fetchone()
     assert row is not None
     return str(row[0])

@@ -543,6 +543,7 @@ def open(
     create: bool = True,
     on_alert: AnyAlertCallback | None = None,
     alert_webhook: str | None = None,
+    store_timeout: float | None = None,
 ) -> Ledger:
     """Open the ledger at ``url``: a SQLite path or ``sqlite:///`` URL; by default
     ``$ONCELOG_URL``, else ``./.oncelog/ledger.db``. A new ledger is created there unless
@@ -565,7 +566,9 @@ def open(
     ``$ONCELOG_REDACTION_KEY``) keys the hash that replaces tools' secret fields.
     ``key_namespace`` (default ``$ONCELOG_KEY_NAMESPACE``, else none) goes into every
     idempotency key: give each service its own if two could use the same run ids at one
-    provider account."""
+    provider account. ``store_timeout`` bounds every call to the store, in seconds: past
+    it the call raises ``StoreUnavailable`` (on PostgreSQL the default is the URL's
+    ``oncelog_timeout``, else 10; on SQLite it is the busy timeout, 30 by default)."""
     if key_namespace is None:
         key_namespace = os.environ.get("ONCELOG_KEY_NAMESPACE", "")
     key = signing_key or os.environ.get("ONCELOG_SIGNING_KEY") or None
@@ -577,7 +580,7 @@ def open(
 
         signer = Signer(key)
     return Ledger(
-        open_store(url, durability=durability, create=create),
+        open_store(url, durability=durability, create=create, timeout=store_timeout),
         lease_ttl=lease_ttl,
         max_payload_bytes=max_payload_bytes,
         approval_poll=approval_poll,

@@ -2,7 +2,7 @@
 few effects posted to the provider process with their idempotency keys.
 
     python tests/pg_agents/worker.py URL --provider P --runs r1,r2 [--effects 3]
-        [--lease-ttl S] [--stop-after effect-2] [--retry-leased S]
+        [--lease-ttl S] [--stop-after effect-2] [--retry-leased S] [--store-timeout S]
 
 A run that needs a person (an effect in doubt) is reported and the next run goes on; a
 run that cannot go on here (``StoreUnavailable``, ``RunLeased``, ``LeaseLost``) ends the
@@ -33,13 +33,16 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--lease-ttl", type=float, default=30.0)
     parser.add_argument("--stop-after", metavar="STEP_ID")
     parser.add_argument("--retry-leased", type=float, default=0.0, help="seconds")
+    parser.add_argument("--store-timeout", type=float, help="seconds")
     return parser.parse_args()
 
 
 class Worker:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.ledger = oncelog.open(args.url, lease_ttl=args.lease_ttl)
+        self.ledger = oncelog.open(
+            args.url, lease_ttl=args.lease_ttl, store_timeout=args.store_timeout
+        )
         self.post = self.ledger.tool(kind="create", name="provider.create")(self._post)
         self.outcomes: dict[str, str] = {}
 

@@ -47,19 +47,20 @@ def schema_url(schema: str, url: str = ADMIN_URL, **params: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}{query}"
 
 
-def execute(sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+def execute(sql: str, params: tuple[Any, ...] = (), *, admin: str = ADMIN_URL) -> list[Any]:
     """One statement as the administrator, outside any ledger; its rows, if any."""
-    with _connect() as conn:
+    with _connect(admin) as conn:
         cur = conn.execute(sql, params)
         return cur.fetchall() if cur.description else []
 
 
 @contextmanager
-def fresh_schema() -> Iterator[str]:
-    """A new, empty schema for one test; yields its ledger URL and drops it afterwards."""
+def fresh_schema(admin: str = ADMIN_URL) -> Iterator[str]:
+    """A new, empty schema for one test (on the server ``admin`` names); yields its ledger
+    URL and drops it afterwards."""
     schema = f"oncelog_test_{secrets.token_hex(6)}"
-    execute(f"CREATE SCHEMA {schema}")
+    execute(f"CREATE SCHEMA {schema}", admin=admin)
     try:
-        yield schema_url(schema)
+        yield schema_url(schema, admin)
     finally:
-        execute(f"DROP SCHEMA {schema} CASCADE")
+        execute(f"DROP SCHEMA {schema} CASCADE", admin=admin)

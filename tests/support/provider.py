@@ -2,9 +2,9 @@
 
     python tests/support/provider.py --mode honours_keys --db effects.db [--delay 0.01]
 
-It prints ``PORT <n>`` on stdout once it listens on 127.0.0.1. Its records live in its own
-SQLite file, written before it answers, so they are the truth about what happened in the
-world whatever becomes of the agent that asked.
+It prints ``PORT <n>`` on stdout once it listens on 127.0.0.1 (or ``--host``). Its records
+live in its own SQLite file, written before it answers, so they are the truth about what
+happened in the world whatever becomes of the agent that asked.
 
 ``POST /effect`` takes JSON ``{"key", "run", "payload"}`` and optionally ``"ledger"`` (the
 agent's ledger file or PostgreSQL URL), ``"pid"`` and ``"kill_before_answer"``:
@@ -180,8 +180,8 @@ def kill_and_wait(pid: int) -> None:
 class Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, store: EffectStore, delay: float) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
+    def __init__(self, store: EffectStore, delay: float, host: str = "127.0.0.1") -> None:
+        super().__init__((host, 0), Handler)
         self.store = store
         self.delay = delay
         self.busy = threading.Condition()
@@ -261,8 +261,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mode", choices=MODES, required=True)
     parser.add_argument("--db", required=True, help="SQLite file for the effect records")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before/after effect")
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     args = parser.parse_args(argv)
-    server = Server(EffectStore(args.db, args.mode), args.delay)
+    server = Server(EffectStore(args.db, args.mode), args.delay, args.host)
     print(f"PORT {server.server_address[1]}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     server.serve_forever()

@@ -102,14 +102,20 @@ class Provider:
 
 
 @contextmanager
-def running_provider(folder: Path, mode: str, *, delay: float = 0.0) -> Iterator[Provider]:
-    """Run a provider in ``folder`` until the block ends; reap it whatever happens."""
+def running_provider(
+    folder: Path, mode: str, *, delay: float = 0.0, host: str = "127.0.0.1"
+) -> Iterator[Provider]:
+    """Run a provider in ``folder``, listening on ``host``, until the block ends; reap it
+    whatever happens."""
     folder.mkdir(parents=True, exist_ok=True)
     db_path = folder / f"provider-{mode}.db"
     with open(folder / f"provider-{mode}.stderr", "w+") as stderr:
         command = [sys.executable, str(PROVIDER_SCRIPT), "--mode", mode, "--db", str(db_path)]
         process = subprocess.Popen(
-            [*command, "--delay", str(delay)], stdout=subprocess.PIPE, stderr=stderr, text=True
+            [*command, "--delay", str(delay), "--host", host],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
         )
         try:
             assert process.stdout is not None
@@ -118,7 +124,7 @@ def running_provider(folder: Path, mode: str, *, delay: float = 0.0) -> Iterator
                 process.wait(timeout=10)
                 stderr.seek(0)
                 raise RuntimeError(f"the provider did not start: {line!r} {stderr.read()}")
-            yield Provider(f"http://127.0.0.1:{int(line.split()[1])}", mode, db_path)
+            yield Provider(f"http://{host}:{int(line.split()[1])}", mode, db_path)
         finally:
             process.terminate()
             try:

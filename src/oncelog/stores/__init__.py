@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from .._exceptions import ConfigurationError
+from ._postgres_settings import checked_timeout
 from ._protocol import Intent, Lease, NewStep, Outcome, Store
 from ._sqlite import SQLiteStore
 
@@ -24,27 +26,38 @@ __all__ = [
 DEFAULT_PATH = Path(".oncelog") / "ledger.db"
 
 
-def open_store(url: str | None, *, durability: str = "intent", create: bool = True) -> Store:
+def open_store(
+    url: str | None,
+    *,
+    durability: str = "intent",
+    create: bool = True,
+    timeout: float | None = None,
+) -> Store:
     """``sqlite:///relative.db``, ``sqlite:////absolute.db``, a plain path,
     ``postgresql://user@host/db`` (``postgres://`` too; add ``?options=-csearch_path=NAME``
     for a schema of its own), or None for ``$ONCELOG_URL`` and then ``./.oncelog/ledger.db``.
     With ``create=False`` only an existing ledger is opened (else ``LedgerNotFound``), and
-    nothing is created: no folder, no file, no table."""
+    nothing is created: no folder, no file, no table. ``timeout`` bounds each store call,
+    in seconds: SQLite's busy timeout, PostgreSQL's deadline (default: the URL's
+    ``oncelog_timeout``, else 10)."""
     url = url or os.environ.get("ONCELOG_URL") or str(DEFAULT_PATH)
     parsed = urlparse(url)
     if parsed.scheme in ("postgresql", "postgres"):
-        return _postgres_store(url, durability, create)
+        return _postgres_store(url, durability, create, timeout)
+    sqlite_options: dict[str, Any] = {"durability": durability, "create": create}
+    if timeout is not None:
+        sqlite_options["busy_timeout"] = checked_timeout(timeout)
     if parsed.scheme == "sqlite":
         path = unquote(parsed.path[1:] if parsed.path.startswith("/") else parsed.path)
         if not path:
             raise ConfigurationError(f"{url!r} names no file; e.g. sqlite:///agents.db")
-        return SQLiteStore(path, durability=durability, create=create)
+        return SQLiteStore(path, **sqlite_options)
     if parsed.scheme and len(parsed.scheme) > 1:
         raise ConfigurationError(f"unsupported ledger URL scheme {parsed.scheme!r} in {url!r}")
-    return SQLiteStore(url, durability=durability, create=create)
+    return SQLiteStore(url, **sqlite_options)
 
 
-def _postgres_store(url: str, durability: str, create: bool) -> Store:
+def _postgres_store(url: str, durability: str, create: bool, timeout: float | None) -> Store:
     """psycopg is an optional extra, imported only when a PostgreSQL URL is opened."""
     try:
         from ._postgres import PostgresStore
@@ -52,4 +65,4 @@ def _postgres_store(url: str, durability: str, create: bool) -> Store:
         raise ConfigurationError(
             f"a PostgreSQL ledger needs psycopg: pip install 'oncelog[postgres]' ({exc})"
         ) from exc
-    return PostgresStore(url, durability=durability, create=create)
+    return PostgresStore(url, durability=durability, create=create, timeout=timeout)

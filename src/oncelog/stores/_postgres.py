@@ -5,18 +5,24 @@ Where SQLite has one writer at a time, PostgreSQL has row locks: every write tra
 that checks a fencing token locks its run's row first (``_sql_tx.fence``), so writers
 of one run serialize and each sees what the previous one committed. Lease expiry is judged
 by the server's clock. Open it with a ``postgresql://`` URL; ``options=-csearch_path=NAME``
-keeps the ledger in its own schema.
+keeps the ledger in its own schema; ``oncelog_timeout=S`` (or ``store_timeout`` given to
+``oncelog.open``) bounds every call, see ``_postgres_settings``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
+import psycopg
+
 from .._exceptions import ConfigurationError
+from ._postgres_deadline import WATCHDOG
 from ._postgres_listen import decisions
 from ._postgres_migrate import migrate
-from ._postgres_pool import POSTGRES, connect, describe, open_pool, reading, transaction
+from ._postgres_pool import POSTGRES, Calls, connect, describe, store_error
+from ._postgres_settings import take_timeout
 from ._protocol import DURABILITY, DecisionFeed
 from ._sql import Tx
 from ._sql_store import SQLStore
@@ -27,7 +33,14 @@ class PostgresStore(SQLStore):
 
     dialect = POSTGRES
 
-    def __init__(self, url: str, *, durability: str = "intent", create: bool = True) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        durability: str = "intent",
+        create: bool = True,
+        timeout: float | None = None,
+    ) -> None:
         if durability not in DURABILITY:
             raise ConfigurationError(
                 f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}"
@@ -35,25 +48,36 @@ class PostgresStore(SQLStore):
         # Every mode commits with synchronous_commit = on: the server's WAL flush is what
         # makes an intent survive a crash of the server, whatever the agent process does.
         self.durability = durability
+        url, self.timeout = take_timeout(url, timeout)
         self.where = describe(url)
-        with connect(url) as conn:
-            migrate(conn, self.where, create=create)
-        self._pool = open_pool(url)
+        self._migrate(url, create)
+        self._calls = Calls(url, self.timeout)
         self._url = url
 
+    def _migrate(self, url: str, create: bool) -> None:
+        """Migrations are store calls like any other: a migration that needs longer than
+        the timeout is applied by opening once with a longer one."""
+        with connect(url, self.timeout) as conn:
+            try:
+                with WATCHDOG.guard(conn, time.monotonic() + self.timeout) as guard:
+                    migrate(conn, self.where, create=create)
+            except psycopg.Error as exc:
+                cut = self.timeout if guard.cut else None
+                raise store_error(exc, self.where, cut_after=cut) from exc
+
     def decisions(self) -> AbstractContextManager[DecisionFeed]:
-        return decisions(self._url)
+        return decisions(self._url, self.timeout)
 
     @contextmanager
     def _tx(self, *, durable: bool = True) -> Iterator[Tx]:
         # Every commit is flushed, ``durable`` or not (see __init__).
-        with transaction(self._pool, self.where) as cur:
+        with self._calls.transaction() as cur:
             yield Tx(cur, POSTGRES)
 
     @contextmanager
     def _reading(self) -> Iterator[Tx]:
-        with reading(self._pool, self.where) as cur:
+        with self._calls.reading() as cur:
             yield Tx(cur, POSTGRES)
 
     def close(self) -> None:
-        self._pool.close()
+        self._calls.close()

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 
 from .. import _drain as drain
+from ._postgres_deadline import WATCHDOG
 from ._postgres_pool import DECISIONS_CHANNEL, connect
 from ._protocol import DecisionFeed, PollingFeed
 
@@ -45,11 +46,18 @@ class ListeningFeed:
 
 
 @contextmanager
-def decisions(url: str) -> Iterator[DecisionFeed]:
+def decisions(url: str, timeout: float) -> Iterator[DecisionFeed]:
+    """Connecting and LISTEN are bounded by the store timeout like any store call; the
+    waits for a notification are bounded by their own timeouts, and a frozen server only
+    makes them return empty (the waiter then reads the ledger, as bounded)."""
+    conn = None
     try:
-        conn = connect(url)
-        conn.execute(f"LISTEN {DECISIONS_CHANNEL}")
+        conn = connect(url, timeout)
+        with WATCHDOG.guard(conn, time.monotonic() + timeout):
+            conn.execute(f"LISTEN {DECISIONS_CHANNEL}")
     except Exception as exc:  # StoreUnavailable or psycopg's: polling still works
+        if conn is not None:
+            conn.close()
         log.warning("cannot LISTEN for decisions (%s); polling instead", exc)
         yield PollingFeed()
         return
