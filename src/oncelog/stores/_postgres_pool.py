@@ -32,6 +32,7 @@ from psycopg_pool import ConnectionPool
 from .._exceptions import ConfigurationError, StoreUnavailable
 from ._postgres_deadline import WATCHDOG, Guard
 from ._postgres_settings import DEFAULT_TIMEOUT, connect_options, session_settings
+from ._postgres_text import ADAPTERS, json_field
 from ._sql import Dialect
 
 POOL_SIZE = 4  # concurrent store calls of one process (async runs use worker threads)
@@ -53,7 +54,7 @@ POSTGRES = Dialect(
     placeholder="%s",
     for_update=" FOR UPDATE",
     skip_locked=" FOR UPDATE SKIP LOCKED",
-    json_prefix="::jsonb",
+    json_field=json_field,
     unique_violation=(psycopg.errors.UniqueViolation,),
     halts_lock=(
         f"SELECT pg_advisory_xact_lock({_HALTS})",
@@ -85,6 +86,11 @@ def _params(url: str) -> dict[str, Any]:
         raise ConfigurationError(f"not a PostgreSQL URL: {exc}") from exc
 
 
+def _options(url: str, timeout: float) -> dict[str, Any]:
+    """Every connection's keyword arguments: its settings, and NUL-escaping adapters."""
+    return {**connect_options(_params(url), timeout), "context": ADAPTERS}
+
+
 def _configure(conn: Connection, *, timeout: float) -> None:
     with WATCHDOG.guard(conn, time.monotonic() + timeout):
         conn.execute(session_settings(timeout))
@@ -100,7 +106,7 @@ def connect(url: str, timeout: float) -> Connection:
     """One connection, made at once: a wrong host, database or password is reported now
     with the server's own words, not after a pool gave up waiting."""
     try:
-        conn = psycopg.connect(url, **connect_options(_params(url), timeout))
+        conn = psycopg.connect(url, **_options(url, timeout))
         _configure(conn, timeout=timeout)
     except psycopg.Error as exc:
         raise StoreUnavailable(f"cannot connect to the ledger at {describe(url)}: {exc}") from exc
@@ -110,7 +116,7 @@ def connect(url: str, timeout: float) -> Connection:
 def open_pool(url: str, timeout: float) -> Pool:
     """A pool of autocommit connections to ``url``, filled in the background."""
     return ConnectionPool(
-        url, kwargs=connect_options(_params(url), timeout), min_size=1, max_size=POOL_SIZE,
+        url, kwargs=_options(url, timeout), min_size=1, max_size=POOL_SIZE,
         open=True, timeout=timeout, configure=partial(_configure, timeout=timeout),
         check=_check, num_workers=1, name=f"oncelog {describe(url)}",
     )  # fmt: skip

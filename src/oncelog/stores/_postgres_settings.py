@@ -79,10 +79,11 @@ def connect_options(params: dict[str, Any], timeout: float) -> dict[str, Any]:
 def session_settings(timeout: float) -> str:
     """The statements every new connection runs. ``synchronous_commit = on`` is set
     whatever the role, database or URL say: a commit returns only once its WAL is flushed,
-    so a committed intent survives a server crash."""
+    so a committed intent survives a server crash. ``standard_conforming_strings``: the
+    store's SQL writes backslashes in literals as they are (``_postgres_text``)."""
     ms = math.ceil(timeout * 1000)
     return (
-        "SET synchronous_commit = on; "
+        "SET synchronous_commit = on; SET standard_conforming_strings = on; "
         f"SET statement_timeout = {ms}; SET lock_timeout = {ms}; "
         f"SET idle_in_transaction_session_timeout = {ms}"
     )

@@ -8,6 +8,7 @@ writer, so every lock a statement or a function takes is a no-op on SQLite.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,7 +40,7 @@ class Dialect:
     placeholder: str
     for_update: str  # appended to a SELECT that must lock the rows it reads
     skip_locked: str  # the same, passing over rows another transaction has locked
-    json_prefix: str  # makes a TEXT column of JSON readable by ``->>``
+    json_field: Callable[[str, str], str]  # a TEXT column's JSON field, as text
     unique_violation: tuple[type[BaseException], ...]
     # Advisory locks (PostgreSQL): (statement, fixed params) taking the halts lock shared or
     # exclusive, and a run's journal lock; None where the single writer already serializes.
@@ -61,7 +62,7 @@ class Dialect:
         return done
 
     def json_text(self, column: str, key: str) -> str:
-        return f"({column}{self.json_prefix} ->> '{key}')"
+        return self.json_field(column, key)
 
 
 class Tx:
@@ -101,6 +102,11 @@ class Tx:
         ('' for every run or an agent's): delivered only if the transaction commits."""
         if self.dialect.notify_decision is not None:
             self.raw.execute(self.dialect.notify_decision, (run_id,))
+
+
+def json_field(column: str, key: str) -> str:
+    """``column``'s JSON field ``key`` as text, where ``->>`` reads a TEXT column."""
+    return f"({column} ->> '{key}')"
 
 
 def in_list(values: tuple[Any, ...] | list[Any]) -> str:

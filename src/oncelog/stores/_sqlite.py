@@ -28,7 +28,7 @@ from pathlib import Path
 from .._exceptions import ConfigurationError, CorruptRecord, LedgerNotFound, StoreUnavailable
 from ._migrations import pending
 from ._protocol import DURABILITY
-from ._sql import NOW, Dialect, Tx
+from ._sql import NOW, Dialect, Tx, json_field
 from ._sql_store import SQLStore
 
 # RETURNING, ON CONFLICT ... RETURNING, ->> and IS NOT DISTINCT FROM, which the shared
@@ -48,7 +48,7 @@ SQLITE = Dialect(
     # row locks PostgreSQL needs are implied.
     for_update="",
     skip_locked="",
-    json_prefix="",
+    json_field=json_field,
     unique_violation=(sqlite3.IntegrityError,),
 )
 
