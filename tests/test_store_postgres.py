@@ -1,9 +1,13 @@
-"""The PostgreSQL store's settings, read back from the server itself."""
+"""The PostgreSQL store's settings, read back from the server itself, and the bound on
+every call (a stopped server and a partition are in ``test_postgres_faults.py``)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 import oncelog
@@ -60,3 +64,104 @@ def test_a_named_application_is_kept(pg_url: str) -> None:
         assert setting(store, "application_name") == "billing-agent"
     finally:
         store.close()
+
+
+def connection_parameters(store: PostgresStore) -> dict[str, str]:
+    with store._calls.pool.connection() as conn:
+        return conn.info.get_parameters()
+
+
+def test_every_wait_is_bounded_by_default(pg_url: str) -> None:
+    store = open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    try:
+        assert store.timeout == 10.0
+        for name in ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout"):
+            assert setting(store, name) == "10s", name
+        libpq = connection_parameters(store)
+        assert libpq["connect_timeout"] == "10"
+        assert libpq["keepalives"] == "1"
+        assert libpq["tcp_user_timeout"] == "10000"
+    finally:
+        store.close()
+
+
+def test_the_timeout_is_taken_from_the_url_or_from_open(pg_url: str) -> None:
+    with oncelog.open(f"{pg_url}&oncelog_timeout=2.5") as ledger:
+        assert isinstance(ledger.store, PostgresStore)
+        assert ledger.store.timeout == 2.5
+        assert setting(ledger.store, "lock_timeout") == "2500ms"
+        assert connection_parameters(ledger.store)["connect_timeout"] == "3"
+    with oncelog.open(f"{pg_url}&oncelog_timeout=2.5", store_timeout=4) as ledger:
+        assert isinstance(ledger.store, PostgresStore)
+        assert ledger.store.timeout == 4.0
+        assert setting(ledger.store, "statement_timeout") == "4s"
+
+
+def test_settings_the_url_names_are_kept(pg_url: str) -> None:
+    store = open_store(f"{pg_url}&keepalives_idle=77&connect_timeout=9", timeout=3)
+    assert isinstance(store, PostgresStore)
+    try:
+        libpq = connection_parameters(store)
+        assert (libpq["keepalives_idle"], libpq["connect_timeout"]) == ("77", "9")
+        assert libpq["tcp_user_timeout"] == "3000"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "nan", "inf"])
+def test_a_timeout_that_is_not_a_positive_number_is_refused(pg_url: str, value: str) -> None:
+    with pytest.raises(oncelog.ConfigurationError, match="timeout"):
+        open_store(f"{pg_url}&oncelog_timeout={value}")
+    with pytest.raises(oncelog.ConfigurationError, match="timeout"):
+        open_store(pg_url, timeout=float(value) if value != "soon" else 0)
+
+
+def test_a_lock_held_elsewhere_ends_the_call_within_the_timeout(pg_url: str) -> None:
+    """Another session holds the run's row (as a process stopped inside its transaction
+    would): the next write gives up after the store timeout with ``StoreUnavailable``,
+    having recorded nothing, and the run goes on once the lock is released."""
+    with oncelog.open(pg_url, store_timeout=2) as ledger:
+
+        @ledger.tool(kind="upsert")
+        def put(n: int, *, idempotency_key: str) -> int:
+            return n
+
+        with psycopg.connect(pg_url) as blocker, ledger.run("r") as run:
+            run.effect("first", put, 1)
+            blocker.execute("SELECT 1 FROM runs WHERE run_id = 'r' FOR UPDATE")
+            began = time.monotonic()
+            with pytest.raises(oncelog.StoreUnavailable, match="timeout of 2 s"):
+                run.effect("second", put, 2)
+            assert time.monotonic() - began < 2 + 3.0
+            blocker.rollback()
+        assert [s.step_id for s in ledger.steps("r")] == ["first"]
+        with ledger.run("r") as run:
+            assert (run.effect("first", put, 1), run.effect("second", put, 2)) == (1, 2)
+
+
+def test_a_call_cut_at_its_deadline_leaves_the_calls_beside_it_alone(pg_url: str) -> None:
+    """Deadlines are per call: while one thread waits for a lock until its timeout (and
+    its connection is cut), reads on the other connections go on and succeed."""
+    with oncelog.open(pg_url, store_timeout=2) as ledger:
+        with ledger.run("r") as run:
+            run.read("x", lambda: 1)
+        failures: list[Exception] = []
+        with psycopg.connect(pg_url) as blocker:
+            blocker.execute("SELECT 1 FROM runs WHERE run_id = 'r' FOR UPDATE")
+
+            def blocked() -> None:
+                try:
+                    ledger.set_budget("r", oncelog.Budget(steps=5), by="ops")
+                except oncelog.OnceLogError as exc:
+                    failures.append(exc)
+
+            waiter = threading.Thread(target=blocked)
+            waiter.start()
+            reads = 0
+            while waiter.is_alive():
+                assert ledger.get_run("r").run_id == "r"
+                reads += 1
+            blocker.rollback()
+        assert reads > 0
+        assert [type(f) for f in failures] == [oncelog.StoreUnavailable]

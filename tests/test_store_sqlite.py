@@ -97,3 +97,20 @@ def test_processes_opening_a_new_ledger_at_the_same_instant_all_succeed(tmp_path
         for process in openers:
             _, stderr = process.communicate(timeout=60)
             assert process.returncode == 0, stderr
+
+
+def test_the_store_timeout_is_sqlites_busy_timeout(db_path: str) -> None:
+    """``oncelog.open(..., store_timeout=S)``: a write that waits for another writer's
+    lock gives up after S seconds with ``StoreUnavailable``."""
+    with oncelog.open(db_path, store_timeout=0.5) as ledger:
+        assert isinstance(ledger.store, SQLiteStore)
+        assert ledger.store._db.execute("PRAGMA busy_timeout").fetchone()[0] == 500
+        with sqlite3.connect(db_path, isolation_level=None) as other:
+            other.execute("BEGIN IMMEDIATE")
+            began = time.monotonic()
+            with pytest.raises(oncelog.StoreUnavailable, match="locked"):
+                ledger.halt("stop", by="ops")
+            assert time.monotonic() - began < 0.5 + 2.0
+            other.execute("ROLLBACK")
+    with pytest.raises(oncelog.ConfigurationError, match="timeout"):
+        oncelog.open(db_path, store_timeout=0)

@@ -128,7 +128,11 @@ def store_error(
     if isinstance(exc, psycopg.DataError):
         return ConfigurationError(f"PostgreSQL refused a value: {exc}")
     if cut_after is not None:
-        exc = psycopg.OperationalError(f"no answer within {cut_after:g} s ({exc})")
+        # The watchdog closed the connection: psycopg's words would blame the server.
+        exc = psycopg.OperationalError(
+            f"no answer within the store timeout of {cut_after:g} s (the server is stopped, "
+            "out of reach or overloaded, or a lock is held elsewhere); the call was abandoned"
+        )
     if committing:
         # The connection broke after COMMIT was sent: the transaction may be durable or
         # not. Nothing may retry it blindly; a restarted run reads back what is there.
