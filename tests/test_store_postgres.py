@@ -165,3 +165,29 @@ def test_a_call_cut_at_its_deadline_leaves_the_calls_beside_it_alone(pg_url: str
             blocker.rollback()
         assert reads > 0
         assert [type(f) for f in failures] == [oncelog.StoreUnavailable]
+
+
+def test_a_session_stopped_inside_a_transaction_frees_its_locks_after_the_timeout(
+    pg_url: str,
+) -> None:
+    """A process stopped (SIGSTOP, a paused VM) inside a transaction holds its run's row
+    and sends nothing more: the server ends that session after the store timeout, and a
+    writer waiting for the row goes on instead of failing."""
+    with (
+        oncelog.open(pg_url, store_timeout=1) as stopped,
+        oncelog.open(pg_url, store_timeout=8) as other,
+    ):
+        with other.run("r") as run:
+            run.read("x", lambda: 1)
+        assert isinstance(stopped.store, PostgresStore)
+        pool = stopped.store._calls.pool
+        conn = pool.getconn()
+        try:
+            conn.execute("BEGIN")
+            conn.execute("SELECT 1 FROM runs WHERE run_id = 'r' FOR UPDATE")
+            began = time.monotonic()
+            other.set_budget("r", oncelog.Budget(steps=5), by="ops")
+            assert time.monotonic() - began < 1 + 5.0
+        finally:
+            pool.putconn(conn)
+        assert other.budget_usage("r")[0] == oncelog.Budget(steps=5)
