@@ -341,13 +341,14 @@ def stop_and_start_the_server_under(server: Cluster, pg_url: str, provider: Prov
 STORE_TIMEOUT = 2.0  # seconds: the bound the agents of the tests below run with
 
 
-def test_an_oncelog_worker_rides_out_a_server_restart(
-    server: Cluster, pg_url: str, tmp_path: Path
+@pytest.mark.parametrize("outage", ["stopped", "frozen"])
+def test_an_oncelog_worker_rides_out_a_server_outage(
+    server: Cluster, pg_url: str, tmp_path: Path, outage: str
 ) -> None:
     """The real ``oncelog worker`` process, working submitted runs, meets the server
-    stopped (immediate) for longer than its store timeout, then started again: it neither
-    exits nor repeats an effect; it waits, claims again (its own interrupted run
-    included) and finishes every run."""
+    stopped (immediate) or frozen (SIGSTOP) for longer than its store timeout, then back:
+    it neither exits nor repeats an effect; it waits, claims again (its own interrupted
+    run included) and finishes every run."""
     provider = tmp_path / "provider"
     provider.mkdir()
     runs = [f"job-{n}" for n in range(8)]
@@ -368,12 +369,18 @@ def test_an_oncelog_worker_rides_out_a_server_restart(
             assert time.monotonic() < deadline
             assert worker.poll() is None
             time.sleep(0.01)
-        server.stop("immediate")
+        if outage == "stopped":
+            server.stop("immediate")
+        else:
+            server.freeze()
         # Longer than its store timeout (the URL's ``oncelog_timeout``), so the worker
         # meets StoreUnavailable, not only a slow connection.
         time.sleep(STORE_TIMEOUT + 2)
     finally:
-        server.start()
+        if outage == "stopped":
+            server.start()
+        else:
+            server.thaw()
     with oncelog.open(pg_url) as ledger:
         deadline = time.monotonic() + TIMEOUT
         while {r.status for r in ledger.runs()} != {oncelog.RunStatus.COMPLETED}:
