@@ -131,7 +131,8 @@ def test_a_lock_held_elsewhere_ends_the_call_within_the_timeout(pg_url: str) -> 
             run.effect("first", put, 1)
             blocker.execute("SELECT 1 FROM runs WHERE run_id = 'r' FOR UPDATE")
             began = time.monotonic()
-            with pytest.raises(oncelog.StoreUnavailable, match="timeout of 2 s"):
+            # The server (statement or lock timeout) or the client deadline, whichever first.
+            with pytest.raises(oncelog.StoreUnavailable, match="timeout"):
                 run.effect("second", put, 2)
             assert time.monotonic() - began < 2 + 3.0
             blocker.rollback()
