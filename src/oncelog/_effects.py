@@ -1,20 +1,21 @@
-"""The effect state machine: what to do at one position, given what is recorded there.
-
-    (no record) --intent committed--> in_flight --outcome committed--> done
-                                          |   \\--definite refusal----> failed
-                                          \\ found at recovery = unknown --> a person
+"""The I/O around the effect state machine (``_decide``): it reads what is recorded at a
+position, asks the provider's probe, writes intents and outcomes, and turns each
+``Action`` into a store write, a returned value or an exception.
 
 ``prepare`` decides (replay, run live, or stop) and writes the intent; ``complete`` and
 ``fail`` write the outcome. The sync and async runs share these; only the call differs.
+What the engine needs from its process (is it draining, has a heartbeat found the lease
+lost, who observes steps, the clock) comes in as ``Surroundings``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
 from . import _crashpoints as crashpoints
@@ -22,6 +23,7 @@ from . import _drain as drain
 from . import _observe as observe
 from ._alerts import AlertCallback, AlertSender
 from ._budgets import check, refusal
+from ._decide import Action, Situation, decide
 from ._display import visible
 from ._exceptions import (
     AmbiguousOutcome,
@@ -45,7 +47,7 @@ from ._exceptions import (
 )
 from ._heartbeat import HEARTBEATS
 from ._probes import NOT_FOUND, Found
-from ._reconcile import ask, retry_allowed
+from ._reconcile import ask
 from ._records import ApprovalStatus, StepRecord, StepState, StepType
 from ._redact import redact
 from ._replay import ReplayCursor, check_same_step
@@ -113,6 +115,17 @@ class Call:
 
 
 @dataclass(frozen=True)
+class Surroundings:
+    """What the engine needs from the process it runs in, passed in rather than read from
+    module globals, so a test can give an engine its own."""
+
+    draining: Callable[[], bool] = drain.draining
+    lease_lost: Callable[[Lease], bool] = HEARTBEATS.lost
+    observers: Sequence[observe.Observer] = field(default_factory=lambda: observe.OBSERVERS)
+    clock: Callable[[], float] = time.time
+
+
+@dataclass(frozen=True)
 class Replayed:
     value: Any
 
@@ -125,6 +138,7 @@ class Pending:
     call: Call
     attempt: int
     previous: StepState | None
+    observers: Sequence[observe.Observer] = ()
     observed: list[Any] | None = None  # what observers returned when it started
 
     def info(self, run_id: str) -> observe.StepInfo:
@@ -134,7 +148,7 @@ class Pending:
     def ended(self, run_id: str, outcome: str, error: BaseException | None = None) -> None:
         if self.observed is not None:
             error_type = None if error is None else type(error).__qualname__
-            observe.ended(self.info(run_id), self.observed, outcome, error_type)
+            observe.ended(self.observers, self.info(run_id), self.observed, outcome, error_type)
 
 
 def encode_args(payload: Any, limit: int, run_id: str, step_id: str | None) -> str:
@@ -184,6 +198,7 @@ class Engine:
         payload_limit: int,
         key_namespace: str = "",
         on_budget_alert: AlertCallback | None = None,
+        surroundings: Surroundings | None = None,
     ) -> None:
         self.store = store
         self.lease = lease
@@ -193,6 +208,7 @@ class Engine:
         self.key_namespace = key_namespace
         self._broken: StoreUnavailable | None = None
         self.alerts = AlertSender(store, on_budget_alert)
+        self.surroundings = surroundings or Surroundings()
 
     def _store(self, operation: Callable[..., T], *args: Any) -> T:
         """Every store access of a step. Once one cannot reach the disk, this run takes no
@@ -212,7 +228,7 @@ class Engine:
             self._broken = exc
             raise
         except LeaseLost:
-            observe.fencing_rejected(self.run_id)
+            observe.fencing_rejected(self.surroundings.observers, self.run_id)
             raise
 
     @property
@@ -224,7 +240,8 @@ class Engine:
         record = self._store(self.cursor.recorded, seq)
         if record is None:
             self._check_plan(call, step_id)
-            return self._go_live(self._new_step(seq, step_id, call), call, None)
+            action = decide(self._situation(call))
+            return self._go_live(action, self._new_step(seq, step_id, call), call, None)
         check_same_step(record, step_id, call.tool, call.step_type)
         return self._resume(record, call)
 
@@ -267,21 +284,42 @@ class Engine:
                 step_id=step_id,
             )
 
+    def _situation(self, call: Call, record: StepRecord | None = None) -> Situation:
+        """What ``decide`` needs about this step, before anything is asked of anyone."""
+        surroundings = self.surroundings
+        return Situation(
+            call.step_type,
+            call.idempotent,
+            None if record is None else record.state,
+            result_missing=record is not None and record.error_json is not None,
+            draining=surroundings.draining(),
+            lease_lost=surroundings.lease_lost(self.lease),
+            probe_declared=call.spec.probe is not None,
+            key_age=0.0 if record is None else surroundings.clock() - record.started_at,
+            key_ttl=call.spec.key_ttl,
+        )
+
     def _go_live(
-        self, step: NewStep, call: Call, previous: StepState | None, reason: str | None = None
+        self,
+        action: Action,
+        step: NewStep,
+        call: Call,
+        previous: StepState | None,
+        reason: str | None = None,
     ) -> Pending:
-        attempt = 0
-        if drain.draining():
+        if action is Action.STOP_DRAINING:
             raise Draining(
                 f"this process is shutting down; {step.step_id!r} was not started and the "
                 "run is queued for another worker",
                 run_id=self.run_id, step_id=step.step_id,
             )  # fmt: skip
-        if HEARTBEATS.lost(self.lease):
+        if action is Action.STOP_LEASE_LOST:
             raise LeaseLost(
                 "another worker took this run over while this one was busy",
                 run_id=self.run_id, step_id=step.step_id,
             )  # fmt: skip
+        assert action is Action.RUN, action
+        attempt = 0
         if call.step_type is not StepType.EFFECT:
             # A model call or a query is recorded after it runs; look for a kill switch
             # first so a halted agent spends nothing. Effects check inside their intent.
@@ -291,22 +329,29 @@ class Engine:
             if self.lease.budgeted:
                 self._check_budget(step)
         else:
-            if step.needs_approval:
-                self._check_approval(step)
-            try:
-                intent = self._store(self.store.write_intent, self.lease, step, previous, reason)
-            except (BudgetExceeded, BudgetPaused) as exc:
-                self.alerts.send(exc.alert)
-                raise
-            self.cursor.advance_frontier(step.seq)
-            crashpoints.reach("after_intent_commit", step.step_id)
-            attempt = intent.attempt
-            for warning in intent.warnings:
-                self.alerts.send(warning)
-        pending = Pending(step, call, attempt, previous)
-        if observe.OBSERVERS:
-            pending = replace(pending, observed=observe.started(pending.info(self.run_id)))
+            attempt = self._write_intent(step, previous, reason)
+        observers = self.surroundings.observers
+        pending = Pending(step, call, attempt, previous, observers)
+        if observers:
+            pending = replace(
+                pending, observed=observe.started(observers, pending.info(self.run_id))
+            )
         return pending
+
+    def _write_intent(self, step: NewStep, previous: StepState | None, reason: str | None) -> int:
+        """Make the attempt durable before its call; return its number."""
+        if step.needs_approval:
+            self._check_approval(step)
+        try:
+            intent = self._store(self.store.write_intent, self.lease, step, previous, reason)
+        except (BudgetExceeded, BudgetPaused) as exc:
+            self.alerts.send(exc.alert)
+            raise
+        self.cursor.advance_frontier(step.seq)
+        crashpoints.reach("after_intent_commit", step.step_id)
+        for warning in intent.warnings:
+            self.alerts.send(warning)
+        return intent.attempt
 
     def _check_budget(self, step: NewStep) -> None:
         """Before a model call or a query: would one more step be over the budget?"""
@@ -341,34 +386,36 @@ class Engine:
             )  # fmt: skip
 
     def _resume(self, record: StepRecord, call: Call) -> Replayed | Pending:
-        state = record.state
-        if state in (StepState.DONE, StepState.FAILED):
+        situation = self._situation(call, record)
+        action = decide(situation)
+        if action in (Action.REPLAY, Action.REPLAY_UNRECORDED, Action.REPLAY_REFUSED):
             self._check_drift(record, call)
-        if state is StepState.DONE:
-            if record.error_json is not None:
-                raise self._not_recorded(record)
+        if action is Action.REPLAY:
             return Replayed(record.result)
-        if state is StepState.FAILED:
+        if action is Action.REPLAY_UNRECORDED:
+            raise self._not_recorded(record)
+        if action is Action.REPLAY_REFUSED:
             raise self._refused(record)
-        if state is StepState.ABANDONED:
+        if action is Action.REPLAY_ABANDONED:
             raise EffectAbandoned(
                 "a person abandoned this effect",
                 run_id=self.run_id,
                 step_id=record.step_id,
                 key=record.key,
             )
-        if state is StepState.NOT_DONE or call.idempotent:
-            return self._go_live(self._new_step(record.seq, record.step_id, call), call, state)
-        said = "no probe is declared"
-        if call.spec.probe is not None:
+        said, reason = "no probe is declared", None
+        if action is Action.ASK_PROBE:
             answer, said = ask(call.spec, record)
-            if isinstance(answer, Found):
+            action = decide(replace(situation, probe=answer))
+            if action is Action.SETTLE_DONE:
+                assert isinstance(answer, Found)
                 return self._settle(record, replace(answer, result=call.recordable(answer.result)))
-            if retry_allowed(answer, call.spec, record):
-                step = self._new_step(record.seq, record.step_id, call)
-                return self._go_live(step, call, state, reason=said)
-            if answer is NOT_FOUND:
+            if action is Action.HALT and answer is NOT_FOUND:
                 said += ", but the provider no longer honours the key (key_ttl)"
+            reason = said  # journalled with the intent of the attempt it allows
+        if action is not Action.HALT:
+            step = self._new_step(record.seq, record.step_id, call)
+            return self._go_live(action, step, call, record.state, reason)
         reason = (
             f"{call.kind} effect {record.step_id!r} was started (attempt {record.attempts}) "
             f"but its outcome was never recorded; it may or may not have happened ({said})"
@@ -435,8 +482,12 @@ class Engine:
 
     def fail(self, pending: Pending, exc: Exception) -> Exception:
         """Record a call that raised; return the exception the agent should see."""
-        step = pending.step
-        if isinstance(exc, pending.call.refusals):
+        step, call = pending.step, pending.call
+        situation = Situation(
+            call.step_type, call.idempotent, refused=isinstance(exc, call.refusals)
+        )
+        action = decide(situation)
+        if action is Action.RECORD_REFUSED:
             self._write(pending, Outcome(StepState.FAILED, error_json=_error_json(exc)))
             pending.ended(self.run_id, "refused", exc)
             return EffectRefused(
@@ -446,15 +497,15 @@ class Engine:
                 key=step.key,
                 error_type=type(exc).__qualname__,
             )
-        if pending.call.idempotent or pending.call.step_type is not StepType.EFFECT:
-            if pending.call.step_type is StepType.EFFECT:
-                self._write(pending, Outcome(StepState.NOT_DONE, error_json=_error_json(exc)))
-                pending.ended(self.run_id, "not_done", exc)
-            else:
-                pending.ended(self.run_id, "error", exc)
+        if action is Action.RECORD_NOT_DONE:
+            self._write(pending, Outcome(StepState.NOT_DONE, error_json=_error_json(exc)))
+            pending.ended(self.run_id, "not_done", exc)
+            return exc
+        if action is Action.RAISE:
+            pending.ended(self.run_id, "error", exc)
             return exc
         reason = (
-            f"{pending.call.kind} effect {step.step_id!r} raised {type(exc).__name__}: {exc}; "
+            f"{call.kind} effect {step.step_id!r} raised {type(exc).__name__}: {exc}; "
             "it may or may not have happened"
         )
         self._store(self.store.mark_unknown, self.lease, step.seq, reason)

@@ -11,7 +11,7 @@ from . import _leases as leases
 from . import _waiting as waiting
 from ._alerts import AlertCallback
 from ._budgets import AgentBudget, Budget, Usage
-from ._effects import Engine
+from ._effects import Engine, Surroundings
 from ._exceptions import ConfigurationError, InvalidPayload, InvalidResolution, UnknownRun
 from ._heartbeat import HEARTBEATS
 from ._names import check_name, check_text
@@ -69,6 +69,8 @@ class Ledger:
         if lease_ttl <= 0 or max_payload_bytes <= 0:
             raise ConfigurationError("lease_ttl and max_payload_bytes must be positive")
         self.store = store
+        # The process's drain flag, heartbeats and observers, handed to each run's engine.
+        self.surroundings = Surroundings()
         self.lease_ttl = lease_ttl
         self.max_payload_bytes = max_payload_bytes
         self.approval_poll = approval_poll  # seconds between looks, while async code waits
@@ -174,6 +176,7 @@ class Ledger:
         engine = Engine(
             self.store, lease, cursor, record.plan, self.max_payload_bytes, self.key_namespace,
             on_budget_alert=self.notices.budget_callback(self.on_budget_alert),
+            surroundings=self.surroundings,
         )  # fmt: skip
         HEARTBEATS.hold(self.store, lease)
         return engine, record

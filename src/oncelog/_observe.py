@@ -7,6 +7,7 @@ pays one truth test of an empty list.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -52,15 +53,21 @@ def remove(observer: Observer) -> None:
         OBSERVERS.remove(observer)
 
 
-def started(step: StepInfo) -> list[Any]:
-    return [observer.step_started(step) for observer in OBSERVERS]
+def started(observers: Sequence[Observer], step: StepInfo) -> list[Any]:
+    return [observer.step_started(step) for observer in observers]
 
 
-def ended(step: StepInfo, tokens: list[Any], outcome: str, error: str | None) -> None:
-    for observer, token in zip(OBSERVERS, tokens, strict=False):
+def ended(
+    observers: Sequence[Observer],
+    step: StepInfo,
+    tokens: list[Any],
+    outcome: str,
+    error: str | None,
+) -> None:
+    for observer, token in zip(observers, tokens, strict=False):
         observer.step_ended(step, token, outcome, error)
 
 
-def fencing_rejected(run_id: str) -> None:
-    for observer in OBSERVERS:
+def fencing_rejected(observers: Sequence[Observer], run_id: str) -> None:
+    for observer in observers:
         observer.fencing_rejected(run_id)

@@ -1,11 +1,10 @@
-"""Asking a tool's probe about an effect in doubt, and whether its key still protects it."""
+"""Asking a tool's probe about an effect in doubt; what its answer means is ``_decide``'s."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from ._probes import CANNOT_TELL, NOT_FOUND, Answer, Found, ProbeAnswer
+from ._probes import CANNOT_TELL, Answer, Found, ProbeAnswer
 from ._records import StepRecord
 from ._tools import ToolSpec
 
@@ -24,13 +23,3 @@ def ask(spec: ToolSpec, record: StepRecord) -> tuple[ProbeAnswer, str]:
     if isinstance(answer, Answer):
         return answer, f"the probe answered {answer.value}"
     return CANNOT_TELL, f"the probe answered {answer!r}, not Found, NOT_FOUND or CANNOT_TELL"
-
-
-def key_still_valid(spec: ToolSpec, record: StepRecord) -> bool:
-    """Whether the provider still honours the key of the attempt in doubt, so a retry it
-    has not finished processing would be caught as a duplicate."""
-    return spec.key_ttl is None or time.time() - record.started_at < spec.key_ttl
-
-
-def retry_allowed(answer: ProbeAnswer, spec: ToolSpec, record: StepRecord) -> bool:
-    return answer is NOT_FOUND and key_still_valid(spec, record)
