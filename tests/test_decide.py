@@ -12,14 +12,17 @@ from dataclasses import replace
 
 import pytest
 
-from oncelog import CANNOT_TELL, NOT_FOUND, Found, StepState
+from oncelog import CANNOT_TELL, NOT_FOUND, Conflict, Found, StepState
 from oncelog._decide import Action, Situation, decide
 from oncelog._records import StepType
+from oncelog.failures import Failure
 
 EFFECT = Situation(StepType.EFFECT, idempotent=False)
 UPSERT = Situation(StepType.EFFECT, idempotent=True)
 LLM = Situation(StepType.LLM, idempotent=True)
 PROBED = replace(EFFECT, probe_declared=True)
+PREFLIGHT = replace(EFFECT, preflight_declared=True)
+DEDUPED = replace(EFFECT, dedupe_window=60.0, key_age=59.0)
 IN_FLIGHT, UNKNOWN = StepState.IN_FLIGHT, StepState.UNKNOWN
 
 # (row name, situation, action)
@@ -31,6 +34,18 @@ TABLE: list[tuple[str, Situation, Action]] = [
     ("new step, lease lost", replace(LLM, lease_lost=True), Action.STOP_LEASE_LOST),
     ("draining wins over lease lost",
      replace(EFFECT, draining=True, lease_lost=True), Action.STOP_DRAINING),
+    # -- a preflight is asked before every attempt -------------------------------------
+    ("new effect, preflight not asked", PREFLIGHT, Action.ASK_PREFLIGHT),
+    ("preflight: not found", replace(PREFLIGHT, preflight=NOT_FOUND), Action.RUN),
+    ("preflight found it", replace(PREFLIGHT, preflight=Found(1)), Action.RECORD_FOUND),
+    ("preflight: conflict", replace(PREFLIGHT, preflight=Conflict("patched")),
+     Action.HALT_CONFLICT),
+    ("preflight cannot tell", replace(PREFLIGHT, preflight=CANNOT_TELL),
+     Action.STOP_PREFLIGHT_UNSURE),
+    ("preflight, draining: nothing asked", replace(PREFLIGHT, draining=True),
+     Action.STOP_DRAINING),
+    ("preflight before a retry", replace(PREFLIGHT, recorded=StepState.NOT_DONE),
+     Action.ASK_PREFLIGHT),
     # -- settled: replay what is recorded ----------------------------------------------
     ("done", replace(EFFECT, recorded=StepState.DONE), Action.REPLAY),
     ("done while draining", replace(EFFECT, recorded=StepState.DONE, draining=True),
@@ -41,42 +56,108 @@ TABLE: list[tuple[str, Situation, Action]] = [
      Action.REPLAY_REFUSED),
     ("abandoned", replace(EFFECT, recorded=StepState.ABANDONED), Action.REPLAY_ABANDONED),
     ("model call recorded", replace(LLM, recorded=StepState.DONE), Action.REPLAY),
-    # -- known not done: run again (same key) ------------------------------------------
+    ("done, preflight declared: not asked", replace(PREFLIGHT, recorded=StepState.DONE),
+     Action.REPLAY),
+    # -- known not done: run again (same key), at the recorded time --------------------
     ("not_done", replace(EFFECT, recorded=StepState.NOT_DONE), Action.RUN),
     ("not_done while draining",
      replace(EFFECT, recorded=StepState.NOT_DONE, draining=True), Action.STOP_DRAINING),
+    ("not_done, retry time not reached",
+     replace(EFFECT, recorded=StepState.NOT_DONE, retry_wait=0.5), Action.WAIT),
+    ("not_done, waiting, then draining",
+     replace(EFFECT, recorded=StepState.NOT_DONE, retry_wait=0.5, draining=True),
+     Action.STOP_DRAINING),
     # -- in doubt, idempotent kind: run again ------------------------------------------
     ("upsert in flight", replace(UPSERT, recorded=IN_FLIGHT), Action.RUN),
     ("upsert unknown", replace(UPSERT, recorded=UNKNOWN), Action.RUN),
     ("upsert in doubt, lease lost",
      replace(UPSERT, recorded=IN_FLIGHT, lease_lost=True), Action.STOP_LEASE_LOST),
-    # -- in doubt, no probe: a person decides ------------------------------------------
+    # -- in doubt, no probe, no deduplication: a person decides ------------------------
     ("create in flight, no probe", replace(EFFECT, recorded=IN_FLIGHT), Action.HALT),
     ("create unknown, no probe", replace(EFFECT, recorded=UNKNOWN), Action.HALT),
+    # -- in doubt, the provider deduplicates the key -----------------------------------
+    ("in doubt, key young: resend", replace(DEDUPED, recorded=IN_FLIGHT), Action.RESEND),
+    ("unknown, key young: resend", replace(DEDUPED, recorded=UNKNOWN), Action.RESEND),
+    ("in doubt, key too old", replace(DEDUPED, recorded=IN_FLIGHT, key_age=60), Action.HALT),
+    ("in doubt, key young, other arguments",
+     replace(DEDUPED, recorded=IN_FLIGHT, same_args=False), Action.DRIFT),
+    ("in doubt, key young, other arguments, drift warns",
+     replace(DEDUPED, recorded=IN_FLIGHT, same_args=False, drift_error=False), Action.HALT),
+    ("in doubt, key young, attempts used up",
+     replace(DEDUPED, recorded=IN_FLIGHT, attempts=3, max_attempts=3), Action.HALT),
+    ("in doubt, key young, attempts left",
+     replace(DEDUPED, recorded=IN_FLIGHT, attempts=2, max_attempts=3), Action.RESEND),
+    ("in doubt, key young, draining",
+     replace(DEDUPED, recorded=IN_FLIGHT, draining=True), Action.STOP_DRAINING),
+    ("in doubt, key young, preflight asked first",
+     replace(DEDUPED, recorded=IN_FLIGHT, preflight_declared=True), Action.ASK_PREFLIGHT),
+    ("in doubt, key young, preflight found it",
+     replace(DEDUPED, recorded=IN_FLIGHT, preflight_declared=True, preflight=Found(1)),
+     Action.RECORD_FOUND),
+    ("in doubt, key young, probe asked first",
+     replace(DEDUPED, recorded=IN_FLIGHT, probe_declared=True), Action.ASK_PROBE),
+    ("in doubt, key young, probe cannot tell",
+     replace(DEDUPED, recorded=IN_FLIGHT, probe_declared=True, probe=CANNOT_TELL),
+     Action.RESEND),
+    ("in doubt, key too old, probe cannot tell",
+     replace(DEDUPED, recorded=IN_FLIGHT, probe_declared=True, probe=CANNOT_TELL, key_age=60),
+     Action.HALT),
     # -- in doubt with a probe: ask, then act on the answer ----------------------------
     ("in flight, probe not asked", replace(PROBED, recorded=IN_FLIGHT), Action.ASK_PROBE),
     ("unknown, probe not asked", replace(PROBED, recorded=UNKNOWN), Action.ASK_PROBE),
     ("probe found it", replace(PROBED, recorded=IN_FLIGHT, probe=Found({"id": 1})),
      Action.SETTLE_DONE),
-    ("probe: not found, key for ever", replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND),
-     Action.RUN),
+    ("probe: not found, no window declared",
+     replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND), Action.RUN),
     ("probe: not found, key young",
-     replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND, key_ttl=60, key_age=59),
-     Action.RUN),
+     replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND, dedupe_window=60, key_age=59),
+     Action.RESEND),
+    ("probe: not found, key young, other arguments, drift warns",
+     replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND, dedupe_window=60, key_age=59,
+             same_args=False, drift_error=False), Action.RUN),
     ("probe: not found, key expired",
-     replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND, key_ttl=60, key_age=60),
+     replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND, dedupe_window=60, key_age=60),
+     Action.HALT),
+    ("probe: not found, attempts used up",
+     replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND, attempts=2, max_attempts=2),
      Action.HALT),
     ("probe: not found, draining",
      replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND, draining=True),
      Action.STOP_DRAINING),
     ("probe cannot tell", replace(PROBED, recorded=IN_FLIGHT, probe=CANNOT_TELL), Action.HALT),
     # -- the call raised ---------------------------------------------------------------
-    ("effect raised a declared refusal", replace(EFFECT, refused=True),
+    ("model call raised", replace(LLM, failure=Failure.IN_DOUBT), Action.RAISE),
+    ("refused", replace(EFFECT, failure=Failure.REFUSED), Action.RECORD_REFUSED),
+    ("refused, retries left", replace(EFFECT, failure=Failure.REFUSED, max_attempts=5),
      Action.RECORD_REFUSED),
-    ("effect raised something else", replace(EFFECT, refused=False), Action.HALT),
-    ("upsert raised", replace(UPSERT, refused=False), Action.RECORD_NOT_DONE),
-    ("upsert refused", replace(UPSERT, refused=True), Action.RECORD_REFUSED),
-    ("model call raised", replace(LLM, refused=False), Action.RAISE),
+    ("upsert refused", replace(UPSERT, failure=Failure.REFUSED), Action.RECORD_REFUSED),
+    ("not performed, no policy", replace(EFFECT, failure=Failure.NOT_PERFORMED),
+     Action.RECORD_NOT_DONE),
+    ("not performed, attempts left",
+     replace(EFFECT, failure=Failure.NOT_PERFORMED, attempts=1, max_attempts=3),
+     Action.RETRY_LATER),
+    ("not performed, attempts used up",
+     replace(EFFECT, failure=Failure.NOT_PERFORMED, attempts=3, max_attempts=3),
+     Action.RECORD_FAILED),
+    ("in doubt, effect", replace(EFFECT, failure=Failure.IN_DOUBT), Action.HALT),
+    ("in doubt, upsert", replace(UPSERT, failure=Failure.IN_DOUBT), Action.RECORD_NOT_DONE),
+    ("in doubt, upsert, attempts left",
+     replace(UPSERT, failure=Failure.IN_DOUBT, attempts=1, max_attempts=2),
+     Action.RETRY_LATER),
+    ("in doubt, upsert, attempts used up",
+     replace(UPSERT, failure=Failure.IN_DOUBT, attempts=2, max_attempts=2),
+     Action.RECORD_NOT_DONE),
+    ("in doubt, key young, no policy", replace(DEDUPED, failure=Failure.IN_DOUBT),
+     Action.STOP_RESEND_LATER),
+    ("in doubt, key young, attempts left",
+     replace(DEDUPED, failure=Failure.IN_DOUBT, attempts=1, max_attempts=3),
+     Action.RESEND_LATER),
+    ("in doubt, key young, attempts used up",
+     replace(DEDUPED, failure=Failure.IN_DOUBT, attempts=3, max_attempts=3), Action.HALT),
+    ("in doubt, key too old",
+     replace(DEDUPED, failure=Failure.IN_DOUBT, key_age=60, max_attempts=3), Action.HALT),
+    ("still in progress at the provider", replace(EFFECT, failure=Failure.IN_PROGRESS),
+     Action.STOP_RESEND_LATER),
 ]  # fmt: skip
 
 

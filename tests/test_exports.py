@@ -9,7 +9,8 @@ import oncelog
 
 PUBLIC = {
     "CANNOT_TELL", "EXIT_COMPLETED", "EXIT_HALTED", "EXIT_TRY_LATER", "EXIT_WAITING",
-    "NOT_FOUND", "Found",
+    "NOT_FOUND", "Found", "Conflict", "PreflightAnswer", "PreflightConflict",
+    "PreflightUnanswered", "ResendLater", "Retry",
     "AgentBudget", "AmbiguousOutcome", "Approval", "ApprovalDenied", "ApprovalRequired",
     "ApprovalStatus",
     "ArgumentDrift", "AsyncRun", "Budget", "BudgetAlert", "BudgetExceeded", "BudgetPaused",

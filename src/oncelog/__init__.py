@@ -32,7 +32,10 @@ from ._exceptions import (
     OnceLogError,
     PayloadTooLarge,
     PlanMismatch,
+    PreflightConflict,
+    PreflightUnanswered,
     ReplayDivergence,
+    ResendLater,
     ResultNotRecorded,
     RunHalted,
     RunLeased,
@@ -55,7 +58,7 @@ from ._exceptions import (
 from ._ledger import Ledger, open
 from ._no_result import NO_RESULT
 from ._notices import PersonNeeded
-from ._probes import CANNOT_TELL, NOT_FOUND, Found, ProbeAnswer
+from ._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found, PreflightAnswer, ProbeAnswer
 from ._process import (
     EXIT_COMPLETED,
     EXIT_HALTED,
@@ -78,6 +81,7 @@ from ._records import (
     StepState,
     StepType,
 )
+from ._retry import Retry
 from ._run import AsyncRun, Run, current_run
 from ._tools import Kind, Tool, tool
 from ._worker import Worker
@@ -103,6 +107,7 @@ __all__ = [
     "BudgetExceeded",
     "BudgetPaused",
     "ConfigurationError",
+    "Conflict",
     "CorruptRecord",
     "Draining",
     "DuplicateStep",
@@ -127,10 +132,15 @@ __all__ = [
     "PayloadTooLarge",
     "PersonNeeded",
     "PlanMismatch",
+    "PreflightAnswer",
+    "PreflightConflict",
+    "PreflightUnanswered",
     "ProbeAnswer",
     "ReplayDivergence",
+    "ResendLater",
     "Resolution",
     "ResultNotRecorded",
+    "Retry",
     "Run",
     "RunHalted",
     "RunLeased",

@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from . import _crashpoints as crashpoints
 from . import _drain as drain
 from . import _observe as observe
 from ._alerts import AlertCallback, AlertSender
 from ._budgets import check, refusal
-from ._decide import Action, Situation, decide
+from ._decide import IN_DOUBT, Action, Situation, attempts_left, decide, deduplicated, key_honoured
 from ._display import visible
 from ._exceptions import (
     AmbiguousOutcome,
@@ -39,6 +40,9 @@ from ._exceptions import (
     InvalidPayload,
     LeaseLost,
     OnceLogError,
+    PreflightConflict,
+    PreflightUnanswered,
+    ResendLater,
     ResultNotRecorded,
     StepNotInPlan,
     StoreUnavailable,
@@ -46,16 +50,21 @@ from ._exceptions import (
     halted,
 )
 from ._heartbeat import HEARTBEATS
-from ._probes import NOT_FOUND, Found
+from ._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found
 from ._reconcile import ask
 from ._records import ApprovalStatus, StepRecord, StepState, StepType
 from ._redact import redact
 from ._replay import ReplayCursor, check_same_step
 from ._serialization import MAX_DEPTH, decode, digest, encode
 from ._tools import ToolSpec
+from .failures import Failure
 from .stores._protocol import Lease, NewStep, Outcome, Store
 
 log = logging.getLogger("oncelog")
+
+_REPLAYS = frozenset(
+    {Action.REPLAY, Action.REPLAY_UNRECORDED, Action.REPLAY_REFUSED, Action.REPLAY_ABANDONED}
+)
 
 T = TypeVar("T")
 
@@ -123,6 +132,40 @@ class Surroundings:
     lease_lost: Callable[[Lease], bool] = HEARTBEATS.lost
     observers: Sequence[observe.Observer] = field(default_factory=lambda: observe.OBSERVERS)
     clock: Callable[[], float] = time.time
+    sleep: Callable[[float], object] = drain.wait  # returns early when draining starts
+    random: Callable[[], float] = random.random  # the jitter of retry waits
+
+
+def _why_halted(action: Action, situation: Situation) -> list[str]:
+    """What stopped an effect in doubt from being sent again, when something could have."""
+    if action is not Action.HALT or situation.failure is not None:
+        return []
+    if situation.probe is NOT_FOUND and not key_honoured(situation):
+        return ["but the provider no longer honours the key (dedupe_window)"]
+    if not attempts_left(situation) and (situation.probe is NOT_FOUND or deduplicated(situation)):
+        return [f"but the retry policy's {situation.max_attempts} attempts are used up"]
+    return []
+
+
+@dataclass(frozen=True)
+class Again:
+    """A failed attempt is made again at the same position: ``prepare`` it again."""
+
+
+def _failure(spec: ToolSpec, exc: BaseException) -> Failure:
+    """What the exception of a call means: a declared refusal, the tool's classifier's
+    answer, or, when neither knows, in doubt."""
+    if isinstance(exc, spec.refusals):
+        return Failure.REFUSED
+    if spec.failures is not None:
+        try:
+            found = spec.failures(exc)
+        except Exception as error:  # a classifier's bug must not hide the call's error
+            log.warning("the failures classifier of %s raised %r", spec.name, error)
+            return Failure.IN_DOUBT
+        if isinstance(found, Failure):
+            return found
+    return Failure.IN_DOUBT
 
 
 @dataclass(frozen=True)
@@ -138,6 +181,7 @@ class Pending:
     call: Call
     attempt: int
     previous: StepState | None
+    first_sent_at: float  # when this effect's key was first sent (now, for a new one)
     observers: Sequence[observe.Observer] = ()
     observed: list[Any] | None = None  # what observers returned when it started
 
@@ -240,10 +284,9 @@ class Engine:
         record = self._store(self.cursor.recorded, seq)
         if record is None:
             self._check_plan(call, step_id)
-            action = decide(self._situation(call))
-            return self._go_live(action, self._new_step(seq, step_id, call), call, None)
-        check_same_step(record, step_id, call.tool, call.step_type)
-        return self._resume(record, call)
+        else:
+            check_same_step(record, step_id, call.tool, call.step_type)
+        return self._visit(seq, step_id, call, record)
 
     def _new_step(self, seq: int, step_id: str, call: Call) -> NewStep:
         """A step about to run live; a replayed one needs neither key nor hash."""
@@ -284,9 +327,11 @@ class Engine:
                 step_id=step_id,
             )
 
-    def _situation(self, call: Call, record: StepRecord | None = None) -> Situation:
+    def _situation(self, call: Call, record: StepRecord | None) -> Situation:
         """What ``decide`` needs about this step, before anything is asked of anyone."""
-        surroundings = self.surroundings
+        surroundings, spec = self.surroundings, call.spec
+        now = surroundings.clock()
+        in_doubt = record is not None and record.state in (StepState.IN_FLIGHT, StepState.UNKNOWN)
         return Situation(
             call.step_type,
             call.idempotent,
@@ -294,10 +339,82 @@ class Engine:
             result_missing=record is not None and record.error_json is not None,
             draining=surroundings.draining(),
             lease_lost=surroundings.lease_lost(self.lease),
-            probe_declared=call.spec.probe is not None,
-            key_age=0.0 if record is None else surroundings.clock() - record.started_at,
-            key_ttl=call.spec.key_ttl,
+            attempts=0 if record is None else record.attempts,
+            max_attempts=None if spec.retry is None else spec.retry.attempts,
+            retry_wait=0.0 if record is None or record.retry_at is None else record.retry_at - now,
+            preflight_declared=spec.preflight is not None,
+            probe_declared=spec.probe is not None,
+            key_age=0.0 if record is None else now - record.first_sent_at,
+            dedupe_window=spec.dedupe_window,
+            same_args=not in_doubt or record is None or self._same_args(record, call),
+            drift_error=call.drift == "error",
         )
+
+    def _visit(
+        self, seq: int, step_id: str, call: Call, record: StepRecord | None
+    ) -> Replayed | Pending:
+        """Decide, ask the provider when the decision says so, decide again; then act."""
+        situation = self._situation(call, record)
+        said: list[str] = []
+        while True:
+            action = decide(situation)
+            if action is Action.WAIT:
+                self.surroundings.sleep(situation.retry_wait)
+                situation = self._situation(call, record)
+            elif action is Action.ASK_PROBE:
+                assert record is not None
+                answer, text = ask(call.spec.probe, record.key, record.args_payload, "probe")
+                said.append(text)
+                probed = CANNOT_TELL if isinstance(answer, Conflict) else answer  # not a probe's
+                situation = replace(situation, probe=probed)
+            elif action is Action.ASK_PREFLIGHT:
+                key = idempotency_key(self.run_id, step_id, call.tool, self.key_namespace)
+                answer, text = ask(call.spec.preflight, key, call.payload, "preflight")
+                said.append(text)
+                situation = replace(situation, preflight=answer)
+            else:
+                said += _why_halted(action, situation)
+                found = next(
+                    (a for a in (situation.probe, situation.preflight) if isinstance(a, Found)),
+                    None,
+                )
+                return self._act(action, seq, step_id, call, record, found, "; ".join(said))
+
+    def _act(
+        self,
+        action: Action,
+        seq: int,
+        step_id: str,
+        call: Call,
+        record: StepRecord | None,
+        found: Found | None,
+        said: str,
+    ) -> Replayed | Pending:
+        if record is not None and action in _REPLAYS:
+            return self._replay(action, record, call)
+        previous = None if record is None else record.state
+        if record is not None and previous in IN_DOUBT:
+            if found is not None:  # the probe's or the preflight's answer settles it
+                return self._settle(record, call, found)
+            if action is Action.DRIFT:
+                self._check_drift(record, call)
+            if action in (Action.HALT, Action.HALT_CONFLICT):
+                self._halt(action, record, call, said)
+        step = self._new_step(seq, step_id, call)
+        if action is Action.RESEND:
+            said = (said + "; " if said else "") + (
+                "sent again with the same key: the provider deduplicates it for "
+                f"{call.spec.dedupe_window:g} s after it was first sent"
+            )
+        if action is Action.STOP_PREFLIGHT_UNSURE:
+            raise PreflightUnanswered(
+                f"{step_id!r} was not started: {said}; a later start asks again",
+                run_id=self.run_id, step_id=step_id, key=step.key,
+            )  # fmt: skip
+        if action in (Action.RECORD_FOUND, Action.HALT_CONFLICT):
+            return self._before_call(action, step, call, previous, found, said)
+        first_sent = self.surroundings.clock() if record is None else record.first_sent_at
+        return self._go_live(action, step, call, previous, first_sent, said or None)
 
     def _go_live(
         self,
@@ -305,7 +422,8 @@ class Engine:
         step: NewStep,
         call: Call,
         previous: StepState | None,
-        reason: str | None = None,
+        first_sent_at: float,
+        reason: str | None,
     ) -> Pending:
         if action is Action.STOP_DRAINING:
             raise Draining(
@@ -318,7 +436,7 @@ class Engine:
                 "another worker took this run over while this one was busy",
                 run_id=self.run_id, step_id=step.step_id,
             )  # fmt: skip
-        assert action is Action.RUN, action
+        assert action in (Action.RUN, Action.RESEND), action
         attempt = 0
         if call.step_type is not StepType.EFFECT:
             # A model call or a query is recorded after it runs; look for a kill switch
@@ -331,7 +449,7 @@ class Engine:
         else:
             attempt = self._write_intent(step, previous, reason)
         observers = self.surroundings.observers
-        pending = Pending(step, call, attempt, previous, observers)
+        pending = Pending(step, call, attempt, previous, first_sent_at, observers)
         if observers:
             pending = replace(
                 pending, observed=observe.started(observers, pending.info(self.run_id))
@@ -385,10 +503,8 @@ class Engine:
                 run_id=self.run_id, step_id=step.step_id, key=step.key,
             )  # fmt: skip
 
-    def _resume(self, record: StepRecord, call: Call) -> Replayed | Pending:
-        situation = self._situation(call, record)
-        action = decide(situation)
-        if action in (Action.REPLAY, Action.REPLAY_UNRECORDED, Action.REPLAY_REFUSED):
+    def _replay(self, action: Action, record: StepRecord, call: Call) -> Replayed:
+        if action is not Action.REPLAY_ABANDONED:
             self._check_drift(record, call)
         if action is Action.REPLAY:
             return Replayed(record.result)
@@ -396,35 +512,48 @@ class Engine:
             raise self._not_recorded(record)
         if action is Action.REPLAY_REFUSED:
             raise self._refused(record)
-        if action is Action.REPLAY_ABANDONED:
-            raise EffectAbandoned(
-                "a person abandoned this effect",
-                run_id=self.run_id,
-                step_id=record.step_id,
-                key=record.key,
-            )
-        said, reason = "no probe is declared", None
-        if action is Action.ASK_PROBE:
-            answer, said = ask(call.spec, record)
-            action = decide(replace(situation, probe=answer))
-            if action is Action.SETTLE_DONE:
-                assert isinstance(answer, Found)
-                return self._settle(record, replace(answer, result=call.recordable(answer.result)))
-            if action is Action.HALT and answer is NOT_FOUND:
-                said += ", but the provider no longer honours the key (key_ttl)"
-            reason = said  # journalled with the intent of the attempt it allows
-        if action is not Action.HALT:
-            step = self._new_step(record.seq, record.step_id, call)
-            return self._go_live(action, step, call, record.state, reason)
-        reason = (
-            f"{call.kind} effect {record.step_id!r} was started (attempt {record.attempts}) "
-            f"but its outcome was never recorded; it may or may not have happened ({said})"
+        raise EffectAbandoned(
+            "a person abandoned this effect",
+            run_id=self.run_id,
+            step_id=record.step_id,
+            key=record.key,
         )
-        self._store(self.store.mark_unknown, self.lease, record.seq, reason)
-        raise AmbiguousOutcome(reason, run_id=self.run_id, step_id=record.step_id, key=record.key)
 
-    def _settle(self, record: StepRecord, found: Found) -> Replayed:
-        """The probe found the effect: record it done with the provider's answer."""
+    def _halt(self, action: Action, record: StepRecord, call: Call, said: str) -> NoReturn:
+        """Mark the effect in doubt unknown: the run halts until a person decides."""
+        said = said or "no probe is declared"
+        if action is Action.HALT_CONFLICT:
+            reason = f"{call.kind} effect {record.step_id!r} is held: {said}"
+        else:
+            reason = (
+                f"{call.kind} effect {record.step_id!r} was started (attempt {record.attempts}) "
+                f"but its outcome was never recorded; it may or may not have happened ({said})"
+            )
+        self._store(self.store.mark_unknown, self.lease, record.seq, reason)
+        kind = PreflightConflict if action is Action.HALT_CONFLICT else AmbiguousOutcome
+        raise kind(reason, run_id=self.run_id, step_id=record.step_id, key=record.key)
+
+    def _before_call(
+        self,
+        action: Action,
+        step: NewStep,
+        call: Call,
+        previous: StepState | None,
+        found: Found | None,
+        said: str,
+    ) -> Replayed:
+        """The preflight found the effect done, or in conflict, before an attempt: the
+        intent records what it said, and the tool is not called (so no approval is used)."""
+        self._write_intent(replace(step, needs_approval=False), previous, said)
+        record = self._store(self.store.steps, self.run_id, step.seq, 1)[0]
+        if found is None:
+            self._halt(action, record, call, said)
+        return self._settle(record, call, found)
+
+    def _settle(self, record: StepRecord, call: Call, found: Found) -> Replayed:
+        """The probe or the preflight found the effect: record it done with the
+        provider's answer."""
+        found = replace(found, result=call.recordable(found.result))
         try:
             result_json = encode(found.result, what="probe result", limit=self.payload_limit)
         except InvalidPayload as exc:
@@ -435,15 +564,18 @@ class Engine:
         self._store(self.store.settle, self.lease, record.seq, record.attempts, outcome)
         return Replayed(decode(result_json))
 
-    def _check_drift(self, record: StepRecord, call: Call) -> None:
+    def _same_args(self, record: StepRecord, call: Call) -> bool:
         # Comparing with the decoded record runs in C and needs no encoding or hashing;
         # values JSON would write differently (a tuple for a list) fall to the hash.
         with suppress(ValueError):
             if decode(record.args_json) == call.payload:
-                return
-        args_json = self._args_json(call, record.step_id)
-        if record.args_hash == digest(args_json):
+                return True
+        return record.args_hash == digest(self._args_json(call, record.step_id))
+
+    def _check_drift(self, record: StepRecord, call: Call) -> None:
+        if self._same_args(record, call):
             return
+        args_json = self._args_json(call, record.step_id)
         message = (
             f"step {record.step_id!r} was recorded with other arguments "
             f"(recorded {record.args_json[:200]}, now {args_json[:200]})"
@@ -480,37 +612,64 @@ class Engine:
         pending.ended(self.run_id, "done")
         return decode(result_json)
 
-    def fail(self, pending: Pending, exc: Exception) -> Exception:
-        """Record a call that raised; return the exception the agent should see."""
-        step, call = pending.step, pending.call
+    def fail(self, pending: Pending, exc: Exception) -> Exception | Again:
+        """Record a call that raised; return the exception the agent should see, or
+        ``Again`` when the attempt is to be made again at this position."""
+        step, call, spec = pending.step, pending.call, pending.call.spec
+        clock = self.surroundings.clock
         situation = Situation(
-            call.step_type, call.idempotent, refused=isinstance(exc, call.refusals)
-        )
+            call.step_type, call.idempotent, StepState.IN_FLIGHT,
+            attempts=pending.attempt,
+            max_attempts=None if spec.retry is None else spec.retry.attempts,
+            key_age=clock() - pending.first_sent_at, dedupe_window=spec.dedupe_window,
+            failure=_failure(spec, exc),
+        )  # fmt: skip
         action = decide(situation)
-        if action is Action.RECORD_REFUSED:
-            self._write(pending, Outcome(StepState.FAILED, error_json=_error_json(exc)))
-            pending.ended(self.run_id, "refused", exc)
-            return EffectRefused(
-                f"the provider refused: {exc}",
-                run_id=self.run_id,
-                step_id=step.step_id,
-                key=step.key,
-                error_type=type(exc).__qualname__,
-            )
+        if action is Action.RAISE:
+            pending.ended(self.run_id, "error", exc)
+            return exc
         if action is Action.RECORD_NOT_DONE:
             self._write(pending, Outcome(StepState.NOT_DONE, error_json=_error_json(exc)))
             pending.ended(self.run_id, "not_done", exc)
             return exc
-        if action is Action.RAISE:
-            pending.ended(self.run_id, "error", exc)
-            return exc
-        reason = (
-            f"{call.kind} effect {step.step_id!r} raised {type(exc).__name__}: {exc}; "
-            "it may or may not have happened"
-        )
-        self._store(self.store.mark_unknown, self.lease, step.seq, reason)
+        if action is Action.RETRY_LATER:
+            retry_at = clock() + self._backoff(pending)
+            outcome = Outcome(StepState.NOT_DONE, error_json=_error_json(exc), retry_at=retry_at)
+            self._write(pending, outcome)
+            pending.ended(self.run_id, "not_done", exc)
+            self.cursor.reread()
+            return Again()
+        if action in (Action.RECORD_REFUSED, Action.RECORD_FAILED):
+            self._write(pending, Outcome(StepState.FAILED, error_json=_error_json(exc)))
+            pending.ended(self.run_id, "refused", exc)
+            why = "the provider refused"
+            if action is Action.RECORD_FAILED:
+                why = f"not performed in {pending.attempt} attempts (the retry policy's limit)"
+            return EffectRefused(
+                f"{why}: {exc}", run_id=self.run_id, step_id=step.step_id, key=step.key,
+                error_type=type(exc).__qualname__,
+            )  # fmt: skip
         pending.ended(self.run_id, "unknown", exc)
+        doubt = f"{call.kind} effect {step.step_id!r} raised {type(exc).__name__}: {exc}"
+        if action is Action.RESEND_LATER:
+            log.warning("%s; sending it again with the same key", doubt)
+            self.surroundings.sleep(self._backoff(pending))
+            self.cursor.reread()
+            return Again()
+        if action is Action.STOP_RESEND_LATER:
+            return ResendLater(
+                f"{doubt}; it stays in flight, and a later start of the run sends it again "
+                "with the same key (the provider deduplicates it)",
+                run_id=self.run_id, step_id=step.step_id, key=step.key,
+            )  # fmt: skip
+        reason = f"{doubt}; it may or may not have happened"
+        self._store(self.store.mark_unknown, self.lease, step.seq, reason)
         return AmbiguousOutcome(reason, run_id=self.run_id, step_id=step.step_id, key=step.key)
+
+    def _backoff(self, pending: Pending) -> float:
+        retry = pending.call.spec.retry
+        assert retry is not None
+        return retry.delay(pending.attempt, self.surroundings.random())
 
     def _write(self, pending: Pending, outcome: Outcome) -> None:
         try:

@@ -24,6 +24,7 @@
     │   │   ├── RunHalted          a kill switch is on (global, agent or run)
     │   │   ├── BudgetExceeded     the next step would go past a limit (policy "stop")
     │   │   ├── AmbiguousOutcome   an effect may or may not have happened
+    │   │   ├── PreflightConflict  the provider's state contradicts the effect
     │   │   ├── ReplayDivergence   the code asked for a different step than the journal holds
     │   │   └── ArgumentDrift      a finished step asked again with other arguments
     │   ├── WaitingForPerson       exit 4: the run waits for a person's decision
@@ -32,7 +33,9 @@
     │   └── TryLater               exit 75: nothing wrong, run it again later
     │       ├── RunLeased          another live worker owns the run
     │       ├── LeaseLost          this worker's lease was taken over while it ran
-    │       └── Draining           this process is shutting down (SIGTERM); run queued
+    │       ├── Draining           this process is shutting down (SIGTERM); run queued
+    │       ├── ResendLater        an effect in doubt is sent again, same key, by a later start
+    │       └── PreflightUnanswered the provider could not be asked before an attempt
     ├── StepError                  the agent may catch these and carry on
     │   ├── EffectRefused          the provider definitely refused (recorded, replayed)
     │   ├── EffectAbandoned        a person gave up on the effect
@@ -232,6 +235,11 @@ class AmbiguousOutcome(NeedsPerson):
     """An effect's intent is recorded but not its outcome: it may have happened."""
 
 
+class PreflightConflict(NeedsPerson):
+    """A tool's preflight answered ``Conflict``: the effect is held for a person, with the
+    provider's answer as the reason."""
+
+
 class ReplayDivergence(NeedsPerson):
     """The agent asked for a different step than the one recorded at that position."""
 
@@ -271,6 +279,16 @@ class LeaseLost(TryLater):
 
 class Draining(TryLater):
     """The process is shutting down: the step was not started, the run is queued again."""
+
+
+class ResendLater(TryLater):
+    """An effect is in doubt, or still in progress at the provider, and left in flight: the
+    provider deduplicates its key, so a later start of the run sends it again with it."""
+
+
+class PreflightUnanswered(TryLater):
+    """The preflight could not tell (it raised or answered ``CANNOT_TELL``); nothing was
+    sent, and a later start asks again."""
 
 
 class StepError(OnceLogError):

@@ -9,6 +9,12 @@ key and the arguments it was recorded with, as ``probe(key, *args, **kwargs)``. 
   same key, if that key is still valid at the provider (``key_ttl``); otherwise the run
   halts, because a provider that has forgotten the key would not catch a duplicate.
 - ``CANNOT_TELL`` (or an exception): the run halts for a person, with the answer recorded.
+
+A tool may also declare ``preflight=``: called the same way before each attempt (the
+first and every retry). ``Found(result)``: recorded done without calling the tool;
+``NOT_FOUND``: the tool is called; ``Conflict(reason)``: the provider's state contradicts
+the action, the run halts with ``reason`` for a person; ``CANNOT_TELL`` (or an exception):
+nothing is sent, the run stops with ``PreflightUnanswered`` (exit 75) and asks again later.
 """
 
 from __future__ import annotations
@@ -26,6 +32,14 @@ class Found:
     result: Any
 
 
+@dataclass(frozen=True)
+class Conflict:
+    """A preflight's answer: the provider's state contradicts the action (someone else did
+    it, or did the opposite); ``reason`` is the provider's answer, shown to a person."""
+
+    reason: str
+
+
 class Answer(enum.Enum):
     NOT_FOUND = "not_found"
     CANNOT_TELL = "cannot_tell"
@@ -36,3 +50,5 @@ CANNOT_TELL = Answer.CANNOT_TELL
 
 ProbeAnswer = Found | Answer
 Probe = Callable[..., ProbeAnswer]
+PreflightAnswer = Found | Answer | Conflict
+Preflight = Callable[..., PreflightAnswer]

@@ -103,8 +103,16 @@ class StepRecord(NamedTuple):
     attempts: int
     tokens_in: int
     tokens_out: int
-    started_at: float
+    started_at: float  # of the latest attempt
     finished_at: float | None
+    first_started_at: float | None = None  # of the first attempt (None: before schema 11)
+    retry_at: float | None = None  # the next attempt waits until then (a retry policy)
+
+    @property
+    def first_sent_at(self) -> float:
+        """When the effect's key was first sent: a provider's deduplication window runs
+        from then, however often it is sent again."""
+        return self.started_at if self.first_started_at is None else self.first_started_at
 
     @property
     def result(self) -> Any:

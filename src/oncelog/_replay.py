@@ -49,6 +49,11 @@ class ReplayCursor:
                 self._hi = rows[-1].seq + 1 if len(rows) == PAGE else self.frontier
             return self._page.get(seq)
 
+    def reread(self) -> None:
+        """Forget the page read so far: a step on it was rewritten by this run."""
+        with self._lock:
+            self._page, self._lo, self._hi = {}, 0, 0
+
     def advance_frontier(self, seq: int) -> None:
         """A live step was recorded at ``seq``."""
         with self._lock:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from . import _leases as leases
 from . import _waiting as waiting
 from ._budgets import remaining
-from ._effects import Call, Engine, Pending, Replayed, encode_args
+from ._effects import Again, Call, Engine, Pending, Replayed, encode_args
 from ._exceptions import (
     LeaseLost,
     NeedsPerson,
@@ -176,17 +176,24 @@ class _Steps:
     ) -> Any:
         call, fn = self._call(step_id, type_, tool, args, kwargs)
         seq = self._engine.cursor.position()
-        got = self._engine.prepare(seq, call)
-        if isinstance(got, Replayed):
-            return got.value
-        try:
-            result = fn(*args, **self._kwargs_for(got, tool, kwargs))
-        except Exception as exc:
-            raise self._failed(got, exc) from exc
-        return self._engine.complete(got, result)
+        while True:  # a failed attempt the retry policy makes again comes back here
+            got = self._engine.prepare(seq, call)
+            if isinstance(got, Replayed):
+                return got.value
+            try:
+                result = fn(*args, **self._kwargs_for(got, tool, kwargs))
+            except Exception as exc:
+                err = self._failed(got, exc)
+                if err is None:
+                    continue
+                raise err from exc
+            return self._engine.complete(got, result)
 
-    def _failed(self, pending: Pending, exc: Exception) -> Exception:
+    def _failed(self, pending: Pending, exc: Exception) -> Exception | None:
+        """The exception to raise, or None to make the attempt again."""
         err = self._engine.fail(pending, exc)
+        if isinstance(err, Again):
+            return None
         if err is exc:
             # Re-raising the tool's own exception: keep its traceback, add no cause.
             raise exc
@@ -312,26 +319,32 @@ class AsyncRun(_Steps):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
+        while True:  # a failed attempt the retry policy makes again comes back here
+            got = await self._prepared(seq, call)
+            if isinstance(got, Replayed):
+                return got.value
+            try:
+                result = fn(*args, **self._kwargs_for(got, tool, kwargs))
+                if isinstance(result, Awaitable):
+                    result = await result
+            except Exception as exc:
+                err = await _in_thread(self._failed, got, exc)
+                if err is None:
+                    continue
+                raise err from exc
+            return await _in_thread(self._engine.complete, got, result)
+
+    async def _prepared(self, seq: int, call: Call) -> Replayed | Pending:
         told = False
         while True:  # async code awaits a person (an approval, a higher budget), not exit 4
             try:
-                got = await _in_thread(self._engine.prepare, seq, call)
-                break
+                return await _in_thread(self._engine.prepare, seq, call)
             except WaitingForPerson as waits:
                 if not told:
                     told = True
                     notices, agent = self._ledger.notices, self._engine.lease.agent
                     await _in_thread(notices.stopped, waits, self.run_id, agent)
                 await _sleep(self._ledger.approval_poll)
-        if isinstance(got, Replayed):
-            return got.value
-        try:
-            result = fn(*args, **self._kwargs_for(got, tool, kwargs))
-            if isinstance(result, Awaitable):
-                result = await result
-        except Exception as exc:
-            raise await _in_thread(self._failed, got, exc) from exc
-        return await _in_thread(self._engine.complete, got, result)
 
     def effect(
         self, step_id: str | None, tool: Tool[..., Any], /, *args: Any, **kwargs: Any

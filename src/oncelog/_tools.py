@@ -12,9 +12,11 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar
 
 from ._exceptions import ConfigurationError, NoActiveRun
 from ._names import check_name
-from ._probes import Probe
+from ._probes import Preflight, Probe
 from ._records import StepType
 from ._redact import secret_positions
+from ._retry import Retry
+from .failures import Classifier
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -54,7 +56,10 @@ class ToolSpec:
     takes_key: bool
     idempotent: bool = False
     probe: Probe | None = None
-    key_ttl: float | None = None  # seconds the provider keeps an idempotency key
+    dedupe_window: float | None = None  # seconds the provider deduplicates on the key
+    preflight: Preflight | None = None  # asked before each attempt
+    failures: Classifier | None = None  # what an exception of the call means
+    retry: Retry | None = None  # attempts and waits for what was not performed
     approval: bool = False  # each attempt needs a person's approval of its arguments
     cost: float | Callable[..., float] = 0.0  # charged to the run's budget per attempt
     irreversible: bool = False  # counted against the budget's irreversible actions
@@ -103,7 +108,11 @@ def make_spec(
     refusals: tuple[type[BaseException], ...],
     drift: DriftPolicy | None,
     probe: Probe | None = None,
+    dedupe_window: timedelta | float | None = None,
     key_ttl: timedelta | float | None = None,
+    preflight: Preflight | None = None,
+    failures: Classifier | None = None,
+    retry: Retry | None = None,
     approval: bool | None = None,
     cost: float | Callable[..., float] = 0.0,
     irreversible: bool | None = None,
@@ -120,6 +129,10 @@ def make_spec(
         raise ConfigurationError(f"drift must be 'error' or 'warn', not {drift!r}")
     if name:
         check_name(name, "a tool's name")
+    if dedupe_window is not None and key_ttl is not None:
+        raise ConfigurationError("key_ttl is the older name of dedupe_window: give one of them")
+    if retry is not None and not isinstance(retry, Retry):
+        raise ConfigurationError(f"retry must be an oncelog.Retry, not {retry!r}")
     params = inspect.signature(fn).parameters
     takes_key = "idempotency_key" in params or any(
         p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
@@ -133,7 +146,10 @@ def make_spec(
         takes_key=takes_key,
         idempotent=kind.idempotent,
         probe=probe,
-        key_ttl=_seconds(key_ttl),
+        dedupe_window=_seconds(key_ttl if dedupe_window is None else dedupe_window),
+        preflight=preflight,
+        failures=failures,
+        retry=retry,
         approval=kind is Kind.DESTRUCTIVE if approval is None else approval,
         cost=cost,
         irreversible=kind in (Kind.PAYMENT, Kind.DESTRUCTIVE)
@@ -151,7 +167,7 @@ def _seconds(ttl: timedelta | float | None) -> float | None:
         return None
     seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
     if seconds <= 0:
-        raise ConfigurationError(f"key_ttl must be positive, not {ttl!r}")
+        raise ConfigurationError(f"dedupe_window must be positive, not {ttl!r}")
     return seconds
 
 
@@ -168,7 +184,11 @@ def tool(
     refusals: tuple[type[BaseException], ...] = (),
     drift: DriftPolicy | None = None,
     probe: Probe | None = None,
+    dedupe_window: timedelta | float | None = None,
     key_ttl: timedelta | float | None = None,
+    preflight: Preflight | None = None,
+    failures: Classifier | None = None,
+    retry: Retry | None = None,
     approval: bool | None = None,
     cost: float | Callable[..., float] = 0.0,
     irreversible: bool | None = None,
@@ -181,9 +201,15 @@ def tool(
     unknown. ``drift`` is what to do when a recorded step is asked again with other
     arguments: ``error`` (default for create, payment, destructive) or ``warn``.
     ``probe`` asks the provider what happened to an effect whose outcome is unknown
-    (see ``oncelog.Found``); ``key_ttl`` is how long the provider honours an
-    idempotency key (Stripe: about 24 hours): an unknown effect older than that is
-    not called again on a probe's "not found" alone. ``approval`` (default: for
+    (see ``oncelog.Found``). ``dedupe_window`` declares that the provider answers a
+    repeated idempotency key with the first request's result, for that long after the
+    key was first sent (Stripe: 24 hours): an effect in doubt younger than that is sent
+    again with the same key and arguments instead of halting; older, it is not called
+    again on a probe's "not found" alone (``key_ttl`` is its older name). ``preflight``
+    is asked before each attempt (``Found``: recorded done, not called; ``Conflict``:
+    a person decides). ``failures`` says what an exception of the call means (see
+    ``oncelog.failures``); ``retry`` (an ``oncelog.Retry``) makes again, with the same
+    key, an attempt that was certainly not performed. ``approval`` (default: for
     ``destructive`` tools) makes every attempt wait for a person's approval of its
     exact arguments. ``cost`` (a number, or a function of the call's arguments) is
     charged to the run's budget per attempt; ``irreversible`` (default: for payment
@@ -197,8 +223,9 @@ def tool(
     def declare(fn: Callable[P, R]) -> Tool[P, R]:
         spec = make_spec(
             fn, kind=kind, name=name, refusals=refusals, drift=drift, probe=probe,
-            key_ttl=key_ttl, approval=approval, cost=cost, irreversible=irreversible,
-            secret=secret, result_schema=result_schema,
+            dedupe_window=dedupe_window, key_ttl=key_ttl, preflight=preflight,
+            failures=failures, retry=retry, approval=approval, cost=cost,
+            irreversible=irreversible, secret=secret, result_schema=result_schema,
         )  # fmt: skip
         return Tool(fn, spec)
 

@@ -69,6 +69,7 @@ class Outcome:
     tokens_in: int = 0
     tokens_out: int = 0
     cost: float | None = None  # settles the reserved cost (a model call's, from its usage)
+    retry_at: float | None = None  # not done: the next attempt waits until then (epoch s)
 
 
 class BudgetDrift(NamedTuple):

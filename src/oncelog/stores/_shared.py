@@ -58,12 +58,14 @@ def intent_json(
 
 
 def outcome_json(outcome: Outcome, attempt: int) -> str:
-    """The journal entry of an outcome (or of a probe's answer)."""
+    """The journal entry of an outcome (or of a probe's answer); a retry's time only when
+    a retry policy set one."""
+    retry = {} if outcome.retry_at is None else {"retry_at": number(outcome.retry_at)}
     return journal_json(
         state=text(outcome.state.value), attempt=str(attempt),
         result=outcome.result_json, error=outcome.error_json,
         tokens_in=str(outcome.tokens_in), tokens_out=str(outcome.tokens_out),
-        cost=None if outcome.cost is None else number(outcome.cost),
+        cost=None if outcome.cost is None else number(outcome.cost), **retry,
     )  # fmt: skip
 
 

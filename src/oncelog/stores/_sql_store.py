@@ -324,7 +324,7 @@ class SQLStore:
                 started = tx.execute(
                     f"INSERT INTO steps ({STEP_COLUMNS}, cost, irreversible) VALUES (?, ?, "
                     "?, ?, ?, ?, ?, ?, ?, 'in_flight', NULL, NULL, 1, 0, 0, "
-                    f"{NOW}, NULL, ?, ?) RETURNING attempts, started_at",
+                    f"{NOW}, NULL, {NOW}, NULL, ?, ?) RETURNING attempts, started_at",
                     (lease.run_id, step.seq, step.step_id, step.type, step.tool, step.kind,
                      step.key, step.args_hash, step.args_json, step.cost, int(step.irreversible)),
                 ).fetchone()  # fmt: skip
@@ -343,6 +343,7 @@ class SQLStore:
         row = tx.execute(
             "UPDATE steps SET state = 'in_flight', attempts = attempts + 1, args_hash = ?, "
             f"args = ?, started_at = {NOW}, finished_at = NULL, result = NULL, error = NULL, "
+            f"retry_at = NULL, first_started_at = COALESCE(first_started_at, {NOW}), "
             "cost = cost + ? WHERE run_id = ? AND seq = ? AND state = ? "
             "RETURNING attempts, started_at",
             (step.args_hash, step.args_json, step.cost, lease.run_id, step.seq, previous.value),
@@ -369,10 +370,11 @@ class SQLStore:
         accepted = IN_DOUBT if probed else (StepState.IN_FLIGHT.value,) * 2
         cursor = tx.execute(
             "UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, "
-            f"tokens_out = ?, cost = COALESCE(?, cost), finished_at = {NOW} "
+            f"tokens_out = ?, cost = COALESCE(?, cost), finished_at = {NOW}, retry_at = ? "
             "WHERE run_id = ? AND seq = ? AND attempts = ? AND state IN (?, ?)",
             (outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
-             outcome.tokens_out, outcome.cost, lease.run_id, seq, attempt, *accepted),
+             outcome.tokens_out, outcome.cost, outcome.retry_at, lease.run_id, seq, attempt,
+             *accepted),
         )  # fmt: skip
         if cursor.rowcount != 1:
             raise LeaseLost(
