@@ -2,6 +2,7 @@
 
     python tests/crash_agents/http_agent.py --ledger L --run R --provider URL
         [--kinds create,create,create] [--tool-sleep S] [--kill-before-answer effect-2]
+        [--probe] [--preflight] [--dedupe-window S] [--retry N --backoff S] [--tries FILE]
 
 One run through the public oncelog API: an llm step (a fake model), a read, then one
 effect per entry of ``--kinds`` (step ids ``effect-1``, ``effect-2``, ...), each an HTTP
@@ -11,6 +12,12 @@ as one JSON line and exits through ``oncelog.run_main`` (0 completed, 3 a person
 ``ONCELOG_CRASH_AT`` in the environment kills it at a named crash point; with
 ``--kill-before-answer STEP`` the provider kills it after performing that step's effect
 and before answering.
+
+``--dedupe-window`` declares that the provider deduplicates keys for that many seconds;
+``--retry N`` gives every tool a retry policy of N attempts (``--backoff`` seconds first)
+and classifies urllib's errors (``oncelog.failures.urllib``); ``--preflight`` asks the
+provider for the key before each attempt; ``--tries FILE`` appends the key to FILE before
+each request, so a test counts attempts even when no request reaches a provider.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import oncelog
+from oncelog.failures import urllib as urllib_failures
 
 KINDS = ("create", "payment", "upsert")
 
@@ -39,6 +47,11 @@ class Config:
     tool_sleep: float
     kill_before_answer: str | None
     probe: bool = False
+    preflight: bool = False
+    dedupe_window: float | None = None
+    retry: int | None = None
+    backoff: float = 0.1
+    tries: str | None = None
 
 
 def parse(argv: Sequence[str] | None = None) -> Config:
@@ -50,6 +63,11 @@ def parse(argv: Sequence[str] | None = None) -> Config:
     parser.add_argument("--tool-sleep", type=float, default=0.0)
     parser.add_argument("--kill-before-answer", default=None, metavar="STEP_ID")
     parser.add_argument("--probe", action="store_true", help="payments ask the provider")
+    parser.add_argument("--preflight", action="store_true", help="ask before each attempt")
+    parser.add_argument("--dedupe-window", type=float, default=None)
+    parser.add_argument("--retry", type=int, default=None, metavar="ATTEMPTS")
+    parser.add_argument("--backoff", type=float, default=0.1)
+    parser.add_argument("--tries", default=None, metavar="FILE")
     args = parser.parse_args(argv)
     kinds = tuple(args.kinds.split(","))
     if not set(kinds) <= set(KINDS):
@@ -62,6 +80,11 @@ def parse(argv: Sequence[str] | None = None) -> Config:
         args.tool_sleep,
         args.kill_before_answer,
         args.probe,
+        args.preflight,
+        args.dedupe_window,
+        args.retry,
+        args.backoff,
+        args.tries,
     )
 
 
@@ -80,6 +103,9 @@ def lookup_customer(customer_id: str) -> dict[str, Any]:
 def post_effect(config: Config, step: str, payload: dict[str, Any], key: str) -> Any:
     """One request to the provider; the key is the only thing that lets it deduplicate."""
     time.sleep(config.tool_sleep)  # widens the window between the intent and the request
+    if config.tries is not None:
+        with open(config.tries, "a") as tries:
+            tries.write(key + "\n")
     body = {
         "key": key,
         "run": config.run_id,
@@ -101,7 +127,8 @@ def post_effect(config: Config, step: str, payload: dict[str, Any], key: str) ->
 
 
 def find_effect(config: Config) -> Callable[..., oncelog.ProbeAnswer]:
-    """A probe: asks the provider for the effects it performed under the key."""
+    """A probe (or a preflight): asks the provider for the effects it performed under
+    the key."""
 
     def probe(key: str, step: str, payload: dict[str, Any]) -> oncelog.ProbeAnswer:
         query = urllib.parse.urlencode({"key": key})
@@ -122,7 +149,13 @@ def make_tools(ledger: oncelog.Ledger, config: Config) -> dict[str, oncelog.Tool
             return post_effect(config, step, payload, idempotency_key)
 
         probe = find_effect(config) if config.probe and kind == "payment" else None
-        declared = ledger.tool(kind=oncelog.Kind(kind), name=f"provider.{kind}", probe=probe)
+        declared = ledger.tool(
+            kind=oncelog.Kind(kind), name=f"provider.{kind}", probe=probe,
+            preflight=find_effect(config) if config.preflight else None,
+            dedupe_window=config.dedupe_window,
+            failures=None if config.retry is None else urllib_failures.classify,
+            retry=None if config.retry is None else oncelog.Retry(config.retry, config.backoff),
+        )  # fmt: skip
         return declared(call_provider)
 
     return {kind: declare(kind) for kind in KINDS}

@@ -30,6 +30,11 @@ class AgentSetup:
     kinds: tuple[str, ...] = ("create", "create", "create")
     tool_sleep: float = 0.0
     probe: bool = False  # payment tools declare a probe that asks the provider
+    preflight: bool = False  # every tool asks the provider before each attempt
+    dedupe_window: float | None = None  # the provider is declared to deduplicate keys
+    retry: int | None = None  # every tool retries what was not performed, this many times
+    backoff: float = 0.1
+    tries: Path | None = None  # a file the tools append each attempt's key to
 
     @property
     def effect_steps(self) -> list[str]:
@@ -47,6 +52,14 @@ class AgentSetup:
             argv += ["--kill-before-answer", kill_before_answer]
         if self.probe:
             argv.append("--probe")
+        if self.preflight:
+            argv.append("--preflight")
+        if self.dedupe_window is not None:
+            argv += ["--dedupe-window", str(self.dedupe_window)]
+        if self.retry is not None:
+            argv += ["--retry", str(self.retry), "--backoff", str(self.backoff)]
+        if self.tries is not None:
+            argv += ["--tries", str(self.tries)]
         return argv
 
 
