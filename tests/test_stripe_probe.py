@@ -196,6 +196,25 @@ def test_a_declined_payment_cannot_tell(
     assert PaymentFinder(client)("ol1_declined") is oncelog.CANNOT_TELL
 
 
+def test_the_preflight_is_the_same_lookup(
+    localstripe: LocalStripe, client: stripe.StripeClient, customer: str
+) -> None:
+    finder = PaymentFinder(client)
+    created = pay(client, customer, "ol1_pre_found")
+    assert finder.preflight("ol1_pre_found", customer, 500, CARD) == oncelog.Found(created)
+    assert finder.preflight("ol1_pre_never") is oncelog.NOT_FOUND
+    with pytest.raises(stripe.CardError):
+        pay(client, customer, "ol1_pre_declined", card=DECLINED_CARD)
+    assert finder.preflight("ol1_pre_declined") is oncelog.NOT_FOUND  # calling is refused
+    pay(client, customer, "ol1_pre_twice")
+    pay(client, customer, "ol1_pre_twice")
+    conflict = finder.preflight("ol1_pre_twice")
+    assert isinstance(conflict, oncelog.Conflict)
+    assert "2 PaymentIntents carry the key ol1_pre_twice" in conflict.reason
+    down = PaymentFinder(client_for("http://127.0.0.1:9"))
+    assert down.preflight("ol1_pre_found") is oncelog.CANNOT_TELL
+
+
 def test_every_page_is_read_and_too_many_cannot_tell(
     localstripe: LocalStripe, client: stripe.StripeClient, customer: str
 ) -> None:
@@ -372,9 +391,12 @@ def test_killed_before_charging_is_charged_once_with_the_same_key(
     assert agent.run_status() is oncelog.RunStatus.COMPLETED
 
 
-def test_stripe_down_at_resume_halts_without_charging(
+def test_stripe_down_at_resume_tries_later_without_charging(
     tmp_path: Path, localstripe: LocalStripe, agent: PaymentAgent
 ) -> None:
+    """The tool declares Stripe's 24-hour key window: with Stripe out of reach the charge
+    in doubt is neither halted nor paid twice; the run is queued (exit 75) and, Stripe
+    back, the probe finds the charge. (Before dedupe windows this halted for a person.)"""
     key = crash(agent, localstripe.url, "after_call").key
     [made] = payments_with_key(localstripe.url, key)
     unreachable = start_localstripe(tmp_path / "gone.log")
@@ -382,11 +404,18 @@ def test_stripe_down_at_resume_halts_without_charging(
 
     resumed = agent.start(unreachable.url)
 
-    assert resumed.returncode == oncelog.EXIT_HALTED, resumed
+    assert resumed.returncode == oncelog.EXIT_TRY_LATER, resumed
+    assert "ResendLater" in resumed.stderr
+    assert [p["id"] for p in payments_with_key(localstripe.url, key)] == [made["id"]]
+    assert agent.charge_step().state is oncelog.StepState.IN_FLIGHT
+    assert agent.run_status() is oncelog.RunStatus.QUEUED
+
+    back = agent.start(localstripe.url)
+
+    assert back.returncode == 0, back
     assert [p["id"] for p in payments_with_key(localstripe.url, key)] == [made["id"]]
     step = agent.charge_step()
-    assert (step.state, step.attempts) == (oncelog.StepState.UNKNOWN, 1)
-    assert agent.run_status() is oncelog.RunStatus.HALTED
+    assert (step.state, step.result["id"]) == (oncelog.StepState.DONE, made["id"])
 
 
 def test_another_service_reusing_the_run_id_is_not_taken_for_this_charge(

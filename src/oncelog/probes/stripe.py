@@ -5,16 +5,18 @@ effect's outcome is unknown. ``create_payment`` makes the PaymentIntent so that 
 found: the step's idempotency key goes to Stripe as the ``Idempotency-Key`` (Stripe
 answers a repeat with the first result for 24 hours, then forgets the key) *and* into
 ``metadata["oncelog_key"]``, which stays on the PaymentIntent. ``find_payment`` is the
-probe that looks for it::
+probe that looks for it; ``check_payment`` is the same lookup asked as a preflight,
+before each attempt::
 
     import stripe
     from datetime import timedelta
-    from oncelog.probes.stripe import create_payment, find_payment
+    import oncelog.failures.stripe
+    from oncelog.probes.stripe import check_payment, create_payment, find_payment
 
     stripe.api_key = "sk_live_..."   # or pass client=stripe.StripeClient(...)
 
-    @ledger.tool(kind="payment", probe=find_payment, key_ttl=timedelta(hours=24),
-                 refusals=(stripe.CardError,))
+    @ledger.tool(kind="payment", probe=find_payment, preflight=check_payment,
+                 dedupe_window=timedelta(hours=24), failures=oncelog.failures.stripe.classify)
     def charge(customer: str, cents: int, card: str, *, idempotency_key: str) -> dict:
         return create_payment(cents, "eur", customer, idempotency_key=idempotency_key,
                               payment_method=card, payment_method_types=["card"],
@@ -38,13 +40,13 @@ during an outage), while the list endpoints read what was written.
     ``create_payment`` (it writes the key in the request that creates the PaymentIntent,
     so no PaymentIntent of this step exists without it), in the account the client is
     for, and nobody removed the metadata since. With ``lookback`` only the PaymentIntents
-    created in that window are read: choose it longer than the tool's ``key_ttl`` plus
+    created in that window are read: choose it longer than the tool's ``dedupe_window`` plus
     any clock skew, so that a payment too old to be seen is also too old for oncelog to
     retry on NOT_FOUND. A request of the killed process that Stripe is still executing
     may be missed; the retry that follows NOT_FOUND carries the same key, so Stripe
     answers it with that request's result (or refuses it while that request runs, and
     the run halts) instead of paying twice. That is why oncelog retries only while the
-    key is valid (``key_ttl``).
+    key is valid (``dedupe_window``).
 ``CANNOT_TELL``
     Stripe could not be asked (network, authentication, rate limit, server error, a
     filter the server refuses); the list is longer than ``max_pages`` pages; more than
@@ -75,7 +77,7 @@ except ImportError as exc:  # the extra is optional; say which one to install
     ) from exc
 
 from .._exceptions import ConfigurationError
-from .._probes import CANNOT_TELL, NOT_FOUND, Found, ProbeAnswer
+from .._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found, PreflightAnswer, ProbeAnswer
 
 if TYPE_CHECKING:
     from stripe.params import PaymentIntentCreateParams, PaymentIntentListParams
@@ -83,6 +85,7 @@ if TYPE_CHECKING:
 __all__ = [
     "METADATA_KEY",
     "PaymentFinder",
+    "check_payment",
     "create_payment",
     "default_client",
     "find_payment",
@@ -221,6 +224,25 @@ class PaymentFinder:
             return _cannot_tell(key, f"PaymentIntent {intent.id} was declined")
         return Found(payment_result(intent))
 
+    def preflight(self, key: str, *args: Any, **kwargs: Any) -> PreflightAnswer:
+        """The same lookup before an attempt (a tool's ``preflight=``): one PaymentIntent
+        with the key, not declined: ``Found``, the tool is not called; none, or one that
+        was declined (the call with this key gets Stripe's decline again, or, once Stripe
+        forgot the key, tries the card anew): ``NOT_FOUND``, the tool is called; several:
+        ``Conflict`` naming them, a person decides; Stripe out of reach: ``CANNOT_TELL``,
+        nothing is sent now."""
+        client = self.client or default_client()
+        try:
+            matches = self._carrying(key, client)
+        except (stripe.StripeError, _CannotTell) as exc:
+            return _cannot_tell(key, f"{type(exc).__name__}: {exc}")
+        if len(matches) > 1:
+            ids = ", ".join(intent.id for intent in matches)
+            return Conflict(f"{len(matches)} PaymentIntents carry the key {key}: {ids}")
+        if not matches or _declined(matches[0]):
+            return NOT_FOUND
+        return Found(payment_result(matches[0]))
+
     def _carrying(self, key: str, client: stripe.StripeClient) -> list[stripe.PaymentIntent]:
         """Every PaymentIntent in the window whose metadata holds ``key``, from a list
         read to its end."""
@@ -258,3 +280,9 @@ def find_payment(key: str, *args: Any, **kwargs: Any) -> ProbeAnswer:
     """The probe for a payment made by ``create_payment`` with ``idempotency_key=key``,
     using ``default_client()``; see the module's docstring for what each answer means."""
     return _FIND_PAYMENT(key, *args, **kwargs)
+
+
+def check_payment(key: str, *args: Any, **kwargs: Any) -> PreflightAnswer:
+    """The preflight for a payment made by ``create_payment``: ``find_payment``'s lookup,
+    asked before each attempt; see ``PaymentFinder.preflight``."""
+    return _FIND_PAYMENT.preflight(key, *args, **kwargs)
