@@ -15,7 +15,7 @@ import pytest
 
 import oncelog
 from oncelog import StepState
-from oncelog._effects import Surroundings
+from oncelog._calls import Surroundings
 from oncelog.failures import Failure, first
 from oncelog.failures import urllib as urllib_failures
 

@@ -6,8 +6,8 @@ known halts the run until a person decides.
 """
 
 from ._budgets import AgentBudget, Budget, BudgetAlert
+from ._calls import idempotency_key
 from ._drain import handle_sigterm
-from ._effects import idempotency_key
 from ._exceptions import (
     AmbiguousOutcome,
     ApprovalDenied,

@@ -11,7 +11,8 @@ from . import _leases as leases
 from . import _waiting as waiting
 from ._alerts import AlertCallback
 from ._budgets import AgentBudget, Budget, Usage
-from ._effects import Engine, Surroundings
+from ._calls import Surroundings
+from ._effects import Engine
 from ._exceptions import ConfigurationError, InvalidPayload, InvalidResolution, UnknownRun
 from ._heartbeat import HEARTBEATS
 from ._names import check_name, check_text

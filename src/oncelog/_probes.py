@@ -6,7 +6,7 @@ key and the arguments it was recorded with, as ``probe(key, *args, **kwargs)``. 
 - ``Found(result)``: the provider has it. The effect is recorded done with ``result``, and
   the agent goes on as if the call had answered.
 - ``NOT_FOUND``: the provider definitely has no such effect. It is called again with the
-  same key, if that key is still valid at the provider (``key_ttl``); otherwise the run
+  same key, if that key is still valid at the provider (``dedupe_window``); otherwise the run
   halts, because a provider that has forgotten the key would not catch a duplicate.
 - ``CANNOT_TELL`` (or an exception): the run halts for a person, with the answer recorded.
 

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from . import _leases as leases
 from . import _waiting as waiting
 from ._budgets import remaining
-from ._effects import Again, Call, Engine, Pending, Replayed, encode_args
+from ._calls import Again, Call, Pending, Replayed, encode_args
+from ._effects import Engine
 from ._exceptions import (
     LeaseLost,
     NeedsPerson,
