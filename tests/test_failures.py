@@ -1,0 +1,154 @@
+"""The shipped classifications of failures: real clients, real refused connections, real
+answers from a local server; and importing a classification imports no client."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+import requests
+import stripe
+
+from oncelog.failures import Failure, by_status, first
+from oncelog.failures import httpx as httpx_failures
+from oncelog.failures import requests as requests_failures
+from oncelog.failures import stripe as stripe_failures
+from oncelog.failures import urllib as urllib_failures
+
+from .test_recovery import refused_port
+
+
+class Answers(BaseHTTPRequestHandler):
+    """Answers ``POST /<status>`` with that status; ``/slow`` never in time."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if self.path == "/slow":
+            threading.Event().wait(2.0)
+        status = int(self.path.strip("/")) if self.path != "/slow" else 200
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Answers)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def raised(call: Any) -> BaseException:
+    try:
+        call()
+    except Exception as exc:
+        return exc
+    raise AssertionError("the call did not raise")
+
+
+def test_importing_a_classification_imports_no_client() -> None:
+    code = (
+        "import sys, oncelog.failures.httpx, oncelog.failures.requests, "
+        "oncelog.failures.stripe, oncelog.failures.urllib; "
+        "print(sorted({'httpx', 'requests', 'stripe', 'urllib3'} & set(sys.modules)))"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("status", "failure"),
+    [(400, Failure.REFUSED), (404, Failure.REFUSED), (422, Failure.REFUSED),
+     (429, Failure.NOT_PERFORMED), (408, Failure.IN_DOUBT), (409, Failure.IN_DOUBT),
+     (500, Failure.IN_DOUBT), (503, Failure.IN_DOUBT)],
+)  # fmt: skip
+def test_statuses(status: int, failure: Failure, server: str) -> None:
+    assert by_status(status) is failure
+    answer = httpx.post(f"{server}/{status}")
+    assert httpx_failures.classify(raised(answer.raise_for_status)) is failure
+    with requests.post(f"{server}/{status}", timeout=10) as got:
+        assert requests_failures.classify(raised(got.raise_for_status)) is failure
+    opened = raised(lambda: urllib.request.urlopen(f"{server}/{status}", data=b"", timeout=10))
+    assert isinstance(opened, urllib.error.HTTPError)
+    with opened:
+        assert urllib_failures.classify(opened) is failure
+
+
+def test_refused_connections_were_not_performed() -> None:
+    url = refused_port()
+    assert httpx_failures.classify(raised(lambda: httpx.post(url))) is Failure.NOT_PERFORMED
+    refused = raised(lambda: requests.post(url, timeout=10))
+    assert requests_failures.classify(refused) is Failure.NOT_PERFORMED
+    opened = raised(lambda: urllib.request.urlopen(url, data=b"", timeout=10))
+    assert urllib_failures.classify(opened) is Failure.NOT_PERFORMED
+
+
+def test_unresolvable_names_were_not_performed() -> None:
+    url = "http://no-such-host.invalid/charge"
+    assert httpx_failures.classify(raised(lambda: httpx.post(url))) is Failure.NOT_PERFORMED
+    refused = raised(lambda: requests.post(url, timeout=10))
+    assert requests_failures.classify(refused) is Failure.NOT_PERFORMED
+    opened = raised(lambda: urllib.request.urlopen(url, data=b"", timeout=10))
+    assert urllib_failures.classify(opened) is Failure.NOT_PERFORMED
+
+
+def test_a_read_timeout_is_in_doubt(server: str) -> None:
+    url = f"{server}/slow"
+    slow = raised(lambda: httpx.post(url, timeout=0.3))
+    assert httpx_failures.classify(slow) is Failure.IN_DOUBT
+    slow = raised(lambda: requests.post(url, timeout=0.3))
+    assert requests_failures.classify(slow) is Failure.IN_DOUBT
+    slow = raised(lambda: urllib.request.urlopen(url, data=b"", timeout=0.3))
+    assert urllib_failures.classify(slow) is Failure.IN_DOUBT
+
+
+def test_urls_that_cannot_be_sent_are_refused() -> None:
+    assert httpx_failures.classify(raised(lambda: httpx.post("ftp://x/"))) is Failure.REFUSED
+    missing = raised(lambda: requests.post("no-scheme", timeout=1))
+    assert requests_failures.classify(missing) is Failure.REFUSED
+
+
+def test_stripe_errors() -> None:
+    def error(cls: type[stripe.StripeError], **fields: Any) -> stripe.StripeError:
+        return cls("message", **fields)
+
+    classify = stripe_failures.classify
+    assert classify(error(stripe.CardError, param=None, code="card_declined")) is Failure.REFUSED
+    assert classify(error(stripe.InvalidRequestError, param="amount")) is Failure.REFUSED
+    assert classify(error(stripe.AuthenticationError)) is Failure.REFUSED
+    assert classify(error(stripe.RateLimitError)) is Failure.NOT_PERFORMED
+    in_use = error(stripe.IdempotencyError, code="idempotency_key_in_use")
+    assert classify(in_use) is Failure.IN_PROGRESS
+    assert classify(error(stripe.IdempotencyError)) is Failure.IN_DOUBT
+    assert classify(error(stripe.APIConnectionError)) is Failure.IN_DOUBT
+    assert classify(error(stripe.APIError, http_status=500)) is Failure.IN_DOUBT
+    assert classify(ValueError("not stripe's")) is None
+
+
+def test_others_are_not_classified_and_first_combines() -> None:
+    for classify in (httpx_failures.classify, requests_failures.classify,
+                     stripe_failures.classify, urllib_failures.classify):  # fmt: skip
+        assert classify(KeyError("mine")) is None
+    mine = first(
+        lambda exc: Failure.REFUSED if isinstance(exc, KeyError) else None,
+        urllib_failures.classify,
+    )
+    assert mine(KeyError("x")) is Failure.REFUSED
+    assert mine(ConnectionRefusedError()) is Failure.NOT_PERFORMED
+    assert mine(ValueError()) is None
+    assert urllib_failures.classify(urllib.error.URLError("no route")) is Failure.IN_DOUBT
