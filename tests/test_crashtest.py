@@ -178,13 +178,19 @@ def test_an_agent_that_cannot_be_tested_exits_2(provider: Path) -> None:
     assert "without recording any effect" in idle.output
 
 
-def tutorial_agent() -> tuple[str, str]:
-    """The agent of docs/tutorial.md, and its refund with a probe."""
+def tutorial_agent() -> tuple[str, str, str]:
+    """The agent of docs/tutorial.md, its refund with a probe, and with a probe and a
+    deduplication window."""
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs/tutorial.md").read_text(), re.S)
-    agent_code, probe_code = blocks
+    agent_code, probe_code, dedupe_code = blocks
     refund = probe_code[probe_code.index("@ledger.tool") :].replace(", probe=find_refund", "")
     assert refund in agent_code
-    return agent_code, agent_code.replace(refund, probe_code)
+    find_refund = probe_code[: probe_code.index("@ledger.tool")]
+    return (
+        agent_code,
+        agent_code.replace(refund, probe_code),
+        agent_code.replace(refund, find_refund + dedupe_code),
+    )
 
 
 def test_the_tutorial_agent_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -192,7 +198,7 @@ def test_the_tutorial_agent_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     with one, the refund completes. Its run id comes from {run_id} in its arguments."""
     monkeypatch.setenv("OUTBOX", str(tmp_path / "outbox"))
     outcomes = {}
-    for name, code in zip(("plain", "probed"), tutorial_agent(), strict=True):
+    for name, code in zip(("plain", "probed", "deduplicated"), tutorial_agent(), strict=True):
         script = tmp_path / f"{name}.py"
         script.write_text(code)
         exit_code, report = crashtest(
@@ -203,4 +209,5 @@ def test_the_tutorial_agent_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert outcomes == {
         "plain": {"refund": "halted", "email": "halted"},
         "probed": {"refund": "completed", "email": "halted"},
+        "deduplicated": {"refund": "completed", "email": "halted"},
     }
