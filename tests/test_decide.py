@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from oncelog import CANNOT_TELL, NOT_FOUND, Conflict, Found, StepState
 from oncelog._decide import Action, Situation, decide
@@ -111,10 +113,10 @@ TABLE: list[tuple[str, Situation, Action]] = [
      replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND), Action.RUN),
     ("probe: not found, key young",
      replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND, dedupe_window=60, key_age=59),
-     Action.RESEND),
-    ("probe: not found, key young, other arguments, drift warns",
+     Action.RUN),
+    ("probe: not found, key young, other arguments",
      replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND, dedupe_window=60, key_age=59,
-             same_args=False, drift_error=False), Action.RUN),
+             same_args=False), Action.RUN),
     ("probe: not found, key expired",
      replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND, dedupe_window=60, key_age=60),
      Action.HALT),
@@ -174,3 +176,65 @@ def test_every_action_has_a_row() -> None:
 
 def test_every_recorded_state_has_a_row() -> None:
     assert {s.recorded for _, s, _ in TABLE} == {None, *StepState}
+
+
+ANSWERS = st.sampled_from([None, NOT_FOUND, CANNOT_TELL, Found(1)])
+SITUATIONS = st.builds(
+    Situation,
+    step_type=st.sampled_from(StepType),
+    idempotent=st.booleans(),
+    recorded=st.sampled_from([None, *StepState]),
+    result_missing=st.booleans(),
+    draining=st.booleans(),
+    lease_lost=st.booleans(),
+    attempts=st.integers(0, 6),
+    max_attempts=st.none() | st.integers(1, 5),
+    retry_wait=st.sampled_from([0.0, -1.0, 5.0]),
+    preflight_declared=st.booleans(),
+    preflight=st.sampled_from([None, NOT_FOUND, CANNOT_TELL, Found(1), Conflict("x")]),
+    probe_declared=st.booleans(),
+    probe=ANSWERS,
+    key_age=st.sampled_from([0.0, 59.0, 60.0, 1e9]),
+    dedupe_window=st.none() | st.just(60.0),
+    same_args=st.booleans(),
+    drift_error=st.booleans(),
+    failure=st.none() | st.sampled_from(Failure),
+)
+SENDS = {Action.RUN, Action.RESEND}
+
+
+@given(SITUATIONS)
+def test_an_effect_in_doubt_is_sent_again_only_when_something_decided(s: Situation) -> None:
+    """Invariant 3 over every situation: a non-idempotent effect in doubt is called again
+    only after a probe's "not found" while its key is honoured, or inside the provider's
+    deduplication window, with the recorded arguments, and within the retry policy."""
+    action = decide(s)
+    in_doubt = s.failure is None and s.recorded in (IN_FLIGHT, UNKNOWN)
+    if in_doubt and not s.idempotent and action in SENDS:
+        honoured = s.dedupe_window is None or s.key_age < s.dedupe_window
+        young = s.dedupe_window is not None and s.key_age < s.dedupe_window
+        assert (s.probe is NOT_FOUND and honoured) or (young and s.same_args)
+        assert s.max_attempts is None or s.attempts < s.max_attempts
+    if action is Action.RESEND:
+        assert s.same_args
+
+
+@given(SITUATIONS)
+def test_nothing_is_sent_while_draining_or_after_the_lease_is_lost(s: Situation) -> None:
+    if (s.draining or s.lease_lost) and s.failure is None:
+        assert decide(s) not in SENDS | {Action.ASK_PREFLIGHT, Action.RECORD_FOUND}
+
+
+@given(SITUATIONS)
+def test_settled_steps_replay_and_failures_record(s: Situation) -> None:
+    action = decide(s)
+    if s.failure is None and s.recorded in (StepState.DONE, StepState.FAILED):
+        assert action.value.startswith("replay")
+    if s.failure is Failure.REFUSED and s.step_type is StepType.EFFECT:
+        assert action is Action.RECORD_REFUSED
+    if s.failure is Failure.NOT_PERFORMED and s.step_type is StepType.EFFECT:
+        # Never halted: retried, recorded not done, or failed with the last error.
+        assert action in {Action.RETRY_LATER, Action.RECORD_NOT_DONE, Action.RECORD_FAILED}
+    if action in {Action.RETRY_LATER, Action.RESEND_LATER}:
+        assert s.max_attempts is not None
+        assert s.attempts < s.max_attempts

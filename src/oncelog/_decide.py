@@ -130,13 +130,13 @@ def _in_doubt(s: Situation) -> Action:
         return Action.ASK_PROBE
     if isinstance(s.probe, Found):
         return Action.SETTLE_DONE
+    if s.probe is NOT_FOUND and key_honoured(s) and attempts_left(s):
+        return _live(s, Action.RUN)  # definitely not there: new arguments are no drift
     if deduplicated(s) and attempts_left(s):
         if s.same_args:
             return _live(s, Action.RESEND)
         if s.drift_error:
             return Action.DRIFT
-    if s.probe is NOT_FOUND and key_honoured(s) and attempts_left(s):
-        return _live(s, Action.RUN)
     return Action.HALT
 
 
