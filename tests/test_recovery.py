@@ -5,6 +5,7 @@ preflight asked before each attempt. In-process, on every store; the kill tests
 
 from __future__ import annotations
 
+import asyncio
 import time
 import urllib.request
 from collections import Counter
@@ -333,3 +334,27 @@ def test_a_preflight_is_asked_before_each_retry(ledger: oncelog.Ledger) -> None:
     # The refused attempt had in fact acted (this provider lies): the preflight before
     # the retry finds it, and the tool is not called a second time.
     assert (len(asked), provider.calls, sum(provider.performed.values())) == (2, 1, 1)
+
+
+def test_the_async_api_retries_and_resends_the_same_way(ledger: oncelog.Ledger) -> None:
+    fake_time(ledger)
+    provider = Provider()
+    provider.script = [ConnectionRefusedError(), TimeoutError("read timed out")]
+
+    async def act(cents: int, *, idempotency_key: str) -> dict[str, Any]:
+        return provider.act(cents, idempotency_key=idempotency_key)
+
+    pay = ledger.tool(
+        kind="payment", name="pay", dedupe_window=60, failures=urllib_failures.classify,
+        retry=oncelog.Retry(attempts=3),
+    )(act)  # fmt: skip
+
+    async def agent() -> Any:
+        async with ledger.run("r") as run:
+            return await run.effect("pay", pay, 500)
+
+    result = asyncio.run(agent())
+    step = ledger.steps("r")[0]
+    assert (step.state, step.attempts, provider.calls) == (StepState.DONE, 3, 3)
+    assert provider.performed == Counter({step.key: 1})
+    assert result == provider.answers[step.key]
