@@ -151,7 +151,8 @@ def test_still_in_progress_is_try_later_never_a_new_attempt(ledger: oncelog.Ledg
     pay = ledger.tool(
         kind="payment", name="pay", failures=classify, retry=oncelog.Retry(attempts=5)
     )(provider.act)
-    with pytest.raises(oncelog.ResendLater), ledger.run("r") as run:
+    busy = pytest.raises(oncelog.ResendLater, match=r"still processes an earlier send.*a person")
+    with busy, ledger.run("r") as run:
         run.effect("pay", pay, 500)
     assert provider.calls == 1
     assert ledger.steps("r")[0].state is StepState.IN_FLIGHT

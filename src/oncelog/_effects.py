@@ -62,6 +62,7 @@ from ._reconcile import ask
 from ._records import ApprovalStatus, StepRecord, StepState, StepType
 from ._replay import ReplayCursor, check_same_step
 from ._serialization import decode, digest, encode
+from .failures import Failure
 from .stores._protocol import Lease, NewStep, Outcome, Store
 
 log = logging.getLogger("oncelog")
@@ -529,9 +530,12 @@ class Engine:
             self.cursor.reread()
             return Again()
         if action is Action.STOP_RESEND_LATER:
+            busy = situation.failure is Failure.IN_PROGRESS
+            later = ("sends it again with the same key" if deduplicated(situation)
+                     else "asks the probe or a person")  # fmt: skip
             return ResendLater(
-                f"{doubt}; it stays in flight, and a later start of the run sends it again "
-                "with the same key (the provider deduplicates it)",
+                f"{doubt}{'; the provider still processes an earlier send' if busy else ''}; "
+                f"it stays in flight, and a later start of the run {later}",
                 run_id=self.run_id, step_id=step.step_id, key=step.key,
             )  # fmt: skip
         reason = f"{doubt}; it may or may not have happened"

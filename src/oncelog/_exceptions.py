@@ -282,8 +282,9 @@ class Draining(TryLater):
 
 
 class ResendLater(TryLater):
-    """An effect is in doubt, or still in progress at the provider, and left in flight: the
-    provider deduplicates its key, so a later start of the run sends it again with it."""
+    """An effect is in doubt, or still in progress at the provider, and left in flight for
+    a later start of the run, which sends it again with the same key while the provider
+    deduplicates it (``dedupe_window``), or else asks the probe or a person."""
 
 
 class PreflightUnanswered(TryLater):
