@@ -17,6 +17,7 @@ import pytest
 import oncelog
 from oncelog import StepState
 from oncelog._calls import Surroundings
+from oncelog._verify import verify
 from oncelog.failures import Failure, first
 from oncelog.failures import urllib as urllib_failures
 
@@ -80,6 +81,8 @@ def test_an_effect_in_doubt_is_sent_again_within_the_window(ledger: oncelog.Ledg
     assert (step.state, step.attempts, step.result) == (StepState.DONE, 2, result)
     intents = [e for e in ledger.journal("r") if e.event == "intent"]
     assert "sent again with the same key" in intents[-1].data["reason"]
+    assert step.first_started_at == intents[0].at  # the window runs from the first send
+    assert verify(ledger.store).problems == []
 
 
 def test_without_the_declaration_it_halts_as_before(ledger: oncelog.Ledger) -> None:
@@ -193,6 +196,7 @@ def test_connection_refused_is_retried_then_failed_never_halted(
     assert ledger.get_run("r").status is oncelog.RunStatus.FAILED
     waits = [e.data["retry_at"] for e in ledger.journal("r") if "retry_at" in e.data]
     assert len(waits) == 3  # journalled with each not_done outcome
+    assert verify(ledger.store).problems == []  # retry times and first sends agree
     with pytest.raises(oncelog.EffectRefused), ledger.run("r") as run:  # replayed, not retried
         run.effect("pay", pay, 500)
     assert len(tries) == 4

@@ -105,7 +105,7 @@ class StepRecord(NamedTuple):
     tokens_out: int
     started_at: float  # of the latest attempt
     finished_at: float | None
-    first_started_at: float | None = None  # of the first attempt (None: before schema 11)
+    first_started_at: float | None = None  # of the first attempt, once there is a second
     retry_at: float | None = None  # the next attempt waits until then (a retry policy)
 
     @property

@@ -2,7 +2,8 @@
 
 The entries mirror the statements that wrote the row: an intent inserts it (or, for a
 step run again, updates the arguments, attempts, start and reserved cost and clears the
-outcome), an outcome or a probe's answer settles it, ``unknown`` and ``resolved`` are a
+outcome and the retry time), an outcome or a probe's answer settles it (an outcome of a
+retry policy sets the next attempt's time), ``unknown`` and ``resolved`` are a
 person's business. Columns the runtime reads are all here; ``finished_at`` (shown, never
 read) is not. Records written before a column was journalled leave it unchecked.
 """
@@ -27,6 +28,7 @@ _FIRST = ("step_id", "type", "tool", "kind", "key")
 class StepsCheck:
     def __init__(self) -> None:
         self._steps: dict[tuple[str, int], dict[str, Any]] = {}  # by run and position
+        self._first_sent: dict[tuple[str, int], float] = {}  # the first intent's time
 
     def feed(self, entry: JournalEntry) -> None:
         if entry.seq is None:
@@ -48,6 +50,8 @@ class StepsCheck:
                 step.pop("cost", None)  # settled before outcomes journalled it
             elif data["cost"] is not None:
                 step["cost"] = float(data["cost"])
+            retry_at = data.get("retry_at")  # a retry policy's next attempt (schema 11)
+            step["retry_at"] = None if retry_at is None else float(retry_at)
         elif entry.event == "unknown":
             step["state"] = "unknown"
         elif entry.event in ("resolved", "corrected"):  # a correction replaces a decision
@@ -60,14 +64,18 @@ class StepsCheck:
         current = {
             "args_hash": str(data["args_hash"]), "args": data.get("args"),
             "attempts": int(data["attempt"]), "state": "in_flight", "result": None,
-            "error": None,
+            "error": None, "retry_at": None,
         }  # fmt: skip
         if step is None:
             step = {name: str(data[name]) for name in _FIRST if name in data}
             step.update(tokens_in=0, tokens_out=0)
             if "cost" in data:
                 step.update(cost=0.0, irreversible=bool(data["irreversible"]))
+                step["first_started_at"] = None  # set from the second attempt on
+                self._first_sent[where] = at  # a dedupe window runs from here
             self._steps[where] = step
+        elif "first_started_at" in step:
+            step["first_started_at"] = self._first_sent[where]
         step.update(current)
         if "cost" not in data:  # written before intents journalled their cost and time
             step.pop("cost", None)

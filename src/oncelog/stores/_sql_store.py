@@ -324,7 +324,7 @@ class SQLStore:
                 started = tx.execute(
                     f"INSERT INTO steps ({STEP_COLUMNS}, cost, irreversible) VALUES (?, ?, "
                     "?, ?, ?, ?, ?, ?, ?, 'in_flight', NULL, NULL, 1, 0, 0, "
-                    f"{NOW}, NULL, {NOW}, NULL, ?, ?) RETURNING attempts, started_at",
+                    f"{NOW}, NULL, NULL, NULL, ?, ?) RETURNING attempts, started_at",
                     (lease.run_id, step.seq, step.step_id, step.type, step.tool, step.kind,
                      step.key, step.args_hash, step.args_json, step.cost, int(step.irreversible)),
                 ).fetchone()  # fmt: skip
@@ -343,7 +343,8 @@ class SQLStore:
         row = tx.execute(
             "UPDATE steps SET state = 'in_flight', attempts = attempts + 1, args_hash = ?, "
             f"args = ?, started_at = {NOW}, finished_at = NULL, result = NULL, error = NULL, "
-            f"retry_at = NULL, first_started_at = COALESCE(first_started_at, {NOW}), "
+            # SET reads the row as it was: the first attempt's start is kept at the second.
+            "retry_at = NULL, first_started_at = COALESCE(first_started_at, started_at), "
             "cost = cost + ? WHERE run_id = ? AND seq = ? AND state = ? "
             "RETURNING attempts, started_at",
             (step.args_hash, step.args_json, step.cost, lease.run_id, step.seq, previous.value),
