@@ -1,0 +1,88 @@
+"""What the engine adapters (Celery, DBOS, Temporal) share: how an oncelog stop maps to
+an engine's three answers, what a person must do about it, and one ledger per process.
+
+An engine retries what fails. oncelog's stops are of two sorts the engine must tell
+apart: a person must act (exit 3 or 4), and an automatic retry would only meet the same
+stop again, or worse, hide it; or nothing is wrong and the same work goes through later
+(exit 75), which is exactly what an engine's retry with backoff is for.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import os
+import threading
+from collections.abc import Callable
+
+from oncelog import (
+    EXIT_HALTED,
+    EXIT_TRY_LATER,
+    EXIT_WAITING,
+    AmbiguousOutcome,
+    ApprovalRequired,
+    BudgetExceeded,
+    BudgetPaused,
+    Ledger,
+    OnceLogError,
+    RunHalted,
+    exit_code_for,
+)
+
+
+class Stop(enum.Enum):
+    """What an engine should do with a task that ended with an oncelog error."""
+
+    PERSON = "a person must act; never retry it automatically"
+    LATER = "nothing is wrong; retry it later"
+    OTHER = "neither: the engine's own policy for an error applies"
+
+
+def stop_for(exc: BaseException) -> Stop:
+    """Which of the engine's answers ``exc`` calls for, by its process exit code."""
+    code = exit_code_for(exc)
+    if code in (EXIT_HALTED, EXIT_WAITING):
+        return Stop.PERSON
+    if code == EXIT_TRY_LATER:
+        return Stop.LATER
+    return Stop.OTHER
+
+
+def told(exc: OnceLogError) -> OnceLogError:
+    """A copy of ``exc`` whose message ends with what a person must do about it, for the
+    engine's record of the stopped task; its type and fields are kept, so it pickles."""
+    copied = copy.copy(exc)
+    copied.message = f"{exc.message}; a person must act: {_command_for(exc)}"
+    copied.args = (copied.message,)
+    return copied
+
+
+def _command_for(exc: OnceLogError) -> str:
+    run, step = exc.run_id or "RUN_ID", exc.step_id or "STEP_ID"
+    if isinstance(exc, AmbiguousOutcome):
+        ask = f"look the key {exc.key} up at the provider, then " if exc.key else ""
+        return f"{ask}oncelog resolve {run} {step} done|not_done|abandon --by NAME"
+    if isinstance(exc, ApprovalRequired):
+        return f"oncelog approve {run} {step} --by NAME (or oncelog deny)"
+    if isinstance(exc, RunHalted):
+        return "oncelog halts, then oncelog resume --run|--agent|--global --by NAME"
+    if isinstance(exc, (BudgetExceeded, BudgetPaused)):
+        return f"oncelog budgets {run}, then raise its budget"
+    return f"oncelog show {run}"
+
+
+class PerProcess:
+    """A ledger opened on first use in each process: a worker pool that forks must not
+    share the parent's database connections with its children."""
+
+    def __init__(self, open_ledger: Callable[[], Ledger]) -> None:
+        self._open = open_ledger
+        self._ledger: Ledger | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> Ledger:
+        with self._lock:
+            if self._ledger is None or self._pid != os.getpid():
+                self._ledger, self._pid = self._open(), os.getpid()
+            return self._ledger
