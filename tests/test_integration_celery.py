@@ -16,7 +16,7 @@ import oncelog
 
 from .conftest import require
 from .integration_agents.processes import require_framework
-from .support.engine_workers import TIMEOUT, Processes, reachable
+from .support.engine_workers import ROOT, TIMEOUT, Processes, reachable
 from .support.provider_process import Provider, running_provider
 
 require_framework("celery", "celery")
@@ -154,3 +154,25 @@ def test_a_warm_shutdown_finishes_the_task_in_progress(celery: Celeries, db_path
         assert provider_of(celery).total(task.id) == 1
     with oncelog.open(db_path) as ledger:
         assert ledger.get_run(result.id).status is oncelog.RunStatus.COMPLETED
+
+
+def test_the_example_sends_its_receipt_once_after_a_kill(tmp_path: Path, db_path: str) -> None:
+    require(reachable(5672), "RabbitMQ is not running on 127.0.0.1:5672")
+    env = {"CELERY_QUEUE": f"oncelog-test-{uuid.uuid4().hex}", "ONCELOG_URL": db_path,
+           "PYTHONPATH": str(ROOT / "examples/celery")}  # fmt: skip
+    example = Processes(tmp_path, env, cwd=tmp_path)
+    worker = ("-m", "celery", "-A", "tasks", "worker", "--pool=solo", "--without-gossip",
+              "--without-mingle", "--without-heartbeat", "-l", "info")  # fmt: skip
+    try:
+        example.env["ONCELOG_CRASH_AT"] = "after_call"
+        first = example.start(*worker)
+        example.wait_log(first, "ready.")
+        del example.env["ONCELOG_CRASH_AT"]
+        sender = example.start(str(ROOT / "examples/celery/tasks.py"), "order-1")
+        assert sender.wait(timeout=TIMEOUT) == 0, example.log(sender)
+        assert first.wait(timeout=TIMEOUT) == -signal.SIGKILL
+        second = example.start(*worker)
+        example.wait_log(second, "succeeded")
+    finally:
+        example.stop_all()
+    assert len((tmp_path / "outbox.jsonl").read_text().splitlines()) == 1

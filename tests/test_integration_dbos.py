@@ -4,8 +4,11 @@ counts the effect once. DBOS keeps its state in SQLite and in PostgreSQL."""
 
 from __future__ import annotations
 
+import os
 import secrets
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +19,7 @@ import oncelog
 from .conftest import require
 from .integration_agents.processes import require_framework
 from .support import postgres
-from .support.engine_workers import TIMEOUT, Processes
+from .support.engine_workers import ROOT, TIMEOUT, Processes
 from .support.provider_process import Provider, running_provider
 
 require_framework("dbos", "dbos")
@@ -114,3 +117,19 @@ def test_the_run_id_is_only_known_inside_dbos() -> None:
 
     with pytest.raises(oncelog.NoActiveRun):
         oncelog_dbos.run_id()
+
+
+def test_the_example_sends_its_receipt_once_after_a_kill(tmp_path: Path) -> None:
+    example = [sys.executable, str(ROOT / "examples/dbos/app.py"), "order-1"]
+    env = {k: v for k, v in os.environ.items() if k != "ONCELOG_URL"}
+    killed = subprocess.run(
+        example, cwd=tmp_path, env={**env, "ONCELOG_CRASH_AT": "after_call"},
+        capture_output=True, timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL
+    recovered = subprocess.run(
+        example, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT,
+        check=True,
+    )  # fmt: skip
+    assert "'order': 'order-1'" in recovered.stdout
+    assert len((tmp_path / "outbox.jsonl").read_text().splitlines()) == 1

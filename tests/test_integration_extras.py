@@ -21,6 +21,9 @@ FRAMEWORKS = [
     ("openai_agents", "agents", "openai-agents"),
     ("pydantic_ai", "pydantic_ai", "pydantic-ai"),
     ("mcp_proxy", "mcp", "mcp"),
+    ("celery", "celery", "celery"),
+    ("dbos", "dbos", "dbos"),
+    ("temporal", "temporalio", "temporal"),
 ]
 
 

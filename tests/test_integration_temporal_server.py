@@ -20,7 +20,7 @@ import pytest
 
 from .conftest import require
 from .integration_agents.processes import require_framework
-from .support.engine_workers import TIMEOUT, Processes, reachable, wait_for
+from .support.engine_workers import ROOT, TIMEOUT, Processes, reachable, wait_for
 from .support.provider_process import Provider, running_provider
 
 require_framework("temporalio", "temporal")
@@ -137,3 +137,25 @@ def test_an_effect_in_doubt_fails_the_workflow_without_another_attempt(
     assert application.non_retryable
     assert f"oncelog resolve {workflow_id}/1 send done" in str(application)
     assert provider.total(f"{workflow_id}/1") == 1
+
+
+def test_the_example_sends_its_receipt_once_after_a_kill(
+    temporal_server: str, tmp_path: Path, db_path: str
+) -> None:
+    env = {"TEMPORAL_ADDRESS": temporal_server, "TEMPORAL_QUEUE": f"q-{uuid.uuid4().hex}",
+           "ONCELOG_URL": db_path, "PYTHONPATH": str(ROOT / "examples/temporal")}  # fmt: skip
+    example = Processes(tmp_path, env, cwd=tmp_path)
+    worker = str(ROOT / "examples/temporal/worker.py")
+    try:
+        example.env["ONCELOG_CRASH_AT"] = "after_call"
+        first = example.start(worker)
+        example.wait_log(first, "worker ready")
+        del example.env["ONCELOG_CRASH_AT"]
+        starter = example.start(worker, "start", "order-1")
+        assert first.wait(timeout=TIMEOUT) == -signal.SIGKILL
+        example.start(worker)
+        assert starter.wait(timeout=TIMEOUT) == 0, example.log(starter)
+        assert "'order': 'order-1'" in example.log(starter)
+    finally:
+        example.stop_all()
+    assert len((tmp_path / "outbox.jsonl").read_text().splitlines()) == 1

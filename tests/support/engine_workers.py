@@ -33,10 +33,12 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = TIMEOUT)
 
 class Processes:
     """Processes started with one environment (the provider's URL, the ledger's, the
-    engine's settings), each logging to its own file in ``directory``."""
+    engine's settings), each logging to its own file in ``directory``; they run in ``cwd``,
+    by default the repository's root."""
 
-    def __init__(self, directory: Path, env: dict[str, str]) -> None:
+    def __init__(self, directory: Path, env: dict[str, str], cwd: Path = ROOT) -> None:
         self.directory = directory
+        self.cwd = cwd
         self.env = {
             **os.environ,
             "ENGINE_KILL_ARMED": str(directory / "kill-armed"),
@@ -48,7 +50,7 @@ class Processes:
     def start(self, *argv: str) -> subprocess.Popen[str]:
         with (self.directory / f"process-{len(self.started)}.log").open("w") as log:
             process = subprocess.Popen(
-                [sys.executable, *argv], cwd=ROOT, env=self.env, stdout=log,
+                [sys.executable, *argv], cwd=self.cwd, env=self.env, stdout=log,
                 stderr=subprocess.STDOUT, text=True,
             )  # fmt: skip
         self.started.append(process)

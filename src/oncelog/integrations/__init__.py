@@ -6,6 +6,13 @@ model call recorded, with a few lines of change where the agent is built.
     oncelog.integrations.pydantic_ai     pip install 'oncelog[pydantic-ai]'
     oncelog.integrations.mcp_proxy       pip install 'oncelog[mcp]'  (``oncelog mcp-proxy``)
 
+and adapters for the engines that run agents' work, one oncelog run per task, step or
+activity:
+
+    oncelog.integrations.celery          pip install 'oncelog[celery]'
+    oncelog.integrations.dbos            pip install 'oncelog[dbos]'
+    oncelog.integrations.temporal        pip install 'oncelog[temporal]'
+
 Importing this package imports no framework; each module imports its own, and says which
 extra to install when it is missing.
 """
