@@ -102,6 +102,21 @@ def test_recovery_halts_an_effect_in_doubt_without_firing_it_again(
     assert attempts == 1  # should_retry kept DBOS from retrying the step
 
 
+def test_after_a_person_resolved_it_the_workflow_runs_again_under_its_id(
+    dbos: Processes, db_path: str
+) -> None:
+    workflow = f"wf-{secrets.token_hex(4)}"
+    code, log = killed_then_recovered(dbos, workflow, "unprobed")
+    assert code == oncelog.EXIT_HALTED, log
+    run_id = f"{workflow}/step-1"
+    with oncelog.open(db_path) as ledger:
+        ledger.resolve(run_id, "send", "done", by="test", result={"looked": "up"})
+    code, log = run_app(dbos, "restart", workflow, "o-1", "unprobed")
+    assert code == 0, log
+    assert '"sent": {"looked": "up"}' in log
+    assert provider_of(dbos).total(run_id) == 1
+
+
 def test_should_retry_refuses_a_stop_for_a_person_and_allows_a_try_later() -> None:
     from oncelog.integrations import dbos as oncelog_dbos
 

@@ -2,8 +2,10 @@
 
     python -m tests.engine_agents.dbos_app SYSTEM_DB_URL start WORKFLOW_ID ORDER probe|unprobed
     python -m tests.engine_agents.dbos_app SYSTEM_DB_URL recover WORKFLOW_ID
+    python -m tests.engine_agents.dbos_app SYSTEM_DB_URL restart WORKFLOW_ID ORDER probe|unprobed
 
-``start`` runs the workflow under that id; ``recover`` only launches DBOS, whose recovery
+``start`` runs the workflow under that id; ``restart`` deletes the workflow first (as
+after a person resolved what stopped it) and runs it again under the same id; ``recover`` only launches DBOS, whose recovery
 takes up the workflows a dead process left pending, and waits for the workflow's end.
 Either prints ``RESULT <json>`` or ``ERROR <type> <message>`` (exit 3); the ledger is
 ``$ONCELOG_URL``; DBOS's own tables are in the schema ``$DBOS_SCHEMA`` (default ``dbos``).
@@ -44,7 +46,9 @@ def main(url: str, action: str, workflow_id: str, *rest: str) -> int:
     DBOS(config=config)
     DBOS.launch()
     try:
-        if action == "start":
+        if action == "restart":
+            DBOS.delete_workflow(workflow_id)
+        if action in ("start", "restart"):
             with SetWorkflowID(workflow_id):
                 handle = DBOS.start_workflow(order_workflow, rest[0], rest[1] == "probe")
         else:
