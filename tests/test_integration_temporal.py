@@ -128,3 +128,24 @@ def test_an_async_activity_replays_its_effect_in_a_later_attempt(
         again = asyncio.run(attempt("wf-3", "2", 2).run(send_async, "o-3"))
     assert again == first
     assert provider.total("wf-3/2") == 1
+
+
+def test_a_named_run_lets_a_new_activity_take_up_what_a_person_resolved(
+    workers: Processes, provider: Provider, db_path: str
+) -> None:
+    def activity_attempt(activity_id: str, number: int) -> tuple[int, str]:
+        process = workers.start(
+            "-m", AGENT, "wf-4", activity_id, str(number), "o-4", "unprobed", "charge-o-4"
+        )
+        return process.wait(timeout=TIMEOUT), workers.log(process)
+
+    workers.arm_kill()
+    assert activity_attempt("1", 1)[0] == -signal.SIGKILL
+    code, log = activity_attempt("1", 2)
+    assert "ERROR AmbiguousOutcome non_retryable=True" in log
+    with oncelog.open(db_path) as ledger:
+        ledger.resolve("wf-4/charge-o-4", "send", "done", by="test", result={"looked": "up"})
+    code, log = activity_attempt("2", 1)  # the workflow scheduled the activity again
+    assert code == 0, log
+    assert 'RESULT {"looked": "up"}' in log
+    assert provider.total("wf-4/charge-o-4") == 1

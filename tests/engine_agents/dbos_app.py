@@ -5,8 +5,9 @@
     python -m tests.engine_agents.dbos_app SYSTEM_DB_URL restart WORKFLOW_ID ORDER probe|unprobed
 
 ``start`` runs the workflow under that id; ``restart`` deletes the workflow first (as
-after a person resolved what stopped it) and runs it again under the same id; ``recover`` only launches DBOS, whose recovery
-takes up the workflows a dead process left pending, and waits for the workflow's end.
+after a person resolved what stopped it) and runs it again under the same id;
+``recover`` only launches DBOS, whose recovery takes up the workflows a dead process left
+pending, and waits for the workflow's end.
 Either prints ``RESULT <json>`` or ``ERROR <type> <message>`` (exit 3); the ledger is
 ``$ONCELOG_URL``; DBOS's own tables are in the schema ``$DBOS_SCHEMA`` (default ``dbos``).
 """

@@ -2,7 +2,7 @@
 ``ActivityEnvironment`` (no Temporal server) in a process of its own, as a worker would.
 
     python -m tests.engine_agents.temporal_activity WORKFLOW_ID ACTIVITY_ID ATTEMPT ORDER \
-        probe|unprobed
+        probe|unprobed [RUN_NAME]
 
 Prints ``RESULT <json>``, or ``ERROR <type> non_retryable=<bool> <message>`` and exits 1;
 the ledger is ``$ONCELOG_URL``.
@@ -28,8 +28,8 @@ ledger = oncelog.open()
 
 
 @activity.defn
-def send_order(order: str, probe: bool) -> Any:
-    with oncelog_temporal.run(ledger) as run:
+def send_order(order: str, probe: bool, name: str | None = None) -> Any:
+    with oncelog_temporal.run(ledger, name=name) as run:
         return provider_tool.perform(run, order, probe=probe)
 
 
@@ -42,10 +42,12 @@ def attempt(workflow_id: str, activity_id: str, number: int) -> ActivityEnvironm
     return environment
 
 
-def main(workflow_id: str, activity_id: str, number: str, order: str, probe: str) -> int:
+def main(
+    workflow_id: str, activity_id: str, number: str, order: str, probe: str, *name: str
+) -> int:
     environment = attempt(workflow_id, activity_id, int(number))
     try:
-        result = environment.run(send_order, order, probe == "probe")
+        result = environment.run(send_order, order, probe == "probe", *name)
     except ApplicationError as exc:
         print("ERROR", exc.type, f"non_retryable={exc.non_retryable}", exc.message, flush=True)
         return 1

@@ -15,8 +15,10 @@ died, its completion was lost, it timed out) does its effect once.
 
 The run is named ``<workflow id>/<activity id>``: Temporal gives every attempt of an
 activity the same ids (a standalone activity, without a workflow, is named by its activity
-id alone). An attempt after a done effect returns its recorded result; after an effect
-whose worker died mid-call, the tool's probe asks the provider, or the run halts.
+id alone); ``name=`` replaces the activity id, for a workflow that schedules the activity
+again after a person decided. An attempt after a done effect returns its recorded result;
+after an effect whose worker died mid-call, the tool's probe asks the provider, or the
+run halts.
 
 How the activity ends: a stop for a person (an effect in doubt, a halt, an approval, a
 budget), and any other oncelog error that no retry can change (a refusal the provider
@@ -45,10 +47,12 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 __all__ = ["application_error", "async_run", "run", "run_id"]
 
 
-def run_id() -> str:
-    """The oncelog run id of the activity in progress (the same for all its attempts)."""
+def run_id(name: str | None = None) -> str:
+    """The oncelog run id of the activity in progress (the same for all its attempts);
+    with ``name``, of every activity of the workflow that gives that name."""
     info = activity.info()  # raises outside an activity
-    return info.activity_id if not info.workflow_id else f"{info.workflow_id}/{info.activity_id}"
+    own = info.activity_id if name is None else name
+    return own if not info.workflow_id else f"{info.workflow_id}/{own}"
 
 
 def application_error(exc: OnceLogError) -> ApplicationError:
@@ -62,21 +66,23 @@ def application_error(exc: OnceLogError) -> ApplicationError:
 
 
 @contextmanager
-def run(ledger: Ledger, *, agent: str | None = None) -> Iterator[Run]:
-    """``ledger.run`` for the activity in progress; oncelog errors leave it as
-    ``application_error`` says."""
+def run(ledger: Ledger, *, name: str | None = None, agent: str | None = None) -> Iterator[Run]:
+    """``ledger.run`` for the activity in progress (see ``run_id``); oncelog errors leave
+    it as ``application_error`` says."""
     try:
-        with ledger.run(run_id(), agent=agent) as current:
+        with ledger.run(run_id(name), agent=agent) as current:
             yield current
     except OnceLogError as exc:
         raise application_error(exc) from exc
 
 
 @asynccontextmanager
-async def async_run(ledger: Ledger, *, agent: str | None = None) -> AsyncIterator[AsyncRun]:
+async def async_run(
+    ledger: Ledger, *, name: str | None = None, agent: str | None = None
+) -> AsyncIterator[AsyncRun]:
     """``run`` for an ``async def`` activity."""
     try:
-        async with ledger.run(run_id(), agent=agent) as current:
+        async with ledger.run(run_id(name), agent=agent) as current:
             yield current
     except OnceLogError as exc:
         raise application_error(exc) from exc
