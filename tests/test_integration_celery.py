@@ -120,6 +120,13 @@ def test_an_effect_in_doubt_fails_the_task_with_the_command_and_no_retry(
     # Failed once, acknowledged, never retried: one more task goes through, not this one.
     assert celery.send("o-4", probe=True).get(timeout=TIMEOUT)["payload"] == {"order": "o-4"}
     assert celery.log(second).count(f"[{result.id}] received") == 1
+    # A person looked it up at the provider; the task sent again under its id goes on.
+    with oncelog.open(db_path) as ledger:
+        ledger.resolve(result.id, "send", "done", by="test", result={"looked": "up"})
+    result.forget()  # the failure stored under the task id, else read back at once
+    again = celery.send("o-3", probe=False, task_id=result.id)
+    assert again.get(timeout=TIMEOUT) == {"looked": "up"}
+    assert provider_of(celery).total(result.id) == 1
 
 
 def test_a_run_held_elsewhere_is_retried_with_backoff_until_it_is_free(
@@ -176,3 +183,32 @@ def test_the_example_sends_its_receipt_once_after_a_kill(tmp_path: Path, db_path
     finally:
         example.stop_all()
     assert len((tmp_path / "outbox.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_task_without_late_acknowledgement_is_refused() -> None:
+    from oncelog.integrations.celery import once_task
+
+    app = Celery("refused")
+    with pytest.raises(oncelog.ConfigurationError, match="needs acks_late=True"):
+        once_task(app, oncelog.open, acks_late=False)
+    with pytest.raises(oncelog.ConfigurationError, match="needs reject_on_worker_lost=True"):
+        once_task(app, oncelog.open, reject_on_worker_lost=False)
+
+
+def test_a_task_called_rather_than_sent_needs_a_run_id(tmp_path: Path) -> None:
+    from oncelog.integrations.celery import once_task
+
+    app = Celery("called")
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+
+        @once_task(app, lambda: ledger)
+        def unnamed(run: oncelog.Run) -> str:
+            return run.run_id
+
+        @once_task(app, lambda: ledger, run_id=lambda order: f"order-{order}")
+        def named(run: oncelog.Run, order: str) -> str:
+            return run.run_id
+
+        with pytest.raises(oncelog.UsageError, match="was called, not sent"):
+            unnamed()
+        assert named("7") == "order-7"
