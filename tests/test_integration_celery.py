@@ -35,9 +35,10 @@ class Celeries(Processes):
         super().__init__(directory, env)
         self.client = client
 
-    def worker(self) -> Any:
+    def worker(self, pool: str = "solo") -> Any:
         process = self.start(
-            "-m", "celery", "-A", "tests.engine_agents.celery_app", "worker", "--pool=solo",
+            "-m", "celery", "-A", "tests.engine_agents.celery_app", "worker", f"--pool={pool}",
+            "--concurrency=1",
             "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info",
             "-Q", self.env["CELERY_QUEUE"],
         )  # fmt: skip
@@ -101,6 +102,20 @@ def test_a_worker_killed_after_the_effect_does_it_once_after_redelivery(
     assert provider_of(celery).counts(result.id) == {answer["key"]: 1}
     with oncelog.open(db_path) as ledger:
         assert ledger.get_run(result.id).status is oncelog.RunStatus.COMPLETED
+
+
+def test_a_pool_child_killed_after_the_effect_is_rejected_and_redelivered(
+    celery: Celeries, db_path: str
+) -> None:
+    worker = celery.worker(pool="prefork")
+    celery.arm_kill()
+    result = celery.send("o-8", probe=True)
+    child = celery.wait_entered()
+    assert child != worker.pid  # the task runs in the pool's child, which the provider kills
+    answer = result.get(timeout=TIMEOUT)  # reject_on_worker_lost: the same worker again
+    assert worker.poll() is None
+    assert provider_of(celery).counts(result.id) == {answer["key"]: 1}
+    assert celery.log(worker).count(f"[{result.id}] received") == 2
 
 
 def test_an_effect_in_doubt_fails_the_task_with_the_command_and_no_retry(

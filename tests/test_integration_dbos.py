@@ -66,9 +66,11 @@ def run_app(dbos: Processes, *argv: str) -> tuple[int, str]:
     return code, dbos.log(process)
 
 
-def killed_then_recovered(dbos: Processes, workflow: str, probe: str) -> tuple[int, str]:
+def killed_then_recovered(
+    dbos: Processes, workflow: str, probe: str, start: str = "start"
+) -> tuple[int, str]:
     dbos.arm_kill()
-    code, log = run_app(dbos, "start", workflow, "o-1", probe)
+    code, log = run_app(dbos, start, workflow, "o-1", probe)
     assert code == -signal.SIGKILL, log
     return run_app(dbos, "recover", workflow)
 
@@ -84,6 +86,18 @@ def test_recovery_finds_the_effect_done_and_does_not_repeat_it(
     assert sum(provider_of(dbos).counts(run_id).values()) == 1
     with oncelog.open(db_path) as ledger:
         assert ledger.get_run(run_id).status is oncelog.RunStatus.COMPLETED
+
+
+def test_an_effect_in_the_workflows_own_code_is_replayed_by_recovery(
+    dbos: Processes, db_path: str
+) -> None:
+    workflow = f"wf-{secrets.token_hex(4)}"
+    code, log = killed_then_recovered(dbos, workflow, "probe", start="start-direct")
+    assert code == 0, log
+    assert f'"run": "{workflow}"' in log
+    assert provider_of(dbos).total(workflow) == 1
+    with oncelog.open(db_path) as ledger:
+        assert ledger.get_run(workflow).status is oncelog.RunStatus.COMPLETED
 
 
 def test_recovery_halts_an_effect_in_doubt_without_firing_it_again(

@@ -1,10 +1,12 @@
 """A DBOS application whose workflow's one step performs an oncelog effect.
 
     python -m tests.engine_agents.dbos_app SYSTEM_DB_URL start WORKFLOW_ID ORDER probe|unprobed
+    python -m tests.engine_agents.dbos_app SYSTEM_DB_URL start-direct WORKFLOW_ID ORDER probe
     python -m tests.engine_agents.dbos_app SYSTEM_DB_URL recover WORKFLOW_ID
     python -m tests.engine_agents.dbos_app SYSTEM_DB_URL restart WORKFLOW_ID ORDER probe|unprobed
 
-``start`` runs the workflow under that id; ``restart`` deletes the workflow first (as
+``start`` runs the workflow under that id (``start-direct``: the workflow whose own code
+performs the effect, outside any step); ``restart`` deletes the workflow first (as
 after a person resolved what stopped it) and runs it again under the same id;
 ``recover`` only launches DBOS, whose recovery takes up the workflows a dead process left
 pending, and waits for the workflow's end.
@@ -40,6 +42,14 @@ def order_workflow(order: str, probe: bool) -> Any:
     return {"sent": send_step(order, probe), "run": oncelog_dbos.run_id()}
 
 
+@DBOS.workflow()
+def direct_workflow(order: str, probe: bool) -> Any:
+    """The effect in the workflow's own code: DBOS re-executes it from the top, and the
+    run, named by the workflow id, replays it."""
+    with oncelog_dbos.run(ledger) as run:
+        return {"sent": provider_tool.perform(run, order, probe=probe), "run": run.run_id}
+
+
 def main(url: str, action: str, workflow_id: str, *rest: str) -> int:
     schema = os.environ.get("DBOS_SCHEMA", "dbos")
     config: DBOSConfig = {"name": "oncelog-tests", "system_database_url": url,
@@ -49,9 +59,10 @@ def main(url: str, action: str, workflow_id: str, *rest: str) -> int:
     try:
         if action == "restart":
             DBOS.delete_workflow(workflow_id)
-        if action in ("start", "restart"):
+        if action in ("start", "restart", "start-direct"):
+            workflow = direct_workflow if action == "start-direct" else order_workflow
             with SetWorkflowID(workflow_id):
-                handle = DBOS.start_workflow(order_workflow, rest[0], rest[1] == "probe")
+                handle = DBOS.start_workflow(workflow, rest[0], rest[1] == "probe")
         else:
             handle = DBOS.retrieve_workflow(workflow_id)
         result = handle.get_result()
