@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -94,3 +95,14 @@ def test_a_proxy_config_gives_kinds_and_where_runs_come_from(tmp_path: Path) -> 
     assert loaded.policy("refund") == Policy("payment", key_ttl=60)
     assert loaded.policy("lookup") is None
     assert loaded.run_argument == "ticket"
+
+
+def test_the_core_imports_no_engine() -> None:
+    check = (
+        "import sys, oncelog, oncelog.integrations; "
+        "print(sorted({'celery', 'dbos', 'temporalio'} & set(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
