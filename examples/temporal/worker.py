@@ -41,4 +41,10 @@ async def start(order: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(start(sys.argv[2]) if sys.argv[1:2] == ["start"] else work())
+    if sys.argv[1:2] != ["start"]:
+        asyncio.run(work())
+    asyncio.run(start(sys.argv[2]))
+    # Seen with temporalio 1.35: the SDK's runtime threads can abort the interpreter's
+    # finalization (SIGABRT after the result was printed); leave without it.
+    sys.stdout.flush()
+    os._exit(0)
