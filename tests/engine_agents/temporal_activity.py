@@ -11,6 +11,7 @@ the ledger is ``$ONCELOG_URL``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 from typing import Any
@@ -24,12 +25,16 @@ from oncelog.integrations import temporal as oncelog_temporal
 
 from . import provider_tool
 
-ledger = oncelog.open()
+
+@functools.cache
+def ledger() -> oncelog.Ledger:
+    """Opened on first use: the tests import this module for ``attempt`` alone."""
+    return oncelog.open()
 
 
 @activity.defn
 def send_order(order: str, probe: bool, name: str | None = None) -> Any:
-    with oncelog_temporal.run(ledger, name=name) as run:
+    with oncelog_temporal.run(ledger(), name=name) as run:
         return provider_tool.perform(run, order, probe=probe)
 
 
