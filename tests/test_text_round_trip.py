@@ -157,8 +157,8 @@ def test_a_json_field_read_in_sql_equals_the_same_text_bound_beside_it(
     do, to journal each alert once): the field read in SQL must equal the bound text on
     both stores, however it is spelled in JSON. SQLite's JSON functions end a string at a
     NUL; the fields compared in SQL are names, which refuse one on every store."""
-    if store_kind == "sqlite" and NUL in value:
-        pytest.skip("SQLite's ->> ends a string at a NUL; names, the fields compared, refuse it")
+    # SQLite's ->> ends a string at a NUL: the limit that makes names refuse one.
+    equal = not (store_kind == "sqlite" and NUL in value)
     store = open_store(store_url)
     assert isinstance(store, SQLStore)
     try:
@@ -167,6 +167,6 @@ def test_a_json_field_read_in_sql_equals_the_same_text_bound_beside_it(
         with store._reading() as tx:
             row = tx.execute(f"SELECT {field} = ?", (document, value)).fetchone()
         assert row is not None
-        assert bool(row[0])
+        assert bool(row[0]) is equal
     finally:
         store.close()
