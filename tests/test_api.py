@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -288,3 +289,42 @@ def test_a_key_namespace_separates_services(db_path: str) -> None:
     assert keys[0] == keys[2] == oncelog.idempotency_key("order-7", "mail", "send", "billing")
     assert keys[1] != keys[0]
     assert oncelog.idempotency_key("order-7", "mail", "send") not in keys
+
+
+def test_a_model_call_is_recorded_under_the_name_and_input_digest_given(
+    ledger: oncelog.Ledger, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[str] = []
+
+    def call() -> dict[str, str]:
+        calls.append("asked")
+        return {"answer": "42"}
+
+    for digest in ("sha-1", "sha-1", "sha-2"):
+        with ledger.run("r") as run:
+            answer = run.llm("think", call, name="model", input_digest=digest)
+            looked = run.read(None, lambda: "row", name="lookup")
+        assert (answer, looked) == ({"answer": "42"}, "row")
+    assert calls == ["asked"]  # replayed twice, the function never called again
+    think, lookup = ledger.steps("r")
+    assert (think.tool, lookup.tool, lookup.step_id) == ("model", "lookup", "lookup@1")
+    assert think.args_payload == {"args": [], "kwargs": {}, "input_digest": "sha-1"}
+    assert "think" in caplog.text  # the third replay asked with another input: a warning
+    with pytest.raises(oncelog.ReplayDivergence, match="other_model"), ledger.run("r") as run:
+        run.llm("think", call, name="other_model", input_digest="sha-1")
+
+
+def test_async_model_calls_take_a_name_and_an_input_digest(ledger: oncelog.Ledger) -> None:
+    async def call() -> str:
+        return "async answer"
+
+    async def agent() -> None:
+        async with ledger.run("r") as run:
+            assert await run.llm(None, call, name="model", input_digest="d") == "async answer"
+            assert await run.read(None, call, name="query") == "async answer"
+
+    asyncio.run(agent())
+    assert [(s.step_id, s.tool) for s in ledger.steps("r")] == [
+        ("model@0", "model"), ("query@1", "query"),
+    ]  # fmt: skip
+    assert ledger.steps("r")[0].args_payload["input_digest"] == "d"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ import oncelog
 from oncelog._verify import verify
 
 from .support import oncelog_cli
+from .support.launch import run_python
 from .test_approvals import deleter, deletions
 
 Tool = oncelog.Tool[..., Any]
@@ -155,10 +155,7 @@ def test_a_request_named_wrongly_is_refused_and_changes_nothing(ledger: oncelog.
 
 
 def cli(store_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oncelog", *args, "--db", store_url],
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
+    return run_python("-m", "oncelog", *args, "--db", store_url)
 
 
 def test_a_restarted_agent_asking_production_is_not_let_through_by_the_staging_approval(

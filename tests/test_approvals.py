@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 import oncelog
 
 from .support import oncelog_cli
+from .support.launch import python
 
 DELETER = Path(__file__).parent / "approval_agents" / "deleter.py"
 
@@ -26,7 +26,7 @@ def deleter(
     if crash_at:
         env["ONCELOG_CRASH_AT"] = crash_at
     done = subprocess.run(
-        [sys.executable, str(DELETER), store_url, "r1", str(markers), account],
+        python(str(DELETER), store_url, "r1", str(markers), account),
         capture_output=True, text=True, env=env, timeout=60, check=False,
     )  # fmt: skip
     return done.returncode, done.stdout + done.stderr

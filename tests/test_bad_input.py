@@ -602,7 +602,7 @@ def contents(ledger: oncelog.Ledger) -> tuple[Any, ...]:
     """Everything the ledger holds, read through the API (so on PostgreSQL too)."""
     runs = sorted((r.run_id, r.status, r.next_seq) for r in ledger.runs(limit=1000))
     steps = [tuple(s) for run in runs for s in ledger.steps(run[0])]
-    return runs, steps, [(e.id, e.event) for e in ledger.journal(limit=100_000)]
+    return runs, steps, [(e.id, e.event) for e in ledger.iter_journal()]
 
 
 @contextmanager

@@ -4,15 +4,16 @@ benchmarks are never timed assertions; their numbers are in docs/benchmarks.md."
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
+
+from .support.launch import python
 
 BENCH = Path(__file__).parents[1] / "bench"
 
 
 def bench(script: str, *args: str) -> str:
     done = subprocess.run(
-        [sys.executable, str(BENCH / script), *args],
+        python(str(BENCH / script), *args),
         capture_output=True, text=True, timeout=600, cwd=BENCH,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]

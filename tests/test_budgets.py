@@ -11,7 +11,6 @@ import pickle
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ import pytest
 
 import oncelog
 
+from .support.launch import PYTHON, python
 from .support.operator_commands import oncelog_cli
 
 SPENDER = Path(__file__).parent / "budget_agents" / "spender.py"
@@ -124,7 +124,7 @@ def test_a_crash_loop_never_spends_past_the_budget(db_path: str, tmp_path: Path)
     effects performed (counted by the tool itself) never exceed the budget."""
     markers, seed = tmp_path / "markers", random.randrange(1 << 30)
     chance = random.Random(seed)
-    argv = [sys.executable, str(SPENDER), db_path, "r1", str(markers), "40", "20"]
+    argv = python(str(SPENDER), db_path, "r1", str(markers), "40", "20")
     kills = starts = 0
     while kills < 50 and starts < 200:
         starts += 1
@@ -351,7 +351,7 @@ def test_a_crash_loop_escalates_once_and_waits(
     per alert, and once the person raises the limit a restart completes the run."""
     markers, seed = tmp_path / "markers", random.randrange(1 << 30)
     chance = random.Random(seed)
-    argv = [sys.executable, str(SPENDER), db_path, "r1", str(markers), "12", "8", "escalate",
+    argv = [PYTHON, str(SPENDER), db_path, "r1", str(markers), "12", "8", "escalate",
             receiver.url]  # fmt: skip
     kills = starts = 0
     while kills < 20 and starts < 100:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,8 @@ from click.testing import CliRunner
 
 import oncelog
 from oncelog.cli import cli
+
+from .support.launch import python
 
 
 @pytest.fixture
@@ -148,7 +149,7 @@ def test_completion_scripts(db_path: str) -> None:
     env = {**os.environ, "_ONCELOG_COMPLETE": "bash_complete", "COMP_WORDS": "oncelog res",
            "COMP_CWORD": "1"}  # fmt: skip
     done = subprocess.run(
-        [sys.executable, "-c", "from oncelog.cli import main; main()"],
+        python("-c", "from oncelog.cli import main; main()"),
         env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert "resolve" in done.stdout

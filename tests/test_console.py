@@ -9,7 +9,6 @@ import html
 import os
 import stat
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from .support.incidents import (
     effect_killed_in_flight,
     over_budget,
 )
+from .support.launch import python
 
 PAGES = ["/", "/runs", "/runs/r-delete", "/approvals", "/unknown", "/halts", "/budgets"]
 ACTIONS = [
@@ -449,7 +449,7 @@ def test_the_token_file_is_private_and_kept(tmp_path: Path) -> None:
 def test_without_the_extra_the_command_names_it(db_path: str) -> None:
     hide = "import sys; sys.modules['starlette'] = None; from oncelog.cli import main; main()"
     done = subprocess.run(
-        [sys.executable, "-c", hide, "console", "--db", db_path],
+        python("-c", hide, "console", "--db", db_path),
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 1

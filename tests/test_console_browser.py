@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +21,7 @@ import oncelog
 
 from .conftest import require
 from .support.incidents import approval_pending, effect_killed_in_flight, over_budget
+from .support.launch import python
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -63,7 +63,7 @@ def incidents(db_path: str, tmp_path: Path) -> str:
 @pytest.fixture
 def login_url(incidents: str, tmp_path: Path) -> Iterator[str]:
     """``oncelog console`` on a free port; the login URL it printed."""
-    argv = [sys.executable, "-m", "oncelog", "console", "--db", incidents, "--port", "0"]
+    argv = python("-m", "oncelog", "console", "--db", incidents, "--port", "0")
     argv += ["--token-file", str(tmp_path / "console-token")]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stdout is not None

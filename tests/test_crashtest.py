@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from oncelog._crashtest.findings import ran_twice
 from oncelog.cli import cli
 
 from .crashtest_agents.shop import PROVIDER_ENV
+from .support.launch import PYTHON
 
 ROOT = Path(__file__).resolve().parent.parent
 IN_DOUBT = ("after_intent_commit", "after_call", "before_outcome_commit")
@@ -49,7 +49,7 @@ def crashtest(*argv: str) -> tuple[int, dict[str, Any]]:
 
 
 def agent(name: str) -> list[str]:
-    return ["--", sys.executable, "-m", f"tests.crashtest_agents.{name}"]
+    return ["--", PYTHON, "-m", f"tests.crashtest_agents.{name}"]
 
 
 def performed(records: Path) -> Counter[tuple[str, str]]:
@@ -170,10 +170,10 @@ def test_a_second_attempt_counts_unless_something_said_the_first_did_not_happen(
 
 
 def test_an_agent_that_cannot_be_tested_exits_2(provider: Path) -> None:
-    failing = CliRunner().invoke(cli, ["crashtest", "--", sys.executable, "-c", "exit(5)"])
+    failing = CliRunner().invoke(cli, ["crashtest", "--", PYTHON, "-c", "exit(5)"])
     assert failing.exit_code == 2
     assert "did not complete (exit 5)" in failing.output
-    idle = CliRunner().invoke(cli, ["crashtest", "--", sys.executable, "-c", "print('hi')"])
+    idle = CliRunner().invoke(cli, ["crashtest", "--", PYTHON, "-c", "print('hi')"])
     assert idle.exit_code == 2
     assert "without recording any effect" in idle.output
 
@@ -202,7 +202,7 @@ def test_the_tutorial_agent_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         script = tmp_path / f"{name}.py"
         script.write_text(code)
         exit_code, report = crashtest(
-            "--point", "after_call", "--", sys.executable, str(script), "{run_id}"
+            "--point", "after_call", "--", PYTHON, str(script), "{run_id}"
         )
         assert exit_code == 0
         outcomes[name] = {t["step_id"]: t["outcome"] for t in report["trials"]}

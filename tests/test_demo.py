@@ -26,6 +26,8 @@ import oncelog
 from oncelog.cli import cli
 from tests.conftest import require
 
+from .support.launch import python
+
 HAVE_DEMO = all(find_spec(name) is not None for name in ("stripe", "localstripe", "aiosmtpd"))
 LOCALSTRIPE_STATE = Path("/tmp/localstripe.pickle")  # written by localstripe; see services.py
 CUSTOMER = "ada@example.com"
@@ -65,7 +67,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("demo") / "out"
     state_before = LOCALSTRIPE_STATE.read_bytes() if LOCALSTRIPE_STATE.exists() else None
     done = subprocess.run(
-        [sys.executable, "-m", "oncelog", "demo", "--out", str(out)],
+        python("-m", "oncelog", "demo", "--out", str(out)),
         capture_output=True,
         text=True,
         timeout=120,
@@ -156,7 +158,7 @@ def test_a_folder_with_something_in_it_is_refused(tmp_path: Path) -> None:
 
 @contextmanager
 def ticket_service(db: Path, *flags: str) -> Iterator[str]:
-    argv = [sys.executable, "-m", "oncelog._demo.tickets", str(db), *flags]
+    argv = python("-m", "oncelog._demo.tickets", str(db), *flags)
     with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as process:
         try:
             assert process.stdout is not None

@@ -1,15 +1,36 @@
-"""Docs kept honest mechanically: every command documented, the README example runs."""
+"""Docs kept honest mechanically: every command documented, the README example runs, every
+Python block in ``docs/`` runs or says it is a fragment."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 from oncelog.cli import cli
 
+from .support.launch import python
+
 ROOT = Path(__file__).resolve().parent.parent
+# Put on the line before a block that is not a whole program (it uses names defined
+# elsewhere, a service, or a path of a real deployment); it is then only compiled.
+FRAGMENT = "<!-- fragment -->"
+
+
+def python_blocks() -> list[tuple[str, str, bool]]:
+    """Every Python block under ``docs/``: where it is, its code, whether a fragment."""
+    found = []
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if line.strip() != "```python":
+                continue
+            end = lines.index("```", number + 1)
+            where = f"{path.relative_to(ROOT)}:{number + 1}"
+            fragment = number > 0 and lines[number - 1].strip() == FRAGMENT
+            found.append((where, "\n".join(lines[number + 1 : end]) + "\n", fragment))
+    return found
 
 
 def test_every_cli_command_is_documented() -> None:
@@ -35,7 +56,7 @@ def test_readme_example_runs_and_replays(tmp_path: Path) -> None:
     script.write_text(f"{example.group(1)}\nprint({email}.state.value, {email}.attempts)\n")
     for _ in range(2):  # the second run replays: still one attempt
         done = subprocess.run(
-            [sys.executable, str(script)],
+            python(str(script)),
             cwd=tmp_path,
             capture_output=True,
             text=True,
@@ -44,3 +65,42 @@ def test_readme_example_runs_and_replays(tmp_path: Path) -> None:
         )
         assert done.stdout.strip() == "done 1"
     assert (tmp_path / ".oncelog" / "ledger.db").exists()
+
+
+def test_every_python_block_in_the_docs_runs_or_is_a_fragment(tmp_path: Path) -> None:
+    blocks = python_blocks()
+    assert len(blocks) > 20
+    programs = 0
+    for number, (where, code, fragment) in enumerate(blocks):
+        compile(code, where, "exec")  # a fragment too must be Python
+        if fragment:
+            continue
+        programs += 1
+        folder = tmp_path / str(number)
+        folder.mkdir()
+        env = {**os.environ, "ONCELOG_URL": str(folder / "ledger.db")}
+        done = subprocess.run(
+            python("-c", code, f"doc-{number}"),  # an argument for a main guard
+            cwd=folder, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{where}: {done.stderr}"
+    assert programs >= 3
+
+
+def test_the_docs_link_only_inside_the_repository() -> None:
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#\s]+)", page.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue  # a web address
+            linked = (page.parent / target).resolve()
+            assert linked.is_relative_to(ROOT), f"{page.name} links outside: {target}"
+            assert linked.exists(), f"{page.name} links to nothing: {target}"
+
+
+def test_the_architecture_names_tests_that_exist() -> None:
+    text = (ROOT / "docs/architecture.md").read_text()
+    named = set(re.findall(r"`(test_\w+\.py)(?:::(\w+))?`", text))
+    assert len(named) > 10
+    for module, test in named:
+        source = (ROOT / "tests" / module).read_text()
+        assert not test or f"def {test}(" in source, f"{module}::{test}"

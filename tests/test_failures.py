@@ -4,7 +4,6 @@ answers from a local server; and importing a classification imports no client.""
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 import urllib.error
 import urllib.request
@@ -23,6 +22,7 @@ from oncelog.failures import requests as requests_failures
 from oncelog.failures import stripe as stripe_failures
 from oncelog.failures import urllib as urllib_failures
 
+from .support.launch import python
 from .test_recovery import refused_port
 
 
@@ -67,7 +67,7 @@ def test_importing_a_classification_imports_no_client() -> None:
         "oncelog.failures.stripe, oncelog.failures.urllib; "
         "print(sorted({'httpx', 'requests', 'stripe', 'urllib3'} & set(sys.modules)))"
     )
-    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    found = subprocess.run(python("-c", code), capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "[]"
 
 

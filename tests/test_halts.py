@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 import oncelog
 
 from .support import oncelog_cli
+from .support.launch import python
 
 LOOPER = Path(__file__).parent / "halt_agents" / "looper.py"
 
@@ -24,7 +24,7 @@ def looper(
     count: int = 4,
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, str(LOOPER), store_url, run_id, agent, str(markers), str(count), *extra],
+        python(str(LOOPER), store_url, run_id, agent, str(markers), str(count), *extra),
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
+
+from .support.launch import python
 
 # Each of these is loaded by the feature that needs it, when it is used.
 NOT_AT_IMPORT = (
@@ -43,7 +44,7 @@ def test_import_oncelog_loads_none_of_the_optional_machinery() -> None:
         "import json, sys; before = set(sys.modules); import oncelog; "
         "print(json.dumps(sorted(set(sys.modules) - before)))"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    done = subprocess.run(python("-c", script), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     loaded = set(json.loads(done.stdout))
     assert "oncelog._ledger" in loaded  # the measurement measures

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, cast
@@ -24,6 +23,7 @@ from oncelog import StepState
 from .integration_agents.effect_log import EffectLog
 from .integration_agents.processes import ROOT, require_framework, run_agent
 from .support import oncelog_cli
+from .support.launch import PYTHON, environment, python
 
 TOOLS = {"lookup": "read", "send_email": "create", "delete_account": "destructive"}
 
@@ -82,14 +82,14 @@ def test_client_calls_again_in_the_same_session_once_approved(tmp_path: Path, co
 
     ledger, log = tmp_path / "ledger.db", EffectLog(tmp_path / "effects.jsonl")
     server = [
-        sys.executable,
+        PYTHON,
         "-m",
         "tests.integration_agents.mcp_server",
         "--effects",
         str(log.path),
     ]
     proxy = StdioServerParameters(
-        command=sys.executable,
+        command=PYTHON,
         args=["-m", "oncelog", "mcp-proxy", "--db", str(ledger), "--config", str(config),
               "--", *server],
         env=dict(os.environ), cwd=ROOT,
@@ -148,10 +148,10 @@ def test_sigterm_drains_the_proxy_instead_of_leaving_a_call_in_doubt(
     from mcp.client.stdio import stdio_client
 
     ledger, log = tmp_path / "ledger.db", EffectLog(tmp_path / "effects.jsonl")
-    server = [sys.executable, "-m", "tests.integration_agents.mcp_server",
+    server = [PYTHON, "-m", "tests.integration_agents.mcp_server",
               "--effects", str(log.path), "--delay", "1.5"]  # fmt: skip
     proxy = StdioServerParameters(
-        command=sys.executable,
+        command=PYTHON,
         args=["-m", "oncelog", "mcp-proxy", "--db", str(ledger), "--config", str(config),
               "--run-id", "ticket-7", "--", *server],
         env=dict(os.environ), cwd=ROOT,
@@ -196,13 +196,11 @@ def test_sigterm_drains_the_proxy_instead_of_leaving_a_call_in_doubt(
 def proxy_params(tmp_path: Path, config: Path, crash_at: str | None = None) -> Any:
     from mcp import StdioServerParameters
 
-    server = [sys.executable, "-m", "tests.integration_agents.mcp_server"]
+    server = python("-m", "tests.integration_agents.mcp_server")
     server += ["--effects", str(tmp_path / "effects.jsonl")]
-    env = {k: v for k, v in os.environ.items() if k != "ONCELOG_CRASH_AT"}
-    if crash_at is not None:
-        env["ONCELOG_CRASH_AT"] = crash_at
+    env = environment(crash_at)
     return StdioServerParameters(
-        command=sys.executable,
+        command=PYTHON,
         args=["-m", "oncelog", "mcp-proxy", "--db", str(tmp_path / "ledger.db"),
               "--config", str(config), "--run-id", "ticket-8", "--", *server],
         env=env, cwd=ROOT,
@@ -280,7 +278,7 @@ def test_a_person_resolves_an_mcp_call_with_text_and_corrects_it(tmp_path: Path)
 
 
 def correct_cli(db: str, step: str, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "oncelog", "resolve", "ticket-8", step, "done", "--by", "cy"]
+    argv = python("-m", "oncelog", "resolve", "ticket-8", step, "done", "--by", "cy")
     argv += ["--correct", *args, "--db", db]
     refused = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     assert refused.returncode == 2, refused
@@ -295,7 +293,7 @@ def test_an_mcp_result_must_fit_the_tools_output_schema(tmp_path: Path) -> None:
     session(tmp_path, config, ["refund"], crash_at="after_call@refund#1")
 
     def resolve(*how: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "oncelog", "resolve", "ticket-8", "refund#1", "done"]
+        argv = python("-m", "oncelog", "resolve", "ticket-8", "refund#1", "done")
         argv += [*how, "--by", "al", "--db", db]
         return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
 

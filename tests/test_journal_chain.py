@@ -13,7 +13,6 @@ import signal
 import sqlite3
 import stat
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -25,6 +24,7 @@ import oncelog
 from oncelog._chain import GENESIS, link
 from oncelog._verify import Report, read_checkpoints, verify
 
+from .support.launch import python
 from .support.operator_commands import oncelog_cli
 
 SPENDER = Path(__file__).parent / "budget_agents" / "spender.py"
@@ -33,7 +33,7 @@ SPENDER = Path(__file__).parent / "budget_agents" / "spender.py"
 @pytest.fixture
 def keys(tmp_path: Path) -> tuple[Path, Path]:
     out = subprocess.run(
-        [sys.executable, "-m", "oncelog", "keys", "new", "--dir", str(tmp_path / "keys")],
+        python("-m", "oncelog", "keys", "new", "--dir", str(tmp_path / "keys")),
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     private, public = sorted((tmp_path / "keys").iterdir(), key=lambda p: p.suffix)
@@ -214,7 +214,7 @@ def test_a_forged_or_foreign_signature_is_refused(
                    "WHERE run_id = 'r0' ORDER BY id DESC LIMIT 1)")  # fmt: skip
     assert kinds(check(db_path, public)) == ["bad_signature"]
     subprocess.run(
-        [sys.executable, "-m", "oncelog", "keys", "new", "--dir", str(tmp_path / "other")],
+        python("-m", "oncelog", "keys", "new", "--dir", str(tmp_path / "other")),
         capture_output=True, check=True,
     )  # fmt: skip
     (other,) = (tmp_path / "other").glob("*.pub")
@@ -230,7 +230,7 @@ def test_the_cli_exits_non_zero_and_says_where(db_path: str) -> None:
     with intruder(db_path) as db:
         db.execute("UPDATE journal SET data = '{}' WHERE id = 4")
     done = subprocess.run(
-        [sys.executable, "-m", "oncelog", "verify", "--db", db_path, "--json"],
+        python("-m", "oncelog", "verify", "--db", db_path, "--json"),
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 1
@@ -260,7 +260,7 @@ def test_kills_while_appending_leave_a_valid_chain_that_agrees_with_the_steps(
     private, public = keys
     seed = random.randrange(1 << 30)
     chance = random.Random(seed)
-    argv = [sys.executable, str(SPENDER), db_path, "r1", str(tmp_path / "m"), "30", "100"]
+    argv = python(str(SPENDER), db_path, "r1", str(tmp_path / "m"), "30", "100")
     env = {**os.environ, "ONCELOG_SIGNING_KEY": str(private)}
     for _ in range(15):
         agent = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE)

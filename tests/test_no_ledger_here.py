@@ -15,7 +15,6 @@ import pickle
 import shutil
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ import oncelog
 from oncelog.cli import cli
 
 from .conftest import require
+from .support.launch import PYTHON, python
 from .support.postgres import (
     POSTGRES_REASON,
     execute,
@@ -214,13 +214,13 @@ def test_a_read_only_folder_is_store_unavailable(reachable_folder: Path, made: s
         (folder / ".oncelog").mkdir()
         (folder / ".oncelog").chmod(0o555)
     try:
-        opened = run_as_someone_without_write_access([sys.executable, "-c", OPEN_DEFAULT], folder)
+        opened = run_as_someone_without_write_access(python("-c", OPEN_DEFAULT), folder)
         assert opened.returncode == 0, opened.stderr
         assert opened.stdout.startswith("StoreUnavailable 75 "), opened.stdout
         assert ".oncelog/ledger.db" in opened.stdout
         assert "Permission denied" in opened.stdout or "write to its folder" in opened.stdout
         halted = run_as_someone_without_write_access(
-            [sys.executable, "-m", "oncelog", "halt", "--global", "--reason", "x", "--by", "a"],
+            python("-m", "oncelog", "halt", "--global", "--reason", "x", "--by", "a"),
             folder,
         )
         assert halted.returncode == 75, halted.stderr
@@ -239,7 +239,7 @@ def test_a_shipper_started_first_waits_for_the_ledger_and_creates_nothing(
     """A sidecar may start before the agents that create the ledger."""
     db = tmp_path / "later" / "ledger.db"
     ship = [
-        sys.executable, "-m", "oncelog", "ship", "--db", str(db), "--to",
+        PYTHON, "-m", "oncelog", "ship", "--db", str(db), "--to",
         f"file:{tmp_path / 'sink.jsonl'}", "--state", str(tmp_path / "state"), "--poll", "0.02",
     ]  # fmt: skip
     shipper = subprocess.Popen(ship, stderr=subprocess.PIPE, text=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from oncelog.console import _queries as queries
 
 from .integration_agents.processes import require_framework, run_agent
 from .support.alert_rules import documented_rules, fires
+from .support.launch import python
 from .support.operator_commands import oncelog_cli
 
 
@@ -152,7 +152,7 @@ def test_oncelog_metrics_command_serves_the_ledger(db_path: str) -> None:
         ledger.halt("freeze", by="ops", agent="billing")
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "oncelog", "metrics", "--port", str(port), "--db", db_path],
+        python("-m", "oncelog", "metrics", "--port", str(port), "--db", db_path),
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -168,7 +168,7 @@ def metrics_command(db: str) -> Iterator[int]:
     """``oncelog metrics`` serving ``db``, in its own process; yields its port."""
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "oncelog", "metrics", "--port", str(port), "--db", db],
+        python("-m", "oncelog", "metrics", "--port", str(port), "--db", db),
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

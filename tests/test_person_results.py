@@ -10,7 +10,6 @@ import pytest
 import oncelog
 from oncelog import StepState
 from oncelog._schema import problems
-from oncelog._verify import verify
 
 RECEIPT = {
     "type": "object",
@@ -75,7 +74,7 @@ def test_a_resolution_is_corrected_until_the_run_moves_on(ledger: oncelog.Ledger
         assert run.effect("charge", charge) == {"id": "ch_1"}
     with pytest.raises(oncelog.InvalidResolution, match="the run has moved past it"):
         ledger.resolve("r", "charge", "not_done", by="cy", correct=True)
-    report = verify(ledger.store)  # the table agrees with the journal, correction included
+    report = ledger.verify()  # the table agrees with the journal, correction included
     assert report.ok, report
 
 

@@ -21,7 +21,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from oncelog import StepState
 from .conftest import require
 from .support import Provider, netns, read_ledger, resolve_from_provider, running_provider
 from .support.commit_cutter import commit_cutter
+from .support.launch import PYTHON
 from .support.netns import Namespace
 from .support.postgres import execute, fresh_schema
 from .support.private_postgres import Cluster, missing, private_cluster
@@ -82,7 +82,7 @@ class Exit:
 def start(
     url: str, provider: Provider, runs: list[str], *extra: str, inside: Namespace | None = None
 ) -> subprocess.Popen[str]:
-    argv = [sys.executable, str(WORKER), url, "--provider", provider.url, "--runs", ",".join(runs)]
+    argv = [PYTHON, str(WORKER), url, "--provider", provider.url, "--runs", ",".join(runs)]
     argv += ["--effects", str(EFFECTS), *extra]
     if inside is not None:
         argv = inside.command(argv)
@@ -357,7 +357,7 @@ def test_an_oncelog_worker_rides_out_a_server_outage(
             ledger.submit(run_id, {"effects": 3, "seconds": 0.05, "kind": "upsert"})
     root = Path(__file__).parent.parent
     worker = subprocess.Popen(
-        [sys.executable, "-m", "oncelog", "worker", "tests.worker_agents.handlers:handle",
+        [PYTHON, "-m", "oncelog", "worker", "tests.worker_agents.handlers:handle",
          "--db", f"{pg_url}&oncelog_timeout={STORE_TIMEOUT:g}", "--poll", "0.05",
          "--lease-ttl", "2"],
         cwd=root, env={**os.environ, "WORKER_PROVIDER": str(provider)},

@@ -13,7 +13,6 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -25,6 +24,8 @@ from typing import Any, Protocol
 import pytest
 
 import oncelog
+
+from .support.launch import python
 
 AGENT = Path(__file__).parent / "race_agents" / "racer.py"
 ROUNDS = 20
@@ -114,7 +115,7 @@ def agents(tmp_path: Path) -> Iterator[Start]:
 
     def start(*args: str, fds: tuple[int, ...] = ()) -> Racer:
         proc = subprocess.Popen(
-            [sys.executable, str(AGENT), str(tmp_path / "ledger.db"), *args],
+            python(str(AGENT), str(tmp_path / "ledger.db"), *args),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

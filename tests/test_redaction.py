@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,8 @@ from typing import Any
 import pytest
 
 import oncelog
+
+from .support.launch import python
 
 # Values that cannot turn up by chance in hex hashes or timestamps (a CVC of three digits
 # could), so finding one anywhere means it leaked.
@@ -71,11 +72,11 @@ def test_secrets_are_recorded_only_as_keyed_hashes(tmp_path: Path, logged: Path)
         assert step.args_payload["args"][0].startswith("redacted:")
         assert step.args_payload["args"][1] == 1200
     show = subprocess.run(
-        [sys.executable, "-m", "oncelog", "show", "r", "--db", str(db)],
+        python("-m", "oncelog", "show", "r", "--db", str(db)),
         capture_output=True, check=True,
     ).stdout  # fmt: skip
     export = subprocess.run(
-        [sys.executable, "-m", "oncelog", "export", "--db", str(db)],
+        python("-m", "oncelog", "export", "--db", str(db)),
         capture_output=True, check=True,
     ).stdout  # fmt: skip
     for secret in (CARD, CVC, TOKEN):

@@ -17,7 +17,6 @@ import pickle
 import select
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -30,6 +29,8 @@ import pytest
 import oncelog
 from oncelog._verify import verify as verify_journal
 
+from .support.launch import PYTHON, python
+
 RACER = Path(__file__).parent / "race_agents" / "racer.py"
 TIMEOUT = 60.0
 KEY = oncelog.idempotency_key("live", "charge", "append_marker")
@@ -39,7 +40,7 @@ def oncelog_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """The CLI in a process of its own, as a person at another terminal runs it."""
     env = {k: v for k, v in os.environ.items() if k != "ONCELOG_URL"}
     return subprocess.run(
-        [sys.executable, "-m", "oncelog", *args],
+        python("-m", "oncelog", *args),
         capture_output=True, text=True, timeout=TIMEOUT, check=False, env=env,
     )  # fmt: skip
 
@@ -79,7 +80,7 @@ def agent_inside_its_tool(store_url: str, tmp_path: Path) -> Iterator[Inside]:
     hold_read, hold_write = os.pipe()
     marker = tmp_path / "provider.log"
     proc = subprocess.Popen(
-        [sys.executable, str(RACER), store_url, "live", "--marker", str(marker),
+        [PYTHON, str(RACER), store_url, "live", "--marker", str(marker),
          "--in-tool", str(in_tool_write), "--hold", str(hold_read)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         pass_fds=(in_tool_write, hold_read),
@@ -175,7 +176,8 @@ def test_an_expired_lease_does_not_block_a_decision(store_url: str) -> None:
             "r", owner="elsewhere|1|1|x", ttl=0.05, plan=None, replace_plan=False, create=True,
             owner_is_dead=lambda owner: False,
         )  # fmt: skip
-        step = oncelog.stores.NewStep(0, "a", "effect", "t", "create", "k", "h", "{}")
+        effect = oncelog.StepType.EFFECT
+        step = oncelog.stores.NewStep(0, "a", effect, "t", "create", "k", "h", "{}")
         store.write_intent(lease, step, None)
         deadline = time.monotonic() + TIMEOUT
         while True:  # expiry is judged by the store's clock: ask it, do not sleep a guess
@@ -285,7 +287,7 @@ def test_verify_tells_no_result_from_a_recorded_null(
     with oncelog.open(db_path) as ledger:
         in_doubt(ledger)
         ledger.resolve("r", "charge", "done", by="alice", result=given)
-        assert verify_journal(ledger.store).ok
+        assert ledger.verify().ok
         with closing(sqlite3.connect(db_path)) as db:
             db.execute("UPDATE steps SET result = ? WHERE run_id = 'r'", (forged,))
             db.commit()

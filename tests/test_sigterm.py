@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,6 +22,8 @@ from typing import Any
 import pytest
 
 import oncelog
+
+from .support.launch import python
 
 ROOT = Path(__file__).parent.parent
 AGENT = ROOT / "examples" / "kubernetes" / "agent.py"
@@ -91,7 +92,7 @@ def start_agent(helpdesk: Helpdesk, db_path: str) -> subprocess.Popen[str]:
         "HELPDESK_URL": helpdesk.url, "ONCELOG_URL": db_path,
     }  # fmt: skip
     return subprocess.Popen(
-        [sys.executable, str(AGENT)], env=environment, text=True,
+        python(str(AGENT)), env=environment, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
 

@@ -13,7 +13,6 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -34,6 +33,7 @@ from oncelog.cli import cli
 from oncelog.sinks import FileSink, HttpSink, Shipper, SinkUnavailable, SyslogSink
 
 from .conftest import require
+from .support.launch import PYTHON, python
 from .support.operator_commands import oncelog_cli
 from .support.postgres import POSTGRES_REASON, fresh_schema, postgres_is_up
 from .test_journal_chain import fill, intruder, rewrite_chain
@@ -124,7 +124,7 @@ def test_agents_never_wait_for_a_sink_that_is_down_and_nothing_is_lost(
 ) -> None:
     port, log = free_port(), tmp_path / "ship.log"
     ship = [
-        sys.executable, "-m", "oncelog", "ship", "--db", db_path, "--state",
+        PYTHON, "-m", "oncelog", "ship", "--db", db_path, "--state",
         str(tmp_path / "ship.state"), "--to", f"http://127.0.0.1:{port}/ingest",
         "--poll", "0.05", "--batch", "4", "--max-backoff", "0.2",
     ]  # fmt: skip
@@ -132,7 +132,7 @@ def test_agents_never_wait_for_a_sink_that_is_down_and_nothing_is_lost(
         shipper = subprocess.Popen(ship, stderr=stderr)
         env = {**os.environ, "ONCELOG_SIGNING_KEY": str(signing_key[0])}
         agents = [
-            subprocess.Popen([sys.executable, str(CLERK), db_path, f"ticket-{n}", "5"], env=env)
+            subprocess.Popen(python(str(CLERK), db_path, f"ticket-{n}", "5"), env=env)
             for n in range(3)
         ]
         assert [agent.wait(TIMEOUT) for agent in agents] == [0, 0, 0]  # the sink is down
@@ -193,7 +193,7 @@ def test_a_copy_shipped_to_a_file_catches_a_cut_tail(
     alone = oncelog_cli(db_path, "verify", "--public-key", str(public))
     assert alone.strip().endswith(": ok"), "nothing left beside the ledger can tell"
     against = subprocess.run(
-        [sys.executable, "-m", "oncelog", "verify", "--db", db_path, "--public-key", str(public),
+        [PYTHON, "-m", "oncelog", "verify", "--db", db_path, "--public-key", str(public),
          "--against", str(copy)],
         capture_output=True, text=True, timeout=TIMEOUT, check=False,
     )  # fmt: skip

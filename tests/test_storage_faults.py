@@ -34,7 +34,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import closing
@@ -47,6 +46,7 @@ import oncelog
 from oncelog import EXIT_TRY_LATER, Resolution, RunStatus, StepRecord, StepState
 
 from .conftest import require
+from .support.launch import python
 
 AGENT = Path(__file__).parent / "fault_agents" / "notice_agent.py"
 RUN_ID = "ticket-4711"
@@ -109,7 +109,7 @@ def fiu_command(point: str, *, once: bool) -> str:
 
 
 def agent_command(files: Files, *options: str, under_fiu: bool = False) -> list[str]:
-    command = [sys.executable, str(AGENT), str(files.ledger), RUN_ID]
+    command = python(str(AGENT), str(files.ledger), RUN_ID)
     command += [str(files.markers), str(files.report), "--steps", ",".join(STEPS), *options]
     # -f "": no control FIFO in /tmp; the agent arms its faults through the library itself.
     return ["fiu-run", "-x", "-f", "", *command] if under_fiu else command

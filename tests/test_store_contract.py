@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import pytest
 
 import oncelog
-from oncelog import StepState
+from oncelog import StepState, StepType
 from oncelog._serialization import digest
 from oncelog.stores import Lease, NewStep, Outcome, Store, open_store
 from oncelog.stores._migrations import migrations
@@ -68,7 +68,7 @@ def acquire(store: Store, run_id: str, owner: str, *, ttl: float = 30.0, **optio
 
 def effect(seq: int, step_id: str, **options: Any) -> NewStep:
     return NewStep(
-        seq, step_id, "effect", "send", "create", f"key-{step_id}", "hash", '{"args":[]}',
+        seq, step_id, StepType.EFFECT, "send", "create", f"key-{step_id}", "hash", '{"args":[]}',
         **options,
     )  # fmt: skip
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,6 +12,8 @@ import pytest
 import oncelog
 from oncelog.stores import SQLiteStore, open_store
 from oncelog.stores._migrations import migrations
+
+from .support.launch import python
 
 
 @pytest.mark.parametrize(
@@ -88,7 +89,7 @@ def test_processes_opening_a_new_ledger_at_the_same_instant_all_succeed(tmp_path
         go, db = tmp_path / f"go-{round_no}", tmp_path / f"ledger-{round_no}.db"
         openers = [
             subprocess.Popen(
-                [sys.executable, "-c", opener, str(go), str(db)], stderr=subprocess.PIPE, text=True
+                python("-c", opener, str(go), str(db)), stderr=subprocess.PIPE, text=True
             )
             for _ in range(4)
         ]

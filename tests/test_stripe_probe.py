@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import selectors
 import signal
 import subprocess
@@ -33,6 +32,8 @@ import pytest
 
 import oncelog
 from tests.conftest import require
+
+from .support.launch import environment, python
 
 HAVE_CLIENTS = find_spec("stripe") is not None and find_spec("localstripe") is not None
 if HAVE_CLIENTS:
@@ -53,7 +54,6 @@ CARD = "pm_card_visa"  # Stripe's test card, which localstripe knows too
 DECLINED_CARD = "pm_card_chargeCustomerFail"  # attaches, then every charge is declined
 STARTUP_TIMEOUT = 30.0
 AGENT_TIMEOUT = 60.0
-CRASH_ENV = "ONCELOG_CRASH_AT"
 
 
 @dataclass
@@ -79,7 +79,7 @@ def start_localstripe(log: Path) -> LocalStripe:
     """Start a server and wait for the port it prints once it listens."""
     with log.open("w") as stderr:  # the child holds its own copy of the descriptor
         process = subprocess.Popen(
-            [sys.executable, str(SERVER_SCRIPT)], stdout=subprocess.PIPE, stderr=stderr, text=True
+            python(str(SERVER_SCRIPT)), stdout=subprocess.PIPE, stderr=stderr, text=True
         )
     assert process.stdout is not None
     with selectors.DefaultSelector() as selector:
@@ -315,11 +315,8 @@ class PaymentAgent:
     key_namespace: str = ""
 
     def start(self, stripe_url: str, crash_at: str | None = None) -> AgentExit:
-        env = {name: value for name, value in os.environ.items() if name != CRASH_ENV}
-        env["ONCELOG_KEY_NAMESPACE"] = self.key_namespace
-        if crash_at is not None:
-            env[CRASH_ENV] = crash_at
-        argv = [sys.executable, str(AGENT_SCRIPT), "--ledger", str(self.ledger)]
+        env = environment(crash_at, ONCELOG_KEY_NAMESPACE=self.key_namespace)
+        argv = python(str(AGENT_SCRIPT), "--ledger", str(self.ledger))
         argv += ["--run", self.run_id, "--stripe", stripe_url, "--customer", self.customer]
         argv += ["--card", CARD]
         with subprocess.Popen(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,10 @@ import oncelog
 from oncelog import AgentBudget, Budget
 from oncelog._serialization import digest
 from oncelog._signing import new_key_pair
-from oncelog._verify import Report, verify
+from oncelog._verify import Report
 from oncelog.stores._migrations import migrations
+
+from .support.launch import PYTHON
 
 _APPEND_ONLY = ("journal", "checkpoints", "ledger_meta")
 
@@ -88,8 +89,8 @@ def reports(url: str, public: Path, run_id: str | None = None) -> tuple[Report, 
     """(unsigned, signed) verification of the ledger at ``url``."""
     with oncelog.open(url) as ledger:
         return (
-            verify(ledger.store, run_id=run_id),
-            verify(ledger.store, public_keys=[public], run_id=run_id),
+            ledger.verify(run_id=run_id),
+            ledger.verify(public_keys=[public], run_id=run_id),
         )
 
 
@@ -127,7 +128,7 @@ def test_a_whole_run_inserted_without_the_journal_is_found(
         assert "run 'ghost' is in the runs table but the journal never created it" in said
         assert "step 0 (pay) of run 'ghost' is in the steps table but not in the journal" in said
     done = subprocess.run(
-        [sys.executable, "-m", "oncelog", "verify", "--db", store_url, "--public-key",
+        [PYTHON, "-m", "oncelog", "verify", "--db", store_url, "--public-key",
          str(keys[1])],
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
@@ -280,7 +281,7 @@ def test_records_from_before_the_chain_stay_accepted_and_later_ones_must_be_chai
         "DELETE FROM ledger_meta", records_start,
     )  # fmt: skip
     with oncelog.open(store_url) as ledger:  # the records are from before the chain now
-        old = verify(ledger.store)
+        old = ledger.verify()
         assert old.ok, old.problems
         assert old.before_chain == old.records > 0
 
@@ -360,5 +361,5 @@ def test_a_write_between_reading_the_journal_and_the_tables_is_no_forgery(
             return read_rows(store, table, after, *rest)
 
         monkeypatch.setattr(type(ledger.store), "table_rows", rows_after_a_write)
-        report = verify(ledger.store)
+        report = ledger.verify()
     assert report.ok, report.problems

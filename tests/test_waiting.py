@@ -14,7 +14,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +23,7 @@ import pytest
 
 import oncelog
 
+from .support.launch import python
 from .support.operator_commands import oncelog_cli
 from .support.receiver import Receiver, receiving
 
@@ -46,7 +46,7 @@ def start(
     if crash is not None:
         environment["ONCELOG_CRASH_AT"] = crash
     return subprocess.Popen(
-        [sys.executable, str(CLERK), url, run_id, str(markers), str(count), *options],
+        python(str(CLERK), url, run_id, str(markers), str(count), *options),
         env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -137,7 +137,7 @@ def test_drain_on_sigterm_false_opts_out(db_path: str, tmp_path: Path) -> None:
         "import os, signal, oncelog\n"
         "oncelog.run_main(lambda: os.kill(os.getpid(), signal.SIGTERM), drain_on_sigterm=False)"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=TIMEOUT)
+    done = subprocess.run(python("-c", script), capture_output=True, timeout=TIMEOUT)
     assert done.returncode == -signal.SIGTERM
 
 

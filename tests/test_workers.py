@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 
 import oncelog
 
+from .support.launch import PYTHON
 from .support.operator_commands import oncelog_cli
 
 ROOT = Path(__file__).parent.parent
@@ -37,7 +37,7 @@ class World:
 
     def start_worker(self, *options: str) -> subprocess.Popen[str]:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "oncelog", "worker", HANDLER, "--db", self.db_path,
+            [PYTHON, "-m", "oncelog", "worker", HANDLER, "--db", self.db_path,
              "--poll", "0.05", *options],
             cwd=ROOT, env={**os.environ, "WORKER_PROVIDER": str(self.provider)},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

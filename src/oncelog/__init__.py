@@ -5,7 +5,7 @@ replays recorded results instead of calling again; an effect whose outcome canno
 known halts the run until a person decides.
 """
 
-from ._budgets import AgentBudget, Budget, BudgetAlert
+from ._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert
 from ._calls import idempotency_key
 from ._drain import handle_sigterm
 from ._exceptions import (
@@ -95,6 +95,7 @@ __all__ = [
     "NOT_FOUND",
     "NO_RESULT",
     "AgentBudget",
+    "AgentBudgetSetting",
     "AmbiguousOutcome",
     "Approval",
     "ApprovalDenied",
@@ -175,4 +176,12 @@ __all__ = [
     "tool",
 ]
 
-__version__ = "0.1.0"
+
+def __getattr__(name: str) -> str:
+    # The version is read from the installed package's metadata, when asked for:
+    # importlib.metadata would cost more than the rest of ``import oncelog``.
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("oncelog")
+    raise AttributeError(f"module 'oncelog' has no attribute {name!r}")

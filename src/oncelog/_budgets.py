@@ -95,6 +95,16 @@ class AgentBudget(_Policy):
 
 
 @dataclass(frozen=True)
+class AgentBudgetSetting:
+    """An agent's daily budget as it stands, with who set it and when."""
+
+    agent: str
+    budget: AgentBudget
+    set_by: str
+    set_at: float
+
+
+@dataclass(frozen=True)
 class Usage:
     """What a run has recorded so far (refused steps excluded, steps in doubt included)."""
 

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import asdict, replace
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
 from . import _crashpoints as crashpoints
 from . import _observe as observe
@@ -73,6 +73,7 @@ _REPLAYS = frozenset(
 )
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @functools.cache
@@ -115,7 +116,7 @@ class Engine:
         self.alerts = AlertSender(store, on_budget_alert)
         self.surroundings = surroundings or Surroundings()
 
-    def _store(self, operation: Callable[..., T], *args: Any) -> T:
+    def _store(self, operation: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Every store access of a step. Once one cannot reach the disk, this run takes no
         further step:
         the failed step has used its position, and a retry in the same process would
@@ -128,7 +129,7 @@ class Engine:
                 run_id=self.run_id,
             )
         try:
-            return operation(*args)
+            return operation(*args, **kwargs)
         except StoreUnavailable as exc:
             self._broken = exc
             raise
@@ -158,7 +159,7 @@ class Engine:
         """A step about to run live; a replayed one needs neither key nor hash."""
         args_json = self._args_json(call, step_id)
         return NewStep(
-            seq, step_id, call.step_type.value, call.tool, call.kind,
+            seq, step_id, call.step_type, call.tool, call.kind,
             idempotency_key(self.run_id, step_id, call.tool, self.key_namespace),
             digest(args_json), args_json,
             needs_approval=call.step_type is StepType.EFFECT and call.spec.approval,

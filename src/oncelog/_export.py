@@ -12,10 +12,9 @@ import json
 from collections.abc import Iterator
 from dataclasses import asdict
 
+from . import _pages as pages
 from ._records import Checkpoint, JournalEntry
 from .stores._protocol import Store
-
-PAGE = 1000
 
 
 def record_line(entry: JournalEntry) -> str:
@@ -33,12 +32,6 @@ def export_lines(
     store: Store, *, run_id: str | None = None, after_id: int = 0, checkpoints: bool = True
 ) -> Iterator[str]:
     """Records after ``after_id`` in journal order, then the checkpoints."""
-    after = after_id
-    while page := store.journal(run_id, after, PAGE):
-        yield from (record_line(entry) for entry in page)
-        after = page[-1].id
+    yield from (record_line(entry) for entry in pages.journal(store, run_id, after_id))
     if checkpoints:
-        after = 0
-        while marks := store.checkpoints(run_id, after, PAGE):
-            yield from (checkpoint_line(mark) for mark in marks)
-            after = marks[-1].id
+        yield from (checkpoint_line(mark) for mark in pages.checkpoints(store, run_id))

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from . import _leases as leases
+from . import _pages as pages
 from . import _waiting as waiting
 from ._alerts import AlertCallback
-from ._budgets import AgentBudget, Budget, Usage
+from ._budgets import AgentBudget, AgentBudgetSetting, Budget, Usage
 from ._calls import Surroundings
 from ._effects import Engine
 from ._exceptions import ConfigurationError, InvalidPayload, InvalidResolution, UnknownRun
+from ._export import export_lines
 from ._heartbeat import HEARTBEATS
 from ._names import check_name, check_text
 from ._no_result import NO_RESULT
@@ -34,19 +37,19 @@ from ._records import (
 )
 from ._replay import ReplayCursor
 from ._run import RunContext
+from ._run_options import PlanArg, RunOptions
 from ._serialization import encode
 from ._tools import tool
 from .stores import DEFAULT_PATH, Lease, Store, open_store
 
 if TYPE_CHECKING:
     from ._signing import Signer
+    from ._verify import Report
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 _UNSET: Any = object()  # resolve() given no result at all, which None cannot stand for
-
-PlanArg = Sequence[str] | Callable[[], Sequence[str]] | None
 
 
 class Ledger:
@@ -115,10 +118,7 @@ class Ledger:
         check_name(run_id, "run_id")
         if agent is not None:
             check_name(agent, "agent", run_id=run_id)
-        options = {
-            "plan": plan, "replace_plan": replace_plan, "create": create, "agent": agent,
-            "budget": budget,
-        }  # fmt: skip
+        options = RunOptions(plan, replace_plan, create, agent, budget)
         return RunContext(self, run_id, options)
 
     def submit(
@@ -143,8 +143,12 @@ class Ledger:
             plan=None if plan is None else tuple(plan), budget=budget,
         )  # fmt: skip
 
-    def _claim(self, agents: tuple[str | None, ...] | None) -> RunContext | None:
-        """Take the lease of a runnable submitted run, ready to be entered; or None."""
+    def claim(self, agents: Sequence[str | None] | None = None) -> RunContext | None:
+        """Take the lease of a runnable submitted run (of one of ``agents``, None standing
+        for runs of no agent; of any agent without them), ready to be entered; or None.
+        What ``oncelog worker`` does between runs."""
+        if agents is not None:
+            agents = tuple(agents)
         owner = leases.new_owner()
         try:
             claimed = self.store.claim(
@@ -156,23 +160,13 @@ class Ledger:
         if claimed is None:
             leases.forget(owner)
             return None
-        return RunContext(self, claimed[0].run_id, {"claimed": claimed})
+        return RunContext(self, claimed[0].run_id, RunOptions(claimed=claimed))
 
-    def _start(
-        self,
-        run_id: str,
-        *,
-        plan: PlanArg = None,
-        replace_plan: bool = False,
-        create: bool = True,
-        agent: str | None = None,
-        budget: Budget | None = None,
-        claimed: tuple[Lease, RunRecord] | None = None,
-    ) -> tuple[Engine, RunRecord]:
-        if claimed is not None:
-            lease, record = claimed
+    def _start(self, run_id: str, options: RunOptions) -> tuple[Engine, RunRecord]:
+        if options.claimed is not None:
+            lease, record = options.claimed
         else:
-            lease, record = self._acquire(run_id, plan, replace_plan, create, agent, budget)
+            lease, record = self._acquire(run_id, options)
         cursor = ReplayCursor(self.store, run_id, record.next_seq)
         engine = Engine(
             self.store, lease, cursor, record.plan, self.max_payload_bytes, self.key_namespace,
@@ -182,16 +176,8 @@ class Ledger:
         HEARTBEATS.hold(self.store, lease)
         return engine, record
 
-    def _acquire(
-        self,
-        run_id: str,
-        plan: PlanArg,
-        replace_plan: bool,
-        create: bool,
-        agent: str | None,
-        budget: Budget | None,
-    ) -> tuple[Lease, RunRecord]:
-        stored = self._resolve_plan(run_id, plan)
+    def _acquire(self, run_id: str, options: RunOptions) -> tuple[Lease, RunRecord]:
+        stored = self._resolve_plan(run_id, options.plan)
         owner = leases.new_owner()
         try:
             return self.store.acquire(
@@ -199,11 +185,11 @@ class Ledger:
                 owner=owner,
                 ttl=self.lease_ttl,
                 plan=stored,
-                replace_plan=replace_plan,
-                create=create,
+                replace_plan=options.replace_plan,
+                create=options.create,
                 owner_is_dead=leases.is_dead,
-                agent=agent,
-                budget=budget,
+                agent=options.agent,
+                budget=options.budget,
             )
         except BaseException:
             leases.forget(owner)
@@ -337,6 +323,10 @@ class Ledger:
         _check_decision("set_budget", by, None, run_id)
         self.store.set_budget(run_id, budget, by=by)
 
+    def agent_budgets(self) -> list[AgentBudgetSetting]:
+        """Every agent's daily budget as it stands, by agent, with who set it and when."""
+        return self.store.agent_budgets()
+
     def set_agent_budget(self, agent: str, budget: AgentBudget | None, *, by: str) -> None:
         """Daily limits for every run started with ``agent=agent`` together; checked in
         each effect's intent transaction. ``None`` removes them. Journalled."""
@@ -459,7 +449,37 @@ class Ledger:
     def journal(
         self, run_id: str | None = None, *, after: int = 0, limit: int = 1000
     ) -> list[JournalEntry]:
+        """One page of the journal: at most ``limit`` records after id ``after``."""
         return self.store.journal(run_id, after, limit)
+
+    def iter_journal(
+        self, run_id: str | None = None, *, after: int = 0, page: int = pages.PAGE
+    ) -> Iterator[JournalEntry]:
+        """Every journal record after id ``after`` (of one run; ``""`` for those of no
+        run, such as kill switches and agent budgets; all with None), in order, read
+        ``page`` at a time as the iterator advances: nothing is left out however long."""
+        return pages.journal(self.store, run_id, after, page)
+
+    def verify(
+        self,
+        *,
+        public_keys: Iterable[str | Path] = (),
+        against: Iterable[Checkpoint] = (),
+        run_id: str | None = None,
+    ) -> Report:
+        """Check the journal's hash chains (of one run, or all), the signed checkpoints
+        (with ``public_keys``, and those of an earlier export ``against``), and that the
+        tables hold what the journal says."""
+        from ._verify import verify  # imported when asked: it brings the signing code
+
+        return verify(self.store, public_keys=public_keys, against=against, run_id=run_id)
+
+    def export(
+        self, *, run_id: str | None = None, after_id: int = 0, checkpoints: bool = True
+    ) -> Iterator[str]:
+        """The journal as JSON lines (records after ``after_id``, then the checkpoints),
+        for keeping it outside this machine and verifying it there."""
+        return export_lines(self.store, run_id=run_id, after_id=after_id, checkpoints=checkpoints)
 
     def redaction_key_for(self, tool_name: str) -> bytes:
         """The key that hashes secret fields; a tool with secrets needs one."""

@@ -107,6 +107,9 @@ class StepRecord(NamedTuple):
     finished_at: float | None
     first_started_at: float | None = None  # of the first attempt, once there is a second
     retry_at: float | None = None  # the next attempt waits until then (a retry policy)
+    # Why the effect was in doubt: the first reason recorded since its latest attempt
+    # began (the error its call raised, or what recovery found), kept once resolved.
+    reason: str | None = None
 
     @property
     def first_sent_at(self) -> float:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
 from . import _leases as leases
 from . import _waiting as waiting
@@ -37,6 +38,7 @@ from ._names import check_name
 from ._person_results import ResultContract
 from ._records import RunRecord, RunStatus, StepType
 from ._redact import redact_call
+from ._run_options import RunOptions
 from ._serialization import MAX_DEPTH
 from ._tools import Tool, step_spec
 
@@ -71,8 +73,20 @@ async def _sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """A model call or a query, with the name and input digest it is recorded under."""
+
+    fn: Callable[..., Any]
+    name: str | None = None
+    input_digest: str | None = None
+
+
 class _Steps:
     """What ``Run`` and ``AsyncRun`` share: the engine and how calls become ``Call``s."""
+
+    # Whether the run can await a coroutine-function tool (only ``AsyncRun`` can).
+    _awaits_tools: ClassVar[bool] = False
 
     def __init__(self, ledger: Ledger, engine: Engine, record: RunRecord) -> None:
         self._ledger = ledger
@@ -125,7 +139,7 @@ class _Steps:
                     run_id=self.run_id,
                     step_id=step_id,
                 )
-            if tool.is_async and not isinstance(self, AsyncRun):
+            if tool.is_async and not self._awaits_tools:
                 raise UsageError(
                     f"tool {tool.spec.name!r} is a coroutine function; run it inside "
                     "`async with ledger.run(...)` and `await run.effect(...)`",
@@ -137,8 +151,11 @@ class _Steps:
             if spec.result_schema is not None:
                 self._ledger._declare_result(spec.name, ResultContract("json", spec.result_schema))
         else:
-            spec, fn = step_spec(tool), tool
+            asked = tool if isinstance(tool, _Asked) else _Asked(tool)
+            spec, fn = step_spec(asked.fn, asked.name), asked.fn
         payload: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
+        if isinstance(tool, _Asked) and tool.input_digest is not None:
+            payload["input_digest"] = tool.input_digest
         secret_key = None
         if spec.secret:
             secret_key = self._ledger.redaction_key_for(spec.name)
@@ -189,6 +206,14 @@ class _Steps:
                     continue
                 raise err from exc
             return self._engine.complete(got, result)
+
+    def tool_called(
+        self, tool: Tool[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """What calling ``tool(...)`` inside this run does: an effect at the next position,
+        run and recorded at once. (An ``AsyncRun`` hands back an awaitable for a coroutine
+        function, which the caller awaits as it would await the tool's own.)"""
+        return self._sync_step(None, StepType.EFFECT, tool, args, kwargs)
 
     def _failed(self, pending: Pending, exc: Exception) -> Exception | None:
         """The exception to raise, or None to make the attempt again."""
@@ -254,6 +279,13 @@ class _Steps:
             log.warning("no checkpoint for run %s: %s", self.run_id, exc)
 
 
+def abandon(run: Run | AsyncRun) -> None:
+    """Forget ``run`` as a crash would: no outcome, no release (``oncelog.testing``)."""
+    leases.forget(run._engine.lease.owner)
+    if current_run() is run:
+        _current.set(None)
+
+
 def _ending(exc: BaseException | None) -> tuple[RunStatus, str | None]:
     if exc is None:
         return RunStatus.COMPLETED, None
@@ -282,14 +314,26 @@ class Run(_Steps):
         result: R = self._sync_step(step_id, StepType.EFFECT, tool, args, kwargs)
         return result
 
-    def read(self, step_id: str | None, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
-        """A query: recorded so that replay sees what the first run saw."""
-        result: R = self._sync_step(step_id, StepType.READ, fn, args, kwargs)
+    def read(
+        self, step_id: str | None, fn: Callable[..., R], /, *args: Any,
+        name: str | None = None, input_digest: str | None = None, **kwargs: Any,
+    ) -> R:  # fmt: skip
+        """A query: recorded so that replay sees what the first run saw. ``name`` (by
+        default ``fn``'s qualified name) is the step's tool name, checked on replay;
+        ``input_digest``, a hash of an input not passed as an argument, is recorded with
+        the arguments, so that replay warns when it differs."""
+        asked = _Asked(fn, name, input_digest)
+        result: R = self._sync_step(step_id, StepType.READ, asked, args, kwargs)
         return result
 
-    def llm(self, step_id: str | None, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
-        """A model call: its response and token usage are recorded; replay costs no tokens."""
-        result: R = self._sync_step(step_id, StepType.LLM, fn, args, kwargs)
+    def llm(
+        self, step_id: str | None, fn: Callable[..., R], /, *args: Any,
+        name: str | None = None, input_digest: str | None = None, **kwargs: Any,
+    ) -> R:  # fmt: skip
+        """A model call: its response and token usage are recorded; replay costs no tokens.
+        ``name`` and ``input_digest`` as for ``read``."""
+        asked = _Asked(fn, name, input_digest)
+        result: R = self._sync_step(step_id, StepType.LLM, asked, args, kwargs)
         return result
 
 
@@ -298,6 +342,15 @@ class AsyncRun(_Steps):
 
     Each method takes its position when called, not when awaited, so steps started
     together (``asyncio.gather``) keep the order in which the code asked for them."""
+
+    _awaits_tools = True
+
+    def tool_called(
+        self, tool: Tool[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        if tool.is_async:
+            return self._async_step(None, StepType.EFFECT, tool, args, kwargs)
+        return super().tool_called(tool, args, kwargs)
 
     def _async_step(
         self,
@@ -354,20 +407,26 @@ class AsyncRun(_Steps):
         return self._async_step(step_id, StepType.EFFECT, tool, args, kwargs)
 
     def read(
-        self, step_id: str | None, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
-    ) -> Coroutine[Any, Any, Any]:
-        return self._async_step(step_id, StepType.READ, fn, args, kwargs)
+        self, step_id: str | None, fn: Callable[..., Any], /, *args: Any,
+        name: str | None = None, input_digest: str | None = None, **kwargs: Any,
+    ) -> Coroutine[Any, Any, Any]:  # fmt: skip
+        """Await a recorded query; see ``Run.read``."""
+        asked = _Asked(fn, name, input_digest)
+        return self._async_step(step_id, StepType.READ, asked, args, kwargs)
 
     def llm(
-        self, step_id: str | None, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
-    ) -> Coroutine[Any, Any, Any]:
-        return self._async_step(step_id, StepType.LLM, fn, args, kwargs)
+        self, step_id: str | None, fn: Callable[..., Any], /, *args: Any,
+        name: str | None = None, input_digest: str | None = None, **kwargs: Any,
+    ) -> Coroutine[Any, Any, Any]:  # fmt: skip
+        """Await a recorded model call; see ``Run.llm``."""
+        asked = _Asked(fn, name, input_digest)
+        return self._async_step(step_id, StepType.LLM, asked, args, kwargs)
 
 
 class RunContext:
     """What ``ledger.run(...)`` returns: enter it with ``with`` or ``async with``."""
 
-    def __init__(self, ledger: Ledger, run_id: str, options: dict[str, Any]) -> None:
+    def __init__(self, ledger: Ledger, run_id: str, options: RunOptions) -> None:
         self._ledger = ledger
         self._run_id = run_id
         self._options = options
@@ -381,14 +440,13 @@ class RunContext:
     @property
     def claimed_record(self) -> RunRecord:
         """The run as it was when a worker claimed it (only for claimed runs)."""
-        claimed = self._options.get("claimed")
+        claimed = self._options.claimed
         if claimed is None:
             raise UsageError("this run was not claimed by a worker", run_id=self._run_id)
-        record: RunRecord = claimed[1]
-        return record
+        return claimed[1]
 
     def __enter__(self) -> Run:
-        engine, record = self._ledger._start(self._run_id, **self._options)
+        engine, record = self._ledger._start(self._run_id, self._options)
         run = Run(self._ledger, engine, record)
         self._run, self._token = run, _current.set(run)
         return run
@@ -400,7 +458,7 @@ class RunContext:
 
     async def __aenter__(self) -> AsyncRun:
         start = self._ledger._start
-        engine, record = await _in_thread(lambda: start(self._run_id, **self._options))
+        engine, record = await _in_thread(lambda: start(self._run_id, self._options))
         run = AsyncRun(self._ledger, engine, record)
         self._run, self._token = run, _current.set(run)
         return run

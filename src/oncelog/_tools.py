@@ -13,7 +13,6 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar
 from ._exceptions import ConfigurationError, NoActiveRun
 from ._names import check_name
 from ._probes import Preflight, Probe
-from ._records import StepType
 from ._redact import secret_positions
 from ._retry import Retry
 from .failures import Classifier
@@ -81,7 +80,7 @@ class Tool(Generic[P, R]):
 
     def __call__(self, *args: Any, **kwargs: Any) -> R:
         # Not P: the caller leaves out ``idempotency_key``, which oncelog supplies.
-        from ._run import AsyncRun, current_run
+        from ._run import current_run
 
         run = current_run()
         if run is None:
@@ -89,11 +88,7 @@ class Tool(Generic[P, R]):
                 f"tool {self.spec.name!r} was called outside ledger.run(...); "
                 "call tool.fn(...) to run it unguarded on purpose"
             )
-        if isinstance(run, AsyncRun) and self.is_async:
-            # The caller awaits the returned coroutine, as it would await the tool's own.
-            pending: R = run.effect(None, self, *args, **kwargs)  # type: ignore[assignment]
-            return pending
-        result: R = run._sync_step(None, StepType.EFFECT, self, args, kwargs)
+        result: R = run.tool_called(self, args, kwargs)
         return result
 
     def __repr__(self) -> str:
@@ -171,10 +166,11 @@ def _seconds(ttl: timedelta | float | None) -> float | None:
     return seconds
 
 
-def step_spec(fn: Any) -> ToolSpec:
-    """How a model call or a query is treated: recorded, and run again when in doubt."""
-    name = getattr(fn, "__qualname__", type(fn).__qualname__)
-    return ToolSpec(name, Kind.READ, (), "warn", takes_key=False, idempotent=True)
+def step_spec(fn: Any, name: str | None = None) -> ToolSpec:
+    """How a model call or a query is treated: recorded, and run again when in doubt.
+    Its name (checked on replay) is ``name``, else the function's qualified name."""
+    named = str(name or getattr(fn, "__qualname__", type(fn).__qualname__))
+    return ToolSpec(named, Kind.READ, (), "warn", takes_key=False, idempotent=True)
 
 
 def tool(

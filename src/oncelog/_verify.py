@@ -14,18 +14,17 @@ journal (``_verify_state``): an edit that bypassed the journal shows there.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import _pages as pages
 from ._chain import GENESIS, checkpoint_payload, link
 from ._exceptions import ConfigurationError
-from ._records import Checkpoint, JournalEntry
+from ._records import Checkpoint
 from ._signing import Verifier
 from ._verify_state import StateCheck, state_differences
 from .stores._protocol import Store
-
-PAGE = 1000
 
 
 @dataclass(frozen=True)
@@ -77,20 +76,6 @@ def read_checkpoints(path: str | Path) -> list[Checkpoint]:
     return found
 
 
-def _all_checkpoints(store: Store, run_id: str | None) -> Iterator[Checkpoint]:
-    after = 0
-    while page := store.checkpoints(run_id, after, PAGE):
-        yield from page
-        after = page[-1].id
-
-
-def _journal(store: Store, run_id: str | None) -> Iterator[JournalEntry]:
-    after = 0
-    while page := store.journal(run_id, after, PAGE):
-        yield from page
-        after = page[-1].id
-
-
 def verify(
     store: Store,
     *,
@@ -103,7 +88,7 @@ def verify(
     verifier = Verifier(keys) if keys else None
     report = Report(signatures_checked=verifier is not None)
     signed: list[tuple[str, Checkpoint]] = [
-        ("the ledger", c) for c in _all_checkpoints(store, run_id)
+        ("the ledger", c) for c in pages.checkpoints(store, run_id)
     ]
     signed += [("the export", c) for c in against if run_id is None or c.run_id == run_id]
     chains: dict[str, _Chain] = {}
@@ -111,7 +96,7 @@ def verify(
         chains.setdefault(mark.run_id, _Chain()).heads[mark.entries] = ""
     state = StateCheck()
     chain_from = _chain_from(store, report)
-    for entry in _journal(store, run_id):
+    for entry in pages.journal(store, run_id):
         report.records += 1
         state.feed(entry)
         chain = chains.setdefault(entry.run_id, _Chain())
@@ -139,7 +124,8 @@ def verify(
         if chain.length in chain.heads:
             chain.heads[chain.length] = entry.hash
     report.runs = sum(1 for chain in chains.values() if chain.length)
-    for run, message in state_differences(store, run_id, state, lambda: _journal(store, run_id)):
+    journal_again = lambda: pages.journal(store, run_id)  # noqa: E731
+    for run, message in state_differences(store, run_id, state, journal_again):
         report.problems.append(Problem("state", run, message))
     check_budget_totals(store, report, run_id)
     for source, mark in signed:

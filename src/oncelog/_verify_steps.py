@@ -2,10 +2,11 @@
 
 The entries mirror the statements that wrote the row: an intent inserts it (or, for a
 step run again, updates the arguments, attempts, start and reserved cost and clears the
-outcome and the retry time), an outcome or a probe's answer settles it (an outcome of a
-retry policy sets the next attempt's time), ``unknown`` and ``resolved`` are a
-person's business. Columns the runtime reads are all here; ``finished_at`` (shown, never
-read) is not. Records written before a column was journalled leave it unchecked.
+outcome, the retry time and the reason), an outcome or a probe's answer settles it (an
+outcome of a retry policy sets the next attempt's time), ``unknown`` (the row keeps its
+first reason since the intent) and ``resolved`` are a person's business. Columns the
+runtime reads are all here; ``finished_at`` (shown, never read) is not. Records written
+before a column was journalled leave it unchecked.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class StepsCheck:
             retry_at = data.get("retry_at")  # a retry policy's next attempt (schema 11)
             step["retry_at"] = None if retry_at is None else float(retry_at)
         elif entry.event == "unknown":
+            if step.get("reason") is None:  # the first reason since the intent stays
+                step["reason"] = data.get("reason")
             step["state"] = "unknown"
         elif entry.event in ("resolved", "corrected"):  # a correction replaces a decision
             result = NO_RESULT if data.get("no_result") else data.get("result")
@@ -64,7 +67,7 @@ class StepsCheck:
         current = {
             "args_hash": str(data["args_hash"]), "args": data.get("args"),
             "attempts": int(data["attempt"]), "state": "in_flight", "result": None,
-            "error": None, "retry_at": None,
+            "error": None, "retry_at": None, "reason": None,
         }  # fmt: skip
         if step is None:
             step = {name: str(data[name]) for name in _FIRST if name in data}

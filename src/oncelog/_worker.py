@@ -77,7 +77,7 @@ class Worker:
         was none. How it ended is in the ledger (and the log); it is not raised. Raises
         ``StoreUnavailable`` only if the claim itself could not reach the ledger."""
         agents = None if self._any is not None else tuple(self._handlers)
-        context = self.ledger._claim(agents)
+        context = self.ledger.claim(agents)
         if context is None:
             return None
         run_id = context.run_id

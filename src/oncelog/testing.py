@@ -1,16 +1,29 @@
-"""Public helpers for testing agents that use oncelog."""
+"""Public helpers for testing agents that use oncelog: a temporary ledger, a crash
+simulated in-process, and a fake provider with a clock the test moves."""
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import _leases as leases
+from ._fake_provider import FakeClock, FakeProvider, Performed, Refused
 from ._ledger import Ledger, open
-from ._run import AsyncRun, Run, _current, current_run
+from ._run import AsyncRun, Run
+from ._run import abandon as forget_as_crashed
+
+__all__ = [
+    "FakeClock",
+    "FakeProvider",
+    "Performed",
+    "Refused",
+    "abandon",
+    "temporary_ledger",
+    "use_clock",
+]
 
 
 @contextmanager
@@ -27,6 +40,10 @@ def temporary_ledger(**options: Any) -> Iterator[Ledger]:
 def abandon(run: Run | AsyncRun) -> None:
     """Forget ``run`` as a crash would: no outcome, no release. The next ``ledger.run``
     of the same id in this process takes it over at once, as a restarted process would."""
-    leases.forget(run._engine.lease.owner)
-    if current_run() is run:
-        _current.set(None)
+    forget_as_crashed(run)
+
+
+def use_clock(ledger: Ledger, clock: Callable[[], float]) -> None:
+    """Have the runs this ledger starts from now on judge time by ``clock`` (a
+    ``FakeClock``): the age of an idempotency key, the wait before a retry."""
+    ledger.surroundings = replace(ledger.surroundings, clock=clock)

@@ -20,6 +20,8 @@ import mcp.types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from tests.support.launch import PYTHON
+
 CALLS = [
     ("lookup", {"customer": "cus_ada"}),
     ("send_email", {"customer": "cus_ada"}),
@@ -29,14 +31,14 @@ CALLS = [
 
 async def work(args: argparse.Namespace) -> int:
     server = [
-        sys.executable,
+        PYTHON,
         "-m",
         "tests.integration_agents.mcp_server",
         "--effects",
         args.effects,
     ]
     proxy = StdioServerParameters(
-        command=sys.executable,
+        command=PYTHON,
         args=["-m", "oncelog", "mcp-proxy", "--db", args.ledger, "--config", args.config,
               "--run-id", args.run, "--", *server],
         env=dict(os.environ),

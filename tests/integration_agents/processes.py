@@ -6,8 +6,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.support.launch import python
 
 from ..conftest import require
 from ..support.agents import AgentExit
@@ -26,7 +27,7 @@ def run_agent(module: str, *args: str, crash_at: str | None = None) -> AgentExit
     env["OPENAI_AGENTS_DISABLE_TRACING"] = "1"  # offline: no traces sent anywhere
     if crash_at is not None:
         env["ONCELOG_CRASH_AT"] = crash_at
-    argv = [sys.executable, "-m", f"tests.integration_agents.{module}", *args]
+    argv = python("-m", f"tests.integration_agents.{module}", *args)
     done = subprocess.run(
         argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False
     )

@@ -7,17 +7,16 @@ the next ``ledger.run`` of the same run id sees a dead owner at once.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .launch import environment, python
+
 AGENT_SCRIPT = Path(__file__).parents[1] / "crash_agents" / "http_agent.py"
 AGENT_TIMEOUT = 60.0  # a hung agent is a failure, not a reason to hang the suite
-CRASH_ENV = "ONCELOG_CRASH_AT"
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class AgentSetup:
         return self.kinds[self.effect_steps.index(step_id)]
 
     def argv(self, kill_before_answer: str | None) -> list[str]:
-        argv = [sys.executable, str(AGENT_SCRIPT), "--ledger", str(self.ledger)]
+        argv = python(str(AGENT_SCRIPT), "--ledger", str(self.ledger))
         argv += ["--run", self.run_id, "--provider", self.provider_url]
         argv += ["--kinds", ",".join(self.kinds), "--tool-sleep", str(self.tool_sleep)]
         if kill_before_answer is not None:
@@ -98,9 +97,7 @@ def run_agent(
     """Run the agent once. ``crash_at`` arms ``ONCELOG_CRASH_AT``; ``kill_before_answer``
     has the provider kill it; ``kill_after`` SIGKILLs it from here after that many
     seconds if it is still running."""
-    env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
-    if crash_at is not None:
-        env[CRASH_ENV] = crash_at
+    env = environment(crash_at)
     process = subprocess.Popen(
         setup.argv(kill_before_answer),
         stdout=subprocess.PIPE,

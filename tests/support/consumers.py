@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
+
+from .launch import PYTHON
 
 ROOT = Path(__file__).parent.parent.parent
 HANDLER = "tests.queue_agents.handlers:handle"
@@ -34,7 +35,7 @@ class Consumers:
         log = (self.directory / f"consumer-{len(self.started)}.log").open("w")
         with log:
             consumer = subprocess.Popen(
-                [sys.executable, "-m", "oncelog", "consume", *self.broker, HANDLER,
+                [PYTHON, "-m", "oncelog", "consume", *self.broker, HANDLER,
                  "--db", self.db_path, "--retry-delay", "0.2", *options],
                 cwd=ROOT, env=self._environment(), stdout=subprocess.DEVNULL, stderr=log,
                 text=True,
@@ -45,7 +46,7 @@ class Consumers:
     def run_worker(self, *options: str) -> None:
         """``oncelog worker`` with the same handler, until no run is left for it."""
         subprocess.run(
-            [sys.executable, "-m", "oncelog", "worker", HANDLER, "--db", self.db_path,
+            [PYTHON, "-m", "oncelog", "worker", HANDLER, "--db", self.db_path,
              "--until-idle", *options],
             cwd=ROOT, env=self._environment(), check=True, timeout=TIMEOUT, capture_output=True,
         )  # fmt: skip

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import oncelog
+
+from .launch import python
 
 LOOPER = Path(__file__).parents[1] / "halt_agents" / "looper.py"
 
@@ -41,7 +42,7 @@ def effect_in_doubt(ledger: oncelog.Ledger, run_id: str = "r-mail", said: str = 
 def effect_killed_in_flight(db_path: str, tmp_path: Path, run_id: str = "r-killed") -> None:
     """An agent process SIGKILLed right after its email went out, before the outcome was
     recorded, then restarted: the restart finds the effect in doubt and halts (exit 3)."""
-    argv = [sys.executable, str(LOOPER), db_path, run_id, "mailer", str(tmp_path / "sent"), "1"]
+    argv = python(str(LOOPER), db_path, run_id, "mailer", str(tmp_path / "sent"), "1")
     env = {**os.environ, "ONCELOG_CRASH_AT": "after_call@email-0"}
     killed = subprocess.run(argv, env=env, capture_output=True, timeout=60, check=False)
     assert killed.returncode == -9, killed

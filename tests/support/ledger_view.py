@@ -31,7 +31,7 @@ def read_ledger(path: Path | str, run_id: str) -> LedgerView:
     with oncelog.open(str(path)) as ledger:
         run = ledger.get_run(run_id)
         steps = {step.step_id: step for step in ledger.steps(run_id)}
-        events = [entry.event for entry in ledger.journal(run_id, limit=100_000)]
+        events = [entry.event for entry in ledger.iter_journal(run_id)]
     return LedgerView(run, steps, events)
 
 

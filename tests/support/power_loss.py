@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from .launch import PYTHON, python
 
 SHIM_SOURCE = Path(__file__).with_name("sync_shim.c")
 AGENT = Path(__file__).parents[1] / "power_agents" / "agent.py"
@@ -66,12 +67,12 @@ class PowerSetup:
     def create(self) -> None:
         """Make the ledger empty, under the shim, so its first fsyncs are recorded too."""
         script = f"import oncelog; oncelog.open({str(self.ledger)!r}).close()"
-        subprocess.run([sys.executable, "-c", script], env=self.env(self.ledger), check=True)
+        subprocess.run(python("-c", script), env=self.env(self.ledger), check=True)
 
     def run(self, ledger: Path | None = None, crash_at: str | None = None) -> int:
         """Run the agent on ``ledger`` (default: this setup's) until it exits; its code."""
         ledger = ledger or self.ledger
-        argv = [sys.executable, str(AGENT), "--ledger", str(ledger), "--provider",
+        argv = [PYTHON, str(AGENT), "--ledger", str(ledger), "--provider",
                 str(self.provider), "--durability", self.durability, "--kind", self.kind,
                 "--effects", str(self.effects)]  # fmt: skip
         argv += ["--probe"] if self.probe else []

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -17,6 +16,8 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .launch import python
 
 PROVIDER_SCRIPT = Path(__file__).with_name("provider.py")
 
@@ -110,7 +111,7 @@ def running_provider(
     folder.mkdir(parents=True, exist_ok=True)
     db_path = folder / f"provider-{mode}.db"
     with open(folder / f"provider-{mode}.stderr", "w+") as stderr:
-        command = [sys.executable, str(PROVIDER_SCRIPT), "--mode", mode, "--db", str(db_path)]
+        command = python(str(PROVIDER_SCRIPT), "--mode", mode, "--db", str(db_path))
         process = subprocess.Popen(
             [*command, "--delay", str(delay), "--host", host],
             stdout=subprocess.PIPE,

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import oncelog
 
-PAGE = 1000
 EVERY_RUN = 1 << 30
 
 
@@ -60,9 +59,4 @@ class Evidence:
 def read(ledger: Path) -> Evidence:
     with oncelog.open(str(ledger)) as opened:
         runs = tuple(opened.runs(limit=EVERY_RUN))
-        journal: list[oncelog.JournalEntry] = []
-        while True:
-            page = opened.journal(after=journal[-1].id if journal else 0, limit=PAGE)
-            journal.extend(page)
-            if len(page) < PAGE:
-                return Evidence(runs, tuple(journal))
+        return Evidence(runs, tuple(opened.iter_journal()))

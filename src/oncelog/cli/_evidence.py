@@ -8,9 +8,7 @@ from pathlib import Path
 
 import click
 
-from .._export import export_lines
 from .._verify import read_checkpoints
-from .._verify import verify as verify_journal
 from ._options import db_option, emit, json_option, opened
 
 DEFAULT_KEY_DIR = Path("~/.config/oncelog/keys")
@@ -48,9 +46,7 @@ def verify(
     """Check every journal record's hash and every checkpoint; exit 1 on any problem."""
     exported = read_checkpoints(against) if against else []
     with opened(db, create=False) as ledger:
-        report = verify_journal(
-            ledger.store, public_keys=public_keys, against=exported, run_id=run_id
-        )
+        report = ledger.verify(public_keys=public_keys, against=exported, run_id=run_id)
     if as_json:
         emit({**asdict(report), "ok": report.ok})
     else:
@@ -78,7 +74,5 @@ def verify(
 def export(run_id: str | None, after_id: int, no_checkpoints: bool, db: str | None) -> None:
     """Write the journal as JSON lines on standard output (records, then checkpoints)."""
     with opened(db, create=False) as ledger:
-        for line in export_lines(
-            ledger.store, run_id=run_id, after_id=after_id, checkpoints=not no_checkpoints
-        ):
+        for line in ledger.export(run_id=run_id, after_id=after_id, checkpoints=not no_checkpoints):
             click.echo(line)

@@ -45,17 +45,6 @@ def _step_row(step: oncelog.StepRecord, in_doubt_because: str | None = None) -> 
     return row
 
 
-def _why_in_doubt(ledger: oncelog.Ledger, run_id: str) -> dict[int, str]:
-    """By position, what was recorded when each effect of the run was found in doubt (its
-    attempt, what its probe answered); an effect merely in flight has nothing yet. One
-    read of the run's journal, however many of its effects are in doubt."""
-    return {
-        entry.seq: str(entry.data.get("reason"))
-        for entry in ledger.journal(run_id, limit=100_000)
-        if entry.event == "unknown" and entry.seq is not None
-    }
-
-
 @click.command()
 @click.option("--status", type=click.Choice([s.value for s in oncelog.RunStatus]))
 @click.option("--limit", default=100, show_default=True)
@@ -117,10 +106,7 @@ def unknown(db: str | None, as_json: bool) -> None:
     """Effects in doubt: started, with no recorded outcome. Each needs a person, unless
     it is in flight in a process that still holds its run."""
     with opened(db, create=False) as ledger:
-        in_doubt = ledger.effects_in_doubt()
-        runs = {d.step.run_id for d in in_doubt}
-        reasons = {run_id: _why_in_doubt(ledger, run_id) for run_id in runs}
-        found = [(d, reasons[d.step.run_id].get(d.step.seq) or _why_in_flight(d)) for d in in_doubt]
+        found = [(d, d.step.reason or _why_in_flight(d)) for d in ledger.effects_in_doubt()]
     if as_json:
         emit([_doubt_row(d, why) for d, why in found])
         return

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 
-from .._exceptions import ConfigurationError
+from oncelog import ConfigurationError
 
 # python-multipart is imported by Starlette only when a form is read: look for it now.
 _missing = [name for name in ("starlette", "jinja2", "uvicorn") if find_spec(name) is None]

@@ -13,14 +13,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from .._budgets import AgentBudget, Budget
-from .._exceptions import OnceLogError
-from .._ledger import Ledger
-from .._no_result import NO_RESULT
-from .._records import HaltScope, Resolution
+from oncelog import NO_RESULT, AgentBudget, Budget, HaltScope, Ledger, OnceLogError, Resolution
+
 from ._forms import Form, FormError, submitted
 from ._pages import PAGES, describe, show, status_for
-from ._queries import agent_budgets
 from ._state import console_of
 
 Change = Callable[[Form, Ledger], str]  # does it; returns the notice to show
@@ -111,8 +107,8 @@ def set_run_budget(form: Form, ledger: Ledger) -> str:
 
 def set_agent_budget(form: Form, ledger: Ledger) -> str:
     agent = form.exact("agent", required=True)
-    found = [r.budget for r in agent_budgets(ledger) if r.target == agent]
-    current = found[0] if found and isinstance(found[0], AgentBudget) else AgentBudget()
+    found = [setting.budget for setting in ledger.agent_budgets() if setting.agent == agent]
+    current = found[0] if found else AgentBudget()
     limits = _limits(form, list(current.limits()))
     ledger.set_agent_budget(agent, dataclasses.replace(current, **limits), by=form.person())
     return "budget"

@@ -13,8 +13,9 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
+from oncelog import Ledger
+
 from .._display import visible
-from .._ledger import Ledger
 from . import _actions as actions
 from . import _pages as pages
 from ._access import SESSION_SECONDS, Access

@@ -11,7 +11,8 @@ from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
-from .._exceptions import UsageError
+from oncelog import UsageError
+
 from ._access import Access
 
 MAX_FIELD_CHARS = 1 << 20  # a result JSON may be as large as a recorded payload

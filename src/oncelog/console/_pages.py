@@ -11,10 +11,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .._exceptions import (
+from oncelog import (
     InvalidResolution,
+    Ledger,
     OnceLogError,
     RunLeased,
+    RunStatus,
     StoreUnavailable,
     UnknownApproval,
     UnknownHalt,
@@ -22,8 +24,7 @@ from .._exceptions import (
     UnknownStep,
     UsageError,
 )
-from .._ledger import Ledger
-from .._records import RunStatus
+
 from . import _queries as queries
 from ._forms import FormError
 from ._state import console_of

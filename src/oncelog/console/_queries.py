@@ -6,20 +6,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .._budgets import AgentBudget, Budget
-from .._ledger import Ledger
-from .._records import (
+from oncelog import (
+    AgentBudget,
     ApprovalStatus,
+    Budget,
     Halt,
     HaltScope,
-    JournalEntry,
+    Ledger,
     RunRecord,
     RunStatus,
     StepRecord,
     StepState,
 )
 
-JOURNAL_PAGE = 1000
 LISTED = 200  # runs on the runs and budgets pages; recent decisions on the others
 HISTORY = 30
 IN_FLIGHT_REASON = (
@@ -63,15 +62,6 @@ class BudgetRow:
     note: str = ""
 
 
-def whole_journal(ledger: Ledger, run_id: str) -> list[JournalEntry]:
-    entries: list[JournalEntry] = []
-    while True:
-        page = ledger.journal(run_id, after=entries[-1].id if entries else 0, limit=JOURNAL_PAGE)
-        entries.extend(page)
-        if len(page) < JOURNAL_PAGE:
-            return entries
-
-
 def overview(ledger: Ledger) -> dict[str, Any]:
     return {
         "approvals": ledger.approvals(),
@@ -93,7 +83,7 @@ def timeline(ledger: Ledger, run_id: str) -> dict[str, Any]:
     return {
         "run": run,
         "steps": ledger.steps(run_id),
-        "journal": whole_journal(ledger, run_id),
+        "journal": list(ledger.iter_journal(run_id)),
         "halts": covering,
         "budget": budget,
     }
@@ -116,19 +106,16 @@ def doubts(ledger: Ledger) -> dict[str, Any]:
     found = []
     for d in ledger.effects_in_doubt():
         step = d.step
-        reason = _doubt_reason(ledger, step, d.orphaned)
+        reason = _doubt_reason(step, d.orphaned)
         run = ledger.get_run(step.run_id)
         found.append(Doubt(step, run, reason, d.state, d.age, d.lease_owner))
     return {"doubts": found}
 
 
-def _doubt_reason(ledger: Ledger, step: StepRecord, orphaned: bool) -> str:
+def _doubt_reason(step: StepRecord, orphaned: bool) -> str:
     if step.state is StepState.IN_FLIGHT:
         return ORPHANED_REASON if orphaned else IN_FLIGHT_REASON
-    marked = [
-        e for e in whole_journal(ledger, step.run_id) if e.event == "unknown" and e.seq == step.seq
-    ]
-    return str(marked[-1].data.get("reason")) if marked else "(no reason was recorded)"
+    return step.reason or "(no reason was recorded)"
 
 
 def halts(ledger: Ledger) -> dict[str, Any]:
@@ -156,17 +143,12 @@ def run_budget(ledger: Ledger, run: RunRecord) -> BudgetRow:
 
 
 def agent_budgets(ledger: Ledger) -> list[BudgetRow]:
-    """Each agent's daily budget as last set, read from the journal, where every change
-    is recorded with who made it (an agent budget has no other reader)."""
-    latest: dict[str, JournalEntry] = {}
-    for entry in whole_journal(ledger, ""):
-        if entry.event == "agent_budget_set":
-            latest[str(entry.data["agent"])] = entry
+    """Each agent's daily budget as it stands, with who set it."""
     rows = []
-    for agent, entry in sorted(latest.items()):
-        if entry.data.get("budget") is None:
-            continue  # removed
-        budget = AgentBudget(**entry.data["budget"])
-        limits = tuple(Limit(name, allowed, None) for name, allowed in budget.limits().items())
-        rows.append(BudgetRow(agent, budget, limits, note=f"set by {entry.data.get('by')}"))
+    for setting in ledger.agent_budgets():
+        limits = setting.budget.limits().items()
+        unmeasured = tuple(Limit(name, allowed, None) for name, allowed in limits)
+        rows.append(
+            BudgetRow(setting.agent, setting.budget, unmeasured, f"set by {setting.set_by}")
+        )
     return rows

@@ -8,7 +8,7 @@ import socket
 import uvicorn
 from starlette.types import ASGIApp
 
-from .._exceptions import ConfigurationError
+from oncelog import ConfigurationError
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.templating import Jinja2Templates
 
-from .._ledger import Ledger
+from oncelog import Ledger
+
 from ._access import Access
 
 

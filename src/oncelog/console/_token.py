@@ -7,7 +7,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from .._exceptions import ConfigurationError
+from oncelog import ConfigurationError
 
 DEFAULT_TOKEN_FILE = Path("~/.config/oncelog/console-token")
 MIN_TOKEN_CHARS = 32

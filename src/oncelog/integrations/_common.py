@@ -13,14 +13,23 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from .._exceptions import ConfigurationError, NoActiveRun, UnguardedTool, UsageError
+from oncelog import (
+    AsyncRun,
+    ConfigurationError,
+    Kind,
+    NoActiveRun,
+    Run,
+    Tool,
+    UnguardedTool,
+    UsageError,
+    current_run,
+    tool,
+)
+
 from .._probes import Probe
-from .._run import AsyncRun, Run, current_run
-from .._tools import Kind, KindName, Tool, tool
-
-F = TypeVar("F", bound=Callable[..., Any])
+from .._tools import KindName
 
 
 @dataclass(frozen=True)
@@ -177,12 +186,6 @@ def async_run(framework: str) -> AsyncRun:
             "`async with ledger.run(...)`, not `with`"
         )
     return run
-
-
-def named(fn: F, name: str) -> F:
-    """Give a model call a stable name: it is the step's tool name, checked on replay."""
-    fn.__qualname__ = name
-    return fn
 
 
 def digest(value: Any) -> str:

@@ -21,17 +21,18 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from .._exceptions import (
+from oncelog import (
     AmbiguousOutcome,
     ArgumentDrift,
     EffectAbandoned,
     EffectRefused,
+    Ledger,
     OnceLogError,
     ReplayDivergence,
     ResultNotRecorded,
     RunStopped,
 )
-from .._ledger import Ledger
+
 from .._run import Run, RunContext
 from ._common import Policy
 

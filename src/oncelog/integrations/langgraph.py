@@ -35,16 +35,14 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from .._exceptions import ConfigurationError, EffectRefused
-from .._ledger import Ledger
-from .._no_result import NO_RESULT
+from oncelog import NO_RESULT, ConfigurationError, EffectRefused, Ledger
+
 from ._common import (
     Policy,
     PolicyLike,
     async_run,
     digest,
     keyed,
-    named,
     next_step_id,
     policies,
     policy_for,
@@ -148,11 +146,13 @@ class RecordedModel(Runnable[Any, BaseMessage]):
         run = sync_run("LangChain model")
         _refuse_unguarded(_bound_tools(self.model))
 
-        def call(input_sha256: str) -> dict[str, Any]:
+        def call() -> dict[str, Any]:
             return _response(self.model.invoke(input, config, **kwargs))
 
         step = next_step_id(run, self.step_name)
-        return _asked(_message(run.llm(step, named(call, "langchain_model"), _digest(input))))
+        asked = _digest(input)
+        recorded = run.llm(step, call, name="langchain_model", input_digest=asked)
+        return _asked(_message(recorded))
 
     async def ainvoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
@@ -160,11 +160,12 @@ class RecordedModel(Runnable[Any, BaseMessage]):
         run = async_run("LangChain model")
         _refuse_unguarded(_bound_tools(self.model))
 
-        async def call(input_sha256: str) -> dict[str, Any]:
+        async def call() -> dict[str, Any]:
             return _response(await self.model.ainvoke(input, config, **kwargs))
 
         step = next_step_id(run, self.step_name)
-        recorded = await run.llm(step, named(call, "langchain_model"), _digest(input))
+        asked = _digest(input)
+        recorded = await run.llm(step, call, name="langchain_model", input_digest=asked)
         return _asked(_message(recorded))
 
 

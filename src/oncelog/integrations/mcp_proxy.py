@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from .._exceptions import AmbiguousOutcome, ApprovalRequired, ConfigurationError, OnceLogError
-from .._ledger import Ledger
+from oncelog import AmbiguousOutcome, ApprovalRequired, ConfigurationError, Ledger, OnceLogError
+
 from .._person_results import ResultContract
 from ._common import Policy
 from ._common import missing_extra as _missing

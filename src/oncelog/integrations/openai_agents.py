@@ -35,7 +35,8 @@ import inspect
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
-from .._exceptions import ConfigurationError, EffectRefused, OnceLogError, UsageError
+from oncelog import ConfigurationError, EffectRefused, OnceLogError, UsageError
+
 from ._common import (
     Policy,
     PolicyLike,
@@ -44,7 +45,6 @@ from ._common import (
     keyed,
     mark,
     marked,
-    named,
     next_step_id,
     parse_arguments,
     policies,
@@ -154,7 +154,7 @@ class RecordedModel(Model):
         run = async_run("OpenAI Agents SDK model")
         _refuse_unguarded(t for t in tools if getattr(t, "name", None) not in self.repeatable)
 
-        async def call(input_sha256: str) -> dict[str, Any]:
+        async def call() -> dict[str, Any]:
             response = await self.model.get_response(
                 system_instructions, input, model_settings, tools, output_schema, handoffs,
                 tracing, previous_response_id=previous_response_id,
@@ -164,7 +164,7 @@ class RecordedModel(Model):
 
         step = next_step_id(run, self.step_name)
         asked = digest([system_instructions, input])
-        return _response(await run.llm(step, named(call, "agents_model"), asked))
+        return _response(await run.llm(step, call, name="agents_model", input_digest=asked))
 
     def stream_response(
         self,

@@ -31,13 +31,13 @@ from collections.abc import AsyncGenerator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from .._exceptions import EffectRefused, UsageError
+from oncelog import EffectRefused, UsageError
+
 from ._common import (
     PolicyLike,
     async_run,
     digest,
     keyed,
-    named,
     next_step_id,
     policies,
     policy_for,
@@ -84,7 +84,7 @@ class RecordedModel(WrapperModel):
         run = async_run("PydanticAI model")
         _refuse_unguarded(model_request_parameters.function_tools)
 
-        async def call(input_sha256: str) -> dict[str, Any]:
+        async def call() -> dict[str, Any]:
             response = await self.wrapped.request(
                 messages, model_settings, model_request_parameters
             )
@@ -95,7 +95,7 @@ class RecordedModel(WrapperModel):
 
         asked = _stable(ModelMessagesTypeAdapter.dump_python(messages, mode="json"))
         step = next_step_id(run, self.step_name)
-        recorded = await run.llm(step, named(call, "pydantic_ai_model"), digest(asked))
+        recorded = await run.llm(step, call, name="pydantic_ai_model", input_digest=digest(asked))
         response = ModelMessagesTypeAdapter.validate_python([recorded["response"]])[0]
         assert isinstance(response, ModelResponse)
         return response

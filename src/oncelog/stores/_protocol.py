@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from .. import _drain as drain
-from .._budgets import AgentBudget, Budget, BudgetAlert, Usage
+from .._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
 from .._records import (
     Approval,
     ApprovalStatus,
@@ -24,6 +24,7 @@ from .._records import (
     RunStatus,
     StepRecord,
     StepState,
+    StepType,
 )
 
 # What a commit survives (docs/guarantees.md): ``intent`` fsyncs intents and every other
@@ -50,7 +51,7 @@ class NewStep:
 
     seq: int
     step_id: str
-    type: str
+    type: StepType
     tool: str
     kind: str
     key: str
@@ -221,6 +222,10 @@ class Store(Protocol):
 
     def set_budget(self, run_id: str, budget: Budget | None, *, by: str) -> None:
         """A person changes a run's budget (journalled)."""
+        ...
+
+    def agent_budgets(self) -> list[AgentBudgetSetting]:
+        """Every agent's daily budget, by agent (a read of the table, not the journal)."""
         ...
 
     def budget_drift(self, run_id: str | None) -> list[BudgetDrift]:

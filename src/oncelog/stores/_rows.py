@@ -40,7 +40,8 @@ HALT_COLUMNS = "id, scope, target, reason, set_by, set_at, cleared_by, cleared_a
 NEXT_SEQ = "(SELECT COALESCE(MAX(seq) + 1, 0) FROM steps WHERE steps.run_id = runs.run_id)"
 STEP_COLUMNS = (
     "run_id, seq, step_id, type, tool, kind, key, args_hash, args, state, result, error, "
-    "attempts, tokens_in, tokens_out, started_at, finished_at, first_started_at, retry_at"
+    "attempts, tokens_in, tokens_out, started_at, finished_at, first_started_at, retry_at, "
+    "reason"
 )
 
 

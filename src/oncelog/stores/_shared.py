@@ -49,7 +49,7 @@ def intent_json(
     journal shows that approval used, whatever its row says later)."""
     used = {} if approval is None else {"approval": str(approval)}
     return journal_json(
-        step_id=text(step.step_id), type=text(step.type), tool=text(step.tool),
+        step_id=text(step.step_id), type=text(step.type.value), tool=text(step.tool),
         kind=text(step.kind), key=text(step.key), args_hash=text(step.args_hash),
         args=step.args_json, attempt=str(attempt), token=str(lease.token),
         reason=text(reason), cost=number(step.cost),

@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from .. import _crashpoints as crashpoints
-from .._budgets import AgentBudget, Budget, BudgetAlert, Usage
+from .._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
 from .._exceptions import (
     ConfigurationError,
     InvalidResolution,
@@ -32,6 +32,7 @@ from .._records import (
     RunStatus,
     StepRecord,
     StepState,
+    StepType,
 )
 from .._serialization import encode
 from . import _sql_approvals as approval_sql
@@ -131,15 +132,19 @@ class SQLStore:
             if current is None:
                 if not create:
                     raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
-                current = self._create(tx, run_id, plan_json, agent, budget)
-            if current is not None:
-                if agent is not None and current.agent != agent:
-                    raise ConfigurationError(
-                        f"run belongs to agent {current.agent!r}, not {agent!r}", run_id=run_id
-                    )
-                self._check_holder(tx, current, owner_is_dead)
-                if plan is not None and current.plan != plan:
-                    self._replace_plan(tx, current, plan_json, replace_plan)
+                if self._create(tx, run_id, plan_json, agent, budget):
+                    return self._take(tx, run_id, owner, ttl)
+                # Another worker's insert committed while this one waited: that run is
+                # acquired like any existing one.
+                current = self._run_row(tx, run_id, lock=True)
+                assert current is not None, "a run whose insert conflicted exists"
+            if agent is not None and current.agent != agent:
+                raise ConfigurationError(
+                    f"run belongs to agent {current.agent!r}, not {agent!r}", run_id=run_id
+                )
+            self._check_holder(tx, current, owner_is_dead)
+            if plan is not None and current.plan != plan:
+                self._replace_plan(tx, current, plan_json, replace_plan)
             return self._take(tx, run_id, owner, ttl)
 
     def _take(self, tx: Tx, run_id: str, owner: str, ttl: float) -> tuple[Lease, RunRecord]:
@@ -201,9 +206,9 @@ class SQLStore:
         plan_json: str | None,
         agent: str | None,
         budget: Budget | None,
-    ) -> RunRecord | None:
-        """Insert the run; if another worker created it first (its insert committed while
-        this one waited), return that run, locked, to be acquired like any existing one."""
+    ) -> bool:
+        """Insert the run: True; False if another worker created it first (its insert
+        committed while this one waited)."""
         budget_json = None if budget is None else budget.to_json()
         created = tx.execute(
             "INSERT INTO runs (run_id, status, plan, agent, budget, created_at, updated_at) "
@@ -212,10 +217,10 @@ class SQLStore:
             (run_id, plan_json, agent, budget_json),
         ).fetchone()
         if created is None:
-            return self._run_row(tx, run_id, lock=True)
+            return False
         entry = journal_json(plan=plan_json, agent=text(agent), budget=budget_json)
         append(tx, run_id, None, "run_created", entry, at=created[0])
-        return None
+        return True
 
     @staticmethod
     def _check_holder(tx: Tx, current: RunRecord, gone: OwnerCheck) -> None:
@@ -317,16 +322,18 @@ class SQLStore:
         warnings: list[BudgetAlert] = []
         if lease.budgeted:
             warnings += controls.check_budget(tx, lease.run_id, step, new=previous is None)
-        if lease.agent is not None and step.type == "effect":
+        if lease.agent is not None and step.type is StepType.EFFECT:
             warnings += controls.check_agent_budget(tx, lease, step, new=previous is None)
         if previous is None:
             try:
                 started = tx.execute(
-                    f"INSERT INTO steps ({STEP_COLUMNS}, cost, irreversible) VALUES (?, ?, "
-                    "?, ?, ?, ?, ?, ?, ?, 'in_flight', NULL, NULL, 1, 0, 0, "
-                    f"{NOW}, NULL, NULL, NULL, ?, ?) RETURNING attempts, started_at",
-                    (lease.run_id, step.seq, step.step_id, step.type, step.tool, step.kind,
-                     step.key, step.args_hash, step.args_json, step.cost, int(step.irreversible)),
+                    "INSERT INTO steps (run_id, seq, step_id, type, tool, kind, key, "
+                    "args_hash, args, state, attempts, started_at, cost, irreversible) "
+                    f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_flight', 1, {NOW}, ?, ?) "
+                    "RETURNING attempts, started_at",
+                    (lease.run_id, step.seq, step.step_id, step.type.value, step.tool,
+                     step.kind, step.key, step.args_hash, step.args_json, step.cost,
+                     int(step.irreversible)),
                 ).fetchone()  # fmt: skip
             except self.dialect.unique_violation as exc:
                 raise duplicate_step(lease, step) from exc
@@ -345,6 +352,7 @@ class SQLStore:
             f"args = ?, started_at = {NOW}, finished_at = NULL, result = NULL, error = NULL, "
             # SET reads the row as it was: the first attempt's start is kept at the second.
             "retry_at = NULL, first_started_at = COALESCE(first_started_at, started_at), "
+            "reason = NULL, "
             "cost = cost + ? WHERE run_id = ? AND seq = ? AND state = ? "
             "RETURNING attempts, started_at",
             (step.args_hash, step.args_json, step.cost, lease.run_id, step.seq, previous.value),
@@ -417,9 +425,11 @@ class SQLStore:
         with self._tx() as tx:
             fence(tx, lease)
             tx.execute(
-                "UPDATE steps SET state = 'unknown' WHERE run_id = ? AND seq = ? "
-                "AND state IN (?, ?)",
-                (lease.run_id, seq, *IN_DOUBT),
+                # The first reason stays: a later recovery knows less than the error
+                # the call raised, and the operator needs that one.
+                "UPDATE steps SET state = 'unknown', reason = COALESCE(reason, ?) "
+                "WHERE run_id = ? AND seq = ? AND state IN (?, ?)",
+                (reason, lease.run_id, seq, *IN_DOUBT),
             )
             tx.execute(
                 f"UPDATE runs SET status = 'halted', reason = ?, updated_at = {NOW} "
@@ -631,6 +641,13 @@ class SQLStore:
             lock_run(tx, run_id)
             controls.set_budget(tx, run_id, budget, by)
             queue.requeue(tx, queue.AFTER_BUDGET, run_id=run_id, by=by)
+
+    def agent_budgets(self) -> list[AgentBudgetSetting]:
+        rows = self._read("SELECT agent, budget, set_by, set_at FROM agent_budgets ORDER BY agent")
+        return [
+            AgentBudgetSetting(agent, AgentBudget.from_json(limits), by, float(at))
+            for agent, limits, by, at in rows
+        ]
 
     def budget_drift(self, run_id: str | None) -> list[BudgetDrift]:
         with self._reading() as tx:
