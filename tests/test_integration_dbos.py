@@ -8,7 +8,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from .conftest import require
 from .integration_agents.processes import require_framework
 from .support import postgres
 from .support.engine_workers import ROOT, TIMEOUT, Processes
+from .support.launch import python
 from .support.provider_process import Provider, running_provider
 
 require_framework("dbos", "dbos")
@@ -149,7 +149,7 @@ def test_the_run_id_is_only_known_inside_dbos() -> None:
 
 
 def test_the_example_sends_its_receipt_once_after_a_kill(tmp_path: Path) -> None:
-    example = [sys.executable, str(ROOT / "examples/dbos/app.py"), "order-1"]
+    example = python(str(ROOT / "examples/dbos/app.py"), "order-1")
     env = {k: v for k, v in os.environ.items() if k != "ONCELOG_URL"}
     killed = subprocess.run(
         example, cwd=tmp_path, env={**env, "ONCELOG_CRASH_AT": "after_call"},

@@ -16,6 +16,7 @@ import oncelog
 from oncelog.integrations import Policy, current_idempotency_key
 
 from .integration_agents.processes import require_framework
+from .support.launch import python
 
 FRAMEWORKS = [
     ("langgraph", "langgraph", "langgraph"),
@@ -103,6 +104,6 @@ def test_the_core_imports_no_engine() -> None:
         "print(sorted({'celery', 'dbos', 'temporalio'} & set(sys.modules)))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", check], capture_output=True, text=True, check=True, timeout=60
+        python("-c", check), capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"

@@ -7,10 +7,11 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from .launch import python
 
 ROOT = Path(__file__).parent.parent.parent
 TIMEOUT = 90.0
@@ -50,7 +51,7 @@ class Processes:
     def start(self, *argv: str) -> subprocess.Popen[str]:
         with (self.directory / f"process-{len(self.started)}.log").open("w") as log:
             process = subprocess.Popen(
-                [sys.executable, *argv], cwd=self.cwd, env=self.env, stdout=log,
+                python(*argv), cwd=self.cwd, env=self.env, stdout=log,
                 stderr=subprocess.STDOUT, text=True,
             )  # fmt: skip
         self.started.append(process)
