@@ -175,10 +175,10 @@ def test_a_restarted_agent_asking_production_is_not_let_through_by_the_staging_a
         assert code == oncelog.EXIT_WAITING, out
     assert deletions(markers) == []
     refused = cli(store_url, "approve", "r1", "delete", "--by", "bob")
-    assert refused.returncode == 2
+    assert refused.returncode == oncelog.UnknownApproval.exit_code  # 5, no usage banner
     assert "different arguments" in refused.stderr
     again = cli(store_url, "approve", "r1", "delete", "--request", staging_id, "--by", "bob")
-    assert again.returncode == 2
+    assert again.returncode == oncelog.UnknownApproval.exit_code
     assert "not pending" in again.stderr
     assert deleter(store_url, markers, "production")[0] == oncelog.EXIT_WAITING
     assert deletions(markers) == []
@@ -194,7 +194,7 @@ def test_a_superseded_request_cannot_be_approved_from_the_cli(
     assert deleter(store_url, markers, "production")[0] == oncelog.EXIT_WAITING
     for named in (("--request", str(staging.id)), ("--args-hash", staging.args_hash), ()):
         refused = cli(store_url, "approve", "r1", "delete", *named, "--by", "alice")
-        assert refused.returncode == 2, refused
+        assert refused.returncode == oncelog.UnknownApproval.exit_code, refused
     assert deleter(store_url, markers, "production")[0] == oncelog.EXIT_WAITING
     assert deletions(markers) == []
     with oncelog.open(store_url) as ledger:

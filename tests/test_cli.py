@@ -67,8 +67,9 @@ def test_runs_show_unknown_resolve(halted_run: str) -> None:
 
 def test_errors_are_messages_with_exit_codes(halted_run: str, tmp_path: Path) -> None:
     code, out = invoke("show", "nope", "--db", halted_run)
-    assert code == 2
+    assert code == 5  # not found, without click's usage banner
     assert "no run named 'nope'" in out
+    assert "Usage:" not in out
     code, out = invoke(
         "resolve", "r1", "mail", "done", "--by", "a", "--result", "{", "--db", halted_run
     )

@@ -242,8 +242,12 @@ def test_approve_records_the_approver_and_lets_the_effect_run_once(
 ) -> None:
     form = decision(busy, "alice", "approve")
     response = person.post("/approvals/decide", {**form, "expires_in_minutes": "30"})
-    assert (response.status_code, response.headers["location"]) == (303, "/approvals?done=approved")
-    assert "Approved" in person.get("/approvals?done=approved").text
+    assert (response.status_code, response.headers["location"]) == (
+        303, "/approvals?done=approved&run=r-delete"
+    )  # fmt: skip
+    banner = person.get(response.headers["location"]).text
+    assert "Run r-delete: Approved" in banner
+    assert "Next: the run r-delete is queued: restart its agent" in banner
     [decided] = busy.approvals(None)
     assert (decided.status, decided.decided_by) == (oncelog.ApprovalStatus.APPROVED, "alice")
     assert decided.expires_at is not None
@@ -289,6 +293,8 @@ def test_resolve_as_done_records_the_result_and_who(busy: oncelog.Ledger, person
     assert (entry.data["by"], entry.data["resolution"]) == ("bob", "done")
     assert busy.get_run("r-mail").status is not oncelog.RunStatus.HALTED  # released
     assert busy.in_doubt() == []
+    banner = person.get(response.headers["location"]).text  # names the run, says what next
+    assert "Run r-mail: Decision recorded in the run&#39;s journal. Next: the run r-mail" in banner
 
 
 @pytest.mark.parametrize(
@@ -487,3 +493,42 @@ def test_an_orphaned_effect_and_a_result_its_tool_refuses(ledger: oncelog.Ledger
         accepted = person.post("/unknown/resolve", {**form, "result": '{"id": "m1"}'})
         assert accepted.status_code == 303
     assert ledger.steps("r-orphan")[0].result == {"id": "m1"}
+
+
+# -- the operator's path (issue 17) ---------------------------------------------------------
+
+
+def test_a_halted_runs_page_has_the_resolve_form(busy: oncelog.Ledger, person: Person) -> None:
+    page = person.get("/runs/r-mail").text
+    assert 'action="/unknown/resolve"' in page
+    assert 'name="step_id" value="email"' in page
+    form = {"run_id": "r-mail", "step_id": "email", "resolution": "not_done", "by": "bob"}
+    response = person.post("/unknown/resolve", form)
+    assert response.status_code == 303
+    assert 'action="/unknown/resolve"' not in person.get("/runs/r-mail").text
+    # Until the agent takes it up again, the run stays in view on the start page.
+    assert "Decided, not moved yet (1)" in person.get("/").text
+
+
+def test_the_kill_switch_form_covers_one_run_unless_told(person: Person) -> None:
+    page = person.get("/halts").text
+    assert '<option value="run" selected>one run</option>' in page
+    assert "global" in page.split('<option value="run" selected>', 1)[1]  # offered last
+
+
+def test_runs_are_filtered_by_status_agent_and_text_and_refresh(person: Person) -> None:
+    listed = person.get("/runs?agent=mailer").text
+    assert "r-mail" in listed
+    assert "r-delete" not in listed
+    listed = person.get("/runs?q=BUDGET").text  # the run id, any case
+    assert ("r-budget" in listed, "r-mail" in listed) == (True, False)
+    listed = person.get("/runs?q=resolve&status=halted").text  # the reason
+    assert "r-mail" in listed
+    assert '<meta http-equiv="refresh" content="30">' in listed
+    assert '<meta http-equiv="refresh"' in person.get("/").text
+
+
+def test_the_why_column_is_the_message_not_a_repr(person: Person) -> None:
+    listed = person.get("/runs").text
+    assert "run_id=" not in listed
+    assert "oncelog resolve r-mail email done|not_done|abandon --by NAME" in listed

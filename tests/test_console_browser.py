@@ -24,7 +24,7 @@ from .support.incidents import approval_pending, effect_killed_in_flight, over_b
 from .support.launch import python
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, Page, ViewportSize
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -176,6 +176,7 @@ def test_a_person_flips_the_global_halt(page: Page, incidents: str) -> None:
     from playwright.sync_api import expect
 
     go(page, "Halts")
+    page.get_by_label("Covers").select_option("global")  # the form offers one run first
     page.get_by_label("Reason").fill("incident 42: provider double-charging")
     page.get_by_label("Your name").fill("carol")
     page.get_by_role("button", name="Turn on").click()
@@ -198,3 +199,24 @@ def test_a_person_flips_the_global_halt(page: Page, incidents: str) -> None:
     shoot(page, "budgets")
     go(page, "Runs")
     shoot(page, "runs")
+
+
+PHONE: ViewportSize = {"width": 390, "height": 844}
+PATHS = ["/", "/runs", "/runs/r-killed", "/approvals", "/unknown", "/halts", "/budgets"]
+
+
+def test_every_page_fits_a_phone(browser: Browser, login_url: str) -> None:
+    """At a phone's width no page is wider than the screen, and the decision forms can be
+    filled in: nothing a person must reach is off to the side."""
+    context = browser.new_context(viewport=PHONE, is_mobile=True)
+    phone = context.new_page()
+    phone.goto(login_url)
+    for path in PATHS:
+        phone.goto(login_url.split("/login")[0] + path)
+        wide = phone.evaluate("document.documentElement.scrollWidth")
+        assert wide <= PHONE["width"], f"{path} is {wide} px wide"
+        for field in phone.locator("main form input[name=by]").all():
+            box = field.bounding_box()
+            assert box is not None
+            assert box["x"] + box["width"] <= PHONE["width"], path
+    context.close()

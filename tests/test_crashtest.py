@@ -211,3 +211,29 @@ def test_the_tutorial_agent_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         "probed": {"refund": "completed", "email": "halted"},
         "deduplicated": {"refund": "completed", "email": "halted"},
     }
+
+
+def test_reset_runs_before_every_trial(provider: Path, tmp_path: Path) -> None:
+    resets = tmp_path / "resets.txt"
+    reset = f'echo "$ONCELOG_RUN_ID" >> {resets}; : > {provider}'
+    code, report = crashtest(
+        "--point", "after_call", "--idempotent", "set_status", "--reset", reset,
+        *agent("correct_agent"),
+    )  # fmt: skip
+    assert code == 0, report
+    trials = report["trials"]
+    run_ids = resets.read_text().split()
+    assert len(run_ids) == 1 + len(trials)  # the clean run, then each trial
+    assert run_ids[1:] == [t["run_id"] for t in trials]
+    # Emptied before each trial, the provider holds one trial's effects (an upsert in
+    # doubt runs twice), not those of the three trials.
+    assert len(provider.read_text().splitlines()) <= len(report["effects"]) + 1
+
+
+def test_a_failing_reset_stops_crashtest(provider: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["crashtest", "--reset", "echo no sandbox; exit 3", *agent("correct_agent")]
+    )
+    assert result.exit_code == 2
+    assert "the --reset command failed (exit 3)" in result.output
+    assert "no sandbox" in result.output

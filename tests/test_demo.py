@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import mailbox
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -181,3 +182,20 @@ def test_the_ticket_service_deduplicates_only_when_told(
         desk.open_ticket(CUSTOMER, "other", "another key", idempotency_key="k2")
     assert (again["id"] == first["id"]) is (made == 1)
     assert len(ticket_rows(tmp_path)) == made + 1
+
+
+def test_the_demo_says_it_plays_the_operator_and_what_one_would_type(
+    demo: tuple[Path, str],
+) -> None:
+    out = demo[1]
+    assert "(the demo plays the operator here)" in out
+    typed = out.split("== what a real operator would have typed", 1)[1].splitlines()[2:]
+    ledger = demo[0] / "oncelog" / "ledger.db"
+    assert typed[0] == f"  oncelog unknown --db {ledger}"
+    assert typed[1] == f"  oncelog show {RUN} --db {ledger}"
+    assert typed[2].startswith(f"  oncelog resolve {RUN} send_email done --by demo-operator ")
+    assert typed[2].endswith(f" --db {ledger}")
+    resolve = shlex.split(typed[2])[1:]  # the command as printed works as it is
+    again = CliRunner().invoke(cli, resolve)
+    assert again.exit_code == 6  # already resolved, by the demo: a conflict, not a usage error
+    assert "demo-operator resolved it done at" in again.output

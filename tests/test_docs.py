@@ -3,11 +3,14 @@ Python block in ``docs/`` runs or says it is a fragment."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
+from oncelog._exit_codes import EXIT_CODES
 from oncelog.cli import cli
 
 from .support.launch import python
@@ -36,6 +39,12 @@ def python_blocks() -> list[tuple[str, str, bool]]:
 def test_every_cli_command_is_documented() -> None:
     documented = set(re.findall(r"^## oncelog (\S+)", (ROOT / "docs/cli.md").read_text(), re.M))
     assert documented == set(cli.commands)
+
+
+def test_the_exit_code_table_is_the_one_the_code_uses() -> None:
+    section = (ROOT / "docs/cli.md").read_text().split("## Exit codes", 1)[1].split("\n## ")[0]
+    rows = dict(re.findall(r"^\| `(\d+)` \| (.+?) \|$", section, re.M))
+    assert {int(code): meaning for code, meaning in rows.items()} == EXIT_CODES
 
 
 def test_readme_begins_with_the_two_setup_commands() -> None:
@@ -104,3 +113,64 @@ def test_the_architecture_names_tests_that_exist() -> None:
     for module, test in named:
         source = (ROOT / "tests" / module).read_text()
         assert not test or f"def {test}(" in source, f"{module}::{test}"
+
+
+def tutorial_blocks() -> list[tuple[bool, str]]:
+    """The tutorial's Python blocks, each with whether it is marked as a fragment."""
+    text = (ROOT / "docs/tutorial.md").read_text()
+    return [
+        (bool(marked), code)
+        for marked, code in re.findall(r"(<!-- fragment[^>]*-->\n)?```python\n(.*?)```", text, re.S)
+    ]
+
+
+def run_agent(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "refund_agent.py", *args], cwd=folder, capture_output=True, text=True,
+        timeout=60, check=False, env={**os.environ, **env},
+    )  # fmt: skip
+
+
+def test_the_tutorial_agent_does_what_the_tutorial_says(tmp_path: Path) -> None:
+    [(marked, agent), *fragments] = tutorial_blocks()
+    assert not marked
+    assert all(marked for marked, _ in fragments), "mark a block that does not run alone"
+    (tmp_path / "refund_agent.py").write_text(agent)
+    for _ in range(2):  # section 3: the second run replays
+        assert run_agent(tmp_path, "ticket-4711").returncode == 0
+    assert len((tmp_path / "outbox/refunds.jsonl").read_text().splitlines()) == 1
+    killed = run_agent(tmp_path, "ticket-4712", ONCELOG_CRASH_AT="after_call@email")
+    assert killed.returncode == -9  # section 4
+    assert run_agent(tmp_path, "ticket-4712").returncode == 3
+    key = json.loads((tmp_path / "outbox/emails.jsonl").read_text().splitlines()[-1])["key"]
+    resolved = subprocess.run(
+        [sys.executable, "-m", "oncelog", "resolve", "ticket-4712", "email", "done", "--by",
+         "you", "--result", json.dumps({"id": f"emails_{key[-8:]}"})],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert resolved.returncode == 0, resolved.stderr
+    assert run_agent(tmp_path, "ticket-4712").returncode == 0
+
+
+def test_the_tutorial_probe_fragment_fits_its_agent(tmp_path: Path) -> None:
+    [(_, agent), (_, probe)] = tutorial_blocks()
+    refund = re.search(r"@ledger.tool\(kind=\"payment\"\)\ndef refund.*?\n\n\n", agent, re.S)
+    assert refund is not None
+    (tmp_path / "refund_agent.py").write_text(agent.replace(refund.group(0), probe + "\n\n"))
+    assert run_agent(tmp_path, "ticket-1").returncode == 0
+
+
+def test_the_tutorial_changing_step_ids_are_caught_as_it_says(tmp_path: Path) -> None:
+    [(_, agent), *_] = tutorial_blocks()
+    changing = agent.replace(', plan=["decide", "refund", "email"]', "").replace(
+        'run.effect("email",', 'run.effect(f"email-{time.time_ns()}",'
+    )
+    (tmp_path / "refund_agent.py").write_text("import time\n" + changing)
+    crashtest = subprocess.run(
+        [sys.executable, "-m", "oncelog", "crashtest", "--point", "after_call", "--json",
+         "--reset", "rm -rf outbox", "--", sys.executable, "refund_agent.py", "{run_id}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert crashtest.returncode == 1, crashtest.stdout + crashtest.stderr
+    kinds = {p["kind"] for t in json.loads(crashtest.stdout)["trials"] for p in t["problems"]}
+    assert kinds == {"step_ids_change"}

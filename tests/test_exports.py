@@ -7,6 +7,7 @@ import types
 from importlib import metadata
 
 import oncelog
+from oncelog._exit_codes import EXIT_CODES
 
 
 def test_every_public_name_is_exported_and_nothing_else() -> None:
@@ -45,4 +46,25 @@ def test_exit_codes_follow_the_design() -> None:
     assert oncelog.NeedsPerson.exit_code == oncelog.EXIT_HALTED == 3
     assert oncelog.TryLater.exit_code == oncelog.EXIT_TRY_LATER == 75
     assert oncelog.ApprovalRequired.exit_code == oncelog.EXIT_WAITING == 4
-    assert oncelog.UsageError.exit_code == 1
+    assert oncelog.UsageError.exit_code == 2
+    assert oncelog.UnknownName.exit_code == 5
+    assert oncelog.ConflictError.exit_code == 6
+
+
+def test_every_error_exits_with_a_code_of_the_table() -> None:
+    errors = [v for v in vars(oncelog).values() if isinstance(v, type)
+              and issubclass(v, oncelog.OnceLogError)]  # fmt: skip
+    assert {cls.exit_code for cls in errors} <= set(EXIT_CODES)
+
+
+def test_not_found_and_conflicts_are_not_usage_errors() -> None:
+    for cls in (oncelog.UnknownRun, oncelog.UnknownStep, oncelog.UnknownApproval,
+                oncelog.UnknownHalt, oncelog.InputMismatch, oncelog.InvalidResolution,
+                oncelog.AlreadyResolved):  # fmt: skip
+        assert not issubclass(cls, oncelog.UsageError), cls
+
+
+def test_a_message_has_no_repr_tail_and_keeps_its_fields() -> None:
+    exc = oncelog.AmbiguousOutcome("it may have happened", run_id="r", step_id="s", key="k")
+    assert str(exc) == "it may have happened"
+    assert exc.fields() == {"run_id": "r", "step_id": "s", "key": "k"}

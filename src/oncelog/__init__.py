@@ -9,6 +9,7 @@ from ._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert
 from ._calls import idempotency_key
 from ._drain import handle_sigterm
 from ._exceptions import (
+    AlreadyResolved,
     AmbiguousOutcome,
     ApprovalDenied,
     ApprovalRequired,
@@ -16,6 +17,7 @@ from ._exceptions import (
     BudgetExceeded,
     BudgetPaused,
     ConfigurationError,
+    ConflictError,
     CorruptRecord,
     Draining,
     DuplicateStep,
@@ -49,21 +51,19 @@ from ._exceptions import (
     UnguardedTool,
     UnknownApproval,
     UnknownHalt,
+    UnknownName,
     UnknownRun,
     UnknownStep,
     UnserializableValue,
     UsageError,
     WaitingForPerson,
 )
+from ._exit_codes import EXIT_COMPLETED, EXIT_HALTED, EXIT_TRY_LATER, EXIT_WAITING
 from ._ledger import Ledger, open
 from ._no_result import NO_RESULT
 from ._notices import PersonNeeded
 from ._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found, PreflightAnswer, ProbeAnswer
 from ._process import (
-    EXIT_COMPLETED,
-    EXIT_HALTED,
-    EXIT_TRY_LATER,
-    EXIT_WAITING,
     exit_code_for,
     run_main,
 )
@@ -96,6 +96,7 @@ __all__ = [
     "NO_RESULT",
     "AgentBudget",
     "AgentBudgetSetting",
+    "AlreadyResolved",
     "AmbiguousOutcome",
     "Approval",
     "ApprovalDenied",
@@ -109,6 +110,7 @@ __all__ = [
     "BudgetPaused",
     "ConfigurationError",
     "Conflict",
+    "ConflictError",
     "CorruptRecord",
     "Draining",
     "DuplicateStep",
@@ -161,6 +163,7 @@ __all__ = [
     "UnguardedTool",
     "UnknownApproval",
     "UnknownHalt",
+    "UnknownName",
     "UnknownRun",
     "UnknownStep",
     "UnserializableValue",

@@ -15,6 +15,7 @@ must look), ``pause`` it until a person raises the limit, or ``escalate``: tell 
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import asdict, dataclass, fields
 from datetime import timedelta
 from typing import Any, Literal
@@ -178,10 +179,9 @@ def check(
 
 def refusal(alert: BudgetAlert, key: str | None = None) -> BudgetExceeded | BudgetPaused:
     """The error that stops a step at ``alert``'s limit, as its policy says."""
-    setter = "ledger.set_budget" if alert.scope == "run" else "ledger.set_agent_budget"
     message = (
         f"{alert.step_id!r} would go past {alert.whose}: {alert.limit} {alert.used:g} over "
-        f"{alert.allowed:g}; a person may raise it ({setter})"
+        f"{alert.allowed:g}; a person may raise it: {_raising(alert)}"
     )
     if alert.policy == "stop":
         return BudgetExceeded(message, run_id=alert.run_id, step_id=alert.step_id, key=key,
@@ -190,6 +190,16 @@ def refusal(alert: BudgetAlert, key: str | None = None) -> BudgetExceeded | Budg
         message + "; the run waits until then",
         run_id=alert.run_id, step_id=alert.step_id, key=key, alert=alert,
     )  # fmt: skip
+
+
+def _raising(alert: BudgetAlert) -> str:
+    """The command (or, for an agent's daily budget, which has none, the call) that raises
+    the limit ``alert`` reached."""
+    if alert.scope == "run":
+        return (
+            f"oncelog budgets {shlex.quote(alert.run_id)} --set {alert.limit}=NEW_LIMIT --by NAME"
+        )
+    return f"ledger.set_agent_budget({alert.target!r}, AgentBudget({alert.limit}=...), by=NAME)"
 
 
 def remaining(budget: Budget, usage: Usage) -> dict[str, Any]:

@@ -130,6 +130,9 @@ class Pending:
     first_sent_at: float  # when this effect's key was first sent (now, for a new one)
     observers: Sequence[observe.Observer] = ()
     observed: list[Any] | None = None  # what observers returned when it started
+    # Taken just before the call: a model call or a read is recorded after it, in one
+    # commit, and its duration must be the call's, not the commit's.
+    began: float = field(default_factory=time.monotonic)
 
     def info(self, run_id: str) -> observe.StepInfo:
         step = self.step

@@ -1,8 +1,14 @@
-"""What an agent recorded, made fit to show a person.
+"""What an agent recorded, made fit to show a person: credentials masked, wherever they
+sit, and nothing else. Declared secrets (``tool(secret=...)``) never reach the ledger at
+all (they are stored as ``redacted:<hmac>``); this is the second line, for what nobody
+declared: the CLI and the console show recorded payloads only through it.
 
-Recorded payloads: the values of secret-looking keys masked, wherever they sit. Declared
-secrets (``tool(secret=...)``) never reach the ledger at all; this is the second line,
-for what nobody declared: the CLI and the console show recorded payloads only through it.
+A person reading a run needs its numbers: token counts (``usage``, ``prompt_tokens``,
+``max_tokens``), amounts, ids. So a value is masked only if it sits under a key that names
+a credential (``password``, ``api_key``, ``access_token``, ``card_number``...; a count of
+``tokens`` is not one), or is text with a credential's shape wherever it sits (a Stripe or
+GitHub key, a bearer header, a JWT, a private key), or is a payment card number (13 to 19
+digits passing the Luhn check, as text or as a number). Other numbers are always shown.
 
 The arguments of an approval request are the exception: a person approves exactly what
 they read, so those are shown whole and unmasked (``exact_json``; declared secrets are
@@ -14,20 +20,37 @@ import json
 import re
 from typing import Any
 
-# Keys whose values are never shown, wherever they sit in a payload.
-SECRET_KEY = re.compile(r"password|passwd|secret|token|api[_-]?key|authorization|card", re.I)
+# Keys whose text values are never shown. ``token`` as a word only: ``access_token`` and
+# ``accessToken`` are credentials, ``prompt_tokens`` and ``max_tokens`` are counts.
+SECRET_KEY = re.compile(
+    r"password|passwd|secret|api[_-]?key|authorization|cookie|card|cvc|cvv|"
+    r"token(?![a-z])|credential|private[_-]?key",
+    re.I,
+)
+# Text that is a credential whatever key it is under.
+CREDENTIAL = re.compile(
+    r"^\s*(?:(?:bearer|basic)\s+\S{8,}|(?:sk|rk|pk)_(?:live|test)_\w{8,}|gh[pousr]_\w{20,}"
+    r"|xox[abpr]-[\w-]{10,}|AKIA[0-9A-Z]{16}|eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----)",
+    re.I,
+)
+CARD_NUMBER = re.compile(r"^\d(?:[ -]?\d){12,18}$")
 MASK = "••••••"
 
 
-def redact(value: Any) -> Any:
-    """``value`` with the values of secret-looking keys replaced by a mask, at any depth,
-    whatever their type: a card number may be an int. (A model's ``prompt_tokens`` is
-    masked too; a step's token counts are shown beside it.)"""
+def redact(value: Any, key: str = "") -> Any:
+    """``value`` with every credential replaced by a mask, at any depth (``key``: the key
+    ``value`` sits under, if any)."""
     if isinstance(value, dict):
-        return {k: MASK if SECRET_KEY.search(k) else redact(v) for k, v in value.items()}
+        return {k: redact(v, str(k)) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact(v) for v in value]
-    return value
+        return [redact(v, key) for v in value]
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return value
+    text = str(value)
+    if (key and SECRET_KEY.search(key)) or _is_card_number(text):
+        return MASK
+    return MASK if isinstance(value, str) and CREDENTIAL.match(text) else value
 
 
 def visible(text: str) -> str:
@@ -59,3 +82,12 @@ def _u(char: str) -> str:
         return f"\\u{code:04x}"
     code -= 0x10000
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def _is_card_number(text: str) -> bool:
+    """Digits a payment card number could be: 13 to 19 of them, passing the Luhn check."""
+    if not CARD_NUMBER.match(text):
+        return False
+    digits = [int(d) for d in text if d.isdigit()][::-1]
+    total = sum(d if i % 2 == 0 else (d * 2 - 9 if d > 4 else d * 2) for i, d in enumerate(digits))
+    return total % 10 == 0

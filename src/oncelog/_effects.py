@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import shlex
+import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import asdict, replace
@@ -36,7 +38,6 @@ from ._calls import (
 from ._decide import IN_DOUBT, Action, Situation, attempts_left, decide, deduplicated, key_honoured
 from ._display import visible
 from ._exceptions import (
-    AmbiguousOutcome,
     ApprovalDenied,
     ApprovalRequired,
     ArgumentDrift,
@@ -56,6 +57,7 @@ from ._exceptions import (
     StepNotInPlan,
     StoreUnavailable,
     halted,
+    in_doubt,
 )
 from ._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found
 from ._reconcile import ask
@@ -401,8 +403,11 @@ class Engine:
                 f"but its outcome was never recorded; it may or may not have happened ({said})"
             )
         self._store(self.store.mark_unknown, self.lease, record.seq, reason)
-        kind = PreflightConflict if action is Action.HALT_CONFLICT else AmbiguousOutcome
-        raise kind(reason, run_id=self.run_id, step_id=record.step_id, key=record.key)
+        if action is Action.HALT_CONFLICT:
+            raise PreflightConflict(
+                reason, run_id=self.run_id, step_id=record.step_id, key=record.key
+            )
+        raise in_doubt(reason, self.run_id, record.step_id, record.key)
 
     def _before_call(
         self,
@@ -455,7 +460,11 @@ class Engine:
             f"(recorded {record.args_json[:200]}, now {args_json[:200]})"
         )
         if call.drift == "error":
-            raise ArgumentDrift(message, run_id=self.run_id, step_id=record.step_id, key=record.key)
+            raise ArgumentDrift(
+                f"{message}; the code must pass the recorded arguments (see: oncelog show "
+                f"{shlex.quote(self.run_id)}), then restart the agent",
+                run_id=self.run_id, step_id=record.step_id, key=record.key,
+            )  # fmt: skip
         log.warning("%s; returning the recorded outcome", message)
 
     def complete(self, pending: Pending, result: Any) -> Any:
@@ -541,7 +550,7 @@ class Engine:
             )  # fmt: skip
         reason = f"{doubt}; it may or may not have happened"
         self._store(self.store.mark_unknown, self.lease, step.seq, reason)
-        return AmbiguousOutcome(reason, run_id=self.run_id, step_id=step.step_id, key=step.key)
+        return in_doubt(reason, self.run_id, step.step_id, step.key)
 
     def _backoff(self, pending: Pending) -> float:
         retry = pending.call.spec.retry
@@ -555,9 +564,8 @@ class Engine:
                     self.store.write_outcome, self.lease, pending.step, pending.attempt, outcome
                 )
             else:
-                self._store(
-                    self.store.record_step, self.lease, pending.step, pending.previous, outcome
-                )
+                step = replace(pending.step, elapsed=time.monotonic() - pending.began)
+                self._store(self.store.record_step, self.lease, step, pending.previous, outcome)
         except OnceLogError as exc:  # fenced off, or the disk: the call's end is not recorded
             pending.ended(self.run_id, "unrecorded", exc)
             raise

@@ -1,7 +1,7 @@
 """Every error oncelog raises, under one base.
 
     OnceLogError
-    ├── UsageError                 a programmer's mistake; fix the code
+    ├── UsageError                 a programmer's mistake; fix the code (exit 2)
     │   ├── ConfigurationError     a bad URL, option or store setting
     │   │   ├── LedgerNotFound     opened with create=False where no ledger is
     │   │   └── UnguardedTool      a recorded agent can call a tool nobody guards
@@ -9,16 +9,19 @@
     │   │   ├── UnserializableValue
     │   │   └── PayloadTooLarge
     │   ├── PlanMismatch           a different plan for an existing run
-    │   ├── InputMismatch          a run id submitted again with other input
     │   ├── StepNotInPlan
     │   ├── DuplicateStep          one explicit step id used at two positions
     │   ├── NotATool               an effect given an undecorated callable
-    │   ├── NoActiveRun            a tool called outside ``ledger.run``
+    │   └── NoActiveRun            a tool called outside ``ledger.run``
+    ├── UnknownName                exit 5: the run, step, request or switch named is not there
     │   ├── UnknownRun
-    │   ├── UnknownStep
+    │   ├── UnknownStep            lists the run's steps
     │   ├── UnknownHalt            clearing a kill switch that is not on
-    │   ├── UnknownApproval        deciding a request that is not pending, or not named
-    │   └── InvalidResolution
+    │   └── UnknownApproval        deciding a request that is not pending, or not named
+    ├── ConflictError              exit 6: the request disagrees with what is recorded
+    │   ├── InputMismatch          a run id submitted again with other input
+    │   └── InvalidResolution      a decision the step cannot take
+    │       └── AlreadyResolved    the step is not in doubt (any more); says who decided
     ├── RunStopped                 the run cannot go on; see ``exit_code``
     │   ├── NeedsPerson            exit 3: a person must act
     │   │   ├── RunHalted          a kill switch is on (global, agent or run)
@@ -47,18 +50,33 @@
         ├── CorruptRecord          a stored row that does not decode
         └── SinkUnavailable        a journal sink did not take a batch; retried (exit 75)
 
-Errors carry structured attributes (``run_id``, ``step_id``, ``key``) and pickle.
+Every other error exits 1. The codes are ``_exit_codes.EXIT_CODES``.
+
+Errors carry structured attributes (``run_id``, ``step_id``, ``key``) and pickle. Their
+message is a sentence for a person, with no Python repr tail: ``fields()`` gives the
+attributes to show beside it (the CLI and ``run_main`` print them as ``run: ...`` lines).
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import Any, ClassVar
+
+from ._exit_codes import (
+    EXIT_CONFLICT,
+    EXIT_ERROR,
+    EXIT_HALTED,
+    EXIT_NOT_FOUND,
+    EXIT_TRY_LATER,
+    EXIT_USAGE,
+    EXIT_WAITING,
+)
 
 
 class OnceLogError(Exception):
     """Base of every oncelog error."""
 
-    exit_code: ClassVar[int] = 1
+    exit_code: ClassVar[int] = EXIT_ERROR
 
     def __init__(
         self,
@@ -85,9 +103,13 @@ class OnceLogError(Exception):
         # Keyword-only constructors defeat Exception's default pickling.
         return (_rebuild, (type(self), self.message, self._state()))
 
+    def fields(self) -> dict[str, Any]:
+        """The attributes that say where it happened, those that are set, to show beside
+        the message (``run_id``, ``step_id``, ``key``, and a subclass's own)."""
+        return {k: v for k, v in self._fields().items() if v is not None}
+
     def __str__(self) -> str:
-        where = ", ".join(f"{k}={v!r}" for k, v in self._fields().items() if v is not None)
-        return f"{self.message} ({where})" if where else self.message
+        return self.message
 
 
 def _rebuild(cls: type[OnceLogError], message: str, fields: dict[str, Any]) -> OnceLogError:
@@ -96,6 +118,8 @@ def _rebuild(cls: type[OnceLogError], message: str, fields: dict[str, Any]) -> O
 
 class UsageError(OnceLogError):
     """The calling code is wrong; retrying will not help."""
+
+    exit_code = EXIT_USAGE
 
 
 class ConfigurationError(UsageError):
@@ -143,10 +167,6 @@ class PlanMismatch(UsageError):
     pass
 
 
-class InputMismatch(UsageError):
-    pass
-
-
 class StepNotInPlan(UsageError):
     pass
 
@@ -163,24 +183,46 @@ class NoActiveRun(UsageError):
     pass
 
 
-class UnknownRun(UsageError):
+class UnknownName(OnceLogError):
+    """The run, step, request or kill switch named is not there; the message says what is."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+class UnknownRun(UnknownName):
     pass
 
 
-class UnknownStep(UsageError):
+class UnknownStep(UnknownName):
+    """The run has no step of that id; the message lists the steps it has."""
+
+
+class UnknownHalt(UnknownName):
     pass
 
 
-class UnknownHalt(UsageError):
+class UnknownApproval(UnknownName):
     pass
 
 
-class UnknownApproval(UsageError):
+class ConflictError(OnceLogError):
+    """The request disagrees with what is recorded (perhaps a race with another person or
+    process): read the run again before deciding anything."""
+
+    exit_code = EXIT_CONFLICT
+
+
+class InputMismatch(ConflictError):
     pass
 
 
-class InvalidResolution(UsageError):
-    pass
+class InvalidResolution(ConflictError):
+    """A decision the step cannot take: not a resolution, or a result with the wrong one."""
+
+
+class AlreadyResolved(InvalidResolution):
+    """The step is not in doubt: its outcome is recorded, or a person decided already (the
+    message says who and when)."""
 
 
 class RunStopped(OnceLogError):
@@ -190,7 +232,7 @@ class RunStopped(OnceLogError):
 class NeedsPerson(RunStopped):
     """The run is halted until a person decides."""
 
-    exit_code = 3
+    exit_code = EXIT_HALTED
 
 
 class RunHalted(NeedsPerson):
@@ -199,10 +241,12 @@ class RunHalted(NeedsPerson):
 
 def halted(halt: Any, run_id: str, step_id: str | None = None) -> RunHalted:
     """The error for a step refused by ``halt`` (an ``oncelog.Halt``)."""
-    where = "global" if halt.scope.value == "global" else f"{halt.scope.value} {halt.target!r}"
+    scope = halt.scope.value
+    where = "global" if scope == "global" else f"{scope} {halt.target!r}"
+    switch = "--global" if scope == "global" else f"--{scope} {shlex.quote(halt.target)}"
     return RunHalted(
-        f"the {where} kill switch is on ({halt.reason}; set by {halt.set_by}); "
-        "a person must clear it with `oncelog resume`",
+        f"the {where} kill switch is on ({halt.reason}; set by {halt.set_by}); a person "
+        f"clears it with: oncelog resume {switch} --by NAME",
         run_id=run_id,
         step_id=step_id,
     )
@@ -235,6 +279,16 @@ class AmbiguousOutcome(NeedsPerson):
     """An effect's intent is recorded but not its outcome: it may have happened."""
 
 
+def in_doubt(reason: str, run_id: str, step_id: str, key: str) -> AmbiguousOutcome:
+    """The error for an effect whose outcome is unknown: ``reason``, then the command a
+    person runs once they have found out at the provider."""
+    return AmbiguousOutcome(
+        f"{reason}. Look key {key} up at the provider, then decide: oncelog resolve "
+        f"{shlex.quote(run_id)} {shlex.quote(step_id)} done|not_done|abandon --by NAME",
+        run_id=run_id, step_id=step_id, key=key,
+    )  # fmt: skip
+
+
 class PreflightConflict(NeedsPerson):
     """A tool's preflight answered ``Conflict``: the effect is held for a person, with the
     provider's answer as the reason."""
@@ -251,7 +305,7 @@ class ArgumentDrift(NeedsPerson):
 class WaitingForPerson(RunStopped):
     """The run waits for a person's decision; async code awaits it instead."""
 
-    exit_code = 4
+    exit_code = EXIT_WAITING
 
 
 class ApprovalRequired(WaitingForPerson):
@@ -266,7 +320,7 @@ class BudgetPaused(_OverBudget, WaitingForPerson):
 class TryLater(RunStopped):
     """Nothing is wrong with the run; another attempt later will proceed."""
 
-    exit_code = 75
+    exit_code = EXIT_TRY_LATER
 
 
 class RunLeased(TryLater):
@@ -335,7 +389,7 @@ class StoreUnavailable(StoreError):
     """The ledger cannot be written now (a full disk, an I/O error, a lock held too long).
     A failed commit may or may not have reached the disk: a restart finds out."""
 
-    exit_code = 75
+    exit_code = EXIT_TRY_LATER
 
 
 class SchemaTooNew(StoreError):
@@ -349,4 +403,4 @@ class CorruptRecord(StoreError):
 class SinkUnavailable(StoreError):
     """A sink did not take a batch of the journal; the shipper keeps it and tries again."""
 
-    exit_code = 75
+    exit_code = EXIT_TRY_LATER

@@ -1,7 +1,6 @@
-"""Exit codes for agent processes, so a supervisor knows what to do next.
-
-``0`` completed · ``3`` halted, a person must act · ``4`` waiting for approval ·
-``75`` try again later (the run is leased elsewhere, or this worker is draining).
+"""How an agent process ends, so a supervisor knows what to do next: the exit codes of
+``_exit_codes`` (``0`` completed · ``3`` halted, a person must act · ``4`` waiting for a
+person · ``75`` try again later · others in the table), and the error explained on stderr.
 """
 
 from __future__ import annotations
@@ -23,14 +22,20 @@ from ._exceptions import (
     ReplayDivergence,
     WaitingForPerson,
 )
+from ._exit_codes import EXIT_COMPLETED, EXIT_ERROR
 
 log = logging.getLogger("oncelog")
 
-EXIT_COMPLETED = 0
-EXIT_ERROR = 1
-EXIT_HALTED = 3
-EXIT_WAITING = 4
-EXIT_TRY_LATER = 75
+_FIELD_LABELS = {"run_id": "run", "step_id": "step", "key": "key"}
+
+
+def explain(exc: OnceLogError) -> str:
+    """``exc`` as a person reads it: its type and message, then where it happened, one
+    field a line (the CLI and ``run_main`` print it)."""
+    lines = [f"{type(exc).__name__}: {exc.message}"]
+    lines += [f"  {_FIELD_LABELS.get(k, k)}: {v}" for k, v in exc.fields().items()]
+    return "\n".join(lines)
+
 
 # Stops no decision in the ledger lets go on (the code must change): never waited for.
 NOT_DECIDED = (ReplayDivergence, ArgumentDrift)
@@ -82,7 +87,7 @@ def run_main(
 def _decided(stop: OnceLogError, patience: float) -> bool:
     """Wait for a person's decision on the run ``stop`` stopped; False if none came in
     time. Draining while waiting, or losing the ledger, exits at once."""
-    print(f"oncelog: {type(stop).__name__}: {stop}", file=sys.stderr)
+    print(f"oncelog: {explain(stop)}", file=sys.stderr)
     print(f"oncelog: waiting up to {patience:g} s for a person's decision", file=sys.stderr)
     try:
         decided = waiting.wait_after_stop(stop, patience)
@@ -94,7 +99,7 @@ def _decided(stop: OnceLogError, patience: float) -> bool:
 
 
 def _exit_for(exc: OnceLogError) -> NoReturn:
-    print(f"oncelog: {type(exc).__name__}: {exc}", file=sys.stderr)
+    print(f"oncelog: {explain(exc)}", file=sys.stderr)
     sys.exit(exit_code_for(exc))
 
 

@@ -8,6 +8,7 @@ memory stays flat however long the journal grows.
 
 from __future__ import annotations
 
+import shlex
 import threading
 
 from ._exceptions import ReplayDivergence
@@ -77,7 +78,8 @@ def check_same_step(record: StepRecord, step_id: str, tool: str, step_type: Step
         raise ReplayDivergence(
             f"position {record.seq} records {record.type.value} step {record.step_id!r} "
             f"({record.tool}); the code now asks for {step_type.value} step {step_id!r} "
-            f"({tool})",
+            f"({tool}); the code must ask for the recorded steps in order (see: oncelog show "
+            f"{shlex.quote(record.run_id)}), then restart the agent",
             run_id=record.run_id,
             step_id=step_id,
             key=record.key,

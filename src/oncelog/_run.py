@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import shlex
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from types import TracebackType
@@ -117,7 +118,8 @@ class _Steps:
         (a lockout, a runaway loop). A restart does not clear it; a person must."""
         self._ledger.halt(reason, by=by, run=self.run_id)
         raise RunHalted(
-            f"halted by {by}: {reason}; a person must clear it with `oncelog resume`",
+            f"halted by {by}: {reason}; a person clears it with: "
+            f"oncelog resume --run {shlex.quote(self.run_id)} --by NAME",
             run_id=self.run_id,
         )
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from . import _drain as drain
 from ._exceptions import ConfigurationError, Draining, OnceLogError, StoreUnavailable
+from ._exit_codes import EXIT_COMPLETED, EXIT_TRY_LATER
 from ._ledger import Ledger
-from ._process import EXIT_COMPLETED, EXIT_TRY_LATER
 from ._run import RunContext
 
 log = logging.getLogger("oncelog")

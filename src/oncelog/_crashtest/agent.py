@@ -45,14 +45,34 @@ class Exit:
 class Agent:
     command: tuple[str, ...]
     timeout: float
+    # A shell command run before each trial, to put the services the agent changes back
+    # as they were (empty a test mailbox, drop a sandbox's records); None: nothing to do.
+    reset_command: str | None = None
+
+    def reset(self, run_id: str, ledger: Path, log: Path) -> None:
+        """Run the reset command for the trial about to start; refuse to go on if it fails,
+        as trials on services left as the last one made them would prove nothing."""
+        if self.reset_command is None:
+            return
+        ended = self._run(["/bin/sh", "-c", self.reset_command], run_id, ledger, log)
+        if ended.code != 0:
+            happened = "took longer than --timeout" if ended.code is None else f"exit {ended.code}"
+            raise NotTestable(
+                f"the --reset command failed ({happened}): {self.reset_command}\n{ended.tail()}"
+            )
 
     def start(self, run_id: str, ledger: Path, log: Path, crash_at: str | None = None) -> Exit:
         """Run one process to its end; ``crash_at`` arms a crash point in it only."""
+        argv = [arg.replace(RUN_ID_PLACEHOLDER, run_id) for arg in self.command]
+        return self._run(argv, run_id, ledger, log, crash_at)
+
+    def _run(
+        self, argv: list[str], run_id: str, ledger: Path, log: Path, crash_at: str | None = None
+    ) -> Exit:
         env = {name: value for name, value in os.environ.items() if name != CRASH_ENV}
         env.update({URL_ENV: str(ledger), RUN_ID_ENV: run_id})
         if crash_at is not None:
             env[CRASH_ENV] = crash_at
-        argv = [arg.replace(RUN_ID_PLACEHOLDER, run_id) for arg in self.command]
         with log.open("w", encoding="utf-8") as out:
             process = _popen(argv, out, env)
         try:

@@ -94,6 +94,7 @@ class Trials:
     def learn(self) -> list[Effect]:
         """Run the agent once without a crash; the effects it makes, in order."""
         run_id, ledger, logs = self._trial("clean")
+        self.agent.reset(run_id, ledger, logs / "reset.log")
         ended = self.agent.start(run_id, ledger, logs / "process-1.log")
         if ended.code != oncelog.EXIT_COMPLETED:
             raise NotTestable(
@@ -112,6 +113,7 @@ class Trials:
     def run(self, number: int, boundary: Boundary) -> TrialResult:
         """Kill the first process at ``boundary``, restart until it ends, and judge."""
         run_id, ledger, logs = self._trial(f"{number:03d}")
+        self.agent.reset(run_id, ledger, logs / "reset.log")
         first = self.agent.start(run_id, ledger, logs / "process-1.log", boundary.crash_at)
         if not first.killed:
             outcome = _outcome(first)

@@ -4,6 +4,7 @@ service, by its idempotency key, and record what they found."""
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,12 +16,18 @@ from .clients import MAIL_DOMAIN
 WHO = "demo-operator"
 
 
-def settle_in_doubt(ledger_url: str, folder: Path, say: Callable[[str], None]) -> None:
+def settle_in_doubt(
+    ledger_url: str, folder: Path, say: Callable[[str], None], typed: list[str]
+) -> None:
     """Emails in doubt are looked up in the mail server's store by their Message-ID,
     which the agent made from the key: found is ``done``, with what the send returns;
-    missing is ``not_done``, and the restarted agent sends it."""
+    missing is ``not_done``, and the restarted agent sends it. The demo plays the operator
+    through the library; ``typed`` gets the commands a real one would have typed."""
+    db = shlex.quote(ledger_url)
     with oncelog.open(ledger_url) as ledger:
-        for step in ledger.in_doubt():
+        in_doubt = ledger.in_doubt()
+        typed += [f"oncelog unknown --db {db}"]
+        for step in in_doubt:
             if step.tool != "send_email":
                 raise DemoFailed(f"the demo's person does not know how to check {step.tool}")
             message_id = f"<{step.key}@{MAIL_DOMAIN}>"
@@ -33,8 +40,10 @@ def settle_in_doubt(ledger_url: str, folder: Path, say: Callable[[str], None]) -
                 result = {"message_id": message_id, "to": found["To"]}
                 seen = f"message {message_id} is in the mail server's store"
             ledger.resolve(step.run_id, step.step_id, decision, result=result, by=WHO, note=seen)
-            say(f"  a person  {seen}:")
+            say(f"  operator  (the demo plays the operator here) {seen}, so it resolves:")
             command = f"oncelog resolve {step.run_id} {step.step_id} {decision.value} --by {WHO}"
             if result is not None:
-                command += f" --result '{json.dumps(result, sort_keys=True)}'"
+                command += f" --result {shlex.quote(json.dumps(result, sort_keys=True))}"
+            command += f" --note {shlex.quote(seen)} --db {db}"
             say(f"            {command}")
+            typed += [f"oncelog show {step.run_id} --db {db}", command]

@@ -54,7 +54,9 @@ WITH_ONCELOG = Scenario(
 )
 
 
-def play(scenario: Scenario, folder: Path, processes: Processes, say: Say) -> records.Counts:
+def play(
+    scenario: Scenario, folder: Path, processes: Processes, say: Say, typed: list[str]
+) -> records.Counts:
     folder.mkdir(parents=True)
     ledger = str(folder / "ledger.db")
     argv = [sys.executable, "-m", "oncelog._demo.support_agent", scenario.mode]
@@ -75,7 +77,7 @@ def play(scenario: Scenario, folder: Path, processes: Processes, say: Say) -> re
             processes,
             say,
             scenario.deaths,
-            on_halt=lambda: settle_in_doubt(ledger, folder, say),
+            on_halt=lambda: settle_in_doubt(ledger, folder, say, typed),
         ).run_until_completed()
         records.save_charges(folder, charges(found))
     return records.counts(folder)
@@ -96,8 +98,9 @@ def table(plain: records.Counts, guarded: records.Counts) -> list[str]:
 def run_demo(out: Path, say: Say) -> None:
     """Both scenarios, in ``out`` (which must exist and be empty)."""
     processes = Processes(out / "processes.json")
-    plain = play(PLAIN, out / PLAIN.mode, processes, say)
-    guarded = play(WITH_ONCELOG, out / WITH_ONCELOG.mode, processes, say)
+    typed: list[str] = []  # by the operator the demo plays
+    plain = play(PLAIN, out / PLAIN.mode, processes, say, typed)
+    guarded = play(WITH_ONCELOG, out / WITH_ONCELOG.mode, processes, say, typed)
     for line in table(plain, guarded):
         say(line)
     ledger = out / WITH_ONCELOG.mode / "ledger.db"
@@ -105,5 +108,9 @@ def run_demo(out: Path, say: Say) -> None:
     with oncelog.open(str(ledger)) as opened:
         for line in timeline(opened.journal(CONVERSATION, limit=10_000)):
             say(line)
+    say("\n== what a real operator would have typed where the demo played one (then the")
+    say("   supervisor restarted the agent, which replayed and went on)")
+    for command in typed:
+        say(f"  {command}")
     if guarded != records.Counts(1, 1, 1):
         raise DemoFailed(f"with oncelog the services recorded {guarded}; please report this")

@@ -58,7 +58,7 @@ class _Story:
         elif entry.event == "resolved":
             note = f" ({data['note']})" if data.get("note") else ""
             self.lines.append(
-                f"  a person  {data['by']} resolved {self.steps[seq][0]} as "
+                f"  operator  {data['by']} resolved {self.steps[seq][0]} as "
                 f"{data['resolution']}{note}"
             )
 

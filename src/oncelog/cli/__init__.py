@@ -15,8 +15,9 @@ from ._evidence import export, keys, verify
 from ._halts import halt, halts, resume
 from ._mcp_proxy import mcp_proxy
 from ._metrics import metrics
-from ._runs import resolve, runs, show, unknown
+from ._runs import resolve, runs, unknown
 from ._ship import ship
+from ._show import show
 from ._worker import submit, worker
 
 

@@ -10,8 +10,9 @@ from typing import Any, TypeVar
 import click
 
 from .._display import escape_invisible, visible
+from .._next import what_next
 from .._records import Approval
-from ._options import db_option, emit, json_option, opened
+from ._options import db_option, emit, json_option, opened, print_next
 
 F = TypeVar("F", bound=Callable[..., Any])
 SHOWN_CHARS = 2000  # longer arguments are cut, and the listing says how to read them whole
@@ -106,7 +107,9 @@ def approve(
             run_id, step_id, by=by, request=request, args_hash=args_hash,
             expires_in=expires_in, note=note,
         )  # fmt: skip
+        after = what_next(ledger, run_id)
     click.echo(_decided(found))
+    print_next(after)
 
 
 @click.command()
@@ -128,4 +131,6 @@ def deny(
     """Deny one pending request of a step: the agent gets ApprovalDenied there."""
     with opened(db, create=False) as ledger:
         found = ledger.deny(run_id, step_id, by=by, request=request, args_hash=args_hash, note=note)
+        after = what_next(ledger, run_id)
     click.echo(_decided(found))
+    print_next(after)

@@ -8,7 +8,8 @@ import click
 
 import oncelog
 
-from ._options import db_option, emit, json_option, opened
+from .._next import what_next
+from ._options import db_option, emit, json_option, opened, print_next
 
 _LIMITS = list(oncelog.Budget().limits())
 _POLICY = ("on_exceed", "warn_at", "webhook")
@@ -61,6 +62,7 @@ def budgets(
             current, _ = ledger.budget_usage(run_id)
             ledger.set_budget(run_id, _changed(current, pairs), by=by)
         budget, used = ledger.budget_usage(run_id)
+        after = what_next(ledger, run_id) if pairs else None
     rows = {
         name: {
             "limit": None if budget is None else getattr(budget, name),
@@ -79,3 +81,5 @@ def budgets(
     for name, row in rows.items():
         limit = "-" if row["limit"] is None else f"{row['limit']:g}"
         click.echo(f"{name:<13} used {row['used']:>10.6g}   limit {limit}")
+    if after is not None:
+        print_next(after)

@@ -53,6 +53,10 @@ class CannotTest(click.ClickException):
     "--keep", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
     help="Keep each trial's ledger and output in DIR (new or empty).",
 )  # fmt: skip
+@click.option(
+    "--reset", "reset", default=None, metavar="CMD",
+    help="A shell command run before each trial, to put the agent's services back.",
+)  # fmt: skip
 @json_option
 @click.pass_context
 def crashtest(
@@ -63,18 +67,20 @@ def crashtest(
     max_restarts: int,
     timeout: float,
     keep: Path | None,
+    reset: str | None,
     as_json: bool,
 ) -> None:
     """Kill COMMAND with SIGKILL at every effect boundary, restart it with the same run id
     ($ONCELOG_RUN_ID, or {run_id} in its arguments) and its own ledger ($ONCELOG_URL) until
-    it completes, halts or waits, and report what its ledger shows. Exit 0 when nothing
+    it completes, halts or waits, and report what its ledger shows. --reset runs a shell
+    command before each trial (the first, clean run too). Exit 0 when nothing
     ran twice and no mistake was seen, 1 otherwise, 2 when the agent cannot be tested."""
     points = tuple(point for point in POINTS if point in points) or POINTS
     say = (lambda line: None) if as_json else click.echo
     say(f"oncelog crashtest: {shlex.join(command)}")
     with _workdir(keep) as workdir:
         trials = Trials(
-            Agent(command, timeout), workdir, Settings(max_restarts, frozenset(idempotent))
+            Agent(command, timeout, reset), workdir, Settings(max_restarts, frozenset(idempotent))
         )
         try:
             effects = trials.learn()

@@ -11,7 +11,8 @@ import click
 
 import oncelog
 
-from ._options import db_option, emit, json_option, opened
+from .._next import what_next
+from ._options import db_option, emit, json_option, opened, print_next
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,7 +73,14 @@ def resume(
     _one(run, agent, every)
     with opened(db, create=False) as ledger:
         found = ledger.clear_halt(by=by, run=run, agent=agent, note=note)
+        after = (
+            what_next(ledger, run)
+            if run is not None
+            else ["restart the halted agents it covered; each resumes where it stopped "
+                  "(oncelog runs --status queued lists them)"]
+        )  # fmt: skip
     click.echo(f"cleared: {_describe(found)}")
+    print_next(after)
 
 
 @click.command()

@@ -11,6 +11,8 @@ import click
 
 import oncelog
 
+from .._process import explain
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -35,23 +37,29 @@ def json_option(fn: F) -> F:
 
 @contextmanager
 def opened(db: str | None, **options: Any) -> Iterator[oncelog.Ledger]:
-    """Open the ledger; turn oncelog errors into a message and their exit code (2 for a
-    usage error, 75 for a ledger that cannot be reached now, 1 for the rest). A command
-    that only reads, or decides on what is recorded, passes ``create=False``: pointed at
-    the wrong place it says so (exit 2) instead of creating an empty ledger there."""
+    """Open the ledger; turn oncelog errors into a message and their exit code from the
+    one table (``_exit_codes``): 2 a usage error, 5 not found, 6 a conflict, 75 a ledger
+    that cannot be reached now, 1 the rest. These are answers about the ledger, not about
+    the command line, so click's usage banner is not printed. A command that only reads,
+    or decides on what is recorded, passes ``create=False``: pointed at the wrong place it
+    says so (exit 2) instead of creating an empty ledger there."""
     try:
         with oncelog.open(db, **options) as ledger:
             yield ledger
     except oncelog.LedgerNotFound as exc:
         click.echo(f"Error: {exc}; check --db or $ONCELOG_URL", err=True)
-        raise click.exceptions.Exit(2) from exc
-    except oncelog.UsageError as exc:
-        raise click.UsageError(str(exc)) from exc
+        raise click.exceptions.Exit(exc.exit_code) from exc
     except oncelog.OnceLogError as exc:
-        # As click prints its own errors, with the error's exit code (75: try again later).
-        click.echo(f"Error: {type(exc).__name__}: {exc}", err=True)
+        click.echo(f"Error: {explain(exc)}", err=True)
         raise click.exceptions.Exit(exc.exit_code) from exc
 
 
 def emit(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def print_next(lines: list[str]) -> None:
+    """What happens next for a run, after a decision (``_next.what_next``)."""
+    click.echo(f"next: {lines[0]}")
+    for command in lines[1:]:
+        click.echo(f"  {command}")

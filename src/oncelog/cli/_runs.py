@@ -2,47 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import time
+import shlex
 from typing import Any
 
 import click
 
 import oncelog
 
-from .._display import redact
-from ._options import db_option, emit, json_option, opened
-
-
-def _when(ts: float | None) -> str:
-    return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
-
-
-def _shown(text: str | None, limit: int = 300) -> str:
-    """Recorded JSON as a person may see it: secret-looking keys masked, cut short."""
-    if text is None:
-        return "-"
-    try:
-        shown = json.dumps(
-            redact(json.loads(text)), ensure_ascii=False, sort_keys=True, separators=(",", ":")
-        )
-    except ValueError:
-        shown = f"(not JSON) {text}"
-    return shown if len(shown) <= limit else shown[:limit] + f"… ({len(shown)} chars)"
-
-
-def _step_row(step: oncelog.StepRecord, in_doubt_because: str | None = None) -> dict[str, Any]:
-    row = step._asdict()
-    row.update(type=step.type.value, state=step.state.value)
-    for field in ("args_json", "result_json", "error_json"):
-        if row[field] is not None:
-            row[field] = json.dumps(redact(json.loads(row[field])), sort_keys=True)
-    if in_doubt_because is not None:
-        row["reason"] = in_doubt_because
-    if step.result is oncelog.NO_RESULT:
-        row["no_result"] = True
-    return row
+from .._next import released_runs, what_next
+from ._options import db_option, emit, json_option, opened, print_next
+from ._show import run_row, shown, step_row, when
 
 
 @click.command()
@@ -55,48 +25,13 @@ def runs(status: str | None, limit: int, db: str | None, as_json: bool) -> None:
     with opened(db, create=False) as ledger:
         found = ledger.runs(status, limit=limit)
     if as_json:
-        emit([{**dataclasses.asdict(r), "status": r.status.value} for r in found])
+        emit([run_row(r) for r in found])
         return
     for r in found:
         click.echo(
             f"{r.run_id:<30} {r.status.value:<10} {r.next_seq:>5} steps  "
-            f"{_when(r.updated_at)}  {r.reason or ''}"
+            f"{when(r.updated_at)}  {r.reason or ''}"
         )
-
-
-@click.command()
-@click.argument("run_id")
-@db_option
-@json_option
-def show(run_id: str, db: str | None, as_json: bool) -> None:
-    """A run's timeline: every step with its state, key, attempts and result."""
-    with opened(db, create=False) as ledger:
-        run = ledger.get_run(run_id)
-        steps = ledger.steps(run_id)
-    if as_json:
-        emit(
-            {
-                "run": {**dataclasses.asdict(run), "status": run.status.value},
-                "steps": [_step_row(s) for s in steps],
-            }
-        )
-        return
-    click.echo(f"run {run.run_id}: {run.status.value}" + (f" ({run.reason})" if run.reason else ""))
-    if run.plan:
-        click.echo(f"plan: {', '.join(run.plan)}")
-    for s in steps:
-        took = "" if s.finished_at is None else f" {1000 * (s.finished_at - s.started_at):.0f} ms"
-        click.echo(
-            f"{s.seq:>4} {s.step_id:<20} {s.type.value:<6} {s.kind:<11} "
-            f"{s.state.value:<9} x{s.attempts} {s.key}  {_when(s.started_at)}{took}"
-        )
-        click.echo(f"       arguments: {_shown(s.args_json)}")
-        if s.result_json is not None:
-            click.echo(f"       result:    {_shown(s.result_json)}")
-        elif s.result is oncelog.NO_RESULT:
-            click.echo("       result:    oncelog.NO_RESULT (resolved done without it)")
-        if s.error_json is not None:
-            click.echo(f"       error:     {_shown(s.error_json)}")
 
 
 @click.command()
@@ -106,7 +41,9 @@ def unknown(db: str | None, as_json: bool) -> None:
     """Effects in doubt: started, with no recorded outcome. Each needs a person, unless
     it is in flight in a process that still holds its run."""
     with opened(db, create=False) as ledger:
-        found = [(d, d.step.reason or _why_in_flight(d)) for d in ledger.effects_in_doubt()]
+        in_doubt = ledger.effects_in_doubt()
+        found = [(d, d.step.reason or _why_in_flight(d)) for d in in_doubt]
+        released = {r.run_id: what_next(ledger, r.run_id) for r in released_runs(ledger)}
     if as_json:
         emit([_doubt_row(d, why) for d, why in found])
         return
@@ -115,9 +52,19 @@ def unknown(db: str | None, as_json: bool) -> None:
     for d, why in found:
         s = d.step
         click.echo(f"{s.run_id} {s.step_id} ({s.tool}, {s.kind}) {d.state} key={s.key}")
-        click.echo(f"    arguments: {_shown(s.args_json)}")
+        click.echo(f"    arguments: {shown(s.args_json)}")
         click.echo(f"    started:   {_age(d.age)} ago; lease owner {d.lease_owner or '-'}")
         click.echo(f"    why:       {why}")
+        click.echo(f"    decide:    {_resolve_command(s)}")
+    for run_id, lines in released.items():
+        click.echo(f"{run_id}: decided, not moved yet: {lines[0]}")
+
+
+def _resolve_command(step: oncelog.StepRecord) -> str:
+    return (
+        f"oncelog resolve {shlex.quote(step.run_id)} {shlex.quote(step.step_id)} "
+        "done|not_done|abandon --by NAME"
+    )
 
 
 def _why_in_flight(doubt: oncelog.EffectInDoubt) -> str:
@@ -133,7 +80,7 @@ def _why_in_flight(doubt: oncelog.EffectInDoubt) -> str:
 
 
 def _doubt_row(doubt: oncelog.EffectInDoubt, why: str) -> dict[str, Any]:
-    row = _step_row(doubt.step, why)
+    row = {**step_row(doubt.step), "reason": why}
     row.update(orphaned=doubt.orphaned, age_seconds=round(doubt.age, 3))
     row["lease_owner"] = doubt.lease_owner
     return row
@@ -204,8 +151,10 @@ def resolve(
             run_id, step_id, oncelog.Resolution(resolution), by=by, result=result, note=note,
             force=force, correct=correct,
         )  # fmt: skip
+        after = what_next(ledger, run_id)
     fixed = " (corrected)" if correct else ""
     click.echo(f"{run_id} {step_id}: {step.state.value}{fixed} (by {by})")
+    print_next(after)
 
 
 def _result_given(resolution: oncelog.Resolution, result_json: str | None, no_result: bool) -> Any:

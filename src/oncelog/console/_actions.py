@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -19,10 +20,11 @@ from ._forms import Form, FormError, submitted
 from ._pages import PAGES, describe, show, status_for
 from ._state import console_of
 
-Change = Callable[[Form, Ledger], str]  # does it; returns the notice to show
+# Does it; returns the notice to show and the run it concerns, if it concerns one run.
+Change = Callable[[Form, Ledger], tuple[str, str | None]]
 
 
-def decide_approval(form: Form, ledger: Ledger) -> str:
+def decide_approval(form: Form, ledger: Ledger) -> tuple[str, str | None]:
     """Decide the one request whose arguments the page showed: its id and arguments hash
     come with the form, so a newer request of the same step is never the one decided."""
     run_id, step_id = form.exact("run_id", required=True), form.exact("step_id", required=True)
@@ -30,24 +32,24 @@ def decide_approval(form: Form, ledger: Ledger) -> str:
     by, note = form.person(), form.optional("note")
     if form.choice("decision", ("approve", "deny")) == "deny":
         ledger.deny(run_id, step_id, by=by, note=note, request=request, args_hash=args_hash)
-        return "denied"
+        return "denied", run_id
     minutes = form.number("expires_in_minutes")
     expires = None if minutes is None else timedelta(minutes=minutes)
     ledger.approve(
         run_id, step_id, by=by, request=request, args_hash=args_hash, expires_in=expires,
         note=note,
     )  # fmt: skip
-    return "approved"
+    return "approved", run_id
 
 
-def resolve_effect(form: Form, ledger: Ledger) -> str:
+def resolve_effect(form: Form, ledger: Ledger) -> tuple[str, str | None]:
     run_id, step_id = form.exact("run_id", required=True), form.exact("step_id", required=True)
     resolution = Resolution(form.choice("resolution", tuple(r.value for r in Resolution)))
     ledger.resolve(
         run_id, step_id, resolution, by=form.person(), result=_result_of(form, resolution),
         note=form.optional("note"), force=form.flag("force"),
     )  # fmt: skip
-    return "resolved"
+    return "resolved", run_id
 
 
 def _result_of(form: Form, resolution: Resolution) -> Any:
@@ -78,16 +80,16 @@ def _switch(form: Form) -> dict[str, str | None]:
     return {"run": target} if scope is HaltScope.RUN else {"agent": target}
 
 
-def set_halt(form: Form, ledger: Ledger) -> str:
+def set_halt(form: Form, ledger: Ledger) -> tuple[str, str | None]:
     switch = _switch(form)
     ledger.halt(form.text("reason", required=True), by=form.person(), **switch)
-    return "halted"
+    return "halted", switch.get("run")
 
 
-def clear_halt(form: Form, ledger: Ledger) -> str:
+def clear_halt(form: Form, ledger: Ledger) -> tuple[str, str | None]:
     switch = _switch(form)
     ledger.clear_halt(by=form.person(), note=form.optional("note"), **switch)
-    return "cleared"
+    return "cleared", switch.get("run")
 
 
 def _limits(form: Form, names: list[str]) -> dict[str, Any]:
@@ -96,22 +98,22 @@ def _limits(form: Form, names: list[str]) -> dict[str, Any]:
     return {k: int(v) if v is not None and v.is_integer() else v for k, v in limits.items()}
 
 
-def set_run_budget(form: Form, ledger: Ledger) -> str:
+def set_run_budget(form: Form, ledger: Ledger) -> tuple[str, str | None]:
     run = ledger.get_run(form.exact("run_id", required=True))
     # Limits only: the policy (stop, pause, escalate) the budget was given stays.
     current = run.budget or Budget()
     limits = _limits(form, list(current.limits()))
     ledger.set_budget(run.run_id, dataclasses.replace(current, **limits), by=form.person())
-    return "budget"
+    return "budget", run.run_id
 
 
-def set_agent_budget(form: Form, ledger: Ledger) -> str:
+def set_agent_budget(form: Form, ledger: Ledger) -> tuple[str, str | None]:
     agent = form.exact("agent", required=True)
     found = [setting.budget for setting in ledger.agent_budgets() if setting.agent == agent]
     current = found[0] if found else AgentBudget()
     limits = _limits(form, list(current.limits()))
     ledger.set_agent_budget(agent, dataclasses.replace(current, **limits), by=form.person())
-    return "budget"
+    return "budget", None
 
 
 ACTIONS: dict[str, tuple[str, Change]] = {
@@ -137,10 +139,11 @@ def _action(page: str, change: Change) -> Callable[[Request], Any]:
         console = console_of(request)
         form = await submitted(request, console.access)
         try:
-            done = await run_in_threadpool(change, form, console.ledger)
+            done, run_id = await run_in_threadpool(change, form, console.ledger)
         except OnceLogError as exc:
             return await show(request, page, error=describe(exc), status=status_for(exc))
         # Post/redirect/get: reloading the page shows it again, never repeats the change.
-        return RedirectResponse(f"{PAGES[page][0]}?done={done}", status_code=303)
+        query = {"done": done} if run_id is None else {"done": done, "run": run_id}
+        return RedirectResponse(f"{PAGES[page][0]}?{urlencode(query)}", status_code=303)
 
     return endpoint

@@ -12,7 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from oncelog import (
-    InvalidResolution,
+    ConflictError,
     Ledger,
     OnceLogError,
     RunLeased,
@@ -20,26 +20,41 @@ from oncelog import (
     StoreUnavailable,
     UnknownApproval,
     UnknownHalt,
+    UnknownName,
     UnknownRun,
-    UnknownStep,
     UsageError,
 )
 
+from .._next import what_next
 from . import _queries as queries
 from ._forms import FormError
 from ._state import console_of
 
 Query = Callable[[Ledger, Request], dict[str, Any]]
 
-# What a person sees after a change went through (the change itself shows on the page).
+# What a person sees after a change went through (the change itself shows on the page),
+# followed, when it concerns one run, by what happens next for that run.
 NOTICES = {
-    "approved": "Approved, for exactly these arguments, once: restart the agent to go on.",
+    "approved": "Approved, for exactly these arguments, once.",
     "denied": "Denied: the agent gets ApprovalDenied at that step.",
-    "resolved": "Decision recorded in the run's journal: restart the agent to go on.",
+    "resolved": "Decision recorded in the run's journal.",
     "halted": "Kill switch on: no new step of a covered run starts.",
     "cleared": "Kill switch off: restart the halted agents; they resume.",
     "budget": "Budget saved.",
 }
+
+
+def notice(ledger: Ledger, request: Request) -> str | None:
+    """The banner after a change: what was done, to which run, and what happens next."""
+    done = NOTICES.get(request.query_params.get("done", ""))
+    run_id = request.query_params.get("run")
+    if done is None or not run_id:
+        return done
+    try:
+        after = what_next(ledger, run_id)
+    except UnknownRun:
+        return f"Run {run_id}: {done}"
+    return f"Run {run_id}: {done} Next: {'; '.join(after)}."
 
 
 def _status(request: Request) -> RunStatus | None:
@@ -52,7 +67,13 @@ def _status(request: Request) -> RunStatus | None:
 PAGES: dict[str, tuple[str, str, Query]] = {
     # name: (path, template, query)
     "overview": ("/", "overview.html", lambda ledger, _: queries.overview(ledger)),
-    "runs": ("/runs", "runs.html", lambda ledger, r: queries.runs(ledger, _status(r))),
+    "runs": (
+        "/runs",
+        "runs.html",
+        lambda ledger, r: queries.runs(
+            ledger, _status(r), r.query_params.get("agent", ""), r.query_params.get("q", "")
+        ),
+    ),
     "run": (
         "/runs/{run_id:path}",
         "run.html",
@@ -84,12 +105,13 @@ async def show(
     _, template, query = PAGES[name]
     try:
         context = await run_in_threadpool(query, console.ledger, request)
+        banner = None if error else await run_in_threadpool(notice, console.ledger, request)
     except OnceLogError as exc:
         return problem(request, exc)
     context.update(
         page=name,
         error=error,
-        notice=None if error else NOTICES.get(request.query_params.get("done", "")),
+        notice=banner,
         csrf=console.access.csrf_token(request.state.session),
     )
     return console.templates.TemplateResponse(request, template, context, status_code=status)
@@ -109,10 +131,10 @@ def describe(exc: OnceLogError) -> str:
 
 
 def status_for(exc: OnceLogError) -> int:
-    if isinstance(exc, (UnknownRun, UnknownStep)):
-        return 404
-    if isinstance(exc, (UnknownApproval, UnknownHalt, InvalidResolution)):
+    if isinstance(exc, (ConflictError, UnknownApproval, UnknownHalt)):
         return 409  # decided, cleared or resolved by someone else meanwhile
+    if isinstance(exc, UnknownName):
+        return 404
     if isinstance(exc, RunLeased):
         return 409  # a live process still holds the run
     if isinstance(exc, UsageError):

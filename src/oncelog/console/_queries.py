@@ -19,8 +19,11 @@ from oncelog import (
     StepState,
 )
 
+from .._next import released_runs, what_next
+
 LISTED = 200  # runs on the runs and budgets pages; recent decisions on the others
 HISTORY = 30
+SEARCHED = 5000  # the most recent runs a filter by agent or text looks through
 IN_FLIGHT_REASON = (
     "started, with no outcome recorded: its process may still be running it, or died "
     "before recording what happened"
@@ -69,11 +72,24 @@ def overview(ledger: Ledger) -> dict[str, Any]:
         "halts": ledger.halts(),
         "stopped": ledger.runs(RunStatus.HALTED, limit=LISTED)
         + ledger.runs(RunStatus.WAITING, limit=LISTED),
+        "released": [(r, what_next(ledger, r.run_id)) for r in released_runs(ledger)],
     }
 
 
-def runs(ledger: Ledger, status: RunStatus | None) -> dict[str, Any]:
-    return {"runs": ledger.runs(status, limit=LISTED), "status": status, "statuses": RunStatus}
+def runs(
+    ledger: Ledger, status: RunStatus | None, agent: str = "", text: str = ""
+) -> dict[str, Any]:
+    """Runs, newest first, of one status, of one agent, and with ``text`` in their id or
+    their reason (any case); empty: any."""
+    needle = text.casefold()
+    found = [
+        r for r in ledger.runs(status, limit=SEARCHED)
+        if (not agent or r.agent == agent)
+        and (not needle or needle in r.run_id.casefold() or needle in (r.reason or "").casefold())
+    ][:LISTED]  # fmt: skip
+    return {
+        "runs": found, "status": status, "statuses": RunStatus, "agent": agent, "text": text,
+    }  # fmt: skip
 
 
 def timeline(ledger: Ledger, run_id: str) -> dict[str, Any]:

@@ -37,8 +37,8 @@ except ImportError:
     ) from None
 
 from .. import _drain as drain
+from .._exit_codes import EXIT_TRY_LATER
 from .._ledger import Ledger
-from .._process import EXIT_TRY_LATER
 from ._consume import Handler, Outcome, QueueConsumer, Settle
 
 log = logging.getLogger("oncelog.queues")

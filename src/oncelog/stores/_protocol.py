@@ -60,6 +60,9 @@ class NewStep:
     needs_approval: bool = False  # the intent must consume an approval of these arguments
     cost: float = 0.0  # reserved against the run's budget with the intent
     irreversible: bool = False
+    # A step recorded after it ran (a model call, a read): the seconds it took, so that its
+    # recorded start is that long before the commit, and its duration is the call's.
+    elapsed: float = 0.0
 
 
 @dataclass(frozen=True)

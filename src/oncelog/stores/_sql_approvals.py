@@ -22,6 +22,7 @@ from ._protocol import Lease, NewStep
 from ._rows import APPROVAL_COLUMNS, approval_record, journal_json
 from ._rows import text as quoted
 from ._sql import NOW, Tx, in_list
+from ._sql_refusals import utc
 from ._sql_tx import append, lock_run
 
 
@@ -149,7 +150,12 @@ def decide_approval(
     """Approve or deny the one pending request named by ``request`` (its id) and/or
     ``args_hash``; naming neither is allowed only while the step was never asked with
     other arguments, so the decision is always about the arguments the person read."""
-    lock_run(tx, run_id)
+    if not lock_run(tx, run_id):
+        # UnknownApproval all the same (what was asked for is not there), saying why.
+        raise UnknownApproval(
+            f"no run named {run_id!r}, so no approval is pending for it",
+            run_id=run_id, step_id=step_id,
+        )  # fmt: skip
     chosen = _chosen(tx, run_id, step_id, request, args_hash)
     decided = tx.execute(
         f"UPDATE approvals SET status = ?, decided_by = ?, decided_at = {NOW}, "
@@ -205,8 +211,10 @@ def _chosen(
             "decide that request",
             **where,
         )
+    decided = "" if last.decided_by is None else f" by {last.decided_by} at {utc(last.decided_at)}"
     raise UnknownApproval(
-        f"request {last.id} of step {step_id!r} is {last.status.value}, not pending", **where
+        f"request {last.id} of step {step_id!r} is {last.status.value}{decided}, not pending",
+        **where,
     )
 
 
@@ -225,7 +233,7 @@ def _as_shown(request: Approval) -> Approval:
 
 def _no_such(step_id: str, request: int | None, args_hash: str | None) -> str:
     if request is None and args_hash is None:
-        return f"no approval is pending for step {step_id!r}"
+        return f"no approval is pending for step {step_id!r}: it never asked for one"
     named = " and ".join(
         part
         for part in (

@@ -146,9 +146,11 @@ _AGENT_KEPT = f"SELECT calls, cost, irreversible FROM agent_usage WHERE agent = 
 
 def budget_usage(tx: Tx, run_id: str) -> tuple[Budget | None, Usage]:
     """The run's budget and its usage: refused steps are not counted, steps in doubt are.
-    A run with a budget has its totals kept on its row; one without is counted."""
+    A run with a budget has its totals kept on its row; one without is counted. The wall
+    clock runs from the run's creation until it completes, not after."""
     run = tx.execute(
-        f"SELECT budget, {NOW} - created_at, used_steps, used_tokens, used_cost, "
+        "SELECT budget, CASE WHEN status = 'completed' THEN updated_at ELSE "
+        f"{NOW} END - created_at, used_steps, used_tokens, used_cost, "
         "used_irreversible FROM runs WHERE run_id = ?",
         (run_id,),
     ).fetchone()

@@ -16,7 +16,6 @@ from .._exceptions import (
     LeaseLost,
     RunLeased,
     UnknownRun,
-    UnknownStep,
     halted,
 )
 from .._records import (
@@ -40,6 +39,7 @@ from . import _sql_controls as controls
 from . import _sql_evidence as evidence
 from . import _sql_notices as notices
 from . import _sql_queue as queue
+from . import _sql_refusals as refusals
 from ._protocol import (
     BudgetDrift,
     DecisionFeed,
@@ -329,11 +329,12 @@ class SQLStore:
                 started = tx.execute(
                     "INSERT INTO steps (run_id, seq, step_id, type, tool, kind, key, "
                     "args_hash, args, state, attempts, started_at, cost, irreversible) "
-                    f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_flight', 1, {NOW}, ?, ?) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_flight', 1, "
+                    f"{NOW} - CAST(? AS DOUBLE PRECISION), ?, ?) "
                     "RETURNING attempts, started_at",
                     (lease.run_id, step.seq, step.step_id, step.type.value, step.tool,
-                     step.kind, step.key, step.args_hash, step.args_json, step.cost,
-                     int(step.irreversible)),
+                     step.kind, step.key, step.args_hash, step.args_json, step.elapsed,
+                     step.cost, int(step.irreversible)),
                 ).fetchone()  # fmt: skip
             except self.dialect.unique_violation as exc:
                 raise duplicate_step(lease, step) from exc
@@ -349,13 +350,22 @@ class SQLStore:
         """The step written ``in_flight`` again: its ``(attempts, started_at)``."""
         row = tx.execute(
             "UPDATE steps SET state = 'in_flight', attempts = attempts + 1, args_hash = ?, "
-            f"args = ?, started_at = {NOW}, finished_at = NULL, result = NULL, error = NULL, "
+            f"args = ?, started_at = {NOW} - CAST(? AS DOUBLE PRECISION), finished_at = NULL, "
+            "result = NULL, error = NULL, "
             # SET reads the row as it was: the first attempt's start is kept at the second.
             "retry_at = NULL, first_started_at = COALESCE(first_started_at, started_at), "
             "reason = NULL, "
             "cost = cost + ? WHERE run_id = ? AND seq = ? AND state = ? "
             "RETURNING attempts, started_at",
-            (step.args_hash, step.args_json, step.cost, lease.run_id, step.seq, previous.value),
+            (
+                step.args_hash,
+                step.args_json,
+                step.elapsed,
+                step.cost,
+                lease.run_id,
+                step.seq,
+                previous.value,
+            ),
         ).fetchone()
         if row is None:
             raise LeaseLost(
@@ -516,7 +526,7 @@ class SQLStore:
             f"{_SELECT_STEP} WHERE run_id = ? AND step_id = ?", (run_id, step_id)
         ).fetchone()
         if row is None:
-            raise UnknownStep(f"run has no step {step_id!r}", run_id=run_id, step_id=step_id)
+            raise refusals.unknown_step(tx, run_id, step_id)
         step = step_record(row)
         last = tx.execute(
             "SELECT event FROM journal WHERE run_id = ? AND seq = ? ORDER BY id DESC LIMIT 1",
@@ -578,13 +588,10 @@ class SQLStore:
             f"{_SELECT_STEP} WHERE run_id = ? AND step_id = ?", (run_id, step_id)
         ).fetchone()
         if row is None:
-            raise UnknownStep(f"run has no step {step_id!r}", run_id=run_id, step_id=step_id)
+            raise refusals.unknown_step(tx, run_id, step_id)
         step = step_record(row)
         if step.state.value not in IN_DOUBT:
-            raise InvalidResolution(
-                f"step is {step.state.value}; only an effect in doubt can be resolved",
-                run_id=run_id, step_id=step_id, key=step.key,
-            )  # fmt: skip
+            raise refusals.not_in_doubt(tx, step)
         return step
 
     # -- approvals, the kill switch and budgets (SQL in _sql_approvals, _sql_controls) --

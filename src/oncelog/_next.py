@@ -1,0 +1,93 @@
+"""What happens next for a run, in words a person acts on: who takes it on by itself, or
+the commands, arguments filled in, that move it. The CLI prints it after every decision
+and under ``oncelog show``; the console shows it in its banner. It only reads."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+from ._records import JournalEntry, RunRecord, RunStatus, StepState
+
+if TYPE_CHECKING:
+    from ._ledger import Ledger
+
+_IN_DOUBT = (StepState.IN_FLIGHT, StepState.UNKNOWN)
+_LISTED = 1000  # released runs looked at; more than any person works through at once
+_JOURNAL = 1_000_000
+_FIX_THE_CODE = ("ReplayDivergence", "ArgumentDrift")
+
+
+def what_next(ledger: Ledger, run_id: str) -> list[str]:
+    """Lines saying what happens next for ``run_id``: the first says what the run does, any
+    others are commands a person runs."""
+    run = ledger.get_run(run_id)
+    q = shlex.quote(run_id)
+    if run.status is RunStatus.COMPLETED:
+        return ["the run is completed: nothing is left to do"]
+    if run.owner is not None and run.status in (RunStatus.RUNNING, RunStatus.WAITING):
+        return [
+            f"the process that holds the run ({run.owner}) goes on by itself; if it is gone, "
+            f"restart the agent with run id {q}"
+        ]
+    if run.status is RunStatus.QUEUED:
+        return [_taken_by(run)]
+    if run.status is RunStatus.FAILED:
+        return [f"the run failed ({run.reason}); run it again under the same id to retry"]
+    return [f"the run is still {run.status.value}: a person must act", *_commands(ledger, run, q)]
+
+
+def _taken_by(run: RunRecord) -> str:
+    q = shlex.quote(run.run_id)
+    if run.input_json is not None:
+        return (
+            f"the run {q} is queued: an `oncelog worker` takes it and resumes it where it "
+            "stopped (start one if none is running)"
+        )
+    return (
+        f"the run {q} is queued: restart its agent with run id {q}; recorded steps replay "
+        "and it goes on from where it stopped (a process waiting on it goes on by itself)"
+    )
+
+
+def _commands(ledger: Ledger, run: RunRecord, q: str) -> list[str]:
+    commands = [
+        f"oncelog resolve {q} {shlex.quote(s.step_id)} done|not_done|abandon --by NAME"
+        for s in ledger.steps(run.run_id)
+        if s.state in _IN_DOUBT
+    ]
+    for a in ledger.approvals("pending", limit=1000):
+        if a.run_id == run.run_id:
+            commands.append(f"oncelog approve {q} {shlex.quote(a.step_id)} --by NAME   (or deny)")
+    for h in ledger.halts(limit=1000):
+        if h.scope.value == "run" and h.target == run.run_id:
+            commands.append(f"oncelog resume --run {q} --by NAME")
+        elif h.scope.value == "agent" and h.target == run.agent:
+            commands.append(f"oncelog resume --agent {shlex.quote(h.target)} --by NAME")
+        elif h.scope.value == "global":
+            commands.append("oncelog resume --global --by NAME")
+    if run.stopped_by in ("BudgetExceeded", "BudgetPaused"):
+        commands.append(f"oncelog budgets {q} --set LIMIT=NEW_LIMIT --by NAME")
+    if run.stopped_by in _FIX_THE_CODE:
+        commands.append(f"fix the agent's code (oncelog show {q}), then restart it")
+    return commands
+
+
+def released_runs(ledger: Ledger) -> list[RunRecord]:
+    """Queued runs that a person's decision released and nothing has taken up since: they
+    stay in the views of what needs attention until one moves."""
+    return [
+        r for r in ledger.runs(RunStatus.QUEUED, limit=_LISTED)
+        if _released(ledger.journal(r.run_id, limit=_JOURNAL))
+    ]  # fmt: skip
+
+
+def _released(journal: list[JournalEntry]) -> bool:
+    """A decision queued the run (``run_queued`` with ``by``) and no process has taken
+    its lease since."""
+    for entry in reversed(journal):
+        if entry.event == "lease_acquired":
+            return False
+        if entry.event == "run_queued" and "by" in entry.data:
+            return True
+    return False
