@@ -152,12 +152,17 @@ def test_the_tutorial_agent_does_what_the_tutorial_says(tmp_path: Path) -> None:
     assert run_agent(tmp_path, "ticket-4712").returncode == 0
 
 
-def test_the_tutorial_probe_fragment_fits_its_agent(tmp_path: Path) -> None:
-    [(_, agent), (_, probe)] = tutorial_blocks()
+def test_the_tutorial_fragments_fit_their_agent(tmp_path: Path) -> None:
+    [(_, agent), (_, probe), (_, deduplicated)] = tutorial_blocks()
     refund = re.search(r"@ledger.tool\(kind=\"payment\"\)\ndef refund.*?\n\n\n", agent, re.S)
     assert refund is not None
-    (tmp_path / "refund_agent.py").write_text(agent.replace(refund.group(0), probe + "\n\n"))
-    assert run_agent(tmp_path, "ticket-1").returncode == 0
+    find_refund = probe[: probe.index("@ledger.tool")]
+    for replacement in (probe, find_refund + deduplicated):
+        (tmp_path / "refund_agent.py").write_text(
+            agent.replace(refund.group(0), replacement + "\n\n")
+        )
+        done = run_agent(tmp_path, f"ticket-{len(replacement)}")
+        assert done.returncode == 0, done.stderr
 
 
 def test_the_tutorial_changing_step_ids_are_caught_as_it_says(tmp_path: Path) -> None:
