@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import http.server
-import json
 import os
 import pickle
 import random
@@ -25,6 +23,7 @@ import oncelog
 
 from .support.launch import PYTHON, python
 from .support.operator_commands import oncelog_cli
+from .support.receiver import Receiver, receiving
 
 SPENDER = Path(__file__).parent / "budget_agents" / "spender.py"
 
@@ -188,39 +187,10 @@ def test_an_agents_daily_budget_spans_its_runs(ledger: oncelog.Ledger) -> None:
     assert events.count("agent_budget_set") == 2
 
 
-class Receiver(http.server.ThreadingHTTPServer):
-    """A real HTTP endpoint for budget webhooks: keeps the JSON bodies POSTed to it."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, object]] = []
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/hook"
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    server: Receiver
-
-    def do_POST(self) -> None:
-        length = int(self.headers["Content-Length"])
-        self.server.bodies.append(json.loads(self.rfile.read(length)))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with receiving() as server:
+        yield server
 
 
 def counting_tool(ledger: oncelog.Ledger, calls: list[int]) -> oncelog.Tool[..., int]:

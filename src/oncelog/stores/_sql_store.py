@@ -465,17 +465,7 @@ class SQLStore:
                 raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
             step = self._step_in_doubt(tx, run_id, step_id)
             overridden = self._live_holder(tx, step, owner_is_dead, force=force)
-            # A person's decision is a takeover: any worker still running the step is fenced.
-            tx.execute(
-                "UPDATE runs SET fencing_token = fencing_token + 1, owner = NULL, "
-                "lease_expires_at = NULL WHERE run_id = ?",
-                (run_id,),
-            )
-            row = tx.execute(
-                f"UPDATE steps SET state = ?, result = ?, finished_at = {NOW} "
-                f"WHERE run_id = ? AND seq = ? RETURNING {STEP_COLUMNS}",
-                (RESOLVED_STATE[resolution].value, result_json, run_id, step.seq),
-            ).fetchone()
+            row = _decide_step(tx, step, resolution, result_json)
             if not tx.execute(
                 "SELECT 1 FROM steps WHERE run_id = ? AND state = 'unknown'", (run_id,)
             ).fetchone():
@@ -503,16 +493,7 @@ class SQLStore:
                 raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
             step = self._step_resolved_last(tx, run_id, step_id)
             overridden = self._live_holder(tx, step, owner_is_dead, force=force)
-            tx.execute(
-                "UPDATE runs SET fencing_token = fencing_token + 1, owner = NULL, "
-                "lease_expires_at = NULL WHERE run_id = ?",
-                (run_id,),
-            )
-            row = tx.execute(
-                f"UPDATE steps SET state = ?, result = ?, finished_at = {NOW} "
-                f"WHERE run_id = ? AND seq = ? RETURNING {STEP_COLUMNS}",
-                (RESOLVED_STATE[resolution].value, result_json, run_id, step.seq),
-            ).fetchone()
+            row = _decide_step(tx, step, resolution, result_json)
             # The decision it replaces stays in the journal, in its own "resolved" record.
             entry = resolved_json(resolution, by, note, result_json, overridden)
             append(tx, run_id, step.seq, "corrected", entry)
@@ -742,3 +723,21 @@ class SQLStore:
 
     def close(self) -> None:
         raise NotImplementedError
+
+
+def _decide_step(
+    tx: Tx, step: StepRecord, resolution: Resolution, result_json: str | None
+) -> tuple[Any, ...] | None:
+    """Write a person's decision on ``step``: the step row it leaves, as selected."""
+    # A person's decision is a takeover: any worker still running the step is fenced.
+    tx.execute(
+        "UPDATE runs SET fencing_token = fencing_token + 1, owner = NULL, "
+        "lease_expires_at = NULL WHERE run_id = ?",
+        (step.run_id,),
+    )
+    row: tuple[Any, ...] | None = tx.execute(
+        f"UPDATE steps SET state = ?, result = ?, finished_at = {NOW} "
+        f"WHERE run_id = ? AND seq = ? RETURNING {STEP_COLUMNS}",
+        (RESOLVED_STATE[resolution].value, result_json, step.run_id, step.seq),
+    ).fetchone()
+    return row
