@@ -99,7 +99,7 @@ def test_langgraphs_own_tool_node_next_to_a_recorded_model_is_refused(tmp_path: 
     args = agent_args(tmp_path, "ticket-7", "--unguarded")
 
     refused = run_agent("langgraph_agent", *args)
-    assert refused.returncode == 1, refused
+    assert refused.returncode == 2, refused  # a usage error: the agent must change
     assert "UnguardedTool: LangGraph tool 'send_email' is not guarded" in refused.stderr
     assert "ToolNode(ledger, tools, kinds={'send_email': KIND})" in refused.stderr
     assert effects(tmp_path) == {}

@@ -59,7 +59,7 @@ def test_a_recorded_agent_with_an_unguarded_tool_is_refused_before_the_model(
     require_framework("agents", "openai-agents")
     for _ in range(2):  # a second start is refused the same way: nothing ran to replay
         refused = run_agent("openai_agents_agent", *agent_args(tmp_path, "unguarded"))
-        assert refused.returncode == 1, refused
+        assert refused.returncode == 2, refused  # a usage error: the agent must change
         assert "UnguardedTool: Agents SDK tool 'send_email' is not guarded" in refused.stderr
         assert "guard_agent(agent, kinds={'send_email': KIND})" in refused.stderr
     assert EffectLog(tmp_path / "effects.jsonl").entries() == []

@@ -58,7 +58,7 @@ def test_a_recorded_agent_with_an_unguarded_tool_is_refused_before_the_model(
 ) -> None:
     require_framework("pydantic_ai", "pydantic-ai")
     refused = run_agent("pydantic_ai_agent", *agent_args(tmp_path, "unguarded"))
-    assert refused.returncode == 1, refused
+    assert refused.returncode == 2, refused  # a usage error: the agent must change
     assert "UnguardedTool: PydanticAI tool 'send_email' is not guarded" in refused.stderr
     assert "capabilities=[oncelog_pai.Guard(kinds={'send_email': KIND})]" in refused.stderr
     assert EffectLog(tmp_path / "effects.jsonl").entries() == []
