@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import pickle
 import random
@@ -12,7 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -142,7 +141,7 @@ def test_a_crash_loop_never_spends_past_the_budget(db_path: str, tmp_path: Path)
     # run exists yet, and nothing may have been performed.
     attempts = 0
     if Path(db_path).exists():
-        with oncelog.open(db_path) as ledger, contextlib.suppress(oncelog.UnknownRun):
+        with oncelog.open(db_path) as ledger, suppress(oncelog.UnknownRun):
             steps = ledger.steps("r1")
             attempts = sum(s.attempts for s in steps if s.type is oncelog.StepType.EFFECT)
     assert len(performed) <= attempts <= 20, (seed, len(performed), attempts)
