@@ -207,7 +207,7 @@ def test_numbers_are_never_masked_credentials_are(halted: str) -> None:
     ],
 )
 def test_what_is_masked(value: dict[str, object], shown: dict[str, object] | None) -> None:
-    from oncelog._display import redact
+    from oncelog.display import redact
 
     assert redact(value) == (value if shown is None else shown)
 

@@ -62,7 +62,16 @@ from ._exit_codes import EXIT_COMPLETED, EXIT_HALTED, EXIT_TRY_LATER, EXIT_WAITI
 from ._ledger import Ledger, open
 from ._no_result import NO_RESULT
 from ._notices import PersonNeeded
-from ._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found, PreflightAnswer, ProbeAnswer
+from ._probes import (
+    CANNOT_TELL,
+    NOT_FOUND,
+    Conflict,
+    Found,
+    Preflight,
+    PreflightAnswer,
+    Probe,
+    ProbeAnswer,
+)
 from ._process import (
     exit_code_for,
     run_main,
@@ -82,8 +91,8 @@ from ._records import (
     StepType,
 )
 from ._retry import Retry
-from ._run import AsyncRun, Run, current_run
-from ._tools import Kind, Tool, tool
+from ._run import AsyncRun, Run, RunContext, current_run
+from ._tools import Kind, KindName, Tool, tool
 from ._worker import Worker
 
 __all__ = [
@@ -125,6 +134,7 @@ __all__ = [
     "InvalidResolution",
     "JournalEntry",
     "Kind",
+    "KindName",
     "LeaseLost",
     "Ledger",
     "LedgerNotFound",
@@ -135,9 +145,11 @@ __all__ = [
     "PayloadTooLarge",
     "PersonNeeded",
     "PlanMismatch",
+    "Preflight",
     "PreflightAnswer",
     "PreflightConflict",
     "PreflightUnanswered",
+    "Probe",
     "ProbeAnswer",
     "ReplayDivergence",
     "ResendLater",
@@ -145,6 +157,7 @@ __all__ = [
     "ResultNotRecorded",
     "Retry",
     "Run",
+    "RunContext",
     "RunHalted",
     "RunLeased",
     "RunRecord",

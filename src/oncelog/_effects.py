@@ -36,7 +36,6 @@ from ._calls import (
     usage,
 )
 from ._decide import IN_DOUBT, Action, Situation, attempts_left, decide, deduplicated, key_honoured
-from ._display import visible
 from ._exceptions import (
     ApprovalDenied,
     ApprovalRequired,
@@ -64,6 +63,7 @@ from ._reconcile import ask
 from ._records import ApprovalStatus, StepRecord, StepState, StepType
 from ._replay import ReplayCursor, check_same_step
 from ._serialization import decode, digest, encode
+from .display import visible
 from .failures import Failure
 from .stores._protocol import Lease, NewStep, Outcome, Store
 

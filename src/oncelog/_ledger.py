@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from . import _leases as leases
+from . import _next as next_steps
 from . import _pages as pages
 from . import _waiting as waiting
 from ._alerts import AlertCallback
@@ -21,7 +22,7 @@ from ._heartbeat import HEARTBEATS
 from ._names import check_name, check_text
 from ._no_result import NO_RESULT
 from ._notices import AnyAlertCallback, Notices
-from ._person_results import ResultContract
+from ._person_results import Form, ResultContract
 from ._records import (
     Approval,
     ApprovalStatus,
@@ -305,9 +306,15 @@ class Ledger:
                 key=step.key,
             ) from None  # fmt: skip
 
-    def _declare_result(self, tool: str, contract: ResultContract) -> None:
-        """Store what a person's result for ``tool`` must look like, once per process."""
-        stored = contract.to_json()
+    def declare_result(
+        self, tool: str, schema: dict[str, Any] | None = None, *, form: Form = "json"
+    ) -> None:
+        """Store what a person's result for ``tool`` must look like, so that ``resolve``
+        checks it in whatever process a person decides in: a value matching the JSON
+        Schema ``schema`` (``form="json"``), or an MCP tool result (``form="mcp"``,
+        ``schema`` the tool's output schema). A tool's ``result_schema=`` is declared at
+        its first use; stored once per process."""
+        stored = ResultContract(form, schema).to_json()
         if self._declared_results.get(tool) != stored:
             self.store.set_result_contract(tool, stored)
             self._declared_results[tool] = stored
@@ -445,6 +452,17 @@ class Ledger:
         whose run's lease has lapsed (by the store's clock) is orphaned, since nobody is
         running it; each comes with the lease's last owner and its age."""
         return self.store.effects_in_doubt(limit)
+
+    def what_next(self, run_id: str) -> list[str]:
+        """What happens next for the run, in words a person acts on: the first line says
+        what the run does by itself; any others are the commands, arguments filled in,
+        that move it (``oncelog show`` prints them, the console shows them)."""
+        return next_steps.what_next(self, run_id)
+
+    def released_runs(self) -> list[RunRecord]:
+        """Queued runs that a person's decision released and nothing has taken up since:
+        they still need attention until one moves."""
+        return next_steps.released_runs(self)
 
     def journal(
         self, run_id: str | None = None, *, after: int = 0, limit: int = 1000

@@ -1,16 +1,26 @@
 """What happens next for a run, in words a person acts on: who takes it on by itself, or
 the commands, arguments filled in, that move it. The CLI prints it after every decision
-and under ``oncelog show``; the console shows it in its banner. It only reads."""
+and under ``oncelog show``; the console shows it in its banner (``Ledger.what_next``). It
+only reads, through the ledger's public reads (``Reads``)."""
 
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from ._records import JournalEntry, RunRecord, RunStatus, StepState
+from ._records import Approval, Halt, JournalEntry, RunRecord, RunStatus, StepRecord, StepState
 
-if TYPE_CHECKING:
-    from ._ledger import Ledger
+
+class Reads(Protocol):
+    """What this module reads of a ``Ledger``."""
+
+    def get_run(self, run_id: str) -> RunRecord: ...
+    def runs(self, status: RunStatus, *, limit: int) -> list[RunRecord]: ...
+    def steps(self, run_id: str) -> list[StepRecord]: ...
+    def approvals(self, status: str, *, limit: int) -> list[Approval]: ...
+    def halts(self, *, limit: int) -> list[Halt]: ...
+    def journal(self, run_id: str, *, limit: int) -> list[JournalEntry]: ...
+
 
 _IN_DOUBT = (StepState.IN_FLIGHT, StepState.UNKNOWN)
 _LISTED = 1000  # released runs looked at; more than any person works through at once
@@ -18,7 +28,7 @@ _JOURNAL = 1_000_000
 _FIX_THE_CODE = ("ReplayDivergence", "ArgumentDrift")
 
 
-def what_next(ledger: Ledger, run_id: str) -> list[str]:
+def what_next(ledger: Reads, run_id: str) -> list[str]:
     """Lines saying what happens next for ``run_id``: the first says what the run does, any
     others are commands a person runs."""
     run = ledger.get_run(run_id)
@@ -50,7 +60,7 @@ def _taken_by(run: RunRecord) -> str:
     )
 
 
-def _commands(ledger: Ledger, run: RunRecord, q: str) -> list[str]:
+def _commands(ledger: Reads, run: RunRecord, q: str) -> list[str]:
     commands = [
         f"oncelog resolve {q} {shlex.quote(s.step_id)} done|not_done|abandon --by NAME"
         for s in ledger.steps(run.run_id)
@@ -73,7 +83,7 @@ def _commands(ledger: Ledger, run: RunRecord, q: str) -> list[str]:
     return commands
 
 
-def released_runs(ledger: Ledger) -> list[RunRecord]:
+def released_runs(ledger: Reads) -> list[RunRecord]:
     """Queued runs that a person's decision released and nothing has taken up since: they
     stay in the views of what needs attention until one moves."""
     return [

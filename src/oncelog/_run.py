@@ -36,7 +36,6 @@ from ._exceptions import (
 )
 from ._heartbeat import HEARTBEATS
 from ._names import check_name
-from ._person_results import ResultContract
 from ._records import RunRecord, RunStatus, StepType
 from ._redact import redact_call
 from ._run_options import RunOptions
@@ -151,7 +150,7 @@ class _Steps:
             spec = tool.spec
             fn: Callable[..., Any] = tool.fn
             if spec.result_schema is not None:
-                self._ledger._declare_result(spec.name, ResultContract("json", spec.result_schema))
+                self._ledger.declare_result(spec.name, spec.result_schema)
         else:
             asked = tool if isinstance(tool, _Asked) else _Asked(tool)
             spec, fn = step_spec(asked.fn, asked.name), asked.fn

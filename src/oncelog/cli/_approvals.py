@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 
 import click
 
-from .._display import escape_invisible, visible
-from .._next import what_next
-from .._records import Approval
+from oncelog import Approval
+from oncelog.display import escape_invisible, visible
+
 from ._options import db_option, emit, json_option, opened, print_next
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -107,7 +107,7 @@ def approve(
             run_id, step_id, by=by, request=request, args_hash=args_hash,
             expires_in=expires_in, note=note,
         )  # fmt: skip
-        after = what_next(ledger, run_id)
+        after = ledger.what_next(run_id)
     click.echo(_decided(found))
     print_next(after)
 
@@ -131,6 +131,6 @@ def deny(
     """Deny one pending request of a step: the agent gets ApprovalDenied there."""
     with opened(db, create=False) as ledger:
         found = ledger.deny(run_id, step_id, by=by, request=request, args_hash=args_hash, note=note)
-        after = what_next(ledger, run_id)
+        after = ledger.what_next(run_id)
     click.echo(_decided(found))
     print_next(after)

@@ -8,7 +8,6 @@ import click
 
 import oncelog
 
-from .._next import what_next
 from ._options import db_option, emit, json_option, opened, print_next
 
 _LIMITS = list(oncelog.Budget().limits())
@@ -62,7 +61,7 @@ def budgets(
             current, _ = ledger.budget_usage(run_id)
             ledger.set_budget(run_id, _changed(current, pairs), by=by)
         budget, used = ledger.budget_usage(run_id)
-        after = what_next(ledger, run_id) if pairs else None
+        after = ledger.what_next(run_id) if pairs else None
     rows = {
         name: {
             "limit": None if budget is None else getattr(budget, name),

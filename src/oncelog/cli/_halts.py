@@ -11,7 +11,6 @@ import click
 
 import oncelog
 
-from .._next import what_next
 from ._options import db_option, emit, json_option, opened, print_next
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -74,7 +73,7 @@ def resume(
     with opened(db, create=False) as ledger:
         found = ledger.clear_halt(by=by, run=run, agent=agent, note=note)
         after = (
-            what_next(ledger, run)
+            ledger.what_next(run)
             if run is not None
             else ["restart the halted agents it covered; each resumes where it stopped "
                   "(oncelog runs --status queued lists them)"]

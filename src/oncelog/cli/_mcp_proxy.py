@@ -8,7 +8,7 @@ import click
 
 import oncelog
 
-from .._drain import draining, handle_sigterm
+from .._drain import draining
 from ._options import db_option, opened
 
 
@@ -39,7 +39,7 @@ def mcp_proxy(
         raise click.ClickException(str(exc)) from exc
     import anyio  # installed with mcp
 
-    handle_sigterm()
+    oncelog.handle_sigterm()
     with opened(db) as ledger:
         try:
             config = mcp_proxy.load_config(config_path)

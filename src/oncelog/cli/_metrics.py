@@ -6,7 +6,8 @@ import threading
 
 import click
 
-from .._exceptions import ConfigurationError
+from oncelog import ConfigurationError
+
 from ._options import db_option, opened
 
 

@@ -59,7 +59,7 @@ def emit(data: Any) -> None:
 
 
 def print_next(lines: list[str]) -> None:
-    """What happens next for a run, after a decision (``_next.what_next``)."""
+    """What happens next for a run, after a decision (``Ledger.what_next``)."""
     click.echo(f"next: {lines[0]}")
     for command in lines[1:]:
         click.echo(f"  {command}")

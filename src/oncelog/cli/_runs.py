@@ -10,7 +10,6 @@ import click
 
 import oncelog
 
-from .._next import released_runs, what_next
 from ._options import db_option, emit, json_option, opened, print_next
 from ._show import run_row, shown, step_row, when
 
@@ -43,7 +42,7 @@ def unknown(db: str | None, as_json: bool) -> None:
     with opened(db, create=False) as ledger:
         in_doubt = ledger.effects_in_doubt()
         found = [(d, d.step.reason or _why_in_flight(d)) for d in in_doubt]
-        released = {r.run_id: what_next(ledger, r.run_id) for r in released_runs(ledger)}
+        released = {r.run_id: ledger.what_next(r.run_id) for r in ledger.released_runs()}
     if as_json:
         emit([_doubt_row(d, why) for d, why in found])
         return
@@ -151,7 +150,7 @@ def resolve(
             run_id, step_id, oncelog.Resolution(resolution), by=by, result=result, note=note,
             force=force, correct=correct,
         )  # fmt: skip
-        after = what_next(ledger, run_id)
+        after = ledger.what_next(run_id)
     fixed = " (corrected)" if correct else ""
     click.echo(f"{run_id} {step_id}: {step.state.value}{fixed} (by {by})")
     print_next(after)

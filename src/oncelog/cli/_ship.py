@@ -12,10 +12,9 @@ from types import FrameType
 import click
 
 import oncelog
+from oncelog import ConfigurationError, Ledger
+from oncelog.sinks import ADDRESSES, Shipper, SinkUnavailable, open_sink
 
-from .._exceptions import ConfigurationError
-from .._ledger import Ledger
-from ..sinks import ADDRESSES, Shipper, SinkUnavailable, open_sink
 from ._options import db_option, opened
 
 EXIT_TRY_LATER = 75

@@ -12,9 +12,8 @@ from typing import Any
 import click
 
 import oncelog
+from oncelog.display import redact
 
-from .._display import redact
-from .._next import what_next
 from ._options import db_option, emit, json_option, opened
 
 # The journal records that are a person's (or a detector's) decision about the run.
@@ -109,7 +108,7 @@ def show(run_id: str, with_journal: bool, db: str | None, as_json: bool) -> None
         steps = ledger.steps(run_id)
         journal = ledger.journal(run_id, limit=JOURNAL_LIMIT)
         switches = _covering(ledger, run)
-        after = what_next(ledger, run_id)
+        after = ledger.what_next(run_id)
     ids = {s.seq: s.step_id for s in steps}
     decisions = [_decision(e, ids) for e in journal if e.event in DECISIONS]
     if as_json:

@@ -14,8 +14,8 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from oncelog import Ledger
+from oncelog.display import visible
 
-from .._display import visible
 from . import _actions as actions
 from . import _pages as pages
 from ._access import SESSION_SECONDS, Access

@@ -25,7 +25,6 @@ from oncelog import (
     UsageError,
 )
 
-from .._next import what_next
 from . import _queries as queries
 from ._forms import FormError
 from ._state import console_of
@@ -51,7 +50,7 @@ def notice(ledger: Ledger, request: Request) -> str | None:
     if done is None or not run_id:
         return done
     try:
-        after = what_next(ledger, run_id)
+        after = ledger.what_next(run_id)
     except UnknownRun:
         return f"Run {run_id}: {done}"
     return f"Run {run_id}: {done} Next: {'; '.join(after)}."

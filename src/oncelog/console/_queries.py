@@ -19,8 +19,6 @@ from oncelog import (
     StepState,
 )
 
-from .._next import released_runs, what_next
-
 LISTED = 200  # runs on the runs and budgets pages; recent decisions on the others
 HISTORY = 30
 SEARCHED = 5000  # the most recent runs a filter by agent or text looks through
@@ -72,7 +70,7 @@ def overview(ledger: Ledger) -> dict[str, Any]:
         "halts": ledger.halts(),
         "stopped": ledger.runs(RunStatus.HALTED, limit=LISTED)
         + ledger.runs(RunStatus.WAITING, limit=LISTED),
-        "released": [(r, what_next(ledger, r.run_id)) for r in released_runs(ledger)],
+        "released": [(r, ledger.what_next(r.run_id)) for r in ledger.released_runs()],
     }
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .._display import escape_invisible, exact_json, redact
-from .._serialization import decode
+from oncelog.display import escape_invisible, exact_json, redact
 
 # In a journal entry, the parts the agent wrote; the rest is oncelog's own bookkeeping
 # (a fencing "token" is a counter, not a secret).
@@ -20,7 +19,7 @@ def shown(text: str | None) -> str:
     if text is None:
         return ""
     try:
-        value = decode(text)
+        value = json.loads(text)
     except ValueError:
         return _cut(f"(not JSON) {text}")
     return shown_value(value)
@@ -51,6 +50,6 @@ def approved(text: str) -> str:
     the tool declares secret (recorded as ``redacted:<hmac>``), nothing cut, invisible
     characters escaped. The page shows the start of a long one and says so."""
     try:
-        return exact_json(decode(text))
+        return exact_json(json.loads(text))
     except ValueError:
         return escape_invisible(f"(not JSON) {text}")

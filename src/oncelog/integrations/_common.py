@@ -19,7 +19,9 @@ from oncelog import (
     AsyncRun,
     ConfigurationError,
     Kind,
+    KindName,
     NoActiveRun,
+    Probe,
     Run,
     Tool,
     UnguardedTool,
@@ -27,9 +29,6 @@ from oncelog import (
     current_run,
     tool,
 )
-
-from .._probes import Probe
-from .._tools import KindName
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,11 @@ from oncelog import (
     OnceLogError,
     ReplayDivergence,
     ResultNotRecorded,
+    Run,
+    RunContext,
     RunStopped,
 )
 
-from .._run import Run, RunContext
 from ._common import Policy
 
 # Errors raised with a record at the call's position: the call keeps its step id.

@@ -32,6 +32,7 @@ doubt, a kill switch, a budget) is a tool error too, naming the reason.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -42,7 +43,6 @@ from typing import Any, cast
 
 from oncelog import AmbiguousOutcome, ApprovalRequired, ConfigurationError, Ledger, OnceLogError
 
-from .._person_results import ResultContract
 from ._common import Policy
 from ._common import missing_extra as _missing
 
@@ -157,8 +157,10 @@ class _Proxy:
                 return
             for tool in listed.tools:
                 if self.config.policy(tool.name) is not None:
-                    contract = ResultContract("mcp", tool.output_schema)
-                    await anyio.to_thread.run_sync(self.ledger._declare_result, tool.name, contract)
+                    declare = functools.partial(
+                        self.ledger.declare_result, tool.name, tool.output_schema, form="mcp"
+                    )
+                    await anyio.to_thread.run_sync(declare)
             cursor = listed.next_cursor
             if not cursor:
                 return

@@ -76,8 +76,15 @@ except ImportError as exc:  # the extra is optional; say which one to install
         "oncelog.probes.stripe needs the Stripe client: pip install 'oncelog[stripe]'"
     ) from exc
 
-from .._exceptions import ConfigurationError
-from .._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found, PreflightAnswer, ProbeAnswer
+from oncelog import (
+    CANNOT_TELL,
+    NOT_FOUND,
+    ConfigurationError,
+    Conflict,
+    Found,
+    PreflightAnswer,
+    ProbeAnswer,
+)
 
 if TYPE_CHECKING:
     from stripe.params import PaymentIntentCreateParams, PaymentIntentListParams

@@ -21,18 +21,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _drain as drain
-from .._exceptions import (
+from oncelog import (
     ConfigurationError,
     InvalidPayload,
+    Ledger,
     NeedsPerson,
     OnceLogError,
+    RunStatus,
     StoreError,
     TryLater,
     WaitingForPerson,
 )
-from .._ledger import Ledger
-from .._records import RunStatus
+
+from .. import _drain as drain
 from .._serialization import encode
 
 log = logging.getLogger("oncelog.queues")

@@ -21,7 +21,7 @@ import asyncio
 import logging
 import threading
 
-from .._exceptions import ConfigurationError
+from oncelog import EXIT_TRY_LATER, ConfigurationError, Ledger
 
 try:
     import nats
@@ -37,8 +37,6 @@ except ImportError:
     ) from None
 
 from .. import _drain as drain
-from .._exit_codes import EXIT_TRY_LATER
-from .._ledger import Ledger
 from ._consume import Handler, Outcome, QueueConsumer, Settle
 
 log = logging.getLogger("oncelog.queues")

@@ -23,7 +23,7 @@ import threading
 from functools import partial
 from typing import NamedTuple
 
-from .._exceptions import ConfigurationError
+from oncelog import EXIT_TRY_LATER, ConfigurationError, Ledger
 
 try:
     import pika
@@ -36,8 +36,6 @@ except ImportError:
     ) from None
 
 from .. import _drain as drain
-from .._exit_codes import EXIT_TRY_LATER
-from .._ledger import Ledger
 from ._consume import Handler, Outcome, QueueConsumer, Settle
 
 log = logging.getLogger("oncelog.queues")

@@ -1,7 +1,8 @@
-"""What an agent recorded, made fit to show a person: credentials masked, wherever they
-sit, and nothing else. Declared secrets (``tool(secret=...)``) never reach the ledger at
-all (they are stored as ``redacted:<hmac>``); this is the second line, for what nobody
-declared: the CLI and the console show recorded payloads only through it.
+"""``oncelog.display``: what an agent recorded, made fit to show a person: credentials
+masked, wherever they sit, and nothing else. Declared secrets (``tool(secret=...)``)
+never reach the ledger at all (they are stored as ``redacted:<hmac>``); this is the second
+line, for what nobody declared: the CLI and the console show recorded payloads only
+through it, and so can a page or a report of your own.
 
 A person reading a run needs its numbers: token counts (``usage``, ``prompt_tokens``,
 ``max_tokens``), amounts, ids. So a value is masked only if it sits under a key that names
@@ -19,6 +20,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+__all__ = ["MASK", "escape_invisible", "exact_json", "redact", "visible"]
 
 # Keys whose text values are never shown. ``token`` as a word only: ``access_token`` and
 # ``accessToken`` are credentials, ``prompt_tokens`` and ``max_tokens`` are counts.
