@@ -4,47 +4,44 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import pytest
 
 import oncelog
+from oncelog.testing import FakeProvider, Refused
 
 
-class Declined(Exception):
-    pass
+def answer(request: Any) -> Any:
+    """What the provider answers: a number is stored as is; some texts fail on purpose."""
+    if request == "declined":
+        raise Refused("card declined")
+    if request == "boom":
+        raise ConnectionError("reset by peer")
+    if isinstance(request, int) and request < 0:
+        raise TimeoutError("no answer")
+    return request if isinstance(request, int) else {"to": request}
 
 
-class Provider:
-    """Counts calls per idempotency key."""
+def tools(
+    ledger: oncelog.Ledger, provider: FakeProvider
+) -> tuple[oncelog.Tool[..., dict[str, str]], oncelog.Tool[..., int]]:
+    @ledger.tool(kind="create", name="send", refusals=(Refused,))
+    def send(to: str, *, idempotency_key: str) -> dict[str, str]:
+        sent: dict[str, str] = provider.call(idempotency_key, to)
+        return sent
 
-    def __init__(self) -> None:
-        self.calls: list[str] = []
+    @ledger.tool(kind="upsert", name="put")
+    def put(value: int, *, idempotency_key: str) -> int:
+        stored: int = provider.call(idempotency_key, value)
+        return stored
 
-    def tools(
-        self, ledger: oncelog.Ledger
-    ) -> tuple[oncelog.Tool[..., dict[str, str]], oncelog.Tool[..., int]]:
-        @ledger.tool(kind="create", name="send", refusals=(Declined,))
-        def send(to: str, *, idempotency_key: str) -> dict[str, str]:
-            self.calls.append(idempotency_key)
-            if to == "declined":
-                raise Declined("card declined")
-            if to == "boom":
-                raise ConnectionError("reset by peer")
-            return {"to": to}
-
-        @ledger.tool(kind="upsert", name="put")
-        def put(value: int, *, idempotency_key: str) -> int:
-            self.calls.append(idempotency_key)
-            if value < 0:
-                raise TimeoutError("no answer")
-            return value
-
-        return send, put
+    return send, put
 
 
 def test_replay_returns_recorded_results_without_calling(ledger: oncelog.Ledger) -> None:
-    provider = Provider()
-    send, _ = provider.tools(ledger)
+    provider = FakeProvider(answer=answer)
+    send, _ = tools(ledger, provider)
     tokens: list[int] = []
 
     def model(prompt: str) -> dict[str, object]:
@@ -57,7 +54,7 @@ def test_replay_returns_recorded_results_without_calling(ledger: oncelog.Ledger)
             text = run.llm("think", model, "hi")["text"]
             results.append(run.effect("mail", send, to=text))
     assert results == [{"to": "HI"}] * 3
-    assert len(provider.calls) == 1
+    assert len(provider.requests) == 1
     assert len(tokens) == 1
     think = ledger.steps("r")[0]
     assert (think.tokens_in, think.tokens_out) == (7, 2)
@@ -65,13 +62,13 @@ def test_replay_returns_recorded_results_without_calling(ledger: oncelog.Ledger)
 
 
 def test_key_depends_on_run_step_and_tool_only(ledger: oncelog.Ledger) -> None:
-    provider = Provider()
-    send, _ = provider.tools(ledger)
+    provider = FakeProvider(answer=answer)
+    send, _ = tools(ledger, provider)
     with ledger.run("r1") as run:
         run.effect("a", send, to="x")
     with ledger.run("r2") as run:
         run.effect("a", send, to="completely different payload")
-    assert provider.calls == [
+    assert provider.requests == [
         oncelog.idempotency_key("r1", "a", send.spec.name),
         oncelog.idempotency_key("r2", "a", send.spec.name),
     ]
@@ -92,20 +89,20 @@ def test_live_call_returns_what_replay_will_return(ledger: oncelog.Ledger) -> No
 
 
 def test_refusal_is_recorded_and_replayed(ledger: oncelog.Ledger) -> None:
-    provider = Provider()
-    send, _ = provider.tools(ledger)
+    provider = FakeProvider(answer=answer)
+    send, _ = tools(ledger, provider)
     for _ in range(2):
         with ledger.run("r") as run, pytest.raises(oncelog.EffectRefused) as refused:
             run.effect("pay", send, to="declined")
-        assert refused.value.error_type == "Declined"
+        assert refused.value.error_type == "Refused"
         assert refused.value.step_id == "pay"
-    assert len(provider.calls) == 1
+    assert len(provider.requests) == 1
     assert ledger.steps("r")[0].state is oncelog.StepState.FAILED
 
 
 def test_unexpected_error_of_a_create_halts_for_a_person(ledger: oncelog.Ledger) -> None:
-    provider = Provider()
-    send, _ = provider.tools(ledger)
+    provider = FakeProvider(answer=answer)
+    send, _ = tools(ledger, provider)
     with pytest.raises(oncelog.AmbiguousOutcome) as halted, ledger.run("r") as run:
         run.effect("mail", send, to="boom")
     assert halted.value.exit_code == oncelog.EXIT_HALTED
@@ -113,31 +110,31 @@ def test_unexpected_error_of_a_create_halts_for_a_person(ledger: oncelog.Ledger)
     assert ledger.get_run("r").status is oncelog.RunStatus.HALTED
     with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("r") as run:
         run.effect("mail", send, to="boom")
-    assert len(provider.calls) == 1
+    assert len(provider.requests) == 1
     ledger.resolve("r", "mail", "not_done", by="alice")
     with ledger.run("r") as run:
         assert run.effect("mail", send, to="fixed") == {"to": "fixed"}
-    assert provider.calls[0] == provider.calls[1]  # the retry kept its key
+    assert provider.requests[0] == provider.requests[1]  # the retry kept its key
     assert ledger.steps("r")[0].attempts == 2
 
 
 def test_idempotent_kind_reruns_after_an_error_with_the_same_key(
     ledger: oncelog.Ledger,
 ) -> None:
-    provider = Provider()
-    _, put = provider.tools(ledger)
+    provider = FakeProvider(answer=answer)
+    _, put = tools(ledger, provider)
     with pytest.raises(TimeoutError), ledger.run("r") as run:
         run.effect("set", put, -1)
     assert ledger.steps("r")[0].state is oncelog.StepState.NOT_DONE
     with ledger.run("r") as run:
         assert run.effect("set", put, 5) == 5
-    assert len(set(provider.calls)) == 1
-    assert len(provider.calls) == 2
+    assert len(set(provider.requests)) == 1
+    assert len(provider.requests) == 2
 
 
 def test_in_flight_create_found_on_resume_is_unknown(ledger: oncelog.Ledger) -> None:
-    provider = Provider()
-    send, put = provider.tools(ledger)
+    provider = FakeProvider(answer=answer)
+    send, put = tools(ledger, provider)
 
     class Killed(BaseException):
         """Stands in for SIGKILL inside the call; the kill tests use the real thing."""
@@ -151,32 +148,32 @@ def test_in_flight_create_found_on_resume_is_unknown(ledger: oncelog.Ledger) -> 
     assert ledger.steps("r")[0].state is oncelog.StepState.IN_FLIGHT
     with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("r") as run:
         run.effect("mail", send, to="x")
-    assert provider.calls == []
+    assert provider.requests == []
     [step] = ledger.in_doubt()
     assert (step.step_id, step.state) == ("mail", oncelog.StepState.UNKNOWN)
     ledger.resolve("r", "mail", "done", result={"to": "x"}, by="bob", note="seen in provider")
     with ledger.run("r") as run:
         assert run.effect("mail", send, to="x") == {"to": "x"}
         assert run.effect("set", put, 1) == 1
-    assert len(provider.calls) == 1
+    assert len(provider.requests) == 1
     resolved = [e for e in ledger.journal("r") if e.event == "resolved"]
     assert resolved[0].data["by"] == "bob"
 
 
 def test_abandoned_effect_reaches_the_agent(ledger: oncelog.Ledger) -> None:
-    provider = Provider()
-    send, _ = provider.tools(ledger)
+    provider = FakeProvider(answer=answer)
+    send, _ = tools(ledger, provider)
     with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("r") as run:
         run.effect("mail", send, to="boom")
     ledger.resolve("r", "mail", "abandon", by="carol")
     with ledger.run("r") as run, pytest.raises(oncelog.EffectAbandoned):
         run.effect("mail", send, to="boom")
-    assert len(provider.calls) == 1
+    assert len(provider.requests) == 1
 
 
 def test_argument_drift(ledger: oncelog.Ledger, caplog: pytest.LogCaptureFixture) -> None:
-    provider = Provider()
-    send, put = provider.tools(ledger)
+    provider = FakeProvider(answer=answer)
+    send, put = tools(ledger, provider)
     with ledger.run("r") as run:
         run.effect("mail", send, to="a")
         run.effect("set", put, 1)
@@ -187,12 +184,12 @@ def test_argument_drift(ledger: oncelog.Ledger, caplog: pytest.LogCaptureFixture
         run.effect("mail", send, to="a")
         assert run.effect("set", put, 2) == 1  # warn: the recorded result stands
     assert "other arguments" in caplog.text
-    assert len(provider.calls) == 2
+    assert len(provider.requests) == 2
 
 
 def test_replay_divergence(ledger: oncelog.Ledger) -> None:
-    provider = Provider()
-    send, put = provider.tools(ledger)
+    provider = FakeProvider(answer=answer)
+    send, put = tools(ledger, provider)
     with ledger.run("r") as run:
         run.effect("mail", send, to="a")
         run.effect("set", put, 1)
@@ -201,12 +198,12 @@ def test_replay_divergence(ledger: oncelog.Ledger) -> None:
     assert diverged.value.step_id == "set"
     with pytest.raises(oncelog.ReplayDivergence), ledger.run("r") as run:
         run.effect("mail", send, to="a")  # stops before the recorded "set"
-    assert len(provider.calls) == 2
+    assert len(provider.requests) == 2
 
 
 def test_direct_tool_calls_are_positional_effects(ledger: oncelog.Ledger) -> None:
-    provider = Provider()
-    send, _ = provider.tools(ledger)
+    provider = FakeProvider(answer=answer)
+    send, _ = tools(ledger, provider)
     with pytest.raises(oncelog.NoActiveRun):
         send(to="x")
     for _ in range(2):
@@ -214,7 +211,7 @@ def test_direct_tool_calls_are_positional_effects(ledger: oncelog.Ledger) -> Non
             assert send(to="x") == {"to": "x"}
             assert send(to="y") == {"to": "y"}
     assert [s.step_id for s in ledger.steps("r")] == [f"{send.spec.name}@0", f"{send.spec.name}@1"]
-    assert len(provider.calls) == 2
+    assert len(provider.requests) == 2
 
 
 def test_plan_is_stored_and_guarded(ledger: oncelog.Ledger) -> None:
@@ -246,8 +243,8 @@ def test_second_live_owner_is_refused(ledger: oncelog.Ledger) -> None:
 
 
 def test_agent_exception_marks_the_run_failed_and_resumable(ledger: oncelog.Ledger) -> None:
-    provider = Provider()
-    send, _ = provider.tools(ledger)
+    provider = FakeProvider(answer=answer)
+    send, _ = tools(ledger, provider)
     with pytest.raises(KeyError), ledger.run("r") as run:
         run.effect("mail", send, to="a")
         raise KeyError("agent bug")
@@ -255,7 +252,7 @@ def test_agent_exception_marks_the_run_failed_and_resumable(ledger: oncelog.Ledg
     with ledger.run("r") as run:
         run.effect("mail", send, to="a")
     assert ledger.get_run("r").status is oncelog.RunStatus.COMPLETED
-    assert len(provider.calls) == 1
+    assert len(provider.requests) == 1
 
 
 def test_exit_codes() -> None:

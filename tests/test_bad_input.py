@@ -14,13 +14,14 @@ import pickle
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
 import oncelog
+from oncelog.testing import FakeProvider, Refused
 
 E = TypeVar("E", bound=oncelog.OnceLogError)
 Rows = tuple[tuple[Any, ...], ...]
@@ -29,35 +30,24 @@ SendTool = oncelog.Tool[..., Any]
 SMALL_LIMIT = 256
 
 
-class Declined(Exception):
-    """The provider's definite refusal."""
+def answer(payload: Any) -> Any:
+    """What the provider returns: some answers cannot be recorded, on purpose."""
+    if payload == "refuse":
+        raise Refused("card declined")
+    return {
+        "set": {1, 2},
+        "nan": math.nan,
+        "int keys": {1: "one"},
+        "big": "x" * (SMALL_LIMIT * 4),
+    }.get(payload, {"sent": payload})
 
 
-@dataclass
-class Provider:
-    """The outside world: it records every call it really received."""
+def send_tool(ledger: oncelog.Ledger, provider: FakeProvider) -> SendTool:
+    @ledger.tool(kind="create", name="send", refusals=(Refused,))
+    def send(payload: Any, *, idempotency_key: str) -> Any:
+        return provider.call(idempotency_key, payload)
 
-    calls: list[str] = field(default_factory=list)
-
-    def tool(self, ledger: oncelog.Ledger) -> SendTool:
-        @ledger.tool(kind="create", name="send", refusals=(Declined,))
-        def send(payload: Any, *, idempotency_key: str) -> Any:
-            self.calls.append(idempotency_key)
-            return self.answer(payload)
-
-        return send
-
-    @staticmethod
-    def answer(payload: Any) -> Any:
-        """What the provider returns: some answers cannot be recorded, on purpose."""
-        if payload == "refuse":
-            raise Declined("card declined")
-        return {
-            "set": {1, 2},
-            "nan": math.nan,
-            "int keys": {1: "one"},
-            "big": "x" * (SMALL_LIMIT * 4),
-        }.get(payload, {"sent": payload})
+    return send
 
 
 # -- looking at the file from outside ---------------------------------------------------
@@ -120,13 +110,13 @@ def refused_cleanly(db_path: str, expected: type[E]) -> Iterator[pytest.Exceptio
 
 
 @pytest.fixture
-def provider() -> Provider:
-    return Provider()
+def provider() -> FakeProvider:
+    return FakeProvider(answer=answer)
 
 
 @pytest.fixture
-def send(ledger: oncelog.Ledger, provider: Provider) -> SendTool:
-    return provider.tool(ledger)
+def send(ledger: oncelog.Ledger, provider: FakeProvider) -> SendTool:
+    return send_tool(ledger, provider)
 
 
 @pytest.fixture
@@ -161,7 +151,7 @@ UNSERIALISABLE = {
 
 @pytest.mark.parametrize("value", UNSERIALISABLE.values(), ids=UNSERIALISABLE.keys())
 def test_unserialisable_arguments_are_refused_before_anything_is_written(
-    ledger: oncelog.Ledger, send: SendTool, provider: Provider, db_path: str, value: Any
+    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, db_path: str, value: Any
 ) -> None:
     with ledger.run("r") as run:
         with refused_cleanly(db_path, oncelog.UnserializableValue):
@@ -172,13 +162,13 @@ def test_unserialisable_arguments_are_refused_before_anything_is_written(
             run.read("lookup", lambda v: v, value)
         with refused_cleanly(db_path, oncelog.UnserializableValue):
             run.llm("think", lambda v: v, value)
-        assert provider.calls == []
+        assert provider.requests == []
         # Nothing was recorded and no position was used: the run goes on at position 0.
         assert run.effect("mail", send, "fixed") == {"sent": "fixed"}
     assert [(s.seq, s.step_id) for s in ledger.steps("r")] == [(0, "mail")]
     with ledger.run("r") as run:
         assert run.effect("mail", send, "fixed") == {"sent": "fixed"}
-    assert len(provider.calls) == 1
+    assert len(provider.requests) == 1
 
 
 def test_an_argument_error_names_its_run_and_step(ledger: oncelog.Ledger, send: SendTool) -> None:
@@ -190,9 +180,9 @@ def test_an_argument_error_names_its_run_and_step(ledger: oncelog.Ledger, send: 
 
 
 def test_oversized_arguments_are_refused_before_the_call(
-    small: oncelog.Ledger, provider: Provider, db_path: str
+    small: oncelog.Ledger, provider: FakeProvider, db_path: str
 ) -> None:
-    send = provider.tool(small)
+    send = send_tool(small, provider)
     with small.run("r") as run:
         with refused_cleanly(db_path, oncelog.PayloadTooLarge) as refused:
             run.effect("mail", send, "y" * SMALL_LIMIT)
@@ -200,7 +190,7 @@ def test_oversized_arguments_are_refused_before_the_call(
         with refused_cleanly(db_path, oncelog.PayloadTooLarge):
             run.read("lookup", len, ["z"] * SMALL_LIMIT)
         assert run.effect("mail", send, "short") == {"sent": "short"}
-    assert len(provider.calls) == 1
+    assert len(provider.requests) == 1
 
 
 @pytest.mark.parametrize(
@@ -209,11 +199,11 @@ def test_oversized_arguments_are_refused_before_the_call(
 )
 def test_an_unrecordable_result_ran_once_and_never_runs_again(
     small: oncelog.Ledger,
-    provider: Provider,
+    provider: FakeProvider,
     answer: str,
     reason: type[oncelog.InvalidPayload],
 ) -> None:
-    send = provider.tool(small)
+    send = send_tool(small, provider)
     for attempt in range(3):
         with small.run("r") as run:
             with pytest.raises(oncelog.ResultNotRecorded) as lost:
@@ -224,7 +214,7 @@ def test_an_unrecordable_result_ran_once_and_never_runs_again(
             if attempt == 0:
                 assert isinstance(lost.value.__cause__, reason)
             run.effect("next", send, "after")  # the agent may carry on
-    assert provider.calls == [
+    assert provider.requests == [
         oncelog.idempotency_key("r", "mail", "send"),
         oncelog.idempotency_key("r", "next", "send"),
     ]
@@ -242,12 +232,12 @@ def test_an_unrecordable_result_ran_once_and_never_runs_again(
 )
 def test_a_resolution_with_an_unrecordable_result_is_refused(
     small: oncelog.Ledger,
-    provider: Provider,
+    provider: FakeProvider,
     db_path: str,
     result: Any,
     expected: type[oncelog.InvalidPayload],
 ) -> None:
-    send = provider.tool(small)
+    send = send_tool(small, provider)
     with pytest.raises(oncelog.AmbiguousOutcome), small.run("r") as run:
         run.effect("mail", send, "x", oops=1)  # an unexpected TypeError: unknown
     with refused_cleanly(db_path, expected):
@@ -287,7 +277,7 @@ def test_unknown_and_settled_steps_cannot_be_resolved(
 
 
 def test_a_resolution_that_does_not_exist_is_a_typed_error(
-    ledger: oncelog.Ledger, send: SendTool, provider: Provider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, db_path: str
 ) -> None:
     with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("r") as run:
         run.effect("mail", send, "x", oops=1)
@@ -298,12 +288,14 @@ def test_a_resolution_that_does_not_exist_is_a_typed_error(
 # -- rows damaged behind the ledger's back -----------------------------------------------
 
 
-def assert_others_unaffected(ledger: oncelog.Ledger, send: SendTool, provider: Provider) -> None:
-    calls = len(provider.calls)
-    assert agent(ledger, send, "healthy") == [{"sent": "hello"}, "Declined"]
-    assert len(provider.calls) == calls  # replayed, not re-run
-    assert agent(ledger, send, "fresh") == [{"sent": "hello"}, "Declined"]
-    assert len(provider.calls) == calls + 2
+def assert_others_unaffected(
+    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider
+) -> None:
+    calls = len(provider.requests)
+    assert agent(ledger, send, "healthy") == [{"sent": "hello"}, "Refused"]
+    assert len(provider.requests) == calls  # replayed, not re-run
+    assert agent(ledger, send, "fresh") == [{"sent": "hello"}, "Refused"]
+    assert len(provider.requests) == calls + 2
 
 
 def assert_only_appended(before: Snapshot, after: Snapshot) -> None:
@@ -313,15 +305,15 @@ def assert_only_appended(before: Snapshot, after: Snapshot) -> None:
 
 
 @pytest.fixture
-def two_runs(ledger: oncelog.Ledger, send: SendTool, provider: Provider) -> Provider:
+def two_runs(ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider) -> FakeProvider:
     for run_id in ("damaged", "healthy"):
         agent(ledger, send, run_id)
-    assert len(provider.calls) == 4
+    assert len(provider.requests) == 4
     return provider
 
 
 def test_a_result_that_does_not_decode(
-    ledger: oncelog.Ledger, send: SendTool, two_runs: Provider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, two_runs: FakeProvider, db_path: str
 ) -> None:
     tamper(db_path, "UPDATE steps SET result = '{\"sent\": ' WHERE run_id = 'damaged' AND seq = 0")
     before = snapshot(db_path)
@@ -329,13 +321,13 @@ def test_a_result_that_does_not_decode(
         agent(ledger, send, "damaged")
     assert (corrupt.value.run_id, corrupt.value.step_id) == ("damaged", "s1")
     assert_round_trips(corrupt.value)
-    assert len(two_runs.calls) == 4  # never "re-run because the result is unreadable"
+    assert len(two_runs.requests) == 4  # never "re-run because the result is unreadable"
     assert_only_appended(before, snapshot(db_path))
     assert_others_unaffected(ledger, send, two_runs)
 
 
 def test_a_result_that_does_not_decode_read_through_steps(
-    ledger: oncelog.Ledger, send: SendTool, two_runs: Provider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, two_runs: FakeProvider, db_path: str
 ) -> None:
     """``ledger.steps`` is what a console or a person reads: the damage must be named."""
     tamper(db_path, "UPDATE steps SET result = '{\"sent\": ' WHERE run_id = 'damaged' AND seq = 0")
@@ -345,20 +337,20 @@ def test_a_result_that_does_not_decode_read_through_steps(
 
 
 def test_a_refusal_that_does_not_decode(
-    ledger: oncelog.Ledger, send: SendTool, two_runs: Provider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, two_runs: FakeProvider, db_path: str
 ) -> None:
     tamper(db_path, "UPDATE steps SET error = '{oops' WHERE run_id = 'damaged' AND seq = 1")
     before = snapshot(db_path)
     with pytest.raises(oncelog.CorruptRecord) as corrupt:
         agent(ledger, send, "damaged")
     assert (corrupt.value.run_id, corrupt.value.step_id) == ("damaged", "s2")
-    assert len(two_runs.calls) == 4
+    assert len(two_runs.requests) == 4
     assert_only_appended(before, snapshot(db_path))
     assert_others_unaffected(ledger, send, two_runs)
 
 
 def test_a_state_that_does_not_exist(
-    ledger: oncelog.Ledger, send: SendTool, two_runs: Provider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, two_runs: FakeProvider, db_path: str
 ) -> None:
     tamper(db_path, "UPDATE steps SET state = 'exploded' WHERE run_id = 'damaged' AND seq = 0")
     before = snapshot(db_path)
@@ -371,7 +363,7 @@ def test_a_state_that_does_not_exist(
             read()
         assert (corrupt.value.run_id, corrupt.value.step_id) == ("damaged", "s1")
         assert_round_trips(corrupt.value)
-    assert len(two_runs.calls) == 4
+    assert len(two_runs.requests) == 4
     assert_only_appended(before, snapshot(db_path))
     assert_others_unaffected(ledger, send, two_runs)
 
@@ -381,7 +373,7 @@ def test_a_state_that_does_not_exist(
     ['["s1", ', "5", "null]", '"s1s2"', '{"s1": 1, "s2": 2}', "[1, 2]", '["s1", "s1"]', '[""]'],
 )
 def test_a_plan_that_does_not_decode(
-    ledger: oncelog.Ledger, send: SendTool, two_runs: Provider, db_path: str, plan: str
+    ledger: oncelog.Ledger, send: SendTool, two_runs: FakeProvider, db_path: str, plan: str
 ) -> None:
     tamper(db_path, "UPDATE runs SET plan = ? WHERE run_id = 'damaged'", plan)
     for read in (
@@ -392,12 +384,12 @@ def test_a_plan_that_does_not_decode(
         with refused_cleanly(db_path, oncelog.CorruptRecord) as corrupt:
             read()
         assert corrupt.value.run_id == "damaged"
-    assert len(two_runs.calls) == 4
+    assert len(two_runs.requests) == 4
     assert_others_unaffected(ledger, send, two_runs)
 
 
 def test_a_journal_entry_that_does_not_decode(
-    ledger: oncelog.Ledger, send: SendTool, two_runs: Provider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, two_runs: FakeProvider, db_path: str
 ) -> None:
     tamper(
         db_path,
@@ -423,7 +415,7 @@ def test_a_plan_with_duplicate_ids_is_refused(ledger: oncelog.Ledger, db_path: s
 
 
 def test_another_plan_for_an_existing_run(
-    ledger: oncelog.Ledger, send: SendTool, provider: Provider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, db_path: str
 ) -> None:
     agent(ledger, send, "r")
     with (
@@ -441,27 +433,27 @@ def test_another_plan_for_an_existing_run(
         run.effect("s3", send, "new step")
     replaced = [e.data for e in ledger.journal("r") if e.event == "plan_replaced"]
     assert replaced == [{"old": ["s1", "s2"], "new": ["s1", "s2", "s3"]}]
-    assert len(provider.calls) == 3
+    assert len(provider.requests) == 3
 
 
 def test_a_step_outside_the_plan(
-    ledger: oncelog.Ledger, send: SendTool, provider: Provider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, db_path: str
 ) -> None:
     with ledger.run("r", plan=["s1"]) as run:
         with refused_cleanly(db_path, oncelog.StepNotInPlan) as outside:
             run.effect("improvised", send, "x")
         assert (outside.value.run_id, outside.value.step_id) == ("r", "improvised")
         run.effect("s1", send, "x")
-    assert provider.calls == [oncelog.idempotency_key("r", "s1", "send")]
+    assert provider.requests == [oncelog.idempotency_key("r", "s1", "send")]
     with ledger.run("r", plan=["s1"]) as run:  # the same code replays the same way
         with pytest.raises(oncelog.StepNotInPlan):
             run.effect("improvised", send, "x")
         run.effect("s1", send, "x")
-    assert len(provider.calls) == 1
+    assert len(provider.requests) == 1
 
 
 def test_a_step_id_used_twice(
-    ledger: oncelog.Ledger, send: SendTool, provider: Provider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, db_path: str
 ) -> None:
     for _ in range(2):  # the same code meets the same refusal on replay
         with ledger.run("r") as run:
@@ -473,7 +465,7 @@ def test_a_step_id_used_twice(
         run.read("look", len, "first")
         with refused_cleanly(db_path, oncelog.DuplicateStep):
             run.read("look", len, "second")
-    assert len(provider.calls) == 1
+    assert len(provider.requests) == 1
     [mail] = ledger.steps("r")
     assert (mail.state, mail.result) == (oncelog.StepState.DONE, {"sent": "first"})
 
@@ -482,18 +474,18 @@ def test_a_step_id_used_twice(
 
 
 def test_a_tool_called_outside_a_run(
-    ledger: oncelog.Ledger, send: SendTool, provider: Provider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, db_path: str
 ) -> None:
     with refused_cleanly(db_path, oncelog.NoActiveRun):
         send("x")
     agent(ledger, send, "r")
     with refused_cleanly(db_path, oncelog.NoActiveRun):  # after a run has ended, too
         send("x")
-    assert len(provider.calls) == 2
+    assert len(provider.requests) == 2
 
 
 def test_an_undecorated_function_as_an_effect(
-    ledger: oncelog.Ledger, send: SendTool, provider: Provider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, db_path: str
 ) -> None:
     with ledger.run("r") as run:
         not_tools: tuple[Any, ...] = (send.fn, print, lambda: None)
@@ -503,7 +495,7 @@ def test_an_undecorated_function_as_an_effect(
             assert (refused.value.run_id, refused.value.step_id) == ("r", "mail")
         run.effect("mail", send, "x")  # no position was used up
     assert [s.seq for s in ledger.steps("r")] == [0]
-    assert provider.calls == [oncelog.idempotency_key("r", "mail", "send")]
+    assert provider.requests == [oncelog.idempotency_key("r", "mail", "send")]
 
 
 def test_bogus_configuration(ledger: oncelog.Ledger, tmp_path: Path, db_path: str) -> None:
@@ -660,7 +652,7 @@ def oncelog_depth() -> int:
 
 @pytest.mark.parametrize("depth", [201, 1000, 100_000])
 def test_deeply_nested_arguments_are_refused_before_anything_is_written(
-    ledger: oncelog.Ledger, send: SendTool, provider: Provider, depth: int
+    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, depth: int
 ) -> None:
     with ledger.run("r") as run:
         with refused_on_any_store(ledger, oncelog.UnserializableValue) as refused:
@@ -671,17 +663,17 @@ def test_deeply_nested_arguments_are_refused_before_anything_is_written(
         with refused_on_any_store(ledger, oncelog.UnserializableValue):
             ledger.submit("queued", nested(depth))
         assert run.effect("mail", send, "fine") == {"sent": "fine"}
-    assert len(provider.calls) == 1
+    assert len(provider.requests) == 1
 
 
 def test_a_secret_tool_with_deep_arguments_is_refused_too(
-    store_url: str, provider: Provider
+    store_url: str, provider: FakeProvider
 ) -> None:
     with oncelog.open(store_url, redaction_key=b"k" * 32) as ledger:
 
         @ledger.tool(kind="create", secret=("card",))
         def pay(card: Any, *, idempotency_key: str) -> Any:
-            provider.calls.append(idempotency_key)
+            provider.call(idempotency_key, card)
             return nested(1000)
 
         with ledger.run("r") as run:
@@ -689,7 +681,7 @@ def test_a_secret_tool_with_deep_arguments_is_refused_too(
                 run.effect("pay", pay, {"x": nested(1000)})
             with pytest.raises(oncelog.ResultNotRecorded):
                 run.effect("pay", pay, "4242")
-    assert len(provider.calls) == 1
+    assert len(provider.requests) == 1
 
 
 SURROGATE = "a\udc80b"  # what os.fsdecode makes of a byte that is not UTF-8
@@ -711,7 +703,7 @@ def test_a_result_with_a_lone_surrogate_is_done_but_not_recorded(ledger: oncelog
 
 
 def test_lone_surrogates_are_refused_before_anything_is_written(
-    ledger: oncelog.Ledger, send: SendTool, provider: Provider
+    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider
 ) -> None:
     with ledger.run("r") as run:
         run.effect("mail", send, "first")
@@ -752,12 +744,12 @@ def test_lone_surrogates_are_refused_before_anything_is_written(
             assert refused.value.run_id == "r"
         run.effect("next", send, "second")  # no position was used
     assert [s.seq for s in ledger.steps("r")] == [0, 1]
-    assert len(provider.calls) == 2
+    assert len(provider.requests) == 2
 
 
 @pytest.mark.parametrize("step_id", ["", "a\x00b", "x" * 513, 7])
 def test_a_step_id_that_cannot_name_a_step(
-    ledger: oncelog.Ledger, send: SendTool, provider: Provider, step_id: Any
+    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, step_id: Any
 ) -> None:
     with ledger.run("r") as run:
         for step in (
@@ -770,11 +762,11 @@ def test_a_step_id_that_cannot_name_a_step(
             assert refused.value.run_id == "r"
         assert run.effect("mail", send, "x") == {"sent": "x"}  # no position was used
     assert [s.seq for s in ledger.steps("r")] == [0]
-    assert len(provider.calls) == 1
+    assert len(provider.requests) == 1
 
 
 def test_an_empty_step_id_is_refused_in_async_runs_too(
-    ledger: oncelog.Ledger, send: SendTool, provider: Provider
+    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider
 ) -> None:
     async def agent() -> None:
         async with ledger.run("r") as run:
@@ -782,7 +774,7 @@ def test_an_empty_step_id_is_refused_in_async_runs_too(
                 await run.effect("", send, "x")
 
     asyncio.run(agent())
-    assert provider.calls == []
+    assert provider.requests == []
 
 
 def test_a_refusal_whose_message_holds_a_lone_surrogate_is_recorded(
@@ -790,10 +782,10 @@ def test_a_refusal_whose_message_holds_a_lone_surrogate_is_recorded(
 ) -> None:
     calls: list[str] = []
 
-    @ledger.tool(kind="create", name="upload", refusals=(Declined,))
+    @ledger.tool(kind="create", name="upload", refusals=(Refused,))
     def upload(*, idempotency_key: str) -> None:
         calls.append(idempotency_key)
-        raise Declined(f"no such file: {SURROGATE}")
+        raise Refused(f"no such file: {SURROGATE}")
 
     for _ in range(2):
         with ledger.run("r") as run, pytest.raises(oncelog.EffectRefused) as refused:
@@ -802,4 +794,7 @@ def test_a_refusal_whose_message_holds_a_lone_surrogate_is_recorded(
     assert len(calls) == 1
     [step] = ledger.steps("r")
     assert step.state is oncelog.StepState.FAILED
-    assert step.error == {"type": f"{__name__}.Declined", "message": "no such file: a\\udc80b"}
+    assert step.error == {
+        "type": f"{Refused.__module__}.Refused",
+        "message": "no such file: a\\udc80b",
+    }

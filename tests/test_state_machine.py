@@ -18,7 +18,7 @@ import sqlite3
 import tempfile
 from collections import Counter, deque
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,7 +36,7 @@ from hypothesis.stateful import (
 import oncelog
 from oncelog import Resolution, RunStatus, StepState
 from oncelog._verify import verify
-from oncelog.testing import abandon
+from oncelog.testing import FakeProvider, Refused, abandon
 
 RUN_ID = "ticket-4711"
 KINDS = ("read", "upsert", "create", "payment", "destructive")
@@ -51,17 +51,13 @@ class SimulatedKill(BaseException):
     """The process dies right after the provider acted: no ledger code runs after it."""
 
 
+class ConnectionReset(Exception):
+    """An unexpected error: the provider may or may not have acted."""
+
+
 class ModelViolation(BaseException):
     """Raised inside a tool: a BaseException, so the ledger cannot record it as the
     tool's own failure and the test fails where the violation happened."""
-
-
-class Declined(Exception):
-    """A declared refusal: the provider definitely did not act."""
-
-
-class ConnectionReset(Exception):
-    """An unexpected error: the provider may or may not have acted."""
 
 
 @dataclass
@@ -93,27 +89,6 @@ class ModelStep:
 
 
 @dataclass
-class Provider:
-    """The outside world: counts what really happened per idempotency key."""
-
-    calls: Counter[str] = field(default_factory=Counter)
-    script: deque[Behaviour] = field(default_factory=deque)
-    last: Behaviour | None = None
-
-    def act(self, key: str) -> dict[str, Any]:
-        behaviour = self.script.popleft() if self.script else "succeed"
-        self.last = behaviour
-        self.calls[key] += 1
-        if behaviour == "refuse":
-            raise Declined("card declined")
-        if behaviour == "raise":
-            raise ConnectionReset("reset by peer")
-        if behaviour == "kill":
-            raise SimulatedKill
-        return {"key": key, "call": self.calls[key]}
-
-
-@dataclass
 class Session:
     """One process running the agent code: its ``with`` block entered, not yet left."""
 
@@ -129,7 +104,10 @@ class EffectLifecycle(RuleBasedStateMachine):
         db_path = str(self.folder / "ledger.db")
         self.ledger = oncelog.open(db_path)
         self.observer = sqlite3.connect(db_path)  # sees only what is durable
-        self.provider = Provider()
+        # Honours no key: every call it receives acts, so a second call is seen.
+        self.provider = FakeProvider(key_ttl=0)
+        self.script: deque[Behaviour] = deque()  # how the next live calls go
+        self.last: Behaviour | None = None
         self.tools = {kind: self._declare(kind) for kind in KINDS}
         self.program: list[ModelStep] = []
         self.not_done_resolutions: Counter[str] = Counter()
@@ -141,12 +119,20 @@ class EffectLifecycle(RuleBasedStateMachine):
     def _declare(self, kind: str) -> oncelog.Tool[..., dict[str, Any]]:
         def call_provider(step: str, *, idempotency_key: str) -> dict[str, Any]:
             self._before_provider_acts(idempotency_key)
-            return self.provider.act(idempotency_key)
+            self.last = self.script.popleft() if self.script else "succeed"
+            if self.last == "refuse":
+                self.provider.fail_next("refuse")
+            elif self.last == "raise":
+                self.provider.fail_next("before", ConnectionReset("reset by peer"))
+            elif self.last == "kill":
+                self.provider.fail_next("after", SimulatedKill())
+            answer: dict[str, Any] = self.provider.call(idempotency_key, step)
+            return answer
 
         tool: oncelog.Tool[..., dict[str, Any]] = self.ledger.tool(
             kind=oncelog.Kind(kind),
             name=f"tool_{kind}",
-            refusals=(Declined,),
+            refusals=(Refused,),
             approval=False,  # this machine models the lifecycle; approvals: test_approvals
         )(call_provider)
         return tool
@@ -189,11 +175,11 @@ class EffectLifecycle(RuleBasedStateMachine):
         self.session = Session(context, run, variables)
         # Entering a run makes it running again, completed or not; only a halt stays.
         self.status = RunStatus.HALTED if self.status is RunStatus.HALTED else RunStatus.RUNNING
-        self.provider.script = deque(script)
+        self.script = deque(script)
         for step in self.program:
             if not self._visit(step):
                 break
-        self.provider.script.clear()
+        self.script.clear()
 
     @precondition(lambda self: self.session is not None)
     @rule(
@@ -206,7 +192,7 @@ class EffectLifecycle(RuleBasedStateMachine):
         key = oncelog.idempotency_key(RUN_ID, step_id, tool.spec.name)
         step = ModelStep(position, step_id, kind, positional, key)
         self.program.append(step)
-        self.provider.script = deque([behaviour])
+        self.script = deque([behaviour])
         self._visit(step)
 
     @precondition(lambda self: self.session is not None)
@@ -277,7 +263,7 @@ class EffectLifecycle(RuleBasedStateMachine):
         session = self.session
         assert session is not None
         runs = step.may_run()
-        calls_before = self.provider.calls[step.key]
+        calls_before = self.provider.requests.count(step.key)
         self.visiting = step
         try:
             value: Any = self._ask(session, step)
@@ -285,7 +271,7 @@ class EffectLifecycle(RuleBasedStateMachine):
             value = exc
         finally:
             self.visiting = None
-        assert self.provider.calls[step.key] - calls_before == (1 if runs else 0)
+        assert self.provider.requests.count(step.key) - calls_before == (1 if runs else 0)
         event(f"{step.kind} {'live' if runs else 'replayed'} from {step.state}")
         if runs:
             step.intents += 1
@@ -299,14 +285,15 @@ class EffectLifecycle(RuleBasedStateMachine):
         return session.vars.run(session.run.effect, step.step_id, tool, step=step.label)
 
     def _after_live_call(self, session: Session, step: ModelStep, value: Any) -> bool:
-        behaviour = self.provider.last
+        behaviour = self.last
         if behaviour == "succeed":
-            assert value == {"key": step.key, "call": self.provider.calls[step.key]}
+            assert value == self.provider.performed[-1].answer
+            assert self.provider.performed[-1].key == step.key
             step.state, step.result = StepState.DONE, value
             return True
         if behaviour == "refuse":
             assert isinstance(value, oncelog.EffectRefused)
-            assert value.error_type == "Declined"
+            assert value.error_type == "Refused"
             step.state = StepState.FAILED
             return True
         if behaviour == "kill":
@@ -348,7 +335,7 @@ class EffectLifecycle(RuleBasedStateMachine):
     @invariant()
     def provider_never_acts_twice_for_a_key(self) -> None:
         for step in self.program:
-            calls = self.provider.calls[step.key]
+            calls = self.provider.requests.count(step.key)
             assert calls == step.intents
             if not step.idempotent:
                 assert calls <= 1 + self.not_done_resolutions[step.key], step

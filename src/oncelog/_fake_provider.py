@@ -44,7 +44,7 @@ class Performed:
 
     key: str
     request: Any
-    answer: dict[str, Any]
+    answer: Any
     at: float
 
 
@@ -55,13 +55,21 @@ class FakeProvider:
     expired key performs again, as a real provider would. ``probe`` finds an effect by
     key. ``fail_next`` scripts the next calls: ``"before"`` raises without performing,
     ``"after"`` performs and raises (the answer lost on the way back: an effect in
-    doubt), ``"refuse"`` raises ``Refused`` without performing. Thread-safe."""
+    doubt), ``"refuse"`` raises ``Refused`` without performing. ``answer(request)`` is
+    what it answers (by default ``{"id": "fx_N", "request": request}``); an exception it
+    raises is the provider's, and nothing is performed. ``key_ttl=0`` makes a provider
+    that honours no key. Thread-safe."""
 
     def __init__(
-        self, *, key_ttl: float | None = None, clock: Callable[[], float] | None = None
+        self,
+        *,
+        key_ttl: float | None = None,
+        clock: Callable[[], float] | None = None,
+        answer: Callable[[Any], Any] | None = None,
     ) -> None:
         self.key_ttl = key_ttl
         self.clock = clock if clock is not None else FakeClock()
+        self.answer = answer
         self.performed: list[Performed] = []  # every effect, in order
         self.requests: list[str] = []  # the key of every call received
         self._by_key: dict[str, Performed] = {}
@@ -73,7 +81,7 @@ class FakeProvider:
         by default a ``ConnectionError``)."""
         self._script.append((how, error))
 
-    def call(self, key: str, request: Any = None) -> dict[str, Any]:
+    def call(self, key: str, request: Any = None) -> Any:
         with self._lock:
             self.requests.append(key)
             how, error = self._script.popleft() if self._script else (None, None)
@@ -83,7 +91,11 @@ class FakeProvider:
                 raise error or ConnectionError("connection reset before the request was read")
             done = self._honoured(key)
             if done is None:
-                answer = {"id": f"fx_{len(self.performed) + 1}", "request": request}
+                answer = (
+                    {"id": f"fx_{len(self.performed) + 1}", "request": request}
+                    if self.answer is None
+                    else self.answer(request)
+                )
                 done = Performed(key, request, answer, self.clock())
                 self.performed.append(done)
                 self._by_key[key] = done
@@ -102,13 +114,13 @@ class FakeProvider:
 
     def tool(
         self, *, kind: Kind | KindName = "create", name: str = "fake", probe: bool = True
-    ) -> Tool[..., dict[str, Any]]:
+    ) -> Tool[..., Any]:
         """An oncelog tool calling this provider: ``run.effect(step, tool, request)``,
         with this provider's ``probe`` and ``key_ttl`` declared unless ``probe=False``.
         Give the ledger the same clock (``oncelog.testing.use_clock``) so that it judges
         a key's age as the provider does."""
 
-        def perform(request: Any = None, *, idempotency_key: str) -> dict[str, Any]:
+        def perform(request: Any = None, *, idempotency_key: str) -> Any:
             return self.call(idempotency_key, request)
 
         declare = tool(
