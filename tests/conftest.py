@@ -9,7 +9,9 @@ import pytest
 
 import oncelog
 
+from .support.engine_workers import Processes
 from .support.postgres import POSTGRES_REASON, fresh_schema, postgres_is_up
+from .support.provider_process import Provider, running_provider
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 STORES = ("sqlite", "postgres")
@@ -61,3 +63,23 @@ def store_url(store_kind: str, tmp_path: Path) -> Iterator[str]:
 def ledger(store_url: str) -> Iterator[oncelog.Ledger]:
     with oncelog.open(store_url) as opened:
         yield opened
+
+
+@pytest.fixture
+def engine_provider(tmp_path: Path) -> Iterator[Provider]:
+    """A provider in a process of its own that ignores idempotency keys, so that an
+    engine integration's test counts every effect it really performed."""
+    with running_provider(tmp_path / "provider", "ignores_keys") as running:
+        yield running
+
+
+@pytest.fixture
+def engine_workers(engine_provider: Provider, tmp_path: Path, db_path: str) -> Iterator[Processes]:
+    """An engine's worker processes, against the ledger ``db_path`` and ``engine_provider``."""
+    processes = Processes(
+        tmp_path, {"ONCELOG_URL": db_path, "ENGINE_PROVIDER": engine_provider.url}
+    )
+    try:
+        yield processes
+    finally:
+        processes.stop_all()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import oncelog
 
 from .integration_agents.processes import require_framework
 from .support.engine_workers import TIMEOUT, Processes
-from .support.provider_process import Provider, running_provider
+from .support.provider_process import Provider
 
 require_framework("temporalio", "temporal")
 
@@ -30,55 +29,40 @@ from .engine_agents.temporal_activity import attempt  # noqa: E402
 AGENT = "tests.engine_agents.temporal_activity"
 
 
-@pytest.fixture
-def provider(tmp_path: Path) -> Iterator[Provider]:
-    with running_provider(tmp_path / "provider", "ignores_keys") as running:
-        yield running
-
-
-@pytest.fixture
-def workers(provider: Provider, tmp_path: Path, db_path: str) -> Iterator[Processes]:
-    processes = Processes(tmp_path, {"ONCELOG_URL": db_path, "ENGINE_PROVIDER": provider.url})
-    try:
-        yield processes
-    finally:
-        processes.stop_all()
-
-
-def one_attempt(workers: Processes, number: int, probe: str) -> tuple[int, str]:
-    process = workers.start("-m", AGENT, "wf-1", "7", str(number), "o-1", probe)
+def one_attempt(engine_workers: Processes, number: int, probe: str) -> tuple[int, str]:
+    process = engine_workers.start("-m", AGENT, "wf-1", "7", str(number), "o-1", probe)
     code = process.wait(timeout=TIMEOUT)
-    return code, workers.log(process)
+    return code, engine_workers.log(process)
 
 
 def test_an_attempt_after_a_worker_died_finds_the_effect_and_returns_it(
-    workers: Processes, provider: Provider, db_path: str
+    engine_workers: Processes, engine_provider: Provider, db_path: str
 ) -> None:
-    workers.arm_kill()
-    code, log = one_attempt(workers, 1, "probe")
+    engine_workers.arm_kill()
+    code, log = one_attempt(engine_workers, 1, "probe")
     assert code == -signal.SIGKILL, log
-    code, log = one_attempt(workers, 2, "probe")
+    code, log = one_attempt(engine_workers, 2, "probe")
     assert code == 0, log
-    assert provider.total("wf-1/7") == 1
-    code, log = one_attempt(workers, 3, "probe")  # its completion lost, say: once more
+    assert engine_provider.total("wf-1/7") == 1
+    code, log = one_attempt(engine_workers, 3, "probe")  # its completion lost, say: once more
     assert code == 0, log
-    assert provider.total("wf-1/7") == 1
+    assert engine_provider.total("wf-1/7") == 1
     with oncelog.open(db_path) as ledger:
         assert ledger.get_run("wf-1/7").status is oncelog.RunStatus.COMPLETED
 
 
 def test_an_effect_in_doubt_ends_the_activity_non_retryable_with_the_command(
-    workers: Processes, provider: Provider
+    engine_workers: Processes, engine_provider: Provider
 ) -> None:
-    workers.arm_kill()
-    code, log = one_attempt(workers, 1, "unprobed")
+    engine_workers.arm_kill()
+    code, log = one_attempt(engine_workers, 1, "unprobed")
     assert code == -signal.SIGKILL, log
     for number in (2, 3):  # a retry policy that retried anyway would not fire it either
-        code, log = one_attempt(workers, number, "unprobed")
+        code, log = one_attempt(engine_workers, number, "unprobed")
         assert code == 1, log
         assert "ERROR AmbiguousOutcome non_retryable=True" in log
         assert "oncelog resolve wf-1/7 send done|not_done|abandon --by NAME" in log
-    assert provider.total("wf-1/7") == 1
+    assert engine_provider.total("wf-1/7") == 1
 
 
 def test_the_run_is_the_same_for_every_attempt_and_only_its_activity() -> None:
@@ -93,7 +77,7 @@ def test_the_run_is_the_same_for_every_attempt_and_only_its_activity() -> None:
 
 
 def test_a_run_held_elsewhere_is_a_retryable_error(
-    provider: Provider, db_path: str, monkeypatch: pytest.MonkeyPatch
+    engine_provider: Provider, db_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ONCELOG_URL", db_path)
     with oncelog.open(db_path) as ledger:
@@ -111,11 +95,11 @@ def test_a_run_held_elsewhere_is_a_retryable_error(
 
 
 def test_an_async_activity_replays_its_effect_in_a_later_attempt(
-    provider: Provider, db_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine_provider: Provider, db_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from .engine_agents import provider_tool
 
-    monkeypatch.setattr(provider_tool, "PROVIDER", provider.url)
+    monkeypatch.setattr(provider_tool, "PROVIDER", engine_provider.url)
     monkeypatch.setattr(provider_tool, "ENTERED", tmp_path / "entered")
     with oncelog.open(db_path) as ledger:
 
@@ -127,19 +111,19 @@ def test_an_async_activity_replays_its_effect_in_a_later_attempt(
         first = asyncio.run(attempt("wf-3", "2", 1).run(send_async, "o-3"))
         again = asyncio.run(attempt("wf-3", "2", 2).run(send_async, "o-3"))
     assert again == first
-    assert provider.total("wf-3/2") == 1
+    assert engine_provider.total("wf-3/2") == 1
 
 
 def test_a_named_run_lets_a_new_activity_take_up_what_a_person_resolved(
-    workers: Processes, provider: Provider, db_path: str
+    engine_workers: Processes, engine_provider: Provider, db_path: str
 ) -> None:
     def activity_attempt(activity_id: str, number: int) -> tuple[int, str]:
-        process = workers.start(
+        process = engine_workers.start(
             "-m", AGENT, "wf-4", activity_id, str(number), "o-4", "unprobed", "charge-o-4"
         )
-        return process.wait(timeout=TIMEOUT), workers.log(process)
+        return process.wait(timeout=TIMEOUT), engine_workers.log(process)
 
-    workers.arm_kill()
+    engine_workers.arm_kill()
     assert activity_attempt("1", 1)[0] == -signal.SIGKILL
     code, log = activity_attempt("1", 2)
     assert "ERROR AmbiguousOutcome non_retryable=True" in log
@@ -148,4 +132,4 @@ def test_a_named_run_lets_a_new_activity_take_up_what_a_person_resolved(
     code, log = activity_attempt("2", 1)  # the workflow scheduled the activity again
     assert code == 0, log
     assert 'RESULT {"looked": "up"}' in log
-    assert provider.total("wf-4/charge-o-4") == 1
+    assert engine_provider.total("wf-4/charge-o-4") == 1

@@ -21,7 +21,7 @@ import pytest
 from .conftest import require
 from .integration_agents.processes import require_framework
 from .support.engine_workers import ROOT, TIMEOUT, Processes, reachable, wait_for
-from .support.provider_process import Provider, running_provider
+from .support.provider_process import Provider
 
 require_framework("temporalio", "temporal")
 
@@ -67,24 +67,9 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         log.close()
 
 
-@pytest.fixture
-def provider(tmp_path: Path) -> Iterator[Provider]:
-    with running_provider(tmp_path / "provider", "ignores_keys") as running:
-        yield running
-
-
-@pytest.fixture
-def workers(provider: Provider, tmp_path: Path, db_path: str) -> Iterator[Processes]:
-    processes = Processes(tmp_path, {"ONCELOG_URL": db_path, "ENGINE_PROVIDER": provider.url})
-    try:
-        yield processes
-    finally:
-        processes.stop_all()
-
-
-def start_worker(workers: Processes, address: str, queue: str) -> Any:
-    process = workers.start("-m", "tests.engine_agents.temporal_worker", address, queue)
-    workers.wait_log(process, "READY")
+def start_worker(engine_workers: Processes, address: str, queue: str) -> Any:
+    process = engine_workers.start("-m", "tests.engine_agents.temporal_worker", address, queue)
+    engine_workers.wait_log(process, "READY")
     return process
 
 
@@ -97,38 +82,38 @@ async def execute(address: str, queue: str, workflow_id: str, probe: bool) -> An
 
 
 def kill_the_first_worker_then_finish(
-    workers: Processes, address: str, workflow_id: str, probe: bool
+    engine_workers: Processes, address: str, workflow_id: str, probe: bool
 ) -> Any:
     queue = f"q-{uuid.uuid4().hex}"  # parallel runs never share a task queue
-    first = start_worker(workers, address, queue)
-    workers.arm_kill()
+    first = start_worker(engine_workers, address, queue)
+    engine_workers.arm_kill()
 
     async def scenario() -> Any:
         running = asyncio.create_task(execute(address, queue, workflow_id, probe))
         await asyncio.to_thread(first.wait, TIMEOUT)
         assert first.returncode == -signal.SIGKILL
-        start_worker(workers, address, queue)  # takes the activity's retry
+        start_worker(engine_workers, address, queue)  # takes the activity's retry
         return await running
 
     return asyncio.run(scenario())
 
 
 def test_a_worker_killed_after_the_effect_does_it_once_after_temporals_retry(
-    temporal_server: str, workers: Processes, provider: Provider
+    temporal_server: str, engine_workers: Processes, engine_provider: Provider
 ) -> None:
     workflow_id = f"wf-{uuid.uuid4().hex}"
-    result = kill_the_first_worker_then_finish(workers, temporal_server, workflow_id, True)
+    result = kill_the_first_worker_then_finish(engine_workers, temporal_server, workflow_id, True)
     run_id = f"{workflow_id}/1"  # the first activity of the workflow
-    assert result["key"] in provider.counts(run_id)
-    assert provider.total(run_id) == 1
+    assert result["key"] in engine_provider.counts(run_id)
+    assert engine_provider.total(run_id) == 1
 
 
 def test_an_effect_in_doubt_fails_the_workflow_without_another_attempt(
-    temporal_server: str, workers: Processes, provider: Provider
+    temporal_server: str, engine_workers: Processes, engine_provider: Provider
 ) -> None:
     workflow_id = f"wf-{uuid.uuid4().hex}"
     with pytest.raises(WorkflowFailureError) as failed:
-        kill_the_first_worker_then_finish(workers, temporal_server, workflow_id, False)
+        kill_the_first_worker_then_finish(engine_workers, temporal_server, workflow_id, False)
     activity_error = failed.value.cause
     assert isinstance(activity_error, ActivityError)
     application = activity_error.cause
@@ -136,7 +121,7 @@ def test_an_effect_in_doubt_fails_the_workflow_without_another_attempt(
     assert application.type == "AmbiguousOutcome"
     assert application.non_retryable
     assert f"oncelog resolve {workflow_id}/1 send done" in str(application)
-    assert provider.total(f"{workflow_id}/1") == 1
+    assert engine_provider.total(f"{workflow_id}/1") == 1
 
 
 def test_the_example_sends_its_receipt_once_after_a_kill(
