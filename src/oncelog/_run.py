@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeVar, cast
 
 from . import _leases as leases
 from . import _waiting as waiting
@@ -40,23 +40,38 @@ from ._records import RunRecord, RunStatus, StepType
 from ._redact import redact_call
 from ._run_options import RunOptions
 from ._serialization import MAX_DEPTH
-from ._tools import Tool, step_spec
+from ._tools import ACTIVE_RUN, Caller, Tool, step_spec
 
 log = logging.getLogger("oncelog")
 
 if TYPE_CHECKING:
-    from ._ledger import Ledger
+    from ._budgets import Budget, Usage
+    from ._signing import Signer
+
+
+class Host(waiting.Waitable, Protocol):
+    """What a run uses of its ``Ledger``, which imports this module to make runs."""
+
+    @property
+    def max_payload_bytes(self) -> int: ...
+    @property
+    def signer(self) -> Signer | None: ...
+    def budget_usage(self, run_id: str) -> tuple[Budget | None, Usage]: ...
+    def halt(self, reason: str, *, by: str, run: str | None = None) -> object: ...
+    def declare_result(self, tool: str, schema: dict[str, Any] | None = None) -> None: ...
+    def redaction_key_for(self, tool_name: str) -> bytes: ...
+    def checkpoint(self, run_id: str) -> object: ...
+    def _start(self, run_id: str, options: RunOptions) -> tuple[Engine, RunRecord]: ...
+
 
 R = TypeVar("R")
 
-_current: contextvars.ContextVar[Run | AsyncRun | None] = contextvars.ContextVar(
-    "oncelog_run", default=None
-)
+_current = ACTIVE_RUN  # only a Run or an AsyncRun is ever set in it
 
 
 def current_run() -> Run | AsyncRun | None:
     """The run whose ``with`` block is executing, if any."""
-    return _current.get()
+    return cast("Run | AsyncRun | None", _current.get())
 
 
 # asyncio is imported by the async paths only: an async agent has loaded it already, and a
@@ -88,7 +103,7 @@ class _Steps:
     # Whether the run can await a coroutine-function tool (only ``AsyncRun`` can).
     _awaits_tools: ClassVar[bool] = False
 
-    def __init__(self, ledger: Ledger, engine: Engine, record: RunRecord) -> None:
+    def __init__(self, ledger: Host, engine: Engine, record: RunRecord) -> None:
         self._ledger = ledger
         self._engine = engine
         self.record = record
@@ -427,12 +442,12 @@ class AsyncRun(_Steps):
 class RunContext:
     """What ``ledger.run(...)`` returns: enter it with ``with`` or ``async with``."""
 
-    def __init__(self, ledger: Ledger, run_id: str, options: RunOptions) -> None:
+    def __init__(self, ledger: Host, run_id: str, options: RunOptions) -> None:
         self._ledger = ledger
         self._run_id = run_id
         self._options = options
         self._run: Run | AsyncRun | None = None
-        self._token: contextvars.Token[Run | AsyncRun | None] | None = None
+        self._token: contextvars.Token[Caller | None] | None = None
 
     @property
     def run_id(self) -> str:

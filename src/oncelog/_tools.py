@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, Literal, ParamSpec, TypeVar
+from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 
 from ._exceptions import ConfigurationError, NoActiveRun
 from ._names import check_name
@@ -68,6 +69,21 @@ class ToolSpec:
     result_schema: dict[str, Any] | None = None  # what a person's result must match
 
 
+class Caller(Protocol):
+    """What a tool called inside ``ledger.run`` is handed to: the run (``Run``, ``AsyncRun``)."""
+
+    def tool_called(
+        self, tool: Tool[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any: ...
+
+
+# The run whose ``with`` block is executing in this context (``_run`` sets it): held here,
+# with the tools that read it, so that tools need not know what a run is.
+ACTIVE_RUN: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
+    "oncelog_run", default=None
+)
+
+
 class Tool(Generic[P, R]):
     """A decorated callable. Inside ``ledger.run`` a direct call is a recorded effect
     whose step id is its position in the run; outside one it refuses to run."""
@@ -80,9 +96,7 @@ class Tool(Generic[P, R]):
 
     def __call__(self, *args: Any, **kwargs: Any) -> R:
         # Not P: the caller leaves out ``idempotency_key``, which oncelog supplies.
-        from ._run import current_run
-
-        run = current_run()
+        run = ACTIVE_RUN.get()
         if run is None:
             raise NoActiveRun(
                 f"tool {self.spec.name!r} was called outside ledger.run(...); "

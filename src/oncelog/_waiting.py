@@ -13,24 +13,40 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from datetime import timedelta
+from typing import TYPE_CHECKING, Protocol
 
 from . import _drain as drain
 from ._exceptions import Draining, OnceLogError
 from .stores import Store, open_store
 
 if TYPE_CHECKING:
-    from ._ledger import Ledger
+    from ._notices import Notices
+
+
+class Waitable(Protocol):
+    """What the waiter uses of a ``Ledger`` (which imports this module)."""
+
+    @property
+    def url(self) -> str | None: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def approval_poll(self) -> float: ...
+    @property
+    def notices(self) -> Notices: ...
+    def wait_for_decision(self, run_id: str, *, timeout: float | timedelta) -> bool: ...
+
 
 # The ledgers of the runs that stopped for a person in this process, by run id, so that
 # ``run_main`` can wait on the run its agent stopped at. Bounded: workers never wait.
-_stopped: dict[str, Ledger] = {}
+_stopped: dict[str, Waitable] = {}
 _REMEMBERED = 32
 # Seconds between attempts to deliver again, while waiting, a notice whose delivery failed.
 REDELIVER_EVERY = 30.0
 
 
-def note_stop(ledger: Ledger, run_id: str) -> None:
+def note_stop(ledger: Waitable, run_id: str) -> None:
     """The run ``run_id`` of ``ledger`` stopped for a person in this process."""
     _stopped.pop(run_id, None)
     _stopped[run_id] = ledger
