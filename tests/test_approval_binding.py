@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import oncelog
-from oncelog._verify import verify
+from oncelog.audit._verify import verify
 
 from .support import oncelog_cli
 from .support.launch import run_python
@@ -213,7 +213,7 @@ PRODUCTION = '{"args":["production"],"kwargs":{}}'
 
 
 def production_hash() -> str:
-    from oncelog._serialization import digest
+    from oncelog.records._serialization import digest
 
     return digest(PRODUCTION)
 

@@ -645,7 +645,7 @@ def test_deep_values_within_the_bound_are_recorded_and_replayed(ledger: oncelog.
 
 
 def oncelog_depth() -> int:
-    from oncelog._serialization import MAX_DEPTH
+    from oncelog.records._serialization import MAX_DEPTH
 
     return MAX_DEPTH
 

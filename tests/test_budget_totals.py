@@ -13,7 +13,7 @@ import pytest
 
 import oncelog
 from oncelog import AgentBudget, Budget, StepState
-from oncelog._verify import verify
+from oncelog.audit._verify import verify
 
 BUDGET = Budget(steps=100, tokens=10_000, cost=100.0, irreversible=10)
 

@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 import oncelog
-from oncelog._crashtest.evidence import Evidence
-from oncelog._crashtest.findings import ran_twice
 from oncelog.cli import cli
+from oncelog.showcases.crashtest.evidence import Evidence
+from oncelog.showcases.crashtest.findings import ran_twice
 
 from .crashtest_agents.shop import PROVIDER_ENV
 from .support.launch import PYTHON

@@ -1,4 +1,4 @@
-"""The effect state machine's table: every row of ``oncelog._decide.decide``.
+"""The effect state machine's table: every row of ``oncelog.runtime._decide.decide``.
 
 Each row is a situation (what is recorded, what the tool declares, what the provider
 said) and the one action the engine must take. The engine's own behaviour is tested
@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from oncelog import CANNOT_TELL, NOT_FOUND, Conflict, Found, StepState
-from oncelog._decide import Action, Situation, decide
-from oncelog._records import StepType
 from oncelog.failures import Failure
+from oncelog.records._records import StepType
+from oncelog.runtime._decide import Action, Situation, decide
 
 EFFECT = Situation(StepType.EFFECT, idempotent=False)
 UPSERT = Situation(StepType.EFFECT, idempotent=True)

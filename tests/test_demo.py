@@ -159,7 +159,7 @@ def test_a_folder_with_something_in_it_is_refused(tmp_path: Path) -> None:
 
 @contextmanager
 def ticket_service(db: Path, *flags: str) -> Iterator[str]:
-    argv = python("-m", "oncelog._demo.tickets", str(db), *flags)
+    argv = python("-m", "oncelog.showcases.demo.tickets", str(db), *flags)
     with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as process:
         try:
             assert process.stdout is not None
@@ -173,7 +173,7 @@ def test_the_ticket_service_deduplicates_only_when_told(
     tmp_path: Path, flags: tuple[str, ...], made: int
 ) -> None:
     require(HAVE_DEMO, "needs the demo's extra: pip install 'oncelog[demo]'")
-    from oncelog._demo.clients import HelpDesk
+    from oncelog.showcases.demo.clients import HelpDesk
 
     with ticket_service(tmp_path / "tickets.db", *flags) as url:
         desk = HelpDesk(url)

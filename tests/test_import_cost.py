@@ -23,8 +23,8 @@ NOT_AT_IMPORT = (
     "concurrent.futures",
     "importlib.resources",
     "cryptography",  # signed checkpoints
-    "oncelog._signing",
-    "oncelog._verify",
+    "oncelog.audit._signing",
+    "oncelog.audit._verify",
     "oncelog.metrics",
     "prometheus_client",
     "oncelog.tracing",

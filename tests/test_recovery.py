@@ -16,10 +16,10 @@ import pytest
 
 import oncelog
 from oncelog import StepState
-from oncelog._calls import Surroundings
-from oncelog._verify import verify
+from oncelog.audit._verify import verify
 from oncelog.failures import Failure, first
 from oncelog.failures import urllib as urllib_failures
+from oncelog.runtime._calls import Surroundings
 
 
 class Killed(BaseException):

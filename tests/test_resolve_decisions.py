@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 import oncelog
-from oncelog._verify import verify as verify_journal
+from oncelog.audit._verify import verify as verify_journal
 
 from .support.launch import PYTHON, python
 

@@ -35,7 +35,7 @@ from hypothesis.stateful import (
 
 import oncelog
 from oncelog import Resolution, RunStatus, StepState
-from oncelog._verify import verify
+from oncelog.audit._verify import verify
 from oncelog.testing import FakeProvider, Refused, abandon
 
 RUN_ID = "ticket-4711"

@@ -19,7 +19,7 @@ import pytest
 
 import oncelog
 from oncelog import StepState, StepType
-from oncelog._serialization import digest
+from oncelog.records._serialization import digest
 from oncelog.stores import Lease, NewStep, Outcome, Store, open_store
 from oncelog.stores._migrations import migrations
 

@@ -13,8 +13,8 @@ import pytest
 
 import oncelog
 from oncelog import AgentBudget, Budget, StepState
-from oncelog._serialization import decode, encode
-from oncelog._verify import verify
+from oncelog.audit._verify import verify
+from oncelog.records._serialization import decode, encode
 from oncelog.stores import open_store
 from oncelog.stores._sql_store import SQLStore
 

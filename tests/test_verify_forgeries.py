@@ -18,9 +18,9 @@ import pytest
 
 import oncelog
 from oncelog import AgentBudget, Budget
-from oncelog._serialization import digest
-from oncelog._signing import new_key_pair
-from oncelog._verify import Report
+from oncelog.audit._signing import new_key_pair
+from oncelog.audit._verify import Report
+from oncelog.records._serialization import digest
 from oncelog.stores._migrations import migrations
 
 from .support.launch import PYTHON

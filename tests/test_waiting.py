@@ -401,7 +401,7 @@ def test_a_failed_delivery_is_tried_again_at_the_next_stop(ledger: oncelog.Ledge
 def test_a_waiting_process_delivers_a_failed_notice_again(
     ledger: oncelog.Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(oncelog._waiting, "REDELIVER_EVERY", 0.05)
+    monkeypatch.setattr(oncelog.controls._waiting, "REDELIVER_EVERY", 0.05)
     tries: list[str] = []
 
     def flaky(alert: object) -> None:

@@ -4,12 +4,12 @@ says how, and where to read its code.
     python examples/support_agent/agent.py plain|oncelog --services DIR/services.json
         [--ledger DIR/ledger.db]
 
-The agent lives in the package, ``src/oncelog/_demo/support_agent.py``, so that
+The agent lives in the package, ``src/oncelog/showcases/demo/support_agent.py``, so that
 ``oncelog demo`` works after a plain (non-editable) ``pip install``; this entry adds
 nothing to it, so there is one copy to read and to keep right.
 """
 
-from oncelog._demo.support_agent import main
+from oncelog.showcases.demo.support_agent import main
 
 if __name__ == "__main__":
     main()

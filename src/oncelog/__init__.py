@@ -5,9 +5,6 @@ replays recorded results instead of calling again; an effect whose outcome canno
 known halts the run until a person decides.
 """
 
-from ._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert
-from ._calls import idempotency_key
-from ._drain import handle_sigterm
 from ._exceptions import (
     AlreadyResolved,
     AmbiguousOutcome,
@@ -60,23 +57,16 @@ from ._exceptions import (
 )
 from ._exit_codes import EXIT_COMPLETED, EXIT_HALTED, EXIT_TRY_LATER, EXIT_WAITING
 from ._ledger import Ledger, open
-from ._no_result import NO_RESULT
-from ._notices import PersonNeeded
-from ._probes import (
-    CANNOT_TELL,
-    NOT_FOUND,
-    Conflict,
-    Found,
-    Preflight,
-    PreflightAnswer,
-    Probe,
-    ProbeAnswer,
-)
-from ._process import (
+from .controls._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert
+from .controls._notices import PersonNeeded
+from .process._drain import handle_sigterm
+from .process._process import (
     exit_code_for,
     run_main,
 )
-from ._records import (
+from .process._worker import Worker
+from .records._no_result import NO_RESULT
+from .records._records import (
     Approval,
     ApprovalStatus,
     EffectInDoubt,
@@ -90,10 +80,20 @@ from ._records import (
     StepState,
     StepType,
 )
-from ._retry import Retry
-from ._run import AsyncRun, Run, RunContext, current_run
-from ._tools import Kind, KindName, Tool, tool
-from ._worker import Worker
+from .runtime._calls import idempotency_key
+from .runtime._probes import (
+    CANNOT_TELL,
+    NOT_FOUND,
+    Conflict,
+    Found,
+    Preflight,
+    PreflightAnswer,
+    Probe,
+    ProbeAnswer,
+)
+from .runtime._retry import Retry
+from .runtime._run import AsyncRun, Run, RunContext, current_run
+from .runtime._tools import Kind, KindName, Tool, tool
 
 __all__ = [
     "CANNOT_TELL",

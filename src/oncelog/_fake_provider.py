@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._exceptions import ConfigurationError
-from ._probes import NOT_FOUND, Found, ProbeAnswer
-from ._tools import Kind, KindName, Tool, tool
+from .runtime._probes import NOT_FOUND, Found, ProbeAnswer
+from .runtime._tools import Kind, KindName, Tool, tool
 
 Failure = Literal["before", "after", "refuse"]
 

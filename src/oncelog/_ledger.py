@@ -8,22 +8,19 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
-from . import _leases as leases
 from . import _next as next_steps
-from . import _pages as pages
-from . import _waiting as waiting
-from ._alerts import AlertCallback
-from ._budgets import AgentBudget, AgentBudgetSetting, Budget, Usage
-from ._calls import Surroundings
-from ._effects import Engine
 from ._exceptions import ConfigurationError, InvalidPayload, InvalidResolution, UnknownRun
-from ._export import export_lines
-from ._heartbeat import HEARTBEATS
-from ._names import check_name, check_text
-from ._no_result import NO_RESULT
-from ._notices import AnyAlertCallback, Notices
 from ._person_results import Form, ResultContract
-from ._records import (
+from .audit import _pages as pages
+from .audit._export import export_lines
+from .controls import _waiting as waiting
+from .controls._alerts import AlertCallback
+from .controls._budgets import AgentBudget, AgentBudgetSetting, Budget, Usage
+from .controls._notices import AnyAlertCallback, Notices
+from .process import _leases as leases
+from .process._heartbeat import HEARTBEATS
+from .records._no_result import NO_RESULT
+from .records._records import (
     Approval,
     ApprovalStatus,
     Checkpoint,
@@ -36,16 +33,19 @@ from ._records import (
     RunStatus,
     StepRecord,
 )
-from ._replay import ReplayCursor
-from ._run import RunContext
-from ._run_options import PlanArg, RunOptions
-from ._serialization import encode
-from ._tools import tool
+from .records._serialization import encode
+from .runtime._calls import Surroundings
+from .runtime._effects import Engine
+from .runtime._names import check_name, check_text
+from .runtime._replay import ReplayCursor
+from .runtime._run import RunContext
+from .runtime._run_options import PlanArg, RunOptions
+from .runtime._tools import tool
 from .stores import DEFAULT_PATH, Lease, Store, open_store
 
 if TYPE_CHECKING:
-    from ._signing import Signer
-    from ._verify import Report
+    from .audit._signing import Signer
+    from .audit._verify import Report
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -488,7 +488,7 @@ class Ledger:
         """Check the journal's hash chains (of one run, or all), the signed checkpoints
         (with ``public_keys``, and those of an earlier export ``against``), and that the
         tables hold what the journal says."""
-        from ._verify import verify  # imported when asked: it brings the signing code
+        from .audit._verify import verify  # imported when asked: it brings the signing code
 
         return verify(self.store, public_keys=public_keys, against=against, run_id=run_id)
 
@@ -618,7 +618,7 @@ def open(
     url = url or os.environ.get("ONCELOG_URL") or None
     signer = None
     if key is not None:  # only then: most agents do not sign, and need not load the code
-        from ._signing import Signer
+        from .audit._signing import Signer
 
         signer = Signer(key)
     return Ledger(

@@ -8,7 +8,15 @@ from __future__ import annotations
 import shlex
 from typing import Protocol
 
-from ._records import Approval, Halt, JournalEntry, RunRecord, RunStatus, StepRecord, StepState
+from .records._records import (
+    Approval,
+    Halt,
+    JournalEntry,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+    StepState,
+)
 
 
 class Reads(Protocol):

@@ -15,10 +15,10 @@ import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from . import _observe as observe
 from ._exceptions import ConfigurationError
-from ._observe import StepInfo
-from ._records import ApprovalStatus
+from .observe import _observe as observe
+from .observe._observe import StepInfo
+from .records._records import ApprovalStatus
 
 try:
     from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
@@ -32,7 +32,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 if TYPE_CHECKING:
     from ._ledger import Ledger
-    from ._shipper import Shipper
+    from .audit._shipper import Shipper
 
 # Seconds; effects are network calls: from a fast local write to a slow payment API.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)

@@ -22,9 +22,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ._exceptions import ConfigurationError, SinkUnavailable
-from ._ship_state import sync_folder
-from ._shipper import Shipper, Sink
-from ._syslog import SyslogSink
+from .audit._ship_state import sync_folder
+from .audit._shipper import Shipper, Sink
+from .audit._syslog import SyslogSink
 
 __all__ = [
     "FileSink",

@@ -12,8 +12,8 @@ from typing import Any
 
 from ._fake_provider import FakeClock, FakeProvider, Performed, Refused
 from ._ledger import Ledger, open
-from ._run import AsyncRun, Run
-from ._run import abandon as forget_as_crashed
+from .runtime._run import AsyncRun, Run
+from .runtime._run import abandon as forget_as_crashed
 
 __all__ = [
     "FakeClock",

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _observe as observe
 from ._exceptions import ConfigurationError
-from ._observe import StepInfo
+from .observe import _observe as observe
+from .observe._observe import StepInfo
 
 try:
     from opentelemetry import trace

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 
-from .._crashpoints import POINTS
-from .._crashtest import (
+from ..runtime._crashpoints import POINTS
+from ..showcases.crashtest import (
     Agent,
     NotTestable,
     Report,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .._demo import DemoFailed
+from ..showcases.demo import DemoFailed
 
 # What the demo runs: the Stripe client, localstripe's command, aiosmtpd's command.
 NEEDS = ("stripe", "localstripe", "aiosmtpd")
@@ -39,8 +39,8 @@ def demo(out: Path | None) -> None:
         raise click.ClickException(
             f"the demo needs {', '.join(missing)}: pip install 'oncelog[demo]'"
         )
-    from .._demo.runner import run_demo  # imports the Stripe client
-    from .._demo.services import unwound_by_sigterm
+    from ..showcases.demo.runner import run_demo  # imports the Stripe client
+    from ..showcases.demo.services import unwound_by_sigterm
 
     folder = _out_dir(out)
     try:

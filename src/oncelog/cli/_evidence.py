@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .._verify import read_checkpoints
+from ..audit._verify import read_checkpoints
 from ._options import db_option, emit, json_option, opened
 
 DEFAULT_KEY_DIR = Path("~/.config/oncelog/keys")
@@ -24,7 +24,7 @@ def keys() -> None:
               help="Where to write the key pair.")  # fmt: skip
 def keys_new(folder: str) -> None:
     """Make an Ed25519 key pair: the private key (0600) signs, the public one verifies."""
-    from .._signing import new_key_pair
+    from ..audit._signing import new_key_pair
 
     private, public = new_key_pair(Path(folder).expanduser())
     click.echo(f"private key: {private}   (ONCELOG_SIGNING_KEY={private})")

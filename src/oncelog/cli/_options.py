@@ -11,7 +11,7 @@ import click
 
 import oncelog
 
-from .._process import explain
+from ..process._process import explain
 
 F = TypeVar("F", bound=Callable[..., Any])
 

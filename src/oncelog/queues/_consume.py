@@ -33,8 +33,8 @@ from oncelog import (
     WaitingForPerson,
 )
 
-from .. import _drain as drain
-from .._serialization import encode
+from ..process import _drain as drain
+from ..records._serialization import encode
 
 log = logging.getLogger("oncelog.queues")
 

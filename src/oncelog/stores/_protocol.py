@@ -9,9 +9,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from .. import _drain as drain
-from .._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
-from .._records import (
+from ..controls._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
+from ..process import _drain as drain
+from ..records._records import (
     Approval,
     ApprovalStatus,
     Checkpoint,

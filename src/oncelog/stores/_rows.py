@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from json.encoder import encode_basestring as quote  # the C escaper json.dumps uses
 from typing import Any
 
-from .._budgets import Budget
 from .._exceptions import CorruptRecord
-from .._records import (
+from ..controls._budgets import Budget
+from ..records._records import (
     Approval,
     ApprovalStatus,
     Halt,
@@ -24,7 +24,7 @@ from .._records import (
     StepState,
     StepType,
 )
-from .._serialization import decode
+from ..records._serialization import decode
 
 RUN_COLUMNS = (
     "run_id, status, plan, reason, created_at, updated_at, owner, fencing_token, agent, budget, "

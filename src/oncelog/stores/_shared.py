@@ -6,11 +6,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from .._budgets import AgentBudget, Budget, BudgetAlert, Usage, check, refusal
-from .._chain import checkpoint_payload
 from .._exceptions import CorruptRecord, DuplicateStep, LeaseLost, PlanMismatch
-from .._records import Checkpoint, JournalEntry, Resolution, RunRecord, StepState
-from .._serialization import decode, encode
+from ..audit._chain import checkpoint_payload
+from ..controls._budgets import AgentBudget, Budget, BudgetAlert, Usage, check, refusal
+from ..records._records import Checkpoint, JournalEntry, Resolution, RunRecord, StepState
+from ..records._serialization import decode, encode
 from ._protocol import Lease, NewStep, Outcome
 from ._rows import journal_json, number, text
 

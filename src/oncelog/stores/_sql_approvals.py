@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._exceptions import ApprovalRequired, CorruptRecord, UnknownApproval
-from .._records import Approval, ApprovalStatus
-from .._serialization import decode, digest
+from ..records._records import Approval, ApprovalStatus
+from ..records._serialization import decode, digest
 from ._protocol import Lease, NewStep
 from ._rows import APPROVAL_COLUMNS, approval_record, journal_json
 from ._rows import text as quoted

@@ -5,9 +5,9 @@ row lock first (see ``_sql_tx`` for the order of locks)."""
 
 from __future__ import annotations
 
-from .._budgets import AgentBudget, Budget, BudgetAlert, Usage
 from .._exceptions import UnknownHalt, UnknownRun
-from .._records import Approval, ApprovalStatus, Halt, HaltScope
+from ..controls._budgets import AgentBudget, Budget, BudgetAlert, Usage
+from ..records._records import Approval, ApprovalStatus, Halt, HaltScope
 from ._protocol import BudgetDrift, Lease, NewStep
 from ._rows import APPROVAL_COLUMNS, HALT_COLUMNS, approval_record, halt_record, journal_json
 from ._rows import text as quoted

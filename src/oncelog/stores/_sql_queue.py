@@ -7,7 +7,7 @@ transaction."""
 from __future__ import annotations
 
 from .._exceptions import InputMismatch, UnknownRun
-from .._records import HaltScope
+from ..records._records import HaltScope
 from ._protocol import OwnerCheck
 from ._rows import journal_json, text
 from ._sql import NOW, Tx, in_list

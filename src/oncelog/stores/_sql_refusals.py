@@ -7,7 +7,7 @@ import json
 import time
 
 from .._exceptions import AlreadyResolved, UnknownStep
-from .._records import StepRecord
+from ..records._records import StepRecord
 from ._sql import Tx
 
 

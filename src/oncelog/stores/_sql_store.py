@@ -8,8 +8,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from .. import _crashpoints as crashpoints
-from .._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
 from .._exceptions import (
     ConfigurationError,
     InvalidResolution,
@@ -18,7 +16,8 @@ from .._exceptions import (
     UnknownRun,
     halted,
 )
-from .._records import (
+from ..controls._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
+from ..records._records import (
     Approval,
     ApprovalStatus,
     Checkpoint,
@@ -33,7 +32,8 @@ from .._records import (
     StepState,
     StepType,
 )
-from .._serialization import encode
+from ..records._serialization import encode
+from ..runtime import _crashpoints as crashpoints
 from . import _sql_approvals as approval_sql
 from . import _sql_controls as controls
 from . import _sql_evidence as evidence

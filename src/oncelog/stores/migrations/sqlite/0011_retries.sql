@@ -1,4 +1,4 @@
--- Retries decided by the state machine (oncelog._decide): when an effect's key was first
+-- Retries decided by the state machine (oncelog.runtime._decide): when an effect's key was first
 -- sent to the provider (a provider deduplicates for a window from then, however often the
 -- effect is sent again), and when a failed attempt that was certainly not performed may
 -- be tried next. Both live beside the attempt count, so a crash loop cannot reset them.

@@ -1,0 +1,1 @@
+"""The journal's hash chain, signed checkpoints, verify, export and shipping."""

@@ -1,0 +1,85 @@
+"""Does each run's row hold what its journal entries leave behind?
+
+A run is created by ``run_created`` (or ``run_submitted``, for a worker); every later
+change to the columns the runtime reads is journalled with the run: the lease taken (its
+owner and fencing token), the plan replaced, a budget set, the run finished, halted on an
+effect in doubt, released by a person's decision. ``updated_at`` (the order of the queue)
+and ``lease_expires_at`` (moved by every heartbeat, which is not journalled) are not
+checked. Records written before a column was journalled leave it unchecked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..records._records import JournalEntry, RunStatus
+from ..stores._protocol import Store
+from ._verify_rows import Found, decoded, differences, table
+
+_COLUMNS = (
+    "run_id", "status", "plan", "reason", "created_at", "owner", "fencing_token", "agent",
+    "budget", "input", "stopped_by",
+)  # fmt: skip
+_JSON = ("plan", "budget", "input")
+_ENDED = {"run_" + status.value for status in RunStatus}
+
+
+class RunsCheck:
+    def __init__(self) -> None:
+        self._runs: dict[str, dict[str, Any]] = {}
+
+    def feed(self, entry: JournalEntry) -> None:
+        data, event = entry.data, entry.event
+        if event in ("run_created", "run_submitted"):
+            self._runs[entry.run_id] = _created(entry)
+            return
+        run = self._runs.get(entry.run_id)
+        if run is None:
+            return  # a switch or a budget of no run here, or a creation not journalled
+        if event == "lease_acquired":
+            run.update(owner=data["owner"], fencing_token=int(data["token"]))
+            run["status"] = "halted" if run["status"] == "halted" else "running"
+        elif event == "plan_replaced":
+            run["plan"] = data["new"]
+        elif event == "budget_set":
+            run["budget"] = data["budget"]
+        elif event == "unknown":
+            run.update(status="halted", reason=data["reason"])
+        elif event in ("resolved", "corrected"):  # a decision fences off the lease holder
+            run.update(owner=None, fencing_token=run["fencing_token"] + 1)
+        elif event == "run_queued" and "by" in data:  # released by a person's decision
+            run.update(status="queued", reason=None, stopped_by=None)
+        elif event in _ENDED:
+            run.update(status=event[4:], reason=data["reason"], owner=None)
+            if "stopped_by" in data:
+                run["stopped_by"] = data["stopped_by"]
+            else:
+                run.pop("stopped_by", None)  # journalled only since schema 9
+
+    def compare(self, store: Store, run_id: str | None, found: Found) -> None:
+        for raw in table(store, "runs", run_id):
+            row = dict(zip(_COLUMNS, raw, strict=True))
+            row.update({name: decoded(row[name]) for name in _JSON})
+            named = row["run_id"]
+            expected = self._runs.pop(named, None)
+            if expected is None:
+                found("state", named, f"run {named!r} is in the runs table but the journal "
+                      "never created it: it was added behind the journal's back", None)  # fmt: skip
+            elif wrong := differences(row, expected):
+                found("state", named, f"run {named!r} holds other {', '.join(wrong)} than its "
+                      "journal says: the table was edited", None)  # fmt: skip
+        for named in sorted(self._runs):
+            found("state", named, f"run {named!r} is in the journal but not in the runs "
+                  "table: it was deleted", None)  # fmt: skip
+
+
+def _created(entry: JournalEntry) -> dict[str, Any]:
+    data = entry.data
+    run = {
+        "status": "running" if entry.event == "run_created" else "queued",
+        "plan": data["plan"], "agent": data["agent"], "input": data.get("input"),
+        "reason": None, "stopped_by": None, "owner": None, "fencing_token": 0,
+    }  # fmt: skip
+    if "budget" in data:  # journalled, with the creation's exact time, since schema 9
+        run.update(budget=data["budget"], created_at=entry.at)
+    return run

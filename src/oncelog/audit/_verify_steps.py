@@ -1,0 +1,109 @@
+"""Does each step's row hold what its journal entries, replayed in order, leave behind?
+
+The entries mirror the statements that wrote the row: an intent inserts it (or, for a
+step run again, updates the arguments, attempts, start and reserved cost and clears the
+outcome, the retry time and the reason), an outcome or a probe's answer settles it (an
+outcome of a retry policy sets the next attempt's time), ``unknown`` (the row keeps its
+first reason since the intent) and ``resolved`` are a person's business. Columns the
+runtime reads are all here; ``finished_at`` (shown, never read) is not. Records written
+before a column was journalled leave it unchecked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..records._no_result import NO_RESULT
+from ..records._records import JournalEntry
+from ..stores._protocol import Store
+from ..stores._rows import STEP_COLUMNS
+from ._verify_rows import Found, decoded, differences, table
+
+_COLUMNS = (*STEP_COLUMNS.split(", "), "cost", "irreversible")
+_JSON = ("args", "result", "error")
+_RESOLVED = {"done": "done", "not_done": "not_done", "abandon": "abandoned"}
+# What the first intent writes and no later one changes.
+_FIRST = ("step_id", "type", "tool", "kind", "key")
+
+
+class StepsCheck:
+    def __init__(self) -> None:
+        self._steps: dict[tuple[str, int], dict[str, Any]] = {}  # by run and position
+        self._first_sent: dict[tuple[str, int], float] = {}  # the first intent's time
+
+    def feed(self, entry: JournalEntry) -> None:
+        if entry.seq is None:
+            return
+        data, where = entry.data, (entry.run_id, entry.seq)
+        step = self._steps.get(where)
+        if entry.event == "intent":
+            self._intent(where, step, data, entry.at)
+        elif step is None:
+            return  # the step's intent is not in the journal: reported where it broke
+        elif entry.event in ("outcome", "probed"):
+            step.update(state=data["state"], result=data["result"], error=data["error"])
+            for name in ("tokens_in", "tokens_out"):
+                if name in data:
+                    step[name] = int(data[name])
+                else:
+                    step.pop(name, None)
+            if "cost" not in data:
+                step.pop("cost", None)  # settled before outcomes journalled it
+            elif data["cost"] is not None:
+                step["cost"] = float(data["cost"])
+            retry_at = data.get("retry_at")  # a retry policy's next attempt (schema 11)
+            step["retry_at"] = None if retry_at is None else float(retry_at)
+        elif entry.event == "unknown":
+            if step.get("reason") is None:  # the first reason since the intent stays
+                step["reason"] = data.get("reason")
+            step["state"] = "unknown"
+        elif entry.event in ("resolved", "corrected"):  # a correction replaces a decision
+            result = NO_RESULT if data.get("no_result") else data.get("result")
+            step.update(state=_RESOLVED[str(data["resolution"])], result=result)
+
+    def _intent(
+        self, where: tuple[str, int], step: dict[str, Any] | None, data: dict[str, Any], at: float
+    ) -> None:
+        current = {
+            "args_hash": str(data["args_hash"]), "args": data.get("args"),
+            "attempts": int(data["attempt"]), "state": "in_flight", "result": None,
+            "error": None, "retry_at": None, "reason": None,
+        }  # fmt: skip
+        if step is None:
+            step = {name: str(data[name]) for name in _FIRST if name in data}
+            step.update(tokens_in=0, tokens_out=0)
+            if "cost" in data:
+                step.update(cost=0.0, irreversible=bool(data["irreversible"]))
+                step["first_started_at"] = None  # set from the second attempt on
+                self._first_sent[where] = at  # a dedupe window runs from here
+            self._steps[where] = step
+        elif "first_started_at" in step:
+            step["first_started_at"] = self._first_sent[where]
+        step.update(current)
+        if "cost" not in data:  # written before intents journalled their cost and time
+            step.pop("cost", None)
+            step.pop("started_at", None)
+            return
+        step["started_at"] = at  # the intent's time is the row's start, to the bit
+        if "cost" in step:
+            step["cost"] += float(data["cost"])
+
+    def compare(self, store: Store, run_id: str | None, found: Found) -> None:
+        for raw in table(store, "steps", run_id):
+            row = dict(zip(_COLUMNS, raw, strict=True))
+            no_result = row["state"] == "done" and row["result"] is None and row["error"] is None
+            row.update({name: decoded(row[name]) for name in _JSON})
+            if no_result:  # resolved without a result: a recorded null must not pass for it
+                row["result"] = NO_RESULT
+            where = (row["run_id"], row["seq"])
+            named = f"step {row['seq']} ({row['step_id']}) of run {row['run_id']!r}"
+            expected = self._steps.pop(where, None)
+            if expected is None:
+                found("state", where[0], f"{named} is in the steps table but not in the "
+                      "journal: it was added behind the journal's back", None)  # fmt: skip
+            elif wrong := differences(row, expected):
+                found("state", where[0], f"{named} holds other {', '.join(wrong)} than its "
+                      "journal says: the table was edited", None)  # fmt: skip
+        for (run, seq), _ in sorted(self._steps.items()):
+            found("state", run, f"step {seq} of run {run!r} is in the journal but not in the "
+                  "steps table: it was deleted", None)  # fmt: skip

@@ -1,0 +1,150 @@
+"""Telling people that a run needs them, once per halt or approval request.
+
+When a run stops for a person, a ``PersonNeeded`` notice goes to the ledger's ``on_alert``
+callback and its ``alert_webhook``: the channel budget alerts use. Each notice has an id
+that names what the person must decide (the kill switch, the approval request, the
+attempt of the effect in doubt), so a process that stops again on the same thing (a crash
+loop, a supervisor restarting it) sends nothing new. The notice is journalled before it
+is delivered and its delivery confirmed after: a crash between the two delivers it again
+at the next stop (a process that waits for the decision tries again every
+``REDELIVER_EVERY`` seconds), so it is delivered at least once, and a receiver that must
+page exactly once deduplicates by ``id``. Budget stops keep their budget alerts and send
+no notice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+from .._exceptions import (
+    AmbiguousOutcome,
+    ApprovalRequired,
+    NeedsPerson,
+    OnceLogError,
+    RunHalted,
+    WaitingForPerson,
+    _OverBudget,
+)
+from ..records._records import ApprovalStatus
+from ..stores._protocol import Store
+from ._alerts import AlertCallback, post_json
+from ._budgets import BudgetAlert
+
+log = logging.getLogger("oncelog")
+
+
+@dataclass(frozen=True)
+class PersonNeeded:
+    """A run stopped until a person decides, as handed to ``on_alert`` and posted to the
+    ``alert_webhook``. ``id`` is the same for every notice about one decision."""
+
+    id: str
+    kind: Literal["halted", "waiting"]  # exit 3 or exit 4
+    error: str  # what stopped it: AmbiguousOutcome, RunHalted, ApprovalRequired...
+    run_id: str
+    step_id: str | None
+    message: str
+
+    def to_json(self) -> str:
+        """As journalled and posted to a webhook."""
+        return json.dumps({**asdict(self), "event": "oncelog.person.needed"}, sort_keys=True)
+
+
+AnyAlertCallback = Callable[[BudgetAlert | PersonNeeded], None]
+
+
+class Notices:
+    """The ledger's channel to people: its ``on_alert`` callback and ``alert_webhook``."""
+
+    def __init__(
+        self, store: Store, callback: AnyAlertCallback | None, webhook: str | None
+    ) -> None:
+        self.store = store
+        self.callback = callback
+        self.webhook = webhook
+        self._undelivered: dict[str, PersonNeeded] = {}  # by id: tried again by redeliver
+
+    def budget_callback(self, on_budget_alert: AlertCallback | None) -> AlertCallback | None:
+        """What a run calls with its budget alerts: ``on_budget_alert`` and ``on_alert``."""
+        callbacks = [c for c in (on_budget_alert, self.callback) if c is not None]
+        if len(callbacks) < 2:
+            return callbacks[0] if callbacks else None
+
+        def both(alert: BudgetAlert) -> None:
+            for callback in callbacks:
+                callback(alert)
+
+        return both
+
+    def stopped(self, exc: BaseException | None, run_id: str, agent: str | None) -> None:
+        """If ``exc`` stopped the run for a person, tell them (once). Never raises: the
+        run's own course does not depend on anyone receiving the notice."""
+        if not isinstance(exc, (NeedsPerson, WaitingForPerson)) or isinstance(exc, _OverBudget):
+            return
+        try:
+            notice = PersonNeeded(
+                self._identify(exc, run_id, agent),
+                "halted" if isinstance(exc, NeedsPerson) else "waiting",
+                type(exc).__name__, run_id, exc.step_id, exc.message,
+            )  # fmt: skip
+            if self.store.record_notice(run_id, notice.id, notice.to_json()):
+                self._deliver(notice)
+        except OnceLogError as exc_store:
+            log.warning("the notice that run %s needs a person failed: %s", run_id, exc_store)
+
+    def moved_to(self, store: Store) -> Notices:
+        """The same channel, and the notices still to deliver, over another store (the
+        ledger was closed and its URL opened again)."""
+        moved = Notices(store, self.callback, self.webhook)
+        moved._undelivered = self._undelivered
+        return moved
+
+    def redeliver(self) -> None:
+        """Try again the notices whose delivery failed in this process (a process that
+        waits for a person calls it now and then: it has no next stop to try them at)."""
+        for notice in list(self._undelivered.values()):
+            try:
+                if self.store.record_notice(notice.run_id, notice.id, notice.to_json()):
+                    self._deliver(notice)
+                else:
+                    self._undelivered.pop(notice.id, None)  # another process delivered it
+            except OnceLogError as exc:
+                log.warning("the notice %s was not delivered again: %s", notice.id, exc)
+
+    def _identify(self, exc: OnceLogError, run_id: str, agent: str | None) -> str:
+        """The id of what the person must decide."""
+        step = exc.step_id or ""
+        if isinstance(exc, RunHalted):
+            halt = self.store.active_halt(run_id, agent)
+            if halt is not None:
+                return f"halt:{halt.id}"
+        elif isinstance(exc, ApprovalRequired):
+            for approval in self.store.approvals(ApprovalStatus.PENDING, 1000):
+                if (approval.run_id, approval.step_id) == (run_id, step):
+                    return f"approval:{approval.id}"
+        elif isinstance(exc, AmbiguousOutcome):
+            for record in self.store.steps(run_id, 0, 1 << 30):
+                if record.step_id == step:
+                    return f"unknown:{run_id}:{step}:{record.attempts}"
+        return f"{type(exc).__name__}:{run_id}:{step}"
+
+    def _deliver(self, notice: PersonNeeded) -> None:
+        log.warning("run %s needs a person: %s", notice.run_id, notice.message)
+        delivered = True
+        if self.callback is not None:
+            try:
+                self.callback(notice)
+            except Exception:
+                log.exception("the on_alert callback failed for %s", notice.id)
+                delivered = False
+        if self.webhook is not None:
+            delivered = post_json(self.webhook, notice.to_json(), notice.message) and delivered
+        if not delivered:
+            self._undelivered[notice.id] = notice
+            return
+        self._undelivered.pop(notice.id, None)
+        self.store.confirm_notice(notice.run_id, notice.id)

@@ -1,0 +1,1 @@
+"""The hooks the engine calls, for metrics and tracing."""

@@ -1,0 +1,110 @@
+"""How an agent process ends, so a supervisor knows what to do next: the exit codes of
+``_exit_codes`` (``0`` completed · ``3`` halted, a person must act · ``4`` waiting for a
+person · ``75`` try again later · others in the table), and the error explained on stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, NoReturn
+
+from .._exceptions import (
+    ArgumentDrift,
+    ConfigurationError,
+    NeedsPerson,
+    OnceLogError,
+    ReplayDivergence,
+    WaitingForPerson,
+)
+from .._exit_codes import EXIT_COMPLETED, EXIT_ERROR
+from ..controls import _waiting as waiting
+from ._drain import handle_sigterm
+
+log = logging.getLogger("oncelog")
+
+_FIELD_LABELS = {"run_id": "run", "step_id": "step", "key": "key"}
+
+
+def explain(exc: OnceLogError) -> str:
+    """``exc`` as a person reads it: its type and message, then where it happened, one
+    field a line (the CLI and ``run_main`` print it)."""
+    lines = [f"{type(exc).__name__}: {exc.message}"]
+    lines += [f"  {_FIELD_LABELS.get(k, k)}: {v}" for k, v in exc.fields().items()]
+    return "\n".join(lines)
+
+
+# Stops no decision in the ledger lets go on (the code must change): never waited for.
+NOT_DECIDED = (ReplayDivergence, ArgumentDrift)
+
+
+def exit_code_for(exc: BaseException | None) -> int:
+    """The exit code a process should end with after ``exc`` (None: completed)."""
+    if exc is None:
+        return EXIT_COMPLETED
+    if isinstance(exc, OnceLogError):
+        return exc.exit_code
+    return EXIT_ERROR
+
+
+def run_main(
+    agent: Callable[[], Any],
+    *,
+    drain_on_sigterm: bool = True,
+    wait_for_person: float | timedelta | None = None,
+) -> NoReturn:
+    """Call ``agent`` and exit with the code for how it ended, explaining on stderr.
+
+    SIGTERM (what Kubernetes sends on every eviction and rollout) drains: the step in
+    progress finishes and is recorded, no new step starts, the run is queued again and
+    the process exits with 75 (see ``handle_sigterm``); ``drain_on_sigterm=False`` leaves
+    SIGTERM to Python's default, which kills the process mid-step.
+
+    With ``wait_for_person`` (seconds, or a ``timedelta``), a run that stops for a person
+    (exit 3 or 4) is not given up: the process waits up to that long for the decision
+    (``oncelog resolve``, ``approve``, ``deny``, a raised budget, a cleared kill switch)
+    and then calls ``agent`` again, which replays what is recorded and goes on. Without a
+    decision in time it exits with 3 or 4; SIGTERM while it waits exits with 75. A
+    ``ReplayDivergence`` or ``ArgumentDrift`` (the code must change) exits at once."""
+    patience = _seconds(wait_for_person)
+    if drain_on_sigterm and threading.current_thread() is threading.main_thread():
+        handle_sigterm()
+    while True:
+        try:
+            agent()
+        except (NeedsPerson, WaitingForPerson) as exc:
+            if patience is None or isinstance(exc, NOT_DECIDED) or not _decided(exc, patience):
+                _exit_for(exc)
+        except OnceLogError as exc:
+            _exit_for(exc)
+        else:
+            sys.exit(EXIT_COMPLETED)
+
+
+def _decided(stop: OnceLogError, patience: float) -> bool:
+    """Wait for a person's decision on the run ``stop`` stopped; False if none came in
+    time. Draining while waiting, or losing the ledger, exits at once."""
+    print(f"oncelog: {explain(stop)}", file=sys.stderr)
+    print(f"oncelog: waiting up to {patience:g} s for a person's decision", file=sys.stderr)
+    try:
+        decided = waiting.wait_after_stop(stop, patience)
+    except OnceLogError as exc:  # Draining, or the ledger out of reach: 75, try later
+        _exit_for(exc)
+    if not decided:
+        print(f"oncelog: no decision on run {stop.run_id!r} in {patience:g} s", file=sys.stderr)
+    return decided
+
+
+def _exit_for(exc: OnceLogError) -> NoReturn:
+    print(f"oncelog: {explain(exc)}", file=sys.stderr)
+    sys.exit(exit_code_for(exc))
+
+
+def _seconds(value: float | timedelta | None) -> float | None:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if seconds is not None and (isinstance(seconds, bool) or not seconds > 0):
+        raise ConfigurationError(f"wait_for_person must be a positive duration, not {value!r}")
+    return seconds

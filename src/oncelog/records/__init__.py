@@ -1,0 +1,1 @@
+"""Value objects, canonical JSON and secret fields."""

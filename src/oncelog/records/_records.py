@@ -1,0 +1,233 @@
+"""Value objects read from the store: runs, steps and journal entries."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from .._exceptions import CorruptRecord
+from ..controls._budgets import Budget
+from ._no_result import NO_RESULT
+from ._serialization import decode
+
+
+class RunStatus(str, enum.Enum):
+    QUEUED = "queued"  # ready to run: submitted, drained, or released by a person's decision
+    RUNNING = "running"
+    WAITING = "waiting"
+    HALTED = "halted"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class StepState(str, enum.Enum):
+    """The effect lifecycle: ``in_flight`` is written before the call, the rest after."""
+
+    IN_FLIGHT = "in_flight"
+    DONE = "done"
+    FAILED = "failed"  # a definite refusal: it did not happen
+    NOT_DONE = "not_done"  # known not to have happened; the next visit runs it again
+    UNKNOWN = "unknown"  # in_flight found by someone other than its writer
+    ABANDONED = "abandoned"  # a person gave up on it
+
+
+class StepType(str, enum.Enum):
+    EFFECT = "effect"
+    READ = "read"
+    LLM = "llm"
+
+
+class HaltScope(str, enum.Enum):
+    """Where a kill switch applies: every run, the runs of one agent, or one run."""
+
+    GLOBAL = "global"
+    AGENT = "agent"
+    RUN = "run"
+
+
+class ApprovalStatus(str, enum.Enum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    USED = "used"  # an attempt of the effect consumed it
+    EXPIRED = "expired"
+    SUPERSEDED = "superseded"  # the step was asked again with other arguments before a decision
+
+
+class Resolution(str, enum.Enum):
+    """What a person decided about an effect whose outcome was unknown."""
+
+    DONE = "done"
+    NOT_DONE = "not_done"
+    ABANDON = "abandon"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: str
+    status: RunStatus
+    plan: tuple[str, ...] | None
+    reason: str | None
+    created_at: float
+    updated_at: float
+    owner: str | None
+    fencing_token: int
+    next_seq: int
+    agent: str | None = None
+    budget: Budget | None = None
+    input_json: str | None = None  # what ``submit`` gave the run's handler
+    stopped_by: str | None = None  # the error that stopped it (RunHalted, BudgetPaused, ...)
+
+    @property
+    def input(self) -> Any:
+        return None if self.input_json is None else decode(self.input_json)
+
+
+class StepRecord(NamedTuple):
+    """One recorded step. A named tuple: replay builds one per step, and a frozen
+    dataclass costs several times as much to build."""
+
+    run_id: str
+    seq: int
+    step_id: str
+    type: StepType
+    tool: str
+    kind: str
+    key: str
+    args_hash: str
+    args_json: str
+    state: StepState
+    result_json: str | None
+    error_json: str | None
+    attempts: int
+    tokens_in: int
+    tokens_out: int
+    started_at: float  # of the latest attempt
+    finished_at: float | None
+    first_started_at: float | None = None  # of the first attempt, once there is a second
+    retry_at: float | None = None  # the next attempt waits until then (a retry policy)
+    # Why the effect was in doubt: the first reason recorded since its latest attempt
+    # began (the error its call raised, or what recovery found), kept once resolved.
+    reason: str | None = None
+
+    @property
+    def first_sent_at(self) -> float:
+        """When the effect's key was first sent: a provider's deduplication window runs
+        from then, however often it is sent again."""
+        return self.started_at if self.first_started_at is None else self.first_started_at
+
+    @property
+    def result(self) -> Any:
+        """The recorded result; ``NO_RESULT`` for an effect resolved ``done`` without
+        the provider's answer."""
+        if self.result_json is None and self.state is StepState.DONE and self.error_json is None:
+            return NO_RESULT
+        return self._decode("result", self.result_json)
+
+    @property
+    def args_payload(self) -> Any:
+        """The recorded arguments: ``{"args": [...], "kwargs": {...}}``."""
+        return self._decode("arguments", self.args_json)
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        error = self._decode("error", self.error_json)
+        if error is not None and not isinstance(error, dict):
+            raise self._corrupt("error", "not an object")
+        return error
+
+    def _decode(self, what: str, text: str | None) -> Any:
+        if text is None:
+            return None
+        try:
+            return decode(text)
+        except ValueError as exc:
+            raise self._corrupt(what, str(exc)) from exc
+
+    def _corrupt(self, what: str, why: str) -> CorruptRecord:
+        return CorruptRecord(
+            f"the recorded {what} of step {self.step_id!r} does not decode: {why}",
+            run_id=self.run_id,
+            step_id=self.step_id,
+            key=self.key,
+        )
+
+
+class EffectInDoubt(NamedTuple):
+    """An effect whose outcome is not recorded, with who may still be running it. The
+    times are the store's clock, like lease expiry."""
+
+    step: StepRecord
+    orphaned: bool  # in flight, and no live lease holds its run: nobody is running it
+    lease_owner: str | None  # the run's lease owner, or its last one once it expired
+    age: float  # seconds since the effect's intent was written
+
+    @property
+    def state(self) -> str:
+        """``unknown`` (found in doubt), ``orphaned`` or ``in_flight`` (maybe still running)."""
+        return "orphaned" if self.orphaned else self.step.state.value
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    id: int
+    run_id: str
+    seq: int | None
+    event: str
+    data: dict[str, Any]
+    at: float
+    data_json: str = ""  # ``data`` as stored: what the hash covers
+    hash: str | None = None  # None for records written before the chain (schema 7)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A run's hash chain at a moment: ``entries`` records long, ending in ``head``,
+    signed by the key ``key_id`` (base64 Ed25519 over ``_chain.checkpoint_payload``)."""
+
+    id: int
+    run_id: str
+    entries: int
+    head: str
+    at: float
+    key_id: str
+    signature: str
+
+
+@dataclass(frozen=True)
+class Halt:
+    """A kill switch, set by code or a person; cleared only by a named person."""
+
+    id: int
+    scope: HaltScope
+    target: str  # the agent or run id; "" for global
+    reason: str
+    set_by: str
+    set_at: float
+    cleared_by: str | None
+    cleared_at: float | None
+    note: str | None
+
+    @property
+    def active(self) -> bool:
+        return self.cleared_at is None
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A request to run one effect with exactly these arguments, and a person's decision."""
+
+    id: int
+    run_id: str
+    step_id: str
+    tool: str
+    args_hash: str
+    args_json: str
+    status: ApprovalStatus
+    requested_at: float
+    decided_by: str | None
+    decided_at: float | None
+    expires_at: float | None
+    note: str | None
+    used_at: float | None

@@ -1,0 +1,1 @@
+"""Runs: what agent code calls, the pure decision, and the engine around it."""

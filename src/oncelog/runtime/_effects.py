@@ -1,0 +1,594 @@
+"""The I/O around the effect state machine (``_decide``): it reads what is recorded at a
+position, asks the provider's probe, writes intents and outcomes, and turns each
+``Action`` into a store write, a returned value or an exception.
+
+``prepare`` decides (replay, run live, or stop) and writes the intent; ``complete`` and
+``fail`` write the outcome. The sync and async runs share these; only the call differs.
+What the engine needs from its process (is it draining, has a heartbeat found the lease
+lost, who observes steps, the clock) comes in as ``Surroundings``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import shlex
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import asdict, replace
+from typing import Any, NoReturn, ParamSpec, TypeVar
+
+from .._exceptions import (
+    ApprovalDenied,
+    ApprovalRequired,
+    ArgumentDrift,
+    BudgetExceeded,
+    BudgetPaused,
+    ConfigurationError,
+    Draining,
+    EffectAbandoned,
+    EffectRefused,
+    InvalidPayload,
+    LeaseLost,
+    OnceLogError,
+    PreflightConflict,
+    PreflightUnanswered,
+    ResendLater,
+    ResultNotRecorded,
+    StepNotInPlan,
+    StoreUnavailable,
+    halted,
+    in_doubt,
+)
+from ..controls._alerts import AlertCallback, AlertSender
+from ..controls._budgets import check, refusal
+from ..display import visible
+from ..failures import Failure
+from ..observe import _observe as observe
+from ..records._records import ApprovalStatus, StepRecord, StepState, StepType
+from ..records._serialization import decode, digest, encode
+from ..stores._protocol import Lease, NewStep, Outcome, Store
+from . import _crashpoints as crashpoints
+from ._calls import (
+    Again,
+    Call,
+    Pending,
+    Replayed,
+    Surroundings,
+    encode_args,
+    error_json,
+    failure_of,
+    idempotency_key,
+    usage,
+)
+from ._decide import IN_DOUBT, Action, Situation, attempts_left, decide, deduplicated, key_honoured
+from ._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found
+from ._reconcile import ask
+from ._replay import ReplayCursor, check_same_step
+
+log = logging.getLogger("oncelog")
+
+_SETTLED = frozenset({StepState.DONE, StepState.FAILED, StepState.ABANDONED})
+_REPLAYS = frozenset(
+    {Action.REPLAY, Action.REPLAY_UNRECORDED, Action.REPLAY_REFUSED, Action.REPLAY_ABANDONED}
+)
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+@functools.cache
+def _settled(step_type: StepType, idempotent: bool, state: StepState, missing: bool) -> Action:
+    """A settled step is decided by its state alone: each decision is made once, since
+    replay asks for one per recorded step."""
+    return decide(Situation(step_type, idempotent, state, result_missing=missing))
+
+
+def _why_halted(action: Action, situation: Situation) -> list[str]:
+    """What stopped an effect in doubt from being sent again, when something could have."""
+    if action is not Action.HALT or situation.failure is not None:
+        return []
+    if situation.probe is NOT_FOUND and not key_honoured(situation):
+        return ["but the provider no longer honours the key (dedupe_window)"]
+    if not attempts_left(situation) and (situation.probe is NOT_FOUND or deduplicated(situation)):
+        return [f"but the retry policy's {situation.max_attempts} attempts are used up"]
+    return []
+
+
+class Engine:
+    def __init__(
+        self,
+        store: Store,
+        lease: Lease,
+        cursor: ReplayCursor,
+        plan: tuple[str, ...] | None,
+        payload_limit: int,
+        key_namespace: str = "",
+        on_budget_alert: AlertCallback | None = None,
+        surroundings: Surroundings | None = None,
+    ) -> None:
+        self.store = store
+        self.lease = lease
+        self.cursor = cursor
+        self.plan = plan
+        self.payload_limit = payload_limit
+        self.key_namespace = key_namespace
+        self._broken: StoreUnavailable | None = None
+        self.alerts = AlertSender(store, on_budget_alert)
+        self.surroundings = surroundings or Surroundings()
+
+    def _store(self, operation: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Every store access of a step. Once one cannot reach the disk, this run takes no
+        further step:
+        the failed step has used its position, and a retry in the same process would
+        record it one position later, under another key. A new process replays from
+        what the ledger durably holds."""
+        if self._broken is not None:
+            raise StoreUnavailable(
+                f"an earlier ledger operation of this run failed ({self._broken}); "
+                "restart the run to continue from what was recorded",
+                run_id=self.run_id,
+            )
+        try:
+            return operation(*args, **kwargs)
+        except StoreUnavailable as exc:
+            self._broken = exc
+            raise
+        except LeaseLost:
+            observe.fencing_rejected(self.surroundings.observers, self.run_id)
+            raise
+
+    @property
+    def run_id(self) -> str:
+        return self.lease.run_id
+
+    def prepare(self, seq: int, call: Call) -> Replayed | Pending:
+        step_id = call.step_id if call.step_id is not None else f"{call.tool}@{seq}"
+        record = self._store(self.cursor.recorded, seq)
+        if record is None:
+            self._check_plan(call, step_id)
+        else:
+            check_same_step(record, step_id, call.tool, call.step_type)
+            if record.state is StepState.DONE and record.error_json is None:
+                # Replay's hot path, one call per recorded step: the table's row for a
+                # done step is REPLAY whatever else holds (tests/test_decide.py).
+                self._check_drift(record, call)
+                return Replayed(record.result)
+        return self._visit(seq, step_id, call, record)
+
+    def _new_step(self, seq: int, step_id: str, call: Call) -> NewStep:
+        """A step about to run live; a replayed one needs neither key nor hash."""
+        args_json = self._args_json(call, step_id)
+        return NewStep(
+            seq, step_id, call.step_type, call.tool, call.kind,
+            idempotency_key(self.run_id, step_id, call.tool, self.key_namespace),
+            digest(args_json), args_json,
+            needs_approval=call.step_type is StepType.EFFECT and call.spec.approval,
+            cost=self._cost(call, step_id), irreversible=call.spec.irreversible,
+        )  # fmt: skip
+
+    def _cost(self, call: Call, step_id: str) -> float:
+        cost = call.spec.cost
+        if call.step_type is not StepType.EFFECT:
+            return 0.0
+        if not callable(cost):
+            return float(cost)
+        try:
+            return float(cost(*call.payload["args"], **call.payload["kwargs"]))
+        except Exception as exc:
+            raise ConfigurationError(
+                f"the cost function of {call.spec.name!r} failed: {exc}",
+                run_id=self.run_id,
+                step_id=step_id,
+            ) from exc
+
+    def _args_json(self, call: Call, step_id: str) -> str:
+        if call.args_json is None:
+            call.args_json = encode_args(call.payload, self.payload_limit, self.run_id, step_id)
+        return call.args_json
+
+    def _check_plan(self, call: Call, step_id: str) -> None:
+        if self.plan is not None and call.step_id is not None and step_id not in self.plan:
+            raise StepNotInPlan(
+                f"step {step_id!r} is not in the run's stored plan {list(self.plan)}",
+                run_id=self.run_id,
+                step_id=step_id,
+            )
+
+    def _situation(self, call: Call, record: StepRecord | None) -> Situation:
+        """What ``decide`` needs about this step, before anything is asked of anyone."""
+        surroundings, spec = self.surroundings, call.spec
+        now = surroundings.clock()
+        in_doubt = record is not None and record.state in (StepState.IN_FLIGHT, StepState.UNKNOWN)
+        return Situation(
+            call.step_type,
+            call.idempotent,
+            None if record is None else record.state,
+            result_missing=record is not None and record.error_json is not None,
+            draining=surroundings.draining(),
+            lease_lost=surroundings.lease_lost(self.lease),
+            attempts=0 if record is None else record.attempts,
+            max_attempts=None if spec.retry is None else spec.retry.attempts,
+            retry_wait=0.0 if record is None or record.retry_at is None else record.retry_at - now,
+            preflight_declared=spec.preflight is not None,
+            probe_declared=spec.probe is not None,
+            key_age=0.0 if record is None else now - record.first_sent_at,
+            dedupe_window=spec.dedupe_window,
+            same_args=not in_doubt or record is None or self._same_args(record, call),
+            drift_error=call.drift == "error",
+        )
+
+    def _visit(
+        self, seq: int, step_id: str, call: Call, record: StepRecord | None
+    ) -> Replayed | Pending:
+        """Decide, ask the provider when the decision says so, decide again; then act."""
+        if record is not None and record.state in _SETTLED:  # replay's hot path
+            missing = record.error_json is not None
+            return self._replay(_settled(call.step_type, call.idempotent, record.state, missing),
+                                record, call)  # fmt: skip
+        situation = self._situation(call, record)
+        said: list[str] = []
+        while True:
+            action = decide(situation)
+            if action is Action.WAIT:
+                self.surroundings.sleep(situation.retry_wait)
+                situation = self._situation(call, record)
+            elif action is Action.ASK_PROBE:
+                assert record is not None
+                answer, text = ask(call.spec.probe, record.key, record.args_payload, "probe")
+                said.append(text)
+                probed = CANNOT_TELL if isinstance(answer, Conflict) else answer  # not a probe's
+                situation = replace(situation, probe=probed)
+            elif action is Action.ASK_PREFLIGHT:
+                key = idempotency_key(self.run_id, step_id, call.tool, self.key_namespace)
+                answer, text = ask(call.spec.preflight, key, call.payload, "preflight")
+                said.append(text)
+                situation = replace(situation, preflight=answer)
+            else:
+                said += _why_halted(action, situation)
+                found = next(
+                    (a for a in (situation.probe, situation.preflight) if isinstance(a, Found)),
+                    None,
+                )
+                return self._act(action, seq, step_id, call, record, found, "; ".join(said))
+
+    def _act(
+        self,
+        action: Action,
+        seq: int,
+        step_id: str,
+        call: Call,
+        record: StepRecord | None,
+        found: Found | None,
+        said: str,
+    ) -> Replayed | Pending:
+        if record is not None and action in _REPLAYS:
+            return self._replay(action, record, call)
+        previous = None if record is None else record.state
+        if record is not None and previous in IN_DOUBT:
+            if found is not None:  # the probe's or the preflight's answer settles it
+                return self._settle(record, call, found)
+            if action is Action.DRIFT:
+                self._check_drift(record, call)
+            if action in (Action.HALT, Action.HALT_CONFLICT):
+                self._halt(action, record, call, said)
+        step = self._new_step(seq, step_id, call)
+        if action is Action.RESEND:
+            said = (said + "; " if said else "") + (
+                "sent again with the same key: the provider deduplicates it for "
+                f"{call.spec.dedupe_window:g} s after it was first sent"
+            )
+        if action is Action.STOP_PREFLIGHT_UNSURE:
+            raise PreflightUnanswered(
+                f"{step_id!r} was not started: {said}; a later start asks again",
+                run_id=self.run_id, step_id=step_id, key=step.key,
+            )  # fmt: skip
+        if action in (Action.RECORD_FOUND, Action.HALT_CONFLICT):
+            return self._before_call(action, step, call, previous, found, said)
+        first_sent = self.surroundings.clock() if record is None else record.first_sent_at
+        return self._go_live(action, step, call, previous, first_sent, said or None)
+
+    def _go_live(
+        self,
+        action: Action,
+        step: NewStep,
+        call: Call,
+        previous: StepState | None,
+        first_sent_at: float,
+        reason: str | None,
+    ) -> Pending:
+        if action is Action.STOP_DRAINING:
+            raise Draining(
+                f"this process is shutting down; {step.step_id!r} was not started and the "
+                "run is queued for another worker",
+                run_id=self.run_id, step_id=step.step_id,
+            )  # fmt: skip
+        if action is Action.STOP_LEASE_LOST:
+            raise LeaseLost(
+                "another worker took this run over while this one was busy",
+                run_id=self.run_id, step_id=step.step_id,
+            )  # fmt: skip
+        assert action in (Action.RUN, Action.RESEND), action
+        attempt = 0
+        if call.step_type is not StepType.EFFECT:
+            # A model call or a query is recorded after it runs; look for a kill switch
+            # first so a halted agent spends nothing. Effects check inside their intent.
+            halt = self._store(self.store.active_halt, self.run_id, self.lease.agent)
+            if halt is not None:
+                raise halted(halt, self.run_id, step.step_id)
+            if self.lease.budgeted:
+                self._check_budget(step)
+        else:
+            attempt = self._write_intent(step, previous, reason)
+        observers = self.surroundings.observers
+        pending = Pending(step, call, attempt, previous, first_sent_at, observers)
+        if observers:
+            pending = replace(
+                pending, observed=observe.started(observers, pending.info(self.run_id))
+            )
+        return pending
+
+    def _write_intent(self, step: NewStep, previous: StepState | None, reason: str | None) -> int:
+        """Make the attempt durable before its call; return its number."""
+        if step.needs_approval:
+            self._check_approval(step)
+        try:
+            intent = self._store(self.store.write_intent, self.lease, step, previous, reason)
+        except (BudgetExceeded, BudgetPaused) as exc:
+            self.alerts.send(exc.alert)
+            raise
+        self.cursor.advance_frontier(step.seq)
+        crashpoints.reach("after_intent_commit", step.step_id)
+        for warning in intent.warnings:
+            self.alerts.send(warning)
+        return intent.attempt
+
+    def _check_budget(self, step: NewStep) -> None:
+        """Before a model call or a query: would one more step be over the budget?"""
+        budget, used = self._store(self.store.budget_usage, self.run_id)
+        if budget is None:
+            return
+        over, warnings = check(
+            budget, asdict(replace(used, steps=used.steps + 1)),
+            scope="run", target=self.run_id, run_id=self.run_id, step_id=step.step_id,
+        )  # fmt: skip
+        for alert in warnings if over is None else [over]:
+            self.alerts.send(alert)
+        if over is not None:
+            raise refusal(over)
+
+    def _check_approval(self, step: NewStep) -> None:
+        """Ask for approval of these arguments, or find the decision. The intent then
+        consumes an approval in its own transaction."""
+        approval = self._store(self.store.request_approval, self.lease, step)
+        if approval.status is ApprovalStatus.DENIED:
+            raise ApprovalDenied(
+                f"{approval.decided_by} denied {step.step_id!r} with these arguments"
+                + (f": {approval.note}" if approval.note else ""),
+                run_id=self.run_id, step_id=step.step_id, key=step.key,
+            )  # fmt: skip
+        if approval.status is not ApprovalStatus.APPROVED:
+            raise ApprovalRequired(
+                f"{step.tool} {step.step_id!r} waits for approval of request {approval.id}: "
+                f"oncelog approve {visible(self.run_id)} {visible(step.step_id)} "
+                f"--request {approval.id} --by NAME",
+                run_id=self.run_id, step_id=step.step_id, key=step.key,
+            )  # fmt: skip
+
+    def _replay(self, action: Action, record: StepRecord, call: Call) -> Replayed:
+        if action is not Action.REPLAY_ABANDONED:
+            self._check_drift(record, call)
+        if action is Action.REPLAY:
+            return Replayed(record.result)
+        if action is Action.REPLAY_UNRECORDED:
+            raise self._not_recorded(record)
+        if action is Action.REPLAY_REFUSED:
+            raise self._refused(record)
+        raise EffectAbandoned(
+            "a person abandoned this effect",
+            run_id=self.run_id,
+            step_id=record.step_id,
+            key=record.key,
+        )
+
+    def _halt(self, action: Action, record: StepRecord, call: Call, said: str) -> NoReturn:
+        """Mark the effect in doubt unknown: the run halts until a person decides."""
+        said = said or "no probe is declared"
+        if action is Action.HALT_CONFLICT:
+            reason = f"{call.kind} effect {record.step_id!r} is held: {said}"
+        else:
+            reason = (
+                f"{call.kind} effect {record.step_id!r} was started (attempt {record.attempts}) "
+                f"but its outcome was never recorded; it may or may not have happened ({said})"
+            )
+        self._store(self.store.mark_unknown, self.lease, record.seq, reason)
+        if action is Action.HALT_CONFLICT:
+            raise PreflightConflict(
+                reason, run_id=self.run_id, step_id=record.step_id, key=record.key
+            )
+        raise in_doubt(reason, self.run_id, record.step_id, record.key)
+
+    def _before_call(
+        self,
+        action: Action,
+        step: NewStep,
+        call: Call,
+        previous: StepState | None,
+        found: Found | None,
+        said: str,
+    ) -> Replayed:
+        """The preflight found the effect done, or in conflict, before an attempt: the
+        intent records what it said, and the tool is not called (so no approval is used)."""
+        self._write_intent(replace(step, needs_approval=False), previous, said)
+        record = self._store(self.store.steps, self.run_id, step.seq, 1)[0]
+        if found is None:
+            self._halt(action, record, call, said)
+        return self._settle(record, call, found)
+
+    def _settle(self, record: StepRecord, call: Call, found: Found) -> Replayed:
+        """The probe or the preflight found the effect: record it done with the
+        provider's answer."""
+        found = replace(found, result=call.recordable(found.result))
+        try:
+            result_json = encode(found.result, what="probe result", limit=self.payload_limit)
+        except InvalidPayload as exc:
+            outcome = Outcome(StepState.DONE, error_json=error_json(exc))
+            self._store(self.store.settle, self.lease, record.seq, record.attempts, outcome)
+            raise self._not_recorded(record._replace(error_json=outcome.error_json)) from exc
+        outcome = Outcome(StepState.DONE, result_json)
+        self._store(self.store.settle, self.lease, record.seq, record.attempts, outcome)
+        return Replayed(decode(result_json))
+
+    def _same_args(self, record: StepRecord, call: Call) -> bool:
+        # Comparing with the decoded record runs in C and needs no encoding or hashing;
+        # values JSON would write differently (a tuple for a list) fall to the hash.
+        with suppress(ValueError):
+            if decode(record.args_json) == call.payload:
+                return True
+        return record.args_hash == digest(self._args_json(call, record.step_id))
+
+    def _check_drift(self, record: StepRecord, call: Call) -> None:
+        with suppress(ValueError):  # _same_args's first comparison, inlined for replay
+            if decode(record.args_json) == call.payload:
+                return
+        if self._same_args(record, call):
+            return
+        args_json = self._args_json(call, record.step_id)
+        message = (
+            f"step {record.step_id!r} was recorded with other arguments "
+            f"(recorded {record.args_json[:200]}, now {args_json[:200]})"
+        )
+        if call.drift == "error":
+            raise ArgumentDrift(
+                f"{message}; the code must pass the recorded arguments (see: oncelog show "
+                f"{shlex.quote(self.run_id)}), then restart the agent",
+                run_id=self.run_id, step_id=record.step_id, key=record.key,
+            )  # fmt: skip
+        log.warning("%s; returning the recorded outcome", message)
+
+    def complete(self, pending: Pending, result: Any) -> Any:
+        """Record what the call returned; hand back what replay would hand back."""
+        if pending.call.step_type is StepType.EFFECT:  # crash points mark effect boundaries
+            crashpoints.reach("after_call", pending.step.step_id)
+        try:
+            result_json = encode(
+                pending.call.recordable(result), what="result", limit=self.payload_limit
+            )
+        except InvalidPayload as exc:
+            # The effect happened: record it as done so it never runs again, and say why
+            # its result is missing, now and on every replay.
+            self._write(pending, Outcome(StepState.DONE, error_json=error_json(exc)))
+            pending.ended(self.run_id, "done")
+            raise ResultNotRecorded(
+                f"the call succeeded but its result cannot be recorded: {exc.message}",
+                run_id=self.run_id,
+                step_id=pending.step.step_id,
+                key=pending.step.key,
+            ) from exc
+        tokens_in, tokens_out, cost = (0, 0, None)
+        if pending.call.step_type is StepType.LLM:
+            tokens_in, tokens_out, cost = usage(result)
+        self._write(
+            pending, Outcome(StepState.DONE, result_json, None, tokens_in, tokens_out, cost)
+        )
+        pending.ended(self.run_id, "done")
+        return decode(result_json)
+
+    def fail(self, pending: Pending, exc: Exception) -> Exception | Again:
+        """Record a call that raised; return the exception the agent should see, or
+        ``Again`` when the attempt is to be made again at this position."""
+        step, call, spec = pending.step, pending.call, pending.call.spec
+        clock = self.surroundings.clock
+        situation = Situation(
+            call.step_type, call.idempotent, StepState.IN_FLIGHT,
+            attempts=pending.attempt,
+            max_attempts=None if spec.retry is None else spec.retry.attempts,
+            key_age=clock() - pending.first_sent_at, dedupe_window=spec.dedupe_window,
+            failure=failure_of(spec, exc),
+        )  # fmt: skip
+        action = decide(situation)
+        if action is Action.RAISE:
+            pending.ended(self.run_id, "error", exc)
+            return exc
+        if action is Action.RECORD_NOT_DONE:
+            self._write(pending, Outcome(StepState.NOT_DONE, error_json=error_json(exc)))
+            pending.ended(self.run_id, "not_done", exc)
+            return exc
+        if action is Action.RETRY_LATER:
+            retry_at = clock() + self._backoff(pending)
+            outcome = Outcome(StepState.NOT_DONE, error_json=error_json(exc), retry_at=retry_at)
+            self._write(pending, outcome)
+            pending.ended(self.run_id, "not_done", exc)
+            self.cursor.reread()
+            return Again()
+        if action in (Action.RECORD_REFUSED, Action.RECORD_FAILED):
+            self._write(pending, Outcome(StepState.FAILED, error_json=error_json(exc)))
+            pending.ended(self.run_id, "refused", exc)
+            why = "the provider refused"
+            if action is Action.RECORD_FAILED:
+                why = f"not performed in {pending.attempt} attempts (the retry policy's limit)"
+            return EffectRefused(
+                f"{why}: {exc}", run_id=self.run_id, step_id=step.step_id, key=step.key,
+                error_type=type(exc).__qualname__,
+            )  # fmt: skip
+        pending.ended(self.run_id, "unknown", exc)
+        doubt = f"{call.kind} effect {step.step_id!r} raised {type(exc).__name__}: {exc}"
+        if action is Action.RESEND_LATER:
+            log.warning("%s; sending it again with the same key", doubt)
+            self.surroundings.sleep(self._backoff(pending))
+            self.cursor.reread()
+            return Again()
+        if action is Action.STOP_RESEND_LATER:
+            busy = situation.failure is Failure.IN_PROGRESS
+            later = ("sends it again with the same key" if deduplicated(situation)
+                     else "asks the probe or a person")  # fmt: skip
+            return ResendLater(
+                f"{doubt}{'; the provider still processes an earlier send' if busy else ''}; "
+                f"it stays in flight, and a later start of the run {later}",
+                run_id=self.run_id, step_id=step.step_id, key=step.key,
+            )  # fmt: skip
+        reason = f"{doubt}; it may or may not have happened"
+        self._store(self.store.mark_unknown, self.lease, step.seq, reason)
+        return in_doubt(reason, self.run_id, step.step_id, step.key)
+
+    def _backoff(self, pending: Pending) -> float:
+        retry = pending.call.spec.retry
+        assert retry is not None
+        return retry.delay(pending.attempt, self.surroundings.random())
+
+    def _write(self, pending: Pending, outcome: Outcome) -> None:
+        try:
+            if pending.call.step_type is StepType.EFFECT:
+                self._store(
+                    self.store.write_outcome, self.lease, pending.step, pending.attempt, outcome
+                )
+            else:
+                step = replace(pending.step, elapsed=time.monotonic() - pending.began)
+                self._store(self.store.record_step, self.lease, step, pending.previous, outcome)
+        except OnceLogError as exc:  # fenced off, or the disk: the call's end is not recorded
+            pending.ended(self.run_id, "unrecorded", exc)
+            raise
+        if pending.call.step_type is StepType.EFFECT:
+            crashpoints.reach("after_outcome_commit", pending.step.step_id)
+        else:
+            self.cursor.advance_frontier(pending.step.seq)
+
+    def _refused(self, record: StepRecord) -> EffectRefused:
+        error = record.error or {}
+        return EffectRefused(
+            f"the provider refused: {error.get('message', '')}",
+            run_id=self.run_id,
+            step_id=record.step_id,
+            key=record.key,
+            error_type=str(error.get("type", "")).rpartition(".")[2] or None,
+        )
+
+    def _not_recorded(self, record: StepRecord) -> ResultNotRecorded:
+        error = record.error or {}
+        return ResultNotRecorded(
+            f"the call succeeded but its result was not recorded: {error.get('message', '')}",
+            run_id=self.run_id,
+            step_id=record.step_id,
+            key=record.key,
+        )

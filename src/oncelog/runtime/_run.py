@@ -1,0 +1,496 @@
+"""A run in progress: the object an agent's code records its steps through.
+
+``with ledger.run(...) as run`` gives a ``Run``; ``async with`` gives an ``AsyncRun``.
+Both hand out positions in call order and share the effect state machine; the async one
+does its store writes in a worker thread so the event loop never waits on an fsync.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import shlex
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeVar, cast
+
+from .._exceptions import (
+    LeaseLost,
+    NeedsPerson,
+    NotATool,
+    OnceLogError,
+    ReplayDivergence,
+    RunHalted,
+    RunStopped,
+    StoreUnavailable,
+    TryLater,
+    UnserializableValue,
+    UsageError,
+    WaitingForPerson,
+)
+from ..controls import _waiting as waiting
+from ..controls._budgets import remaining
+from ..process import _leases as leases
+from ..process._heartbeat import HEARTBEATS
+from ..records._records import RunRecord, RunStatus, StepType
+from ..records._redact import redact_call
+from ..records._serialization import MAX_DEPTH
+from ._calls import Again, Call, Pending, Replayed, encode_args
+from ._effects import Engine
+from ._names import check_name
+from ._run_options import RunOptions
+from ._tools import ACTIVE_RUN, Caller, Tool, step_spec
+
+log = logging.getLogger("oncelog")
+
+if TYPE_CHECKING:
+    from ..audit._signing import Signer
+    from ..controls._budgets import Budget, Usage
+
+
+class Host(waiting.Waitable, Protocol):
+    """What a run uses of its ``Ledger``, which imports this module to make runs."""
+
+    @property
+    def max_payload_bytes(self) -> int: ...
+    @property
+    def signer(self) -> Signer | None: ...
+    def budget_usage(self, run_id: str) -> tuple[Budget | None, Usage]: ...
+    def halt(self, reason: str, *, by: str, run: str | None = None) -> object: ...
+    def declare_result(self, tool: str, schema: dict[str, Any] | None = None) -> None: ...
+    def redaction_key_for(self, tool_name: str) -> bytes: ...
+    def checkpoint(self, run_id: str) -> object: ...
+    def _start(self, run_id: str, options: RunOptions) -> tuple[Engine, RunRecord]: ...
+
+
+R = TypeVar("R")
+
+_current = ACTIVE_RUN  # only a Run or an AsyncRun is ever set in it
+
+
+def current_run() -> Run | AsyncRun | None:
+    """The run whose ``with`` block is executing, if any."""
+    return cast("Run | AsyncRun | None", _current.get())
+
+
+# asyncio is imported by the async paths only: an async agent has loaded it already, and a
+# synchronous one should not pay for it (a tenth of the package's import time).
+async def _in_thread(fn: Callable[..., R], /, *args: Any) -> R:
+    import asyncio
+
+    return await asyncio.to_thread(fn, *args)
+
+
+async def _sleep(seconds: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """A model call or a query, with the name and input digest it is recorded under."""
+
+    fn: Callable[..., Any]
+    name: str | None = None
+    input_digest: str | None = None
+
+
+class _Steps:
+    """What ``Run`` and ``AsyncRun`` share: the engine and how calls become ``Call``s."""
+
+    # Whether the run can await a coroutine-function tool (only ``AsyncRun`` can).
+    _awaits_tools: ClassVar[bool] = False
+
+    def __init__(self, ledger: Host, engine: Engine, record: RunRecord) -> None:
+        self._ledger = ledger
+        self._engine = engine
+        self.record = record
+
+    @property
+    def run_id(self) -> str:
+        return self._engine.run_id
+
+    @property
+    def plan(self) -> tuple[str, ...] | None:
+        """The stored plan: take step names from here, not from a model after a restart."""
+        return self._engine.plan
+
+    @property
+    def fencing_token(self) -> int:
+        return self._engine.lease.token
+
+    def budget_left(self) -> dict[str, Any]:
+        """What is left of each limit of the run's budget (None: unlimited; {} without a
+        budget), read from the ledger: put it in a prompt."""
+        budget, used = self._ledger.budget_usage(self.run_id)
+        return {} if budget is None else remaining(budget, used)
+
+    def halt(self, reason: str, *, by: str) -> NoReturn:
+        """Turn this run's kill switch on and stop here: for code that detects trouble
+        (a lockout, a runaway loop). A restart does not clear it; a person must."""
+        self._ledger.halt(reason, by=by, run=self.run_id)
+        raise RunHalted(
+            f"halted by {by}: {reason}; a person clears it with: "
+            f"oncelog resume --run {shlex.quote(self.run_id)} --by NAME",
+            run_id=self.run_id,
+        )
+
+    def _call(
+        self,
+        step_id: str | None,
+        type_: StepType,
+        tool: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> tuple[Call, Callable[..., Any]]:
+        if step_id is not None:
+            # Before anything: an empty or unstorable id would be refused only by a store.
+            check_name(step_id, "step_id", run_id=self.run_id)
+        if type_ is StepType.EFFECT:
+            if not isinstance(tool, Tool):
+                raise NotATool(
+                    f"{tool!r} is not an oncelog tool; declare it with @ledger.tool(kind=...)",
+                    run_id=self.run_id,
+                    step_id=step_id,
+                )
+            if tool.is_async and not self._awaits_tools:
+                raise UsageError(
+                    f"tool {tool.spec.name!r} is a coroutine function; run it inside "
+                    "`async with ledger.run(...)` and `await run.effect(...)`",
+                    run_id=self.run_id,
+                    step_id=step_id,
+                )
+            spec = tool.spec
+            fn: Callable[..., Any] = tool.fn
+            if spec.result_schema is not None:
+                self._ledger.declare_result(spec.name, spec.result_schema)
+        else:
+            asked = tool if isinstance(tool, _Asked) else _Asked(tool)
+            spec, fn = step_spec(asked.fn, asked.name), asked.fn
+        payload: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
+        if isinstance(tool, _Asked) and tool.input_digest is not None:
+            payload["input_digest"] = tool.input_digest
+        secret_key = None
+        if spec.secret:
+            secret_key = self._ledger.redaction_key_for(spec.name)
+            try:
+                payload = redact_call(payload, spec.secret_positions, spec.secret, secret_key)
+            except RecursionError:
+                raise UnserializableValue(
+                    f"arguments are nested more than {MAX_DEPTH} levels deep",
+                    run_id=self.run_id, step_id=step_id,
+                ) from None  # fmt: skip
+        args_json = None
+        if not self._engine.cursor.replaying():
+            limit = self._ledger.max_payload_bytes
+            args_json = encode_args(payload, limit, self.run_id, step_id)
+        return Call(step_id, type_, spec, payload, args_json, secret_key), fn
+
+    def _kwargs_for(self, pending: Pending, tool: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """What oncelog adds to an effect's arguments: its idempotency key, and the run's
+        fencing token for a tool that takes one (a provider that keeps the highest token
+        it saw per run can refuse a worker that lost its lease)."""
+        if not isinstance(tool, Tool):
+            return kwargs
+        if tool.spec.takes_token:
+            kwargs = {**kwargs, "fencing_token": self._engine.lease.token}
+        if tool.spec.takes_key:
+            return {**kwargs, "idempotency_key": pending.step.key}
+        return kwargs
+
+    def _sync_step(
+        self,
+        step_id: str | None,
+        type_: StepType,
+        tool: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        call, fn = self._call(step_id, type_, tool, args, kwargs)
+        seq = self._engine.cursor.position()
+        while True:  # a failed attempt the retry policy makes again comes back here
+            got = self._engine.prepare(seq, call)
+            if isinstance(got, Replayed):
+                return got.value
+            try:
+                result = fn(*args, **self._kwargs_for(got, tool, kwargs))
+            except Exception as exc:
+                err = self._failed(got, exc)
+                if err is None:
+                    continue
+                raise err from exc
+            return self._engine.complete(got, result)
+
+    def tool_called(
+        self, tool: Tool[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """What calling ``tool(...)`` inside this run does: an effect at the next position,
+        run and recorded at once. (An ``AsyncRun`` hands back an awaitable for a coroutine
+        function, which the caller awaits as it would await the tool's own.)"""
+        return self._sync_step(None, StepType.EFFECT, tool, args, kwargs)
+
+    def _failed(self, pending: Pending, exc: Exception) -> Exception | None:
+        """The exception to raise, or None to make the attempt again."""
+        err = self._engine.fail(pending, exc)
+        if isinstance(err, Again):
+            return None
+        if err is exc:
+            # Re-raising the tool's own exception: keep its traceback, add no cause.
+            raise exc
+        return err
+
+    def _close(self, exc: BaseException | None) -> None:
+        """Record how the run ended and release its lease."""
+        engine = self._engine
+        divergence = None
+        if exc is None:
+            try:
+                engine.cursor.check_fully_replayed()
+            except ReplayDivergence as found:
+                exc = divergence = found
+        status, reason = _ending(exc)
+        if status is RunStatus.FAILED and self._refused_before_any_step(exc):
+            status, reason = RunStatus.RUNNING, f"refused: {type(exc).__name__}: {exc}"
+        HEARTBEATS.release(engine.lease)
+        try:
+            if not isinstance(exc, LeaseLost):
+                stopped_by = None if exc is None else type(exc).__name__
+                engine.store.finish(engine.lease, status, reason, stopped_by)
+        except RunStopped:
+            pass  # another worker owns the run now; there is nothing of ours to release
+        except OnceLogError:
+            if exc is None:
+                raise
+            # The store failing must not hide why the run stopped; the lease expires.
+        finally:
+            leases.forget(engine.lease.owner)
+        if isinstance(exc, (NeedsPerson, WaitingForPerson)):
+            waiting.note_stop(self._ledger, self.run_id)
+            self._ledger.notices.stopped(exc, self.run_id, engine.lease.agent)
+        self._sign_chain()
+        if divergence is not None:
+            raise divergence
+
+    def _refused_before_any_step(self, exc: BaseException | None) -> bool:
+        """Code oncelog refused (an integration driven the wrong way, a tool nobody
+        guards) in a run with nothing recorded: nothing of the run happened, so it is not
+        failed. A worker's run still is, or another worker would take it again at once."""
+        return (
+            isinstance(exc, UsageError)
+            and self._engine.cursor.frontier == 0
+            and self.record.input_json is None
+        )
+
+    def _sign_chain(self) -> None:
+        """A signed checkpoint at the run's end. Not having one is not worth failing the
+        run for: the chain itself is written; the next end or ``ledger.checkpoint`` signs
+        it."""
+        if self._ledger.signer is None:
+            return
+        try:
+            self._ledger.checkpoint(self.run_id)
+        except OnceLogError as exc:
+            log.warning("no checkpoint for run %s: %s", self.run_id, exc)
+
+
+def abandon(run: Run | AsyncRun) -> None:
+    """Forget ``run`` as a crash would: no outcome, no release (``oncelog.testing``)."""
+    leases.forget(run._engine.lease.owner)
+    if current_run() is run:
+        _current.set(None)
+
+
+def _ending(exc: BaseException | None) -> tuple[RunStatus, str | None]:
+    if exc is None:
+        return RunStatus.COMPLETED, None
+    if isinstance(exc, NeedsPerson):
+        return RunStatus.HALTED, str(exc)
+    if isinstance(exc, WaitingForPerson):
+        return RunStatus.WAITING, str(exc)
+    if isinstance(exc, (TryLater, StoreUnavailable)):
+        # Nothing is wrong with the run: this process is draining, or the ledger was out
+        # of reach for a moment. Failing it would lose it; queued, a worker takes it again.
+        return RunStatus.QUEUED, f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, Exception):
+        return RunStatus.FAILED, f"{type(exc).__name__}: {exc}"
+    # KeyboardInterrupt, SystemExit, cancellation: the run can be resumed at once.
+    return RunStatus.RUNNING, f"interrupted by {type(exc).__name__}"
+
+
+class Run(_Steps):
+    """A run driven by synchronous code."""
+
+    def effect(self, step_id: str | None, tool: Tool[..., R], /, *args: Any, **kwargs: Any) -> R:
+        """Run ``tool`` once for this step; on replay return its recorded result.
+
+        ``step_id`` is a stable name (ideally from the stored plan) or None for the
+        position of the call in the run. The tool receives ``idempotency_key``."""
+        result: R = self._sync_step(step_id, StepType.EFFECT, tool, args, kwargs)
+        return result
+
+    def read(
+        self, step_id: str | None, fn: Callable[..., R], /, *args: Any,
+        name: str | None = None, input_digest: str | None = None, **kwargs: Any,
+    ) -> R:  # fmt: skip
+        """A query: recorded so that replay sees what the first run saw. ``name`` (by
+        default ``fn``'s qualified name) is the step's tool name, checked on replay;
+        ``input_digest``, a hash of an input not passed as an argument, is recorded with
+        the arguments, so that replay warns when it differs."""
+        asked = _Asked(fn, name, input_digest)
+        result: R = self._sync_step(step_id, StepType.READ, asked, args, kwargs)
+        return result
+
+    def llm(
+        self, step_id: str | None, fn: Callable[..., R], /, *args: Any,
+        name: str | None = None, input_digest: str | None = None, **kwargs: Any,
+    ) -> R:  # fmt: skip
+        """A model call: its response and token usage are recorded; replay costs no tokens.
+        ``name`` and ``input_digest`` as for ``read``."""
+        asked = _Asked(fn, name, input_digest)
+        result: R = self._sync_step(step_id, StepType.LLM, asked, args, kwargs)
+        return result
+
+
+class AsyncRun(_Steps):
+    """A run driven by asyncio code. Tools may be coroutine functions or plain ones.
+
+    Each method takes its position when called, not when awaited, so steps started
+    together (``asyncio.gather``) keep the order in which the code asked for them."""
+
+    _awaits_tools = True
+
+    def tool_called(
+        self, tool: Tool[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        if tool.is_async:
+            return self._async_step(None, StepType.EFFECT, tool, args, kwargs)
+        return super().tool_called(tool, args, kwargs)
+
+    def _async_step(
+        self,
+        step_id: str | None,
+        type_: StepType,
+        tool: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Coroutine[Any, Any, Any]:
+        call, fn = self._call(step_id, type_, tool, args, kwargs)
+        seq = self._engine.cursor.position()
+        return self._run_step(seq, call, fn, tool, args, kwargs)
+
+    async def _run_step(
+        self,
+        seq: int,
+        call: Call,
+        fn: Callable[..., Any],
+        tool: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        while True:  # a failed attempt the retry policy makes again comes back here
+            got = await self._prepared(seq, call)
+            if isinstance(got, Replayed):
+                return got.value
+            try:
+                result = fn(*args, **self._kwargs_for(got, tool, kwargs))
+                if isinstance(result, Awaitable):
+                    result = await result
+            except Exception as exc:
+                err = await _in_thread(self._failed, got, exc)
+                if err is None:
+                    continue
+                raise err from exc
+            return await _in_thread(self._engine.complete, got, result)
+
+    async def _prepared(self, seq: int, call: Call) -> Replayed | Pending:
+        told = False
+        while True:  # async code awaits a person (an approval, a higher budget), not exit 4
+            try:
+                return await _in_thread(self._engine.prepare, seq, call)
+            except WaitingForPerson as waits:
+                if not told:
+                    told = True
+                    notices, agent = self._ledger.notices, self._engine.lease.agent
+                    await _in_thread(notices.stopped, waits, self.run_id, agent)
+                await _sleep(self._ledger.approval_poll)
+
+    def effect(
+        self, step_id: str | None, tool: Tool[..., Any], /, *args: Any, **kwargs: Any
+    ) -> Coroutine[Any, Any, Any]:
+        """Await to run ``tool`` once for this step; see ``Run.effect``."""
+        return self._async_step(step_id, StepType.EFFECT, tool, args, kwargs)
+
+    def read(
+        self, step_id: str | None, fn: Callable[..., Any], /, *args: Any,
+        name: str | None = None, input_digest: str | None = None, **kwargs: Any,
+    ) -> Coroutine[Any, Any, Any]:  # fmt: skip
+        """Await a recorded query; see ``Run.read``."""
+        asked = _Asked(fn, name, input_digest)
+        return self._async_step(step_id, StepType.READ, asked, args, kwargs)
+
+    def llm(
+        self, step_id: str | None, fn: Callable[..., Any], /, *args: Any,
+        name: str | None = None, input_digest: str | None = None, **kwargs: Any,
+    ) -> Coroutine[Any, Any, Any]:  # fmt: skip
+        """Await a recorded model call; see ``Run.llm``."""
+        asked = _Asked(fn, name, input_digest)
+        return self._async_step(step_id, StepType.LLM, asked, args, kwargs)
+
+
+class RunContext:
+    """What ``ledger.run(...)`` returns: enter it with ``with`` or ``async with``."""
+
+    def __init__(self, ledger: Host, run_id: str, options: RunOptions) -> None:
+        self._ledger = ledger
+        self._run_id = run_id
+        self._options = options
+        self._run: Run | AsyncRun | None = None
+        self._token: contextvars.Token[Caller | None] | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    @property
+    def claimed_record(self) -> RunRecord:
+        """The run as it was when a worker claimed it (only for claimed runs)."""
+        claimed = self._options.claimed
+        if claimed is None:
+            raise UsageError("this run was not claimed by a worker", run_id=self._run_id)
+        return claimed[1]
+
+    def __enter__(self) -> Run:
+        engine, record = self._ledger._start(self._run_id, self._options)
+        run = Run(self._ledger, engine, record)
+        self._run, self._token = run, _current.set(run)
+        return run
+
+    def __exit__(
+        self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._exit(exc)
+
+    async def __aenter__(self) -> AsyncRun:
+        start = self._ledger._start
+        engine, record = await _in_thread(lambda: start(self._run_id, self._options))
+        run = AsyncRun(self._ledger, engine, record)
+        self._run, self._token = run, _current.set(run)
+        return run
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        run, self._run = self._run, None
+        if self._token is not None:
+            _current.reset(self._token)
+        if run is not None:
+            await _in_thread(run._close, exc)
+
+    def _exit(self, exc: BaseException | None) -> None:
+        run, self._run = self._run, None
+        if self._token is not None:
+            _current.reset(self._token)
+        if run is not None:
+            run._close(exc)

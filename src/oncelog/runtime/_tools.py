@@ -1,0 +1,242 @@
+"""Tools: callables with consequences, declared once with their kind and policies."""
+
+from __future__ import annotations
+
+import contextvars
+import enum
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar
+
+from .._exceptions import ConfigurationError, NoActiveRun
+from ..failures import Classifier
+from ..records._redact import secret_positions
+from ._names import check_name
+from ._probes import Preflight, Probe
+from ._retry import Retry
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Kind(str, enum.Enum):
+    """What a repeated call would do to the world; it sets the default controls."""
+
+    READ = "read"
+    UPSERT = "upsert"
+    CREATE = "create"
+    PAYMENT = "payment"
+    DESTRUCTIVE = "destructive"
+
+    @property
+    def idempotent(self) -> bool:
+        """Safe to run again when a previous attempt's outcome is unknown."""
+        return self in (Kind.READ, Kind.UPSERT)
+
+
+DriftPolicy = Literal["error", "warn"]
+KindName = Literal["read", "upsert", "create", "payment", "destructive"]
+
+
+def default_drift(kind: Kind) -> DriftPolicy:
+    return "warn" if kind.idempotent else "error"
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """How oncelog treats one tool."""
+
+    name: str
+    kind: Kind
+    refusals: tuple[type[BaseException], ...]
+    drift: DriftPolicy
+    takes_key: bool
+    idempotent: bool = False
+    probe: Probe | None = None
+    dedupe_window: float | None = None  # seconds the provider deduplicates on the key
+    preflight: Preflight | None = None  # asked before each attempt
+    failures: Classifier | None = None  # what an exception of the call means
+    retry: Retry | None = None  # attempts and waits for what was not performed
+    approval: bool = False  # each attempt needs a person's approval of its arguments
+    cost: float | Callable[..., float] = 0.0  # charged to the run's budget per attempt
+    irreversible: bool = False  # counted against the budget's irreversible actions
+    secret: frozenset[str] = frozenset()  # fields recorded only as a keyed hash
+    secret_positions: tuple[int, ...] = ()  # positional arguments among them
+    takes_token: bool = False  # the tool is handed the run's fencing token
+    result_schema: dict[str, Any] | None = None  # what a person's result must match
+
+
+class Caller(Protocol):
+    """What a tool called inside ``ledger.run`` is handed to: the run (``Run``, ``AsyncRun``)."""
+
+    def tool_called(
+        self, tool: Tool[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any: ...
+
+
+# The run whose ``with`` block is executing in this context (``_run`` sets it): held here,
+# with the tools that read it, so that tools need not know what a run is.
+ACTIVE_RUN: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
+    "oncelog_run", default=None
+)
+
+
+class Tool(Generic[P, R]):
+    """A decorated callable. Inside ``ledger.run`` a direct call is a recorded effect
+    whose step id is its position in the run; outside one it refuses to run."""
+
+    def __init__(self, fn: Callable[..., R], spec: ToolSpec) -> None:
+        self.fn = fn
+        self.spec = spec
+        self.is_async = inspect.iscoroutinefunction(fn)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> R:
+        # Not P: the caller leaves out ``idempotency_key``, which oncelog supplies.
+        run = ACTIVE_RUN.get()
+        if run is None:
+            raise NoActiveRun(
+                f"tool {self.spec.name!r} was called outside ledger.run(...); "
+                "call tool.fn(...) to run it unguarded on purpose"
+            )
+        result: R = run.tool_called(self, args, kwargs)
+        return result
+
+    def __repr__(self) -> str:
+        return f"<oncelog.Tool {self.spec.name} kind={self.spec.kind.value}>"
+
+
+def make_spec(
+    fn: Callable[..., Any],
+    *,
+    kind: Kind | KindName,
+    name: str | None,
+    refusals: tuple[type[BaseException], ...],
+    drift: DriftPolicy | None,
+    probe: Probe | None = None,
+    dedupe_window: timedelta | float | None = None,
+    key_ttl: timedelta | float | None = None,
+    preflight: Preflight | None = None,
+    failures: Classifier | None = None,
+    retry: Retry | None = None,
+    approval: bool | None = None,
+    cost: float | Callable[..., float] = 0.0,
+    irreversible: bool | None = None,
+    secret: tuple[str, ...] = (),
+    result_schema: dict[str, Any] | None = None,
+) -> ToolSpec:
+    try:
+        kind = Kind(kind)
+    except ValueError:
+        raise ConfigurationError(
+            f"unknown tool kind {kind!r}; use one of {[k.value for k in Kind]}"
+        ) from None
+    if drift not in (None, "error", "warn"):
+        raise ConfigurationError(f"drift must be 'error' or 'warn', not {drift!r}")
+    if name:
+        check_name(name, "a tool's name")
+    if dedupe_window is not None and key_ttl is not None:
+        raise ConfigurationError("key_ttl is the older name of dedupe_window: give one of them")
+    if retry is not None and not isinstance(retry, Retry):
+        raise ConfigurationError(f"retry must be an oncelog.Retry, not {retry!r}")
+    params = inspect.signature(fn).parameters
+    takes_key = "idempotency_key" in params or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+    )
+    takes_token = "fencing_token" in params
+    return ToolSpec(
+        name=name or fn.__qualname__,
+        kind=kind,
+        refusals=refusals,
+        drift=drift or default_drift(kind),
+        takes_key=takes_key,
+        idempotent=kind.idempotent,
+        probe=probe,
+        dedupe_window=_seconds(key_ttl if dedupe_window is None else dedupe_window),
+        preflight=preflight,
+        failures=failures,
+        retry=retry,
+        approval=kind is Kind.DESTRUCTIVE if approval is None else approval,
+        cost=cost,
+        irreversible=kind in (Kind.PAYMENT, Kind.DESTRUCTIVE)
+        if irreversible is None
+        else irreversible,
+        takes_token=takes_token,
+        secret=frozenset(secret),
+        secret_positions=secret_positions(fn, frozenset(secret)),
+        result_schema=result_schema,
+    )
+
+
+def _seconds(ttl: timedelta | float | None) -> float | None:
+    if ttl is None:
+        return None
+    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
+    if seconds <= 0:
+        raise ConfigurationError(f"dedupe_window must be positive, not {ttl!r}")
+    return seconds
+
+
+def step_spec(fn: Any, name: str | None = None) -> ToolSpec:
+    """How a model call or a query is treated: recorded, and run again when in doubt.
+    Its name (checked on replay) is ``name``, else the function's qualified name."""
+    named = str(name or getattr(fn, "__qualname__", type(fn).__qualname__))
+    return ToolSpec(named, Kind.READ, (), "warn", takes_key=False, idempotent=True)
+
+
+def tool(
+    *,
+    kind: Kind | KindName,
+    name: str | None = None,
+    refusals: tuple[type[BaseException], ...] = (),
+    drift: DriftPolicy | None = None,
+    probe: Probe | None = None,
+    dedupe_window: timedelta | float | None = None,
+    key_ttl: timedelta | float | None = None,
+    preflight: Preflight | None = None,
+    failures: Classifier | None = None,
+    retry: Retry | None = None,
+    approval: bool | None = None,
+    cost: float | Callable[..., float] = 0.0,
+    irreversible: bool | None = None,
+    secret: tuple[str, ...] = (),
+    result_schema: dict[str, Any] | None = None,
+) -> Callable[[Callable[P, R]], Tool[P, R]]:
+    """Declare a tool. ``name`` defaults to the function's qualified name and is part
+    of the idempotency key, so keep it stable. ``refusals`` are the exceptions that
+    mean the provider definitely did not act; any other exception leaves the outcome
+    unknown. ``drift`` is what to do when a recorded step is asked again with other
+    arguments: ``error`` (default for create, payment, destructive) or ``warn``.
+    ``probe`` asks the provider what happened to an effect whose outcome is unknown
+    (see ``oncelog.Found``). ``dedupe_window`` declares that the provider answers a
+    repeated idempotency key with the first request's result, for that long after the
+    key was first sent (Stripe: 24 hours): an effect in doubt younger than that is sent
+    again with the same key and arguments instead of halting; older, it is not called
+    again on a probe's "not found" alone (``key_ttl`` is its older name). ``preflight``
+    is asked before each attempt (``Found``: recorded done, not called; ``Conflict``:
+    a person decides). ``failures`` says what an exception of the call means (see
+    ``oncelog.failures``); ``retry`` (an ``oncelog.Retry``) makes again, with the same
+    key, an attempt that was certainly not performed. ``approval`` (default: for
+    ``destructive`` tools) makes every attempt wait for a person's approval of its
+    exact arguments. ``cost`` (a number, or a function of the call's arguments) is
+    charged to the run's budget per attempt; ``irreversible`` (default: for payment
+    and destructive tools) counts against its irreversible actions. ``secret`` names
+    fields (arguments, and keys at any depth of the arguments and the result) recorded
+    only as a keyed hash: they never reach the store, the journal, the logs or an
+    export (needs ``oncelog.open(redaction_key=...)``). ``result_schema`` (a JSON Schema)
+    is what a person's result must match when they resolve one of its effects as done
+    (``oncelog resolve ... done``); it is stored in the ledger at the tool's first use."""
+
+    def declare(fn: Callable[P, R]) -> Tool[P, R]:
+        spec = make_spec(
+            fn, kind=kind, name=name, refusals=refusals, drift=drift, probe=probe,
+            dedupe_window=dedupe_window, key_ttl=key_ttl, preflight=preflight,
+            failures=failures, retry=retry, approval=approval, cost=cost,
+            irreversible=irreversible, secret=secret, result_schema=result_schema,
+        )  # fmt: skip
+        return Tool(fn, spec)
+
+    return declare

@@ -1,0 +1,1 @@
+"""What `oncelog demo` and `oncelog crashtest` run."""
