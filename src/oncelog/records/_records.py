@@ -154,6 +154,12 @@ class StepRecord(NamedTuple):
         )
 
 
+# A recorded step as replay reads it (``stores._rows.REPLAY_COLUMNS``): seq, step_id, type,
+# tool, state, args, result, error, as stored. Replaying a done step needs no more, and
+# building a ``StepRecord`` for each would cost more than the rest of the step.
+ReplayRow = tuple[int, str, str, str, str, str, str | None, str | None]
+
+
 class EffectInDoubt(NamedTuple):
     """An effect whose outcome is not recorded, with who may still be running it. The
     times are the store's clock, like lease expiry."""

@@ -10,7 +10,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._exceptions import InvalidPayload, UnserializableValue
 from ..failures import Failure
@@ -114,8 +114,9 @@ def failure_of(spec: ToolSpec, exc: BaseException) -> Failure:
     return Failure.IN_DOUBT
 
 
-@dataclass(frozen=True)
-class Replayed:
+class Replayed(NamedTuple):
+    """What a recorded step hands back. A named tuple: replay makes one per step."""
+
     value: Any
 
 

@@ -3,7 +3,8 @@
 Replay re-executes the agent's code from the top. The n-th ledger call is position n;
 if a step is recorded there it must be the same step, or the run halts with
 ``ReplayDivergence`` instead of guessing. Recorded steps are read a page at a time, so
-memory stays flat however long the journal grows.
+memory stays flat however long the journal grows, and only the columns that replaying a
+done step needs (``ReplayRow``); a step in any other state is read again whole.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import shlex
 import threading
 
 from .._exceptions import ReplayDivergence
-from ..records._records import StepRecord, StepType
+from ..records._records import ReplayRow, StepRecord, StepType
 from ..stores._protocol import Store
 
 PAGE = 512
@@ -24,8 +25,9 @@ class ReplayCursor:
         self._run_id = run_id
         self.frontier = frontier  # positions at or past it were never recorded
         self._next = 0
-        self._page: dict[int, StepRecord] = {}
-        self._lo = self._hi = 0
+        # The page read last, as (lo, hi, rows by position): replaced whole, so a step
+        # finds it on the page without taking the lock.
+        self._window: tuple[int, int, dict[int, ReplayRow]] = (0, 0, {})
         self._lock = threading.Lock()
 
     def position(self) -> int:
@@ -39,21 +41,33 @@ class ReplayCursor:
         """Whether the next position may hold a recorded step."""
         return self._next < self.frontier
 
-    def recorded(self, seq: int) -> StepRecord | None:
+    def row(self, seq: int) -> ReplayRow | None:
+        """What replay reads of the step recorded at ``seq`` (None: nothing recorded)."""
+        lo, hi, page = self._window
+        if lo <= seq < hi:
+            return page.get(seq)
         if seq >= self.frontier:
             return None
         with self._lock:
-            if not self._lo <= seq < self._hi:
-                rows = self._store.steps(self._run_id, seq, PAGE)
-                self._page = {r.seq: r for r in rows}
-                self._lo = seq
-                self._hi = rows[-1].seq + 1 if len(rows) == PAGE else self.frontier
-            return self._page.get(seq)
+            lo, hi, page = self._window
+            if not lo <= seq < hi:
+                rows = self._store.replay_rows(self._run_id, seq, PAGE)
+                hi = rows[-1][0] + 1 if len(rows) == PAGE else self.frontier
+                page = {r[0]: r for r in rows}
+                self._window = (seq, hi, page)
+            return page.get(seq)
+
+    def recorded(self, seq: int) -> StepRecord | None:
+        """The whole record at ``seq``: for every step but a done one replayed."""
+        if self.row(seq) is None:
+            return None
+        found = self._store.steps(self._run_id, seq, 1)
+        return found[0] if found and found[0].seq == seq else None
 
     def reread(self) -> None:
         """Forget the page read so far: a step on it was rewritten by this run."""
         with self._lock:
-            self._page, self._lo, self._hi = {}, 0, 0
+            self._window = (0, 0, {})
 
     def advance_frontier(self, seq: int) -> None:
         """A live step was recorded at ``seq``."""

@@ -38,7 +38,7 @@ from ..records._redact import redact_call
 from ..records._serialization import MAX_DEPTH
 from ._calls import Again, Call, Pending, Replayed, encode_args
 from ._effects import Engine
-from ._names import check_name
+from ._names import MAX_NAME_CHARS, check_name
 from ._run_options import RunOptions
 from ._tools import ACTIVE_RUN, Caller, Tool, step_spec
 
@@ -145,7 +145,11 @@ class _Steps:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> tuple[Call, Callable[..., Any]]:
-        if step_id is not None:
+        if step_id is not None and not (
+            # check_name's verdict on the common id, without its calls (once per step)
+            type(step_id) is str and 0 < len(step_id) <= MAX_NAME_CHARS
+            and step_id.isascii() and "\x00" not in step_id
+        ):  # fmt: skip
             # Before anything: an empty or unstorable id would be refused only by a store.
             check_name(step_id, "step_id", run_id=self.run_id)
         if type_ is StepType.EFFECT:

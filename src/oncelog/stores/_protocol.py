@@ -19,6 +19,7 @@ from ..records._records import (
     Halt,
     HaltScope,
     JournalEntry,
+    ReplayRow,
     Resolution,
     RunRecord,
     RunStatus,
@@ -172,6 +173,10 @@ class Store(Protocol):
 
     def steps(self, run_id: str, from_seq: int, limit: int) -> list[StepRecord]:
         """Recorded steps at positions ``>= from_seq``, in order (a read, no lock)."""
+        ...
+
+    def replay_rows(self, run_id: str, from_seq: int, limit: int) -> list[ReplayRow]:
+        """``steps`` as replay reads them: rows of ``REPLAY_COLUMNS``, values as stored."""
         ...
 
     def write_intent(

@@ -43,6 +43,9 @@ STEP_COLUMNS = (
     "attempts, tokens_in, tokens_out, started_at, finished_at, first_started_at, retry_at, "
     "reason"
 )
+# What replay reads of each recorded step: enough to replay a done step, as stored (no
+# enum, no record object). Anything else at a position is read again whole.
+REPLAY_COLUMNS = "seq, step_id, type, tool, state, args, result, error"
 
 
 def _plan(value: Any) -> tuple[str, ...]:

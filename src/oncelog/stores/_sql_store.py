@@ -25,6 +25,7 @@ from ..records._records import (
     Halt,
     HaltScope,
     JournalEntry,
+    ReplayRow,
     Resolution,
     RunRecord,
     RunStatus,
@@ -50,7 +51,16 @@ from ._protocol import (
     OwnerCheck,
     PollingFeed,
 )
-from ._rows import NEXT_SEQ, RUN_COLUMNS, STEP_COLUMNS, journal_json, run_record, step_record, text
+from ._rows import (
+    NEXT_SEQ,
+    REPLAY_COLUMNS,
+    RUN_COLUMNS,
+    STEP_COLUMNS,
+    journal_json,
+    run_record,
+    step_record,
+    text,
+)
 from ._shared import (
     CHECKPOINT_COLUMNS,
     IN_DOUBT,
@@ -273,6 +283,13 @@ class SQLStore:
             (run_id, from_seq, limit),
         )  # fmt: skip
         return [step_record(r) for r in rows]
+
+    def replay_rows(self, run_id: str, from_seq: int, limit: int) -> list[ReplayRow]:
+        return self._read(
+            f"SELECT {REPLAY_COLUMNS} FROM steps WHERE run_id = ? AND seq >= ? "
+            "ORDER BY seq LIMIT ?",
+            (run_id, from_seq, limit),
+        )
 
     def steps_in_doubt(self, limit: int) -> list[StepRecord]:
         # A completed run has no step in doubt (completing revisits every step), so only
