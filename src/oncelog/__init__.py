@@ -5,6 +5,13 @@ replays recorded results instead of calling again; an effect whose outcome canno
 known halts the run until a person decides.
 """
 
+# The errors are imported with the package (``except oncelog.RunHalted`` needs no more);
+# every other public name is imported from its module when first asked for (PEP 562), so
+# a process that imports oncelog pays only for the parts it uses: the CLI's help, a
+# worker's handler module, code that only catches oncelog's errors.
+
+import typing as _typing
+
 from ._exceptions import (
     AlreadyResolved,
     AmbiguousOutcome,
@@ -56,44 +63,89 @@ from ._exceptions import (
     WaitingForPerson,
 )
 from ._exit_codes import EXIT_COMPLETED, EXIT_HALTED, EXIT_TRY_LATER, EXIT_WAITING
-from ._ledger import Ledger, open
-from .controls._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert
-from .controls._notices import PersonNeeded
-from .process._drain import handle_sigterm
-from .process._process import (
-    exit_code_for,
-    run_main,
-)
-from .process._worker import Worker
 from .records._no_result import NO_RESULT
-from .records._records import (
-    Approval,
-    ApprovalStatus,
-    EffectInDoubt,
-    Halt,
-    HaltScope,
-    JournalEntry,
-    Resolution,
-    RunRecord,
-    RunStatus,
-    StepRecord,
-    StepState,
-    StepType,
-)
-from .runtime._calls import idempotency_key
-from .runtime._probes import (
-    CANNOT_TELL,
-    NOT_FOUND,
-    Conflict,
-    Found,
-    Preflight,
-    PreflightAnswer,
-    Probe,
-    ProbeAnswer,
-)
-from .runtime._retry import Retry
-from .runtime._run import AsyncRun, Run, RunContext, current_run
-from .runtime._tools import Kind, KindName, Tool, tool
+
+if _typing.TYPE_CHECKING:
+    from ._ledger import Ledger, open
+    from .controls._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert
+    from .controls._notices import PersonNeeded
+    from .process._drain import handle_sigterm
+    from .process._process import exit_code_for, run_main
+    from .process._worker import Worker
+    from .records._records import (
+        Approval,
+        ApprovalStatus,
+        EffectInDoubt,
+        Halt,
+        HaltScope,
+        JournalEntry,
+        Resolution,
+        RunRecord,
+        RunStatus,
+        StepRecord,
+        StepState,
+        StepType,
+    )
+    from .runtime._calls import idempotency_key
+    from .runtime._probes import (
+        CANNOT_TELL,
+        NOT_FOUND,
+        Conflict,
+        Found,
+        Preflight,
+        PreflightAnswer,
+        Probe,
+        ProbeAnswer,
+    )
+    from .runtime._retry import Retry
+    from .runtime._run import AsyncRun, Run, RunContext, current_run
+    from .runtime._tools import Kind, KindName, Tool, tool
+
+# Where each name imported on first use lives: the same names as the imports above.
+_LAZY = {
+    **dict.fromkeys(("Ledger", "open"), "_ledger"),
+    **dict.fromkeys(
+        ("AgentBudget", "AgentBudgetSetting", "Budget", "BudgetAlert"), "controls._budgets"
+    ),
+    "PersonNeeded": "controls._notices",
+    "handle_sigterm": "process._drain",
+    **dict.fromkeys(("exit_code_for", "run_main"), "process._process"),
+    "Worker": "process._worker",
+    **dict.fromkeys(
+        (
+            "Approval",
+            "ApprovalStatus",
+            "EffectInDoubt",
+            "Halt",
+            "HaltScope",
+            "JournalEntry",
+            "Resolution",
+            "RunRecord",
+            "RunStatus",
+            "StepRecord",
+            "StepState",
+            "StepType",
+        ),
+        "records._records",
+    ),
+    "idempotency_key": "runtime._calls",
+    **dict.fromkeys(
+        (
+            "CANNOT_TELL",
+            "NOT_FOUND",
+            "Conflict",
+            "Found",
+            "Preflight",
+            "PreflightAnswer",
+            "Probe",
+            "ProbeAnswer",
+        ),
+        "runtime._probes",
+    ),
+    "Retry": "runtime._retry",
+    **dict.fromkeys(("AsyncRun", "Run", "RunContext", "current_run"), "runtime._run"),
+    **dict.fromkeys(("Kind", "KindName", "Tool", "tool"), "runtime._tools"),
+}
 
 __all__ = [
     "CANNOT_TELL",
@@ -193,7 +245,14 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> str:
+def __getattr__(name: str) -> _typing.Any:
+    module = _LAZY.get(name)
+    if module is not None:
+        from importlib import import_module
+
+        value = getattr(import_module(f"oncelog.{module}"), name)
+        globals()[name] = value  # asked once: later lookups find it like any global
+        return value
     # The version is read from the installed package's metadata, when asked for:
     # importlib.metadata would cost more than the rest of ``import oncelog``.
     if name == "__version__":
@@ -201,3 +260,7 @@ def __getattr__(name: str) -> str:
 
         return version("oncelog")
     raise AttributeError(f"module 'oncelog' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

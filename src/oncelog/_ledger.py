@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from . import _next as next_steps
@@ -44,6 +43,8 @@ from .runtime._tools import tool
 from .stores import DEFAULT_PATH, Lease, Store, open_store
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .audit._signing import Signer
     from .audit._verify import Report
 
@@ -632,5 +633,5 @@ def open(
         redaction_key=secret.encode() if isinstance(secret, str) else secret,
         on_alert=on_alert,
         alert_webhook=alert_webhook or os.environ.get("ONCELOG_ALERT_WEBHOOK") or None,
-        url=url or str(DEFAULT_PATH),
+        url=url or DEFAULT_PATH,
     )

@@ -19,7 +19,6 @@ import shlex
 from dataclasses import asdict, dataclass, fields
 from datetime import timedelta
 from typing import Any, Literal
-from urllib.parse import urlparse
 
 from .._exceptions import BudgetExceeded, BudgetPaused, ConfigurationError
 
@@ -42,8 +41,11 @@ class _Policy:
             )
         if self.warn_at is not None and not 0 < self.warn_at < 1:
             raise ConfigurationError(f"warn_at is a fraction between 0 and 1, not {self.warn_at}")
-        if self.webhook is not None and urlparse(self.webhook).scheme not in ("http", "https"):
-            raise ConfigurationError(f"webhook must be an http(s) URL, not {self.webhook!r}")
+        if self.webhook is not None:
+            from urllib.parse import urlparse  # only a budget with a webhook needs it
+
+            if urlparse(self.webhook).scheme not in ("http", "https"):
+                raise ConfigurationError(f"webhook must be an http(s) URL, not {self.webhook!r}")
         for name, value in self.limits().items():
             if value is not None and (isinstance(value, bool) or value < 0):
                 raise ConfigurationError(f"budget limit {name} must be >= 0, not {value!r}")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -80,6 +79,13 @@ class Call:
         return self.spec.refusals
 
 
+def _uniform() -> float:
+    # random is imported by the first retry wait: most runs never wait.
+    import random
+
+    return random.random()
+
+
 @dataclass(frozen=True)
 class Surroundings:
     """What the engine needs from the process it runs in, passed in rather than read from
@@ -90,7 +96,7 @@ class Surroundings:
     observers: Sequence[observe.Observer] = field(default_factory=lambda: observe.OBSERVERS)
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], object] = drain.wait  # returns early when draining starts
-    random: Callable[[], float] = random.random  # the jitter of retry waits
+    random: Callable[[], float] = _uniform  # the jitter of retry waits
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from .._exceptions import ConfigurationError
 from ._postgres_settings import checked_timeout
@@ -23,7 +21,9 @@ __all__ = [
     "open_store",
 ]
 
-DEFAULT_PATH = Path(".oncelog") / "ledger.db"
+# A string, not a pathlib.Path: pathlib (and the urllib.parse it imports) is not needed to
+# open a ledger.
+DEFAULT_PATH = os.path.join(".oncelog", "ledger.db")
 
 
 def open_store(
@@ -40,13 +40,17 @@ def open_store(
     nothing is created: no folder, no file, no table. ``timeout`` bounds each store call,
     in seconds: SQLite's busy timeout, PostgreSQL's deadline (default: the URL's
     ``oncelog_timeout``, else 10)."""
-    url = url or os.environ.get("ONCELOG_URL") or str(DEFAULT_PATH)
-    parsed = urlparse(url)
-    if parsed.scheme in ("postgresql", "postgres"):
-        return _postgres_store(url, durability, create, timeout)
+    url = url or os.environ.get("ONCELOG_URL") or DEFAULT_PATH
     sqlite_options: dict[str, Any] = {"durability": durability, "create": create}
     if timeout is not None:
         sqlite_options["busy_timeout"] = checked_timeout(timeout)
+    if ":" not in url:  # a path: nothing to parse (urllib.parse is not imported for it)
+        return SQLiteStore(url, **sqlite_options)
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(url)
+    if parsed.scheme in ("postgresql", "postgres"):
+        return _postgres_store(url, durability, create, timeout)
     if parsed.scheme == "sqlite":
         path = unquote(parsed.path[1:] if parsed.path.startswith("/") else parsed.path)
         if not path:

@@ -3,10 +3,10 @@ each in its own transaction with its version recorded beside it."""
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from dataclasses import dataclass
-from pathlib import Path
 
 from .._exceptions import SchemaTooNew
 
@@ -36,12 +36,13 @@ class Migration:
 def migrations(dialect: str) -> list[Migration]:
     # The package's own folder rather than importlib.resources, which costs every agent a
     # fifth of the package's import time (it imports tempfile, shutil and the compressors).
-    folder = Path(__file__).with_name("migrations") / dialect
+    folder = os.path.join(os.path.dirname(__file__), "migrations", dialect)
     found = []
-    for entry in folder.iterdir():
+    for entry in os.scandir(folder):
         match = _NAME.match(entry.name)
         if match:
-            found.append(Migration(int(match.group(1)), entry.name, entry.read_text()))
+            with open(entry.path, encoding="utf-8") as text:
+                found.append(Migration(int(match.group(1)), entry.name, text.read()))
     return sorted(found, key=lambda m: m.version)
 
 

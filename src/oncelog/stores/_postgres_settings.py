@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from typing import Any
-from urllib.parse import unquote
 
 from .._exceptions import ConfigurationError
 
@@ -31,6 +30,8 @@ APPLICATION_NAME = "oncelog"
 def take_timeout(url: str, timeout: float | None) -> tuple[str, float]:
     """``url`` without ``oncelog_timeout``, and the timeout in force: ``timeout`` if
     given, else the URL's, else the default."""
+    from urllib.parse import unquote  # a SQLite ledger, which imports this module, needs none
+
     base, _, query = url.partition("?")
     kept, named = [], None
     for item in query.split("&") if query else []:

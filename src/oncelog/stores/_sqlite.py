@@ -18,12 +18,12 @@ Writer settings, and why:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from pathlib import Path
 
 from .._exceptions import ConfigurationError, CorruptRecord, LedgerNotFound, StoreUnavailable
 from ._migrations import pending
@@ -66,9 +66,8 @@ def _store_error(exc: sqlite3.Error, path: str) -> Exception:
 
 
 def _make_folder(path: str) -> None:
-    folder = Path(path).parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     except OSError as exc:
         raise StoreUnavailable(
             f"cannot create the folder of the ledger {path}: {exc.strerror or exc}"
@@ -78,10 +77,12 @@ def _make_folder(path: str) -> None:
 def _connect(path: str, busy_timeout: float, create: bool) -> sqlite3.Connection:
     """With ``create=False``, open the file only if it exists: ``mode=rw`` never creates
     it, even if it vanished after the check that gives the clear message."""
-    where: str | Path = path
+    where = path
     if not create:
-        if path == ":memory:" or not Path(path).is_file():
+        if path == ":memory:" or not os.path.isfile(path):
             raise LedgerNotFound(f"no ledger at {path}: the file does not exist")
+        from pathlib import Path  # for as_uri; opening a ledger to write needs no pathlib
+
         where = f"{Path(path).absolute().as_uri()}?mode=rw"
     return sqlite3.connect(
         where,
