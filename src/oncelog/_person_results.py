@@ -20,6 +20,8 @@ Form = Literal["json", "mcp"]
 
 @dataclass(frozen=True)
 class ResultContract:
+    """The form a person's result for a tool must take."""
+
     form: Form = "json"
     schema: dict[str, Any] | None = None  # for "mcp": the tool's output schema
 

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 @dataclass(frozen=True)
 class StepInfo:
+    """The step an observer is told about."""
+
     run_id: str
     step_id: str
     tool: str

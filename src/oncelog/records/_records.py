@@ -65,6 +65,8 @@ class Resolution(str, enum.Enum):
 
 @dataclass(frozen=True)
 class RunRecord:
+    """A run as stored: its status, plan, lease and budget."""
+
     run_id: str
     status: RunStatus
     plan: tuple[str, ...] | None
@@ -177,6 +179,8 @@ class EffectInDoubt(NamedTuple):
 
 @dataclass(frozen=True)
 class JournalEntry:
+    """One record of a run's journal, with the hash that chains it to the one before."""
+
     id: int
     run_id: str
     seq: int | None

@@ -15,6 +15,8 @@ PlanArg = Sequence[str] | Callable[[], Sequence[str]] | None
 
 @dataclass(frozen=True)
 class RunOptions:
+    """What ``ledger.run`` was asked for, or what a worker claimed."""
+
     plan: PlanArg = None
     replace_plan: bool = False
     create: bool = True

@@ -15,6 +15,8 @@ _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 @dataclass(frozen=True)
 class Migration:
+    """One numbered schema change of a dialect."""
+
     version: int
     name: str
     sql: str

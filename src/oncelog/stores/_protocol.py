@@ -68,6 +68,8 @@ class NewStep:
 
 @dataclass(frozen=True)
 class Outcome:
+    """How an attempt ended, as written after its call."""
+
     state: StepState
     result_json: str | None = None
     error_json: str | None = None

@@ -34,6 +34,8 @@ class Executes(Protocol):
 
 @dataclass(frozen=True)
 class Dialect:
+    """What differs between the SQL stores' databases."""
+
     name: str
     now: str
     today: str
