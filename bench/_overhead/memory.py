@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import oncelog
 from oncelog.stores import Store
 
 from .settings import Log
@@ -44,17 +43,18 @@ def proc_status_kib(field_name: str) -> int:
     return 0
 
 
-def count_pages(store: Store) -> list[int]:
-    """Wrap ``store.steps`` to record the size of every page of steps it reads."""
+def count_pages(store: Store, method: str) -> list[int]:
+    """Wrap ``store.<method>`` (``replay_rows``: what replay reads; ``steps``: what
+    ``ledger.steps`` reads) to record the size of every page of steps it reads."""
     pages: list[int] = []
-    read_page = store.steps
+    read_page = getattr(store, method)
 
-    def counting_steps(run: str, from_seq: int, limit: int) -> list[oncelog.StepRecord]:
-        rows = read_page(run, from_seq, limit)
+    def counting(run: str, from_seq: int, limit: int) -> list[Any]:
+        rows: list[Any] = read_page(run, from_seq, limit)
         pages.append(len(rows))
         return rows
 
-    setattr(store, "steps", counting_steps)  # noqa: B010 (count the pages replay reads)
+    setattr(store, method, counting)
     return pages
 
 
@@ -65,7 +65,7 @@ def child_measure(db: str, run_id: str, steps: int, what: str, measure: str) -> 
     reported too but is not used: on Linux it keeps, across ``exec``, the resident size of
     the forked copy of the parent, so a child of a big parent starts with a big peak."""
     ledger, tool = open_guarded(db)
-    pages = count_pages(ledger.store)
+    pages = count_pages(ledger.store, "replay_rows" if what == "replay" else "steps")
     gc.collect()
     rss_before = proc_status_kib("VmRSS")
     hwm_before = proc_status_kib("VmHWM")

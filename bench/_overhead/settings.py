@@ -12,6 +12,7 @@ Log = Callable[[str], None]
 TARGET_EFFECT_RATIO = 1.3
 TARGET_RESUME_20_MS = 5.0
 TARGET_RESUME_10K_MS = 200.0
+TARGET_REPLAY_US_PER_STEP = 5.0  # issue 15: 100,000 steps resumed in at most 0.5 s
 # "Flat": 100x more steps may not cost more than this factor in replay peak memory.
 FLAT_FACTOR = 1.5
 # ... and its resident size may not grow more than this much more: SQLite's page cache
@@ -29,6 +30,7 @@ class Settings:
     resume20_open_reps: int
     resume10k_reps: int
     resume10k_open_reps: int
+    resume_longest_reps: int  # the longest run of memory_sizes, resumed too
     memory_sizes: tuple[int, ...]
     generate: str  # "ledger": recorded by ledger.run; "bulk": rows inserted in one txn
 
@@ -42,6 +44,7 @@ FULL = Settings(
     resume20_open_reps=100,
     resume10k_reps=7,
     resume10k_open_reps=3,
+    resume_longest_reps=3,
     memory_sizes=(1_000, 10_000, 100_000),
     generate="ledger",
 )
@@ -54,6 +57,7 @@ QUICK = Settings(
     resume20_open_reps=30,
     resume10k_reps=3,
     resume10k_open_reps=1,
+    resume_longest_reps=1,
     memory_sizes=(1_000, 10_000, 30_000),
     generate="bulk",
 )

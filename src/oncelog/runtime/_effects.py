@@ -165,7 +165,9 @@ class Engine:
 
     def prepare(self, seq: int, call: Call) -> Replayed | Pending:
         step_id = call.step_id if call.step_id is not None else f"{call.tool}@{seq}"
-        row = self._store(self.cursor.row, seq)
+        row = self.cursor.on_page(seq) if self._broken is None else None
+        if row is None:
+            row = self._store(self.cursor.row, seq)
         if row is None:
             record = None
         else:

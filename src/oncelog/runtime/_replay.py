@@ -41,11 +41,13 @@ class ReplayCursor:
         """Whether the next position may hold a recorded step."""
         return self._next < self.frontier
 
+    def on_page(self, seq: int) -> ReplayRow | None:
+        """The row at ``seq`` if the page read last holds it: no store call, no lock."""
+        lo, hi, page = self._window
+        return page.get(seq) if lo <= seq < hi else None
+
     def row(self, seq: int) -> ReplayRow | None:
         """What replay reads of the step recorded at ``seq`` (None: nothing recorded)."""
-        lo, hi, page = self._window
-        if lo <= seq < hi:
-            return page.get(seq)
         if seq >= self.frontier:
             return None
         with self._lock:
