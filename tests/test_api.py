@@ -187,6 +187,30 @@ def test_argument_drift(ledger: oncelog.Ledger, caplog: pytest.LogCaptureFixture
     assert len(provider.requests) == 2
 
 
+def test_a_long_run_replays_across_pages_and_arguments_json_writes_alike(
+    ledger: oncelog.Ledger,
+) -> None:
+    """Replay reads the recorded steps a page (512) at a time; arguments JSON cannot tell
+    from the recorded ones (a tuple for a list) are the same arguments, not a drift."""
+    provider = Provider()
+
+    @ledger.tool(kind="upsert", name="pair")
+    def pair(values: tuple[int, int], *, idempotency_key: str) -> list[int]:
+        provider.calls.append(idempotency_key)
+        return list(values)
+
+    def agent() -> list[object]:
+        with ledger.run("r") as run:
+            seen: list[object] = [run.read(f"q{i}", lambda i: {"i": i}, i) for i in range(600)]
+            seen.append(run.effect("pair", pair, (1, 2)))
+            return seen
+
+    first = agent()
+    assert agent() == agent() == first == [*({"i": i} for i in range(600)), [1, 2]]
+    assert len(provider.calls) == 1
+    assert ledger.get_run("r").status is oncelog.RunStatus.COMPLETED
+
+
 def test_replay_divergence(ledger: oncelog.Ledger) -> None:
     provider = FakeProvider(answer=answer)
     send, put = tools(ledger, provider)
