@@ -20,6 +20,12 @@ def canonical(run_id: str, seq: int | None, event: str, data: str, at: float) ->
     return json.dumps([run_id, seq, event, data, at], ensure_ascii=False, separators=(",", ":"))
 
 
+def canonical_head(run_id: str, seq: int | None, event: str) -> str:
+    """``canonical`` up to its data: a server that writes the data and the time completes
+    it (``stores/_postgres_transitions``)."""
+    return json.dumps([run_id, seq, event], ensure_ascii=False, separators=(",", ":"))[:-1] + ","
+
+
 def link(prev: str, run_id: str, seq: int | None, event: str, data: str, at: float) -> str:
     """The hash of a record that follows ``prev``."""
     text = prev + canonical(run_id, seq, event, data, at)

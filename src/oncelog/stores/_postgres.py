@@ -17,13 +17,26 @@ from contextlib import AbstractContextManager, contextmanager
 
 import psycopg
 
+from .. import _crashpoints as crashpoints
 from .._exceptions import ConfigurationError
+from .._records import StepState
 from ._postgres_deadline import WATCHDOG
 from ._postgres_listen import decisions
 from ._postgres_migrate import migrate
 from ._postgres_pool import POSTGRES, Calls, connect, describe, store_error
 from ._postgres_settings import take_timeout
-from ._protocol import DURABILITY, DecisionFeed
+from ._postgres_transitions import (
+    INTENT,
+    OUTCOME,
+    RECORD,
+    LongWay,
+    intent_params,
+    outcome_params,
+    record_params,
+    refusal,
+    takes_function,
+)
+from ._protocol import DURABILITY, DecisionFeed, Intent, Lease, NewStep, Outcome
 from ._sql import Tx
 from ._sql_store import SQLStore
 
@@ -73,6 +86,38 @@ class PostgresStore(SQLStore):
         # Every commit is flushed, ``durable`` or not (see __init__).
         with self._calls.transaction() as cur:
             yield Tx(cur, POSTGRES)
+
+    # An intent and an outcome: one round trip each (``_postgres_transitions``).
+
+    def write_intent(
+        self, lease: Lease, step: NewStep, previous: StepState | None, reason: str | None = None
+    ) -> Intent:
+        if not takes_function(lease, step, previous):
+            return super().write_intent(lease, step, previous, reason)
+        # The point before the commit is before the call: the call is the commit.
+        crashpoints.reach("before_intent_commit", step.step_id)
+        try:
+            self._calls.call(INTENT, intent_params(lease, step, reason), refusal(lease, step))
+            return Intent(1, ())
+        except LongWay:
+            with self._tx() as tx:  # the point above was passed already
+                return self._begin_step(tx, lease, step, previous, reason)
+
+    def write_outcome(self, lease: Lease, step: NewStep, attempt: int, outcome: Outcome) -> None:
+        crashpoints.reach("before_outcome_commit", step.step_id)
+        params = outcome_params(lease, step.seq, attempt, outcome)
+        self._calls.call(OUTCOME, params, refusal(lease, None))
+
+    def record_step(
+        self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
+    ) -> None:
+        if takes_function(lease, step, previous):
+            try:
+                self._calls.call(RECORD, record_params(lease, step, outcome), refusal(lease, step))
+                return
+            except LongWay:
+                pass
+        super().record_step(lease, step, previous, outcome)
 
     @contextmanager
     def _reading(self) -> Iterator[Tx]:

@@ -9,19 +9,22 @@ Connection settings, and why (the timeouts are explained in ``_postgres_settings
   overridden here rather than trusted.
 - ``application_name = oncelog`` (unless the URL names one): an operator, or a test, finds
   the ledger's backends in ``pg_stat_activity``.
-- autocommit: every read is one statement in its own snapshot, as SQLite's reads are; every
-  write runs inside an explicit transaction (``transaction`` below).
-- ``check``: a pooled connection is tried before it is handed out, so one broken by a server
-  restart is replaced instead of failing the next step.
+- autocommit: every read is one statement in its own snapshot, as SQLite's reads are; a
+  write runs inside an explicit transaction (``transaction`` below), or is one call of a
+  server-side function, its own transaction (``call``: an intent, an outcome).
+- no round trip to check a pooled connection before it is handed out: a connection the
+  server closed (a restart, a terminated backend) has something to read while idle, which
+  costs one ``poll`` to see; such a connection is replaced. One that breaks at its BEGIN,
+  before anything was written, is replaced and the BEGIN tried once more.
 - a call's deadline covers all of it, from waiting for a connection to the COMMIT.
 """
 
 from __future__ import annotations
 
+import select
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from functools import partial
 from typing import Any
 
@@ -31,7 +34,7 @@ from psycopg_pool import ConnectionPool
 
 from .._exceptions import ConfigurationError, StoreUnavailable
 from ._postgres_deadline import WATCHDOG, Guard
-from ._postgres_settings import DEFAULT_TIMEOUT, connect_options, session_settings
+from ._postgres_settings import connect_options, session_settings
 from ._postgres_text import ADAPTERS, json_field
 from ._sql import Dialect
 
@@ -67,9 +70,8 @@ POSTGRES = Dialect(
 Connection = psycopg.Connection[tuple[Any, ...]]
 Cursor = psycopg.Cursor[tuple[Any, ...]]
 Pool = ConnectionPool[Connection]
-# The deadline of the store call running in this thread: the pool's check of a connection
-# (run inside ``getconn``) is bounded by it too.
-_DEADLINE: ContextVar[float | None] = ContextVar("oncelog_postgres_deadline", default=None)
+# What an error the server raised in a call means to the store, if anything.
+Refusal = Callable[[psycopg.Error], Exception | None]
 
 
 def describe(url: str) -> str:
@@ -96,10 +98,15 @@ def _configure(conn: Connection, *, timeout: float) -> None:
         conn.execute(session_settings(timeout))
 
 
-def _check(conn: Connection) -> None:
-    deadline = _DEADLINE.get() or time.monotonic() + DEFAULT_TIMEOUT
-    with WATCHDOG.guard(conn, deadline):
-        ConnectionPool.check_connection(conn)
+def _closed_by_server(conn: Connection) -> bool:
+    """Whether an idle connection was closed or broken: the server's farewell (or the end
+    of the stream) waits to be read on it. Nothing else arrives on an idle connection of
+    the store (none of them LISTENs); a rare notice only costs a new connection."""
+    if conn.closed or conn.broken:
+        return True
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def connect(url: str, timeout: float) -> Connection:
@@ -118,7 +125,7 @@ def open_pool(url: str, timeout: float) -> Pool:
     return ConnectionPool(
         url, kwargs=_options(url, timeout), min_size=1, max_size=POOL_SIZE,
         open=True, timeout=timeout, configure=partial(_configure, timeout=timeout),
-        check=_check, num_workers=1, name=f"oncelog {describe(url)}",
+        num_workers=1, name=f"oncelog {describe(url)}",
     )  # fmt: skip
 
 
@@ -150,17 +157,44 @@ class Calls:
         self.timeout = timeout
         self.pool = open_pool(url, timeout)
 
+    def _connection(self, deadline: float) -> Connection:
+        """A pooled connection the server has not closed, got within ``deadline``."""
+        while True:
+            conn = self.pool.getconn(max(0.0, deadline - time.monotonic()))
+            if not _closed_by_server(conn):
+                return conn
+            conn.close()
+            self.pool.putconn(conn)  # a closed connection is replaced in the background
+
     @contextmanager
-    def _call(self, guards: list[Guard]) -> Iterator[Connection]:
-        """A connection for one call; the call's deadline covers waiting for it."""
+    def _call(self, guards: list[Guard], *, begin: bool = False) -> Iterator[Connection]:
+        """A connection for one call; the call's deadline covers waiting for it.
+        ``begin``: in a transaction, BEGIN tried on a second connection if the first
+        breaks before it was started (nothing was written on it)."""
         deadline = time.monotonic() + self.timeout
-        token = _DEADLINE.set(deadline)
+        conn = self._connection(deadline)
         try:
-            with self.pool.connection(self.timeout) as conn, WATCHDOG.guard(conn, deadline) as g:
-                guards.append(g)
+            with WATCHDOG.guard(conn, deadline) as guard:
+                guards.append(guard)
+                if begin:
+                    conn = self._begin(conn, deadline, guards)
                 yield conn
         finally:
-            _DEADLINE.reset(token)
+            self.pool.putconn(conn)
+
+    def _begin(self, conn: Connection, deadline: float, guards: list[Guard]) -> Connection:
+        try:
+            conn.execute("BEGIN")
+            return conn
+        except psycopg.OperationalError:
+            if not conn.broken or guards[-1].cut:
+                raise
+        self.pool.putconn(conn)
+        conn = self._connection(deadline)
+        with WATCHDOG.guard(conn, deadline) as guard:
+            guards.append(guard)
+            conn.execute("BEGIN")
+        return conn
 
     def _error(self, exc: psycopg.Error, guards: list[Guard], committing: bool) -> Exception:
         cut = any(guard.cut for guard in guards)
@@ -173,11 +207,34 @@ class Calls:
         """One write transaction; anything that goes wrong rolls it back whole."""
         committing, guards = False, list[Guard]()
         try:
-            with self._call(guards) as conn, conn.transaction(), conn.cursor() as cur:
-                yield cur
+            with self._call(guards, begin=True) as conn:
+                try:
+                    with conn.cursor() as cur:
+                        yield cur
+                except BaseException:
+                    if not conn.broken:
+                        conn.rollback()
+                    raise
                 committing = True
+                conn.commit()
         except psycopg.Error as exc:
             raise self._error(exc, guards, committing) from exc
+
+    def call(self, sql: str, params: tuple[Any, ...], refused: Refusal) -> None:
+        """One statement in autocommit, its own transaction: a server-side function that
+        writes. An error the server raised is the store's (``refused``) or unavailability;
+        a connection that breaks during the call leaves its commit unknown."""
+        guards = list[Guard]()
+        try:
+            with self._call(guards) as conn:
+                try:
+                    conn.execute(sql, params, prepare=True)
+                except psycopg.Error as exc:
+                    if conn.broken:
+                        raise self._error(exc, guards, True) from exc
+                    raise refused(exc) or self._error(exc, guards, False) from exc
+        except psycopg.Error as exc:
+            raise self._error(exc, guards, False) from exc
 
     @contextmanager
     def reading(self) -> Iterator[Cursor]:

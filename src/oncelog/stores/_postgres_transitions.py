@@ -1,0 +1,102 @@
+"""An intent and an outcome on PostgreSQL in one round trip each: a call of a server-side
+function (``migrations/postgres/0013_transition_functions.sql``) in autocommit, which does
+what ``SQLStore``'s transaction does, with the same locks in the same order.
+
+The functions do the common case: a new step's intent without an approval or a run budget,
+an outcome, and the two together for a step recorded after it ran. The rest, and whatever
+the function finds needs the store's Python logic (SQLSTATE ``OL000``: a halt that is on,
+an agent with a daily budget), takes the transaction of ``SQLStore``, which decides and
+raises as it always did. The errors the functions raise themselves are the store's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+
+from .._chain import canonical_head
+from .._exceptions import LeaseLost
+from ._protocol import Lease, NewStep, Outcome
+from ._shared import duplicate_step, intent_json, lease_needs_extending, outcome_json
+
+LONG_WAY = "OL000"  # the transaction of SQLStore decides
+_FENCED = "OL001"
+_NOT_IN_FLIGHT = "OL003"
+
+_INTENT_ARGS = ", ".join(["%s"] * 18)
+_OUTCOME_ARGS = ", ".join(["%s"] * 15)
+INTENT = f"SELECT oncelog_intent({_INTENT_ARGS})"
+OUTCOME = f"SELECT oncelog_outcome({_OUTCOME_ARGS})"
+# The outcome's attempt is the intent's call: one statement, one transaction.
+RECORD = f"SELECT oncelog_outcome(%s, %s, %s, %s, %s, oncelog_intent({_INTENT_ARGS}), " + (
+    ", ".join(["%s"] * 9) + ")"
+)
+
+
+class LongWay(Exception):
+    """The function left this transition to the transaction of ``SQLStore``."""
+
+
+def takes_function(lease: Lease, step: NewStep, previous: object) -> bool:
+    """Whether the intent of ``step`` may be the function's: a new step, with no approval
+    to use up and no run budget to check."""
+    return previous is None and not step.needs_approval and not lease.budgeted
+
+
+def _lease(lease: Lease) -> tuple[object, ...]:
+    return (lease.run_id, lease.owner, lease.token, lease.ttl)
+
+
+def intent_params(lease: Lease, step: NewStep, reason: str | None) -> tuple[object, ...]:
+    return (
+        *_lease(lease), lease.agent, step.seq, step.step_id, step.type.value, step.tool,
+        step.kind, step.key, step.args_hash, step.args_json, step.elapsed, step.cost,
+        int(step.irreversible), intent_json(lease, step, 1, reason),
+        canonical_head(lease.run_id, step.seq, "intent"),
+    )  # fmt: skip
+
+
+def outcome_values(lease: Lease, seq: int, attempt: int, outcome: Outcome) -> tuple[object, ...]:
+    """The outcome's parameters after its lease, position and attempt."""
+    return (
+        outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
+        outcome.tokens_out, outcome.cost, outcome.retry_at, outcome_json(outcome, attempt),
+        canonical_head(lease.run_id, seq, "outcome"),
+    )  # fmt: skip
+
+
+def outcome_params(lease: Lease, seq: int, attempt: int, outcome: Outcome) -> tuple[object, ...]:
+    return (*_lease(lease), seq, attempt, *outcome_values(lease, seq, attempt, outcome))
+
+
+def record_params(lease: Lease, step: NewStep, outcome: Outcome) -> tuple[object, ...]:
+    return (
+        *_lease(lease), step.seq, *intent_params(lease, step, None),
+        *outcome_values(lease, step.seq, 1, outcome),
+    )  # fmt: skip
+
+
+def refusal(lease: Lease, step: NewStep | None) -> Callable[[psycopg.Error], Exception | None]:
+    """What an error raised by the functions means: the exception ``SQLStore`` raises for
+    the same refusal, ``LongWay``, or None (not the store's: the server failed)."""
+
+    def meaning(exc: psycopg.Error) -> Exception | None:
+        code = exc.sqlstate
+        if code == LONG_WAY:
+            return LongWay()
+        if code == _FENCED:
+            try:  # the fencing check's own refusal, as the row it found would give it
+                lease_needs_extending(None, lease)
+            except LeaseLost as lost:
+                return lost
+        if code == _NOT_IN_FLIGHT:
+            return LeaseLost(
+                "the step was resolved or retried by someone else while this worker ran it",
+                run_id=lease.run_id,
+            )
+        if step is not None and isinstance(exc, psycopg.errors.UniqueViolation):
+            return duplicate_step(lease, step)
+        return None
+
+    return meaning

@@ -1,0 +1,4 @@
+-- PostgreSQL installs the functions that write an intent and an outcome in one round trip
+-- (0013_transition_functions.sql there). SQLite runs in the agent's process, where a
+-- transaction costs no round trip: nothing to install. Kept so both dialects have the same
+-- migrations.
