@@ -257,8 +257,8 @@ def test_a_backend_terminated_inside_a_transaction_stops_the_worker_cleanly(
 
 # -- a connection cut during COMMIT --------------------------------------------------------
 
-INTENT = "INSERT INTO steps"  # the statement only an intent's transaction runs
-OUTCOME = "UPDATE steps SET state = $1, result"  # ... and only an outcome's (as sent)
+INTENT = "SELECT oncelog_intent("  # the call only an effect's intent makes
+OUTCOME = "SELECT oncelog_outcome("  # ... and only its outcome
 
 
 def proxied(url: str, server: Cluster, port: int) -> str:

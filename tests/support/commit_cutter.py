@@ -2,8 +2,9 @@
 
 It reads the client's side of the wire protocol well enough to know which statements each
 transaction ran (``Parse`` names a statement's SQL, ``Bind`` runs it, a simple ``Query``
-carries ``BEGIN`` and ``COMMIT``), and cuts the COMMIT of the ``occurrence``-th transaction
-whose statements contain ``marker``:
+carries ``COMMIT``), and cuts the COMMIT of the ``occurrence``-th transaction whose
+statements contain ``marker``. A statement run outside ``BEGIN`` is a transaction of its
+own, committed by the ``Sync`` after it: that ``Sync`` is its COMMIT.
 
 - ``committed=False``: both sockets are closed before the COMMIT reaches the server, which
   then rolls the transaction back;
@@ -36,6 +37,7 @@ class _ClientStream:
     buffer: bytes = b""
     statements: dict[bytes, str] = field(default_factory=dict)
     transaction: list[str] = field(default_factory=list)
+    explicit: bool = False  # inside BEGIN ... COMMIT
 
     def feed(self, data: bytes) -> Iterator[tuple[int, list[str]]]:
         """Yield (offset in ``data`` where a COMMIT message starts, its transaction's SQL)."""
@@ -71,14 +73,25 @@ class _ClientStream:
             name, _, rest = body.partition(b"\0")
             self.statements[name] = rest.partition(b"\0")[0].decode()
         elif kind == b"B":  # Bind: portal name, statement name
-            statement = body.split(b"\0", 2)[1]
-            self.transaction.append(self.statements.get(statement, ""))
+            sql = self.statements.get(body.split(b"\0", 2)[1], "")
+            if sql.strip().upper() == "BEGIN":
+                self._begin()
+            else:
+                self.transaction.append(sql)
+        elif kind == b"S":  # Sync: commits a statement run outside BEGIN
+            return not self.explicit and bool(self.transaction)
         elif kind == b"Q":
             query = body.rstrip(b"\0").decode().strip().upper()
             if query == "BEGIN":
-                self.transaction.clear()
+                self._begin()
+            elif query in ("COMMIT", "ROLLBACK"):
+                self.explicit = False
             return query == "COMMIT"
         return False
+
+    def _begin(self) -> None:
+        self.transaction.clear()
+        self.explicit = True
 
 
 class CommitCutter:

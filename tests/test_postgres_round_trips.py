@@ -1,0 +1,63 @@
+"""Round trips to PostgreSQL per step, counted on the wire (exact, not timed): an effect
+costs two, its intent's call and its outcome's; a read or model call two, the look at the
+kill switch before it runs (so a halted agent spends nothing) and its record. The steps that
+need the store's Python logic (a halt, an agent's budget) take its transaction instead
+and raise what they always raised."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+
+import oncelog
+
+from .conftest import require
+from .support.postgres import ADMIN_URL, POSTGRES_REASON, fresh_schema, postgres_is_up
+from .support.round_trips import RoundTrips, counting_round_trips
+
+
+@pytest.fixture
+def proxy() -> Iterator[tuple[RoundTrips, str]]:
+    require(postgres_is_up(), POSTGRES_REASON)
+    where = urlsplit(ADMIN_URL)
+    server = (where.hostname or "", where.port or 5432)
+    with fresh_schema() as url, counting_round_trips(server) as counted:
+        yield counted, counted.url(url)
+
+
+def _send(n: int, *, idempotency_key: str) -> int:
+    return n
+
+
+def test_an_effect_is_two_round_trips(proxy: tuple[RoundTrips, str]) -> None:
+    rt, url = proxy
+    # A lease that needs no heartbeat during the test: the count is the steps' alone.
+    with oncelog.open(url, lease_ttl=3600) as ledger:
+        send = ledger.tool(kind="create", name="send")(_send)
+        with ledger.run("r") as run:
+            for n in range(8):  # the statements prepared (psycopg: at their 5th run)
+                run.effect(f"warm-{n}", send, n)
+                run.read(f"warm-read-{n}", len, "abc")
+            for n in range(5):
+                before = rt.count
+                assert run.effect(f"send-{n}", send, n) == n
+                assert rt.count - before == 2
+                before = rt.count
+                assert run.read(f"read-{n}", len, "abc") == 3
+                assert rt.count - before == 2  # the kill switch read before it runs, its record
+        assert ledger.verify().ok  # the chain the server hashed is the one Python checks
+
+
+def test_a_halt_found_by_the_intents_call_stops_the_step_as_before(
+    proxy: tuple[RoundTrips, str],
+) -> None:
+    _, url = proxy
+    with oncelog.open(url) as ledger:
+        send = ledger.tool(kind="create", name="send")(_send)
+        with pytest.raises(oncelog.RunHalted), ledger.run("r", agent="billing") as run:
+            run.effect("one", send, 1)
+            ledger.halt("a loop", agent="billing", by="ops")
+            run.effect("two", send, 2)
+        assert [s.step_id for s in ledger.steps("r")] == ["one"]
