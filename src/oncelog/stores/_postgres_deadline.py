@@ -11,6 +11,7 @@ during a COMMIT, a commit whose outcome is unknown, never retried).
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 import time
@@ -37,6 +38,9 @@ class Watchdog:
         self._guards: set[Guard] = set()
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
+        # When the thread wakes next by itself: a guard due later needs no wake-up (every
+        # call's deadline is its start plus one timeout, so nearly all of them are later).
+        self._wakes_at = 0.0
 
     @contextmanager
     def guard(self, conn: psycopg.Connection[Any], deadline: float) -> Iterator[Guard]:
@@ -49,7 +53,8 @@ class Watchdog:
                     target=self._loop, name="oncelog-postgres-deadline", daemon=True
                 )
                 self._thread.start()
-            self._wake.notify()
+            if deadline < self._wakes_at:
+                self._wake.notify()
         try:
             yield guard
         finally:
@@ -67,6 +72,7 @@ class Watchdog:
                     guard.cut = True
                     _shut_down(guard.fileno)
                 nearest = min((g.deadline for g in self._guards), default=None)
+                self._wakes_at = math.inf if nearest is None else nearest
                 self._wake.wait(None if nearest is None else nearest - now)
 
 
