@@ -15,7 +15,7 @@ import oncelog
 
 from .conftest import require
 from .support.postgres import ADMIN_URL, POSTGRES_REASON, fresh_schema, postgres_is_up
-from .support.round_trips import RoundTrips, counting_round_trips
+from .support.round_trips import RoundTrips
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def proxy() -> Iterator[tuple[RoundTrips, str]]:
     require(postgres_is_up(), POSTGRES_REASON)
     where = urlsplit(ADMIN_URL)
     server = (where.hostname or "", where.port or 5432)
-    with fresh_schema() as url, counting_round_trips(server) as counted:
+    with fresh_schema() as url, RoundTrips(server) as counted:
         yield counted, counted.url(url)
 
 

@@ -12,61 +12,34 @@ own, committed by the ``Sync`` after it: that ``Sync`` is its COMMIT.
   commit is durable) is read and dropped, then both sockets are closed.
 
 Either way the client sees its connection break during COMMIT and cannot tell which.
-The agent must connect with ``sslmode=disable`` so the messages are readable.
 """
 
 from __future__ import annotations
 
 import contextlib
-import select
 import socket
-import struct
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-_NEGOTIATION_CODES = (80877103, 80877104)  # SSLRequest, GSSENCRequest: no type byte
+from .wire_proxy import ClientMessages, WireProxy
 
 
 @dataclass
-class _ClientStream:
+class _ClientStream(ClientMessages):
     """The client's messages on one connection, and the SQL of its open transaction."""
 
-    startup: bool = True
-    buffer: bytes = b""
     statements: dict[bytes, str] = field(default_factory=dict)
     transaction: list[str] = field(default_factory=list)
     explicit: bool = False  # inside BEGIN ... COMMIT
 
-    def feed(self, data: bytes) -> Iterator[tuple[int, list[str]]]:
+    def commits(self, data: bytes) -> Iterator[tuple[int, list[str]]]:
         """Yield (offset in ``data`` where a COMMIT message starts, its transaction's SQL)."""
-        start = len(self.buffer)
-        self.buffer += data
-        pos = 0
-        while True:
-            header = 4 if self.startup else 5
-            if len(self.buffer) - pos < header:
-                break
-            if self.startup:
-                (length,) = struct.unpack("!I", self.buffer[pos : pos + 4])
-                kind, body_at = b"", pos + 4
-            else:
-                kind = self.buffer[pos : pos + 1]
-                (length,) = struct.unpack("!I", self.buffer[pos + 1 : pos + 5])
-                body_at = pos + 5
-            end = body_at + length - 4
-            if len(self.buffer) < end:
-                break
-            body = self.buffer[body_at:end]
-            if self.startup:
-                code = struct.unpack("!I", body[:4])[0] if len(body) >= 4 else 0
-                self.startup = code in _NEGOTIATION_CODES
-            elif self._is_commit(kind, body):
-                yield pos - start, list(self.transaction)
+        for offset, kind, body in self.feed(data):
+            if self._is_commit(kind, body):
+                yield offset, list(self.transaction)
                 self.transaction.clear()
-            pos = end
-        self.buffer = self.buffer[pos:]
 
     def _is_commit(self, kind: bytes, body: bytes) -> bool:
         if kind == b"P":  # Parse: statement name, SQL
@@ -94,21 +67,17 @@ class _ClientStream:
         self.explicit = True
 
 
-class CommitCutter:
+class CommitCutter(WireProxy):
     def __init__(
         self, target: tuple[str, int], marker: str, occurrence: int, committed: bool
     ) -> None:
-        self.target = target
+        super().__init__(target)
         self.marker = marker
         self.occurrence = occurrence
         self.committed = committed
         self.seen = 0
         self.cut = threading.Event()
         self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        self._closing = False
-        self._threads: list[threading.Thread] = []
 
     def _should_cut(self, transaction: list[str]) -> bool:
         if not any(self.marker in sql for sql in transaction):
@@ -117,44 +86,14 @@ class CommitCutter:
             self.seen += 1
             return self.seen == self.occurrence
 
-    def serve(self) -> None:
-        self._listener.settimeout(0.2)  # closing a socket does not wake a blocked accept()
-        while not self._closing:
-            try:
-                client, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            client.settimeout(None)
-            thread = threading.Thread(target=self._pump, args=(client,), daemon=True)
-            thread.start()
-            self._threads.append(thread)
+    def stream(self) -> _ClientStream:
+        return _ClientStream()
 
-    def _pump(self, client: socket.socket) -> None:
-        with contextlib.suppress(OSError):  # either side may hang up at any time
-            self._pump_until_closed(client)
-
-    def _pump_until_closed(self, client: socket.socket) -> None:
-        stream = _ClientStream()
-        with client, socket.create_connection(self.target) as server:
-            while not self._closing:
-                ready, _, _ = select.select([client, server], [], [], 0.5)
-                if server in ready:
-                    data = server.recv(65536)
-                    if not data:
-                        return
-                    client.sendall(data)
-                if client in ready:
-                    data = client.recv(65536)
-                    if not data or self._forward(data, stream, client, server):
-                        return
-
-    def _forward(
-        self, data: bytes, stream: _ClientStream, client: socket.socket, server: socket.socket
+    def forward(
+        self, data: bytes, stream: ClientMessages, client: socket.socket, server: socket.socket
     ) -> bool:
-        """Forward ``data``; True once the connection was cut."""
-        for offset, transaction in stream.feed(data):
+        assert isinstance(stream, _ClientStream)
+        for offset, transaction in stream.commits(data):
             if self._should_cut(transaction):
                 if self.committed:
                     server.sendall(data)
@@ -168,22 +107,10 @@ class CommitCutter:
         server.sendall(data)
         return False
 
-    def close(self) -> None:
-        self._closing = True
-        self._listener.close()
-        for thread in self._threads:
-            thread.join(timeout=5)
-
 
 @contextmanager
 def commit_cutter(
     target: tuple[str, int], marker: str, occurrence: int, *, committed: bool
 ) -> Iterator[CommitCutter]:
-    cutter = CommitCutter(target, marker, occurrence, committed)
-    thread = threading.Thread(target=cutter.serve, daemon=True)
-    thread.start()
-    try:
+    with CommitCutter(target, marker, occurrence, committed) as cutter:
         yield cutter
-    finally:
-        cutter.close()
-        thread.join(timeout=5)
