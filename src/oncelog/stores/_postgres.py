@@ -105,7 +105,7 @@ class PostgresStore(SQLStore):
 
     def write_outcome(self, lease: Lease, step: NewStep, attempt: int, outcome: Outcome) -> None:
         crashpoints.reach("before_outcome_commit", step.step_id)
-        params = outcome_params(lease, step.seq, attempt, outcome)
+        params = outcome_params(lease, step, attempt, outcome)
         self._calls.call(OUTCOME, params, refusal(lease, None))
 
     def record_step(

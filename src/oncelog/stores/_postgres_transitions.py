@@ -25,11 +25,11 @@ _FENCED = "OL001"
 _NOT_IN_FLIGHT = "OL003"
 
 _INTENT_ARGS = ", ".join(["%s"] * 18)
-_OUTCOME_ARGS = ", ".join(["%s"] * 15)
+_OUTCOME_ARGS = ", ".join(["%s"] * 16)
 INTENT = f"SELECT oncelog_intent({_INTENT_ARGS})"
 OUTCOME = f"SELECT oncelog_outcome({_OUTCOME_ARGS})"
 # The outcome's attempt is the intent's call: one statement, one transaction.
-RECORD = f"SELECT oncelog_outcome(%s, %s, %s, %s, %s, oncelog_intent({_INTENT_ARGS}), " + (
+RECORD = f"SELECT oncelog_outcome(%s, %s, %s, %s, %s, %s, oncelog_intent({_INTENT_ARGS}), " + (
     ", ".join(["%s"] * 9) + ")"
 )
 
@@ -66,13 +66,18 @@ def outcome_values(lease: Lease, seq: int, attempt: int, outcome: Outcome) -> tu
     )  # fmt: skip
 
 
-def outcome_params(lease: Lease, seq: int, attempt: int, outcome: Outcome) -> tuple[object, ...]:
-    return (*_lease(lease), seq, attempt, *outcome_values(lease, seq, attempt, outcome))
+def outcome_params(
+    lease: Lease, step: NewStep, attempt: int, outcome: Outcome
+) -> tuple[object, ...]:
+    return (
+        *_lease(lease), step.seq, step.step_id, attempt,
+        *outcome_values(lease, step.seq, attempt, outcome),
+    )  # fmt: skip
 
 
 def record_params(lease: Lease, step: NewStep, outcome: Outcome) -> tuple[object, ...]:
     return (
-        *_lease(lease), step.seq, *intent_params(lease, step, None),
+        *_lease(lease), step.seq, step.step_id, *intent_params(lease, step, None),
         *outcome_values(lease, step.seq, 1, outcome),
     )  # fmt: skip
 

@@ -111,10 +111,13 @@ END;
 $$;
 
 -- SQLStore.write_outcome's transaction (_end_step, not probed). Given the intent's call
--- as its attempt, the two make SQLStore.record_step's transaction in one statement.
+-- as its attempt, the two make SQLStore.record_step's transaction in one statement. The
+-- step is named by both its keys: on a table whose statistics are stale (a new ledger)
+-- the planner may take either unique index for the generic plan, and with only the run
+-- in the other's condition it scans every step of the run.
 CREATE OR REPLACE FUNCTION oncelog_outcome(
     p_run_id TEXT, p_owner TEXT, p_token BIGINT, p_ttl DOUBLE PRECISION, p_seq INTEGER,
-    p_attempt INTEGER, p_state TEXT, p_result TEXT, p_error TEXT, p_tokens_in INTEGER,
+    p_step_id TEXT, p_attempt INTEGER, p_state TEXT, p_result TEXT, p_error TEXT, p_tokens_in INTEGER,
     p_tokens_out INTEGER, p_cost DOUBLE PRECISION, p_retry_at DOUBLE PRECISION,
     p_data TEXT, p_chain_head TEXT) RETURNS void
 LANGUAGE plpgsql SET extra_float_digits = 1 AS $$
@@ -123,7 +126,8 @@ BEGIN
     UPDATE steps SET state = p_state, result = p_result, error = p_error,
         tokens_in = p_tokens_in, tokens_out = p_tokens_out, cost = COALESCE(p_cost, cost),
         finished_at = date_part('epoch', clock_timestamp()), retry_at = p_retry_at
-    WHERE run_id = p_run_id AND seq = p_seq AND attempts = p_attempt AND state = 'in_flight';
+    WHERE run_id = p_run_id AND seq = p_seq AND step_id = p_step_id AND attempts = p_attempt
+      AND state = 'in_flight';
     IF NOT FOUND THEN
         RAISE EXCEPTION 'the attempt is no longer in flight' USING ERRCODE = 'OL003';
     END IF;
