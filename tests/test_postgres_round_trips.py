@@ -6,15 +6,18 @@ and raise what they always raised."""
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
 
 import oncelog
+from oncelog import StepState
 
 from .conftest import require
-from .support.postgres import ADMIN_URL, POSTGRES_REASON, fresh_schema, postgres_is_up
+from .support.postgres import ADMIN_URL, POSTGRES_REASON, execute, fresh_schema, postgres_is_up
 from .support.round_trips import RoundTrips
 
 
@@ -61,3 +64,25 @@ def test_a_halt_found_by_the_intents_call_stops_the_step_as_before(
             ledger.halt("a loop", agent="billing", by="ops")
             run.effect("two", send, 2)
         assert [s.step_id for s in ledger.steps("r")] == ["one"]
+
+
+def test_a_pooled_connection_the_server_closed_is_replaced_without_a_round_trip() -> None:
+    """The pool looks at a connection before handing it out without asking the server
+    anything; one whose backend was terminated while idle (as by a server restart) is
+    replaced, and the effect after it is recorded as usual. Directly, not through the
+    proxy: the backend's farewell reaches the client before the backend is gone."""
+    require(postgres_is_up(), POSTGRES_REASON)
+    name = f"oncelog-replaced-{os.getpid()}"
+    with fresh_schema() as url, oncelog.open(f"{url}&application_name={name}") as ledger:
+        send = ledger.tool(kind="create", name="send")(_send)
+        with ledger.run("r") as run:
+            run.effect("one", send, 1)
+            execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s",
+                (name,),
+            )
+            while execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s", (name,)):
+                time.sleep(0.01)  # a backend's exit cannot be waited on
+            assert run.effect("two", send, 2) == 2
+        assert [s.state for s in ledger.steps("r")] == [StepState.DONE] * 2
