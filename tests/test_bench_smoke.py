@@ -6,7 +6,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from .conftest import require
 from .support.launch import python
+from .support.postgres import ADMIN_URL, POSTGRES_REASON, postgres_is_up
 
 BENCH = Path(__file__).parents[1] / "bench"
 
@@ -31,3 +33,10 @@ def test_peers_runs(tmp_path: Path) -> None:
                 "--allow-tmpfs")  # fmt: skip
     for contender in ("bare loop", "oncelog", "DBOS (SQLite)", "LangGraph (SqliteSaver)"):
         assert f"| {contender} |" in out
+
+
+def test_postgres_effect_runs() -> None:
+    require(postgres_is_up(), POSTGRES_REASON)
+    out = bench("postgres_effect.py", "--reps", "1", "--batch", "20", "--postgres", ADMIN_URL)
+    assert "| guarded `run.effect` |" in out
+    assert "| floor: INSERT, UPDATE (2 commits) |" in out

@@ -13,9 +13,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import oncelog
 from _overhead.machine import load_average
 from _overhead.stats import Dist
+
+import oncelog
 
 from . import postgres
 from .agent import BODY, send_email
