@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
 import oncelog
 from oncelog import StepState
+from oncelog.stores import _postgres_pool
 
 from .conftest import require
 from .support.postgres import ADMIN_URL, POSTGRES_REASON, execute, fresh_schema, postgres_is_up
@@ -66,6 +68,17 @@ def test_a_halt_found_by_the_intents_call_stops_the_step_as_before(
         assert [s.step_id for s in ledger.steps("r")] == ["one"]
 
 
+def _terminate_backends(application_name: str) -> None:
+    execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+        (application_name,),
+    )
+    while execute(
+        "SELECT 1 FROM pg_stat_activity WHERE application_name = %s", (application_name,)
+    ):
+        time.sleep(0.01)  # a backend's exit cannot be waited on
+
+
 def test_a_pooled_connection_the_server_closed_is_replaced_without_a_round_trip() -> None:
     """The pool looks at a connection before handing it out without asking the server
     anything; one whose backend was terminated while idle (as by a server restart) is
@@ -77,12 +90,33 @@ def test_a_pooled_connection_the_server_closed_is_replaced_without_a_round_trip(
         send = ledger.tool(kind="create", name="send")(_send)
         with ledger.run("r") as run:
             run.effect("one", send, 1)
-            execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE application_name = %s",
-                (name,),
-            )
-            while execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s", (name,)):
-                time.sleep(0.01)  # a backend's exit cannot be waited on
+            _terminate_backends(name)
             assert run.effect("two", send, 2) == 2
         assert [s.state for s in ledger.steps("r")] == [StepState.DONE] * 2
+
+
+def test_a_transaction_whose_begin_meets_a_broken_connection_begins_on_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Should a broken connection pass the look (it broke right after it), its BEGIN
+    fails before anything was written, and the transaction begins on a fresh one."""
+    require(postgres_is_up(), POSTGRES_REASON)
+    look = _postgres_pool._closed_by_server
+    missed: list[object] = []
+
+    def misses_once(conn: Any) -> bool:
+        if not missed and look(conn):
+            missed.append(conn)
+            return False
+        return look(conn)
+
+    monkeypatch.setattr(_postgres_pool, "_closed_by_server", misses_once)
+    name = f"oncelog-begin-{os.getpid()}"
+    with fresh_schema() as url, oncelog.open(f"{url}&application_name={name}") as ledger:
+        with ledger.run("r"):
+            pass
+        _terminate_backends(name)
+        with ledger.run("r"):  # acquiring it is a transaction, its BEGIN the first use
+            pass
+        assert missed, "no broken connection was handed out"
+        assert ledger.get_run("r").status is oncelog.RunStatus.COMPLETED

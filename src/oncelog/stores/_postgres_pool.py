@@ -109,6 +109,12 @@ def _closed_by_server(conn: Connection) -> bool:
     return bool(poller.poll(0))
 
 
+def _gone(conn: Connection, exc: psycopg.Error) -> bool:
+    """Whether ``exc`` says the connection is lost: broken, or its backend ending (an
+    operator's intervention, SQLSTATE class 57, sent as the answer to whatever came next)."""
+    return conn.broken or (exc.sqlstate or "").startswith("57")
+
+
 def connect(url: str, timeout: float) -> Connection:
     """One connection, made at once: a wrong host, database or password is reported now
     with the server's own words, not after a pool gave up waiting."""
@@ -167,34 +173,28 @@ class Calls:
             self.pool.putconn(conn)  # a closed connection is replaced in the background
 
     @contextmanager
-    def _call(self, guards: list[Guard], *, begin: bool = False) -> Iterator[Connection]:
-        """A connection for one call; the call's deadline covers waiting for it.
-        ``begin``: in a transaction, BEGIN tried on a second connection if the first
-        breaks before it was started (nothing was written on it)."""
-        deadline = time.monotonic() + self.timeout
+    def _call(self, guards: list[Guard], deadline: float | None = None) -> Iterator[Connection]:
+        """A connection for one call; the call's deadline covers waiting for it."""
+        deadline = time.monotonic() + self.timeout if deadline is None else deadline
         conn = self._connection(deadline)
         try:
             with WATCHDOG.guard(conn, deadline) as guard:
                 guards.append(guard)
-                if begin:
-                    conn = self._begin(conn, deadline, guards)
                 yield conn
         finally:
             self.pool.putconn(conn)
 
-    def _begin(self, conn: Connection, deadline: float, guards: list[Guard]) -> Connection:
+    @staticmethod
+    def _began(conn: Connection, guard: Guard, retry: bool) -> bool:
+        """BEGIN; False if the connection broke before the transaction started (nothing
+        was written on it) and another may be tried."""
         try:
             conn.execute("BEGIN")
-            return conn
-        except psycopg.OperationalError:
-            if not conn.broken or guards[-1].cut:
-                raise
-        self.pool.putconn(conn)
-        conn = self._connection(deadline)
-        with WATCHDOG.guard(conn, deadline) as guard:
-            guards.append(guard)
-            conn.execute("BEGIN")
-        return conn
+            return True
+        except psycopg.OperationalError as exc:
+            if retry and _gone(conn, exc) and not guard.cut:
+                return False
+            raise
 
     def _error(self, exc: psycopg.Error, guards: list[Guard], committing: bool) -> Exception:
         cut = any(guard.cut for guard in guards)
@@ -204,19 +204,26 @@ class Calls:
 
     @contextmanager
     def transaction(self) -> Iterator[Cursor]:
-        """One write transaction; anything that goes wrong rolls it back whole."""
+        """One write transaction; anything that goes wrong rolls it back whole. A BEGIN
+        that meets a broken connection is tried once more on another, within the same
+        deadline."""
         committing, guards = False, list[Guard]()
+        deadline = time.monotonic() + self.timeout
         try:
-            with self._call(guards, begin=True) as conn:
-                try:
-                    with conn.cursor() as cur:
-                        yield cur
-                except BaseException:
-                    if not conn.broken:
-                        conn.rollback()
-                    raise
-                committing = True
-                conn.commit()
+            for retry in (True, False):
+                with self._call(guards, deadline) as conn:
+                    if not self._began(conn, guards[-1], retry):
+                        continue  # the broken connection goes back, to be replaced
+                    try:
+                        with conn.cursor() as cur:
+                            yield cur
+                    except BaseException:
+                        if not conn.broken:
+                            conn.rollback()
+                        raise
+                    committing = True
+                    conn.commit()
+                    return
         except psycopg.Error as exc:
             raise self._error(exc, guards, committing) from exc
 
@@ -230,7 +237,7 @@ class Calls:
                 try:
                     conn.execute(sql, params, prepare=True)
                 except psycopg.Error as exc:
-                    if conn.broken:
+                    if _gone(conn, exc):
                         raise self._error(exc, guards, True) from exc
                     raise refused(exc) or self._error(exc, guards, False) from exc
         except psycopg.Error as exc:
