@@ -17,9 +17,9 @@ from contextlib import AbstractContextManager, contextmanager
 
 import psycopg
 
-from .. import _crashpoints as crashpoints
 from .._exceptions import ConfigurationError
-from .._records import StepState
+from ..records._records import StepState
+from ..runtime import _crashpoints as crashpoints
 from ._postgres_deadline import WATCHDOG
 from ._postgres_listen import decisions
 from ._postgres_migrate import migrate

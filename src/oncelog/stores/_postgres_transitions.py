@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import psycopg
 
-from .._chain import canonical_head
 from .._exceptions import LeaseLost
+from ..audit._chain import canonical_head
 from ._protocol import Lease, NewStep, Outcome
 from ._shared import duplicate_step, intent_json, lease_needs_extending, outcome_json
 
