@@ -51,6 +51,11 @@ class Dialect:
     # Wakes the processes waiting for a person's decision (PostgreSQL NOTIFY, sent at the
     # commit); None where waiters poll.
     notify_decision: str | None = None
+    # The journal append as one statement that reads the run's chain head and computes the
+    # link itself, through a function the store registers on its connection (SQLite);
+    # parameters: run_id, seq, event, data, at (NULL: now). None: read the head, then
+    # insert, under the journal lock.
+    chained_append: str | None = None
     _cache: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def translate(self, sql: str) -> str:

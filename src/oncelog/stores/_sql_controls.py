@@ -31,12 +31,17 @@ def list_approvals(tx: Tx, status: ApprovalStatus | None, limit: int) -> list[Ap
 # -- the kill switch ----------------------------------------------------------------------
 
 
+# The switches that are on for a run; parameters: its agent ('' for none), its id.
+HALT_ON = (
+    "cleared_at IS NULL AND ((scope = 'global' AND target = '') "
+    "OR (scope = 'agent' AND target = ?) OR (scope = 'run' AND target = ?))"
+)
+
+
 def active_halt(tx: Tx, run_id: str, agent: str | None) -> Halt | None:
     """The first switch that is on for this run: global, its agent's, or its own."""
     row = tx.execute(
-        f"SELECT {HALT_COLUMNS} FROM halts WHERE cleared_at IS NULL AND ("
-        "(scope = 'global' AND target = '') OR (scope = 'agent' AND target = ?) "
-        "OR (scope = 'run' AND target = ?)) ORDER BY id LIMIT 1",
+        f"SELECT {HALT_COLUMNS} FROM halts WHERE {HALT_ON} ORDER BY id LIMIT 1",
         (agent if agent is not None else "", run_id),
     ).fetchone()
     return None if row is None else halt_record(row)

@@ -326,13 +326,17 @@ class SQLStore:
         step: NewStep,
         previous: StepState | None,
         reason: str | None = None,
+        *,
+        check_halt: bool = True,
     ) -> Intent:
-        """Write the step as ``in_flight``; return its attempt number. A kill switch is
-        checked here, under the shared halts lock, so no effect starts after a halt was
-        committed."""
-        tx.lock_halts(exclusive=False)
+        """Write the step as ``in_flight``; return its attempt number. With
+        ``check_halt``, a kill switch is checked here, under the shared halts lock, so no
+        effect starts after a halt was committed (a model call or a read, recorded after
+        it ran, was checked before it)."""
+        if check_halt:
+            tx.lock_halts(exclusive=False)
         fence(tx, lease)
-        halt = controls.active_halt(tx, lease.run_id, lease.agent)
+        halt = controls.active_halt(tx, lease.run_id, lease.agent) if check_halt else None
         if halt is not None:
             raise halted(halt, lease.run_id, step.step_id)
         approval = approval_sql.use_approval(tx, lease, step) if step.needs_approval else None
@@ -432,15 +436,20 @@ class SQLStore:
 
     def write_outcome(self, lease: Lease, step: NewStep, attempt: int, outcome: Outcome) -> None:
         with self._tx(durable=False) as tx:
-            fence(tx, lease)
-            self._end_step(tx, lease, step.seq, attempt, outcome)
+            self._outcome(tx, lease, step.seq, attempt, outcome)
             crashpoints.reach("before_outcome_commit", step.step_id)
+
+    def _outcome(self, tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
+        """Fence, then record the outcome of the attempt in flight (a store may do both in
+        one statement)."""
+        fence(tx, lease)
+        self._end_step(tx, lease, seq, attempt, outcome)
 
     def record_step(
         self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
     ) -> None:
         with self._tx(durable=False) as tx:
-            attempt = self._begin_step(tx, lease, step, previous).attempt
+            attempt = self._begin_step(tx, lease, step, previous, check_halt=False).attempt
             self._end_step(tx, lease, step.seq, attempt, outcome)
 
     def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:

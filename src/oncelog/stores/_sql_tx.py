@@ -27,6 +27,9 @@ def append(
     lock before. ``at``: the time the caller wrote into a row in this transaction (a
     run's creation, a step's start), so that ``verify`` can hold the row to it exactly;
     SQLite's clock moves between statements of one transaction."""
+    if tx.dialect.chained_append is not None:
+        tx.execute(tx.dialect.chained_append, (run_id, seq, event, data, at))
+        return
     tx.lock_journal(run_id)
     prev, now = tx.execute(
         f"SELECT (SELECT hash FROM journal WHERE run_id = ? ORDER BY id DESC LIMIT 1), {NOW}",
@@ -52,12 +55,21 @@ def fence(tx: Tx, lease: Lease, *, renew: bool = False) -> None:
     only once half of it is used (or when asked to ``renew``), so most commits leave the
     run row unchanged."""
     row = tx.execute(
-        f"SELECT owner, fencing_token, lease_expires_at - {NOW} FROM runs WHERE run_id = ?"
+        f"SELECT owner, fencing_token, {LEASE_LEFT} FROM runs WHERE run_id = ?"
         f"{tx.dialect.for_update}",
         (lease.run_id,),
     ).fetchone()
     if lease_needs_extending(row, lease) or renew:
-        tx.execute(
-            f"UPDATE runs SET lease_expires_at = {NOW} + ? WHERE run_id = ?",
-            (lease.ttl, lease.run_id),
-        )
+        extend(tx, lease)
+
+
+# Seconds left on a run's lease, by the store's clock (NULL once released).
+LEASE_LEFT = f"lease_expires_at - {NOW}"
+
+
+def extend(tx: Tx, lease: Lease) -> None:
+    """Give the lease its whole ``ttl`` again (the caller has fenced it)."""
+    tx.execute(
+        f"UPDATE runs SET lease_expires_at = {NOW} + ? WHERE run_id = ?",
+        (lease.ttl, lease.run_id),
+    )

@@ -25,11 +25,22 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-from .._exceptions import ConfigurationError, CorruptRecord, LedgerNotFound, StoreUnavailable
+from .._chain import link
+from .._exceptions import (
+    ConfigurationError,
+    CorruptRecord,
+    LeaseLost,
+    LedgerNotFound,
+    StoreUnavailable,
+)
+from .._records import StepState
 from ._migrations import pending
-from ._protocol import DURABILITY
+from ._protocol import DURABILITY, Intent, Lease, NewStep, Outcome
+from ._shared import duplicate_step, intent_json, outcome_json
 from ._sql import NOW, Dialect, Tx, json_field
 from ._sql_store import SQLStore
+from ._sql_tx import append, fence
+from ._sqlite_write import JOURNAL_APPEND, LINK_FUNCTION, end_step, insert_step
 
 # RETURNING, ON CONFLICT ... RETURNING, ->> and IS NOT DISTINCT FROM, which the shared
 # statements use.
@@ -50,6 +61,7 @@ SQLITE = Dialect(
     skip_locked="",
     json_field=json_field,
     unique_violation=(sqlite3.IntegrityError,),
+    chained_append=JOURNAL_APPEND,
 )
 
 
@@ -129,6 +141,7 @@ class SQLiteStore(SQLStore):
         self.durability = durability
         self._levels = _SYNCHRONOUS[durability]
         self._synchronous = -1  # none set yet
+        self._levels_checked: set[int] = set()
         self._lock = threading.RLock()
         if path != ":memory:" and create:
             _make_folder(path)
@@ -136,6 +149,8 @@ class SQLiteStore(SQLStore):
             self._db = _connect(path, busy_timeout, create)
         except sqlite3.Error as exc:
             raise _store_error(exc, path) from exc
+        # The journal's link, computed inside its insert (``_sqlite_write.JOURNAL_APPEND``).
+        self._db.create_function(LINK_FUNCTION, 6, link, deterministic=True)
         try:
             if not create:
                 _check_is_ledger(self._db, path)
@@ -158,13 +173,19 @@ class SQLiteStore(SQLStore):
 
     def _set_synchronous(self, wanted: int) -> None:
         """Set the level for the next commit (outside a transaction: a commit syncs as the
-        level was when it began), unless it is already set."""
+        level was when it began), unless it is already set. Read back the first time each
+        level is set: what could make SQLite ignore it (a build that lacks it, an open
+        transaction, which ``_tx`` never leaves) does not come and go, and in the default
+        mode each effect sets two levels, so a read back each time would be two more
+        statements per effect."""
         if wanted == self._synchronous:
             return
         self._db.execute(f"PRAGMA synchronous = {wanted}")
-        got = self._db.execute("PRAGMA synchronous").fetchone()[0]
-        if got != wanted:
-            raise ConfigurationError(f"{self.path}: PRAGMA synchronous is {got}, not {wanted}")
+        if wanted not in self._levels_checked:
+            got = self._db.execute("PRAGMA synchronous").fetchone()[0]
+            if got != wanted:
+                raise ConfigurationError(f"{self.path}: PRAGMA synchronous is {got}, not {wanted}")
+            self._levels_checked.add(wanted)
         self._synchronous = wanted
 
     def _wal(self, busy_timeout: float) -> str:
@@ -221,6 +242,39 @@ class SQLiteStore(SQLStore):
                 if isinstance(exc, sqlite3.Error) and not isinstance(exc, sqlite3.IntegrityError):
                     raise _store_error(exc, self.path) from exc
                 raise
+
+    def _begin_step(
+        self,
+        tx: Tx,
+        lease: Lease,
+        step: NewStep,
+        previous: StepState | None,
+        reason: str | None = None,
+        *,
+        check_halt: bool = True,
+    ) -> Intent:
+        """A new step with no approval or budget to check: its row, its checks and its
+        journal entry in two statements; otherwise, or when a check refuses, the general
+        path (which says why)."""
+        if previous is None and not step.needs_approval and not lease.budgeted:
+            try:
+                started = insert_step(tx, lease, step, check_halt=check_halt)
+            except sqlite3.IntegrityError as exc:
+                raise duplicate_step(lease, step) from exc
+            if started is not None:
+                entry = intent_json(lease, step, started[0], reason)
+                append(tx, lease.run_id, step.seq, "intent", entry, at=started[1])
+                return Intent(started[0], ())
+        return super()._begin_step(tx, lease, step, previous, reason, check_halt=check_halt)
+
+    def _outcome(self, tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
+        if not end_step(tx, lease, seq, attempt, outcome):
+            fence(tx, lease)  # a lost lease says so
+            raise LeaseLost(
+                "the step was resolved or retried by someone else while this worker ran it",
+                run_id=lease.run_id,
+            )
+        append(tx, lease.run_id, seq, "outcome", outcome_json(outcome, attempt))
 
     @contextmanager
     def _reading(self) -> Iterator[Tx]:

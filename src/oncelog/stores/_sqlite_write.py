@@ -1,0 +1,93 @@
+"""SQLite's hot path: an intent and an outcome, each one statement for the step's row and
+one for its journal entry, between ``BEGIN IMMEDIATE`` and ``COMMIT``.
+
+The checks the general path (``_sql_store``) makes with statements of their own ride in
+the write's ``WHERE``: the fence (owner and token), the kill switch and, for an effect of
+an agent, that no daily budget applies. The database's single writer holds everything
+still from ``BEGIN IMMEDIATE`` to the commit, so a check in the ``WHERE`` sees exactly
+what a separate ``SELECT`` before it would. When a write matches no row, the caller
+takes the general path in the same transaction, which says which check refused, or
+charges the budget. The journal entry is one statement too (``JOURNAL_APPEND``): the
+chain's link is computed by ``oncelog_link``, registered on the connection.
+"""
+
+from __future__ import annotations
+
+from .._chain import GENESIS
+from ._protocol import Lease, NewStep, Outcome
+from ._sql import NOW, Tx
+from ._sql_controls import HALT_ON
+from ._sql_tx import LEASE_LEFT, extend
+
+LINK_FUNCTION = "oncelog_link"
+# The record's time is the caller's (a step's start) or the clock, as REAL both in the row
+# and in the hash, so verify recomputes the hash from the stored value.
+_AT = f"CAST(COALESCE(?5, {NOW}) AS REAL)"
+JOURNAL_APPEND = (
+    "INSERT INTO journal (run_id, seq, event, data, at, hash) VALUES (?1, ?2, ?3, ?4, "
+    f"{_AT}, {LINK_FUNCTION}(COALESCE((SELECT hash FROM journal WHERE run_id = ?1 "
+    f"ORDER BY id DESC LIMIT 1), '{GENESIS}'), ?1, ?2, ?3, ?4, {_AT}))"
+)
+
+_FENCED = "EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND owner = ? AND fencing_token = ?)"
+_INSERT_STEP = (
+    "INSERT INTO steps (run_id, seq, step_id, type, tool, kind, key, args_hash, args, state, "
+    "attempts, started_at, cost, irreversible) "
+    f"SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_flight', 1, {NOW} - ?, ?, ? "
+    f"WHERE {_FENCED} AND NOT EXISTS (SELECT 1 FROM agent_budgets WHERE agent = ?)"
+)
+_INSERT_CHECKED = f"{_INSERT_STEP} AND NOT EXISTS (SELECT 1 FROM halts WHERE {HALT_ON})"
+_LEFT = f"(SELECT {LEASE_LEFT} FROM runs WHERE run_id = ?)"
+_RETURNING = f" RETURNING attempts, started_at, {_LEFT}"
+_END_STEP = (
+    "UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, tokens_out = ?, "
+    f"cost = COALESCE(?, cost), finished_at = {NOW}, retry_at = ? "
+    f"WHERE run_id = ? AND seq = ? AND attempts = ? AND state = 'in_flight' AND {_FENCED} "
+    f"RETURNING {_LEFT}"
+)
+
+
+def _keep_lease(tx: Tx, lease: Lease, left: float | None) -> None:
+    """Extend the lease once half of it is used, as ``fence`` does."""
+    if left is None or left < lease.ttl / 2:
+        extend(tx, lease)
+
+
+def insert_step(
+    tx: Tx, lease: Lease, step: NewStep, *, check_halt: bool
+) -> tuple[int, float] | None:
+    """Write a new step ``in_flight`` if the lease holds, no switch is on (with
+    ``check_halt``) and no agent's budget applies: its ``(attempts, started_at)``; None if
+    a check did not pass (nothing is written). A step id used at another position raises
+    the unique violation, as the general path's insert does."""
+    run_id = lease.run_id
+    budgeted_agent = lease.agent if step.type.value == "effect" else None
+    params: tuple[object, ...] = (
+        run_id, step.seq, step.step_id, step.type.value, step.tool, step.kind, step.key,
+        step.args_hash, step.args_json, step.elapsed, step.cost, int(step.irreversible),
+        run_id, lease.owner, lease.token, budgeted_agent,
+    )  # fmt: skip
+    sql = _INSERT_STEP
+    if check_halt:
+        sql, params = _INSERT_CHECKED, (*params, lease.agent or "", run_id)
+    row = tx.execute(sql + _RETURNING, (*params, run_id)).fetchone()
+    if row is None:
+        return None
+    _keep_lease(tx, lease, row[2])
+    return int(row[0]), float(row[1])
+
+
+def end_step(tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> bool:
+    """Record the outcome of the attempt in flight if the lease holds: False if nothing
+    was written (the lease is lost, or the step changed under the worker)."""
+    run_id = lease.run_id
+    row = tx.execute(
+        _END_STEP,
+        (outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
+         outcome.tokens_out, outcome.cost, outcome.retry_at, run_id, seq, attempt,
+         run_id, lease.owner, lease.token, run_id),
+    ).fetchone()  # fmt: skip
+    if row is None:
+        return False
+    _keep_lease(tx, lease, row[0])
+    return True
