@@ -129,6 +129,16 @@ def encode(value: Any, *, what: str, limit: int, exact: bool = True) -> str:
     """Encode ``value`` canonically. With ``exact``, refuse what JSON would change (int
     keys, NaN) instead of recording it lossily; anything JSON cannot hold is refused, and
     so is a value nested deeper than ``MAX_DEPTH`` or holding a lone surrogate."""
+    return _encode(value, what, limit, exact)[0]
+
+
+def encode_decoded(value: Any, *, what: str, limit: int) -> tuple[str, Any]:
+    """``encode`` exactly, and ``decode`` of the text: a result is recorded and handed
+    back as replay will hand it back, and the exactness check has decoded it already."""
+    return _encode(value, what, limit, True)
+
+
+def _encode(value: Any, what: str, limit: int, exact: bool) -> tuple[str, Any]:
     try:
         text = _ENCODER.encode(value)
     except RecursionError:
@@ -143,7 +153,8 @@ def encode(value: Any, *, what: str, limit: int, exact: bool = True) -> str:
         raise _nested_too_deeply(what)
     # Decoding and comparing run in C; only a mismatch (a tuple, or a real loss such as
     # an int key) pays for the walk in Python.
-    if exact and decode(text) != value and not _lossless(value):
+    decoded = decode(text) if exact else None
+    if exact and decoded != value and not _lossless(value):
         _explain(value, what)
     if not text.isascii():
         size = _check_utf8(text, what)
@@ -151,7 +162,7 @@ def encode(value: Any, *, what: str, limit: int, exact: bool = True) -> str:
             raise PayloadTooLarge(f"{what} is {size} bytes, over the limit of {limit}")
     elif len(text) > limit:
         raise PayloadTooLarge(f"{what} is {len(text)} bytes, over the limit of {limit}")
-    return text
+    return text, decoded
 
 
 def digest(text: str) -> str:

@@ -48,7 +48,7 @@ from ..failures import Failure
 from ..observe import _observe as observe
 from ..records._no_result import NO_RESULT
 from ..records._records import ApprovalStatus, ReplayRow, StepRecord, StepState, StepType
-from ..records._serialization import decode, digest, encode
+from ..records._serialization import decode, digest, encode_decoded
 from ..stores._protocol import Lease, NewStep, Outcome, Store
 from . import _crashpoints as crashpoints
 from ._calls import (
@@ -460,14 +460,16 @@ class Engine:
         provider's answer."""
         found = replace(found, result=call.recordable(found.result))
         try:
-            result_json = encode(found.result, what="probe result", limit=self.payload_limit)
+            result_json, returned = encode_decoded(
+                found.result, what="probe result", limit=self.payload_limit
+            )
         except InvalidPayload as exc:
             outcome = Outcome(StepState.DONE, error_json=error_json(exc))
             self._store(self.store.settle, self.lease, record.seq, record.attempts, outcome)
             raise self._not_recorded(record._replace(error_json=outcome.error_json)) from exc
         outcome = Outcome(StepState.DONE, result_json)
         self._store(self.store.settle, self.lease, record.seq, record.attempts, outcome)
-        return Replayed(decode(result_json))
+        return Replayed(returned)
 
     def _same_args(self, record: StepRecord, call: Call) -> bool:
         # Comparing with the decoded record runs in C and needs no encoding or hashing;
@@ -501,7 +503,7 @@ class Engine:
         if pending.call.step_type is StepType.EFFECT:  # crash points mark effect boundaries
             crashpoints.reach("after_call", pending.step.step_id)
         try:
-            result_json = encode(
+            result_json, returned = encode_decoded(
                 pending.call.recordable(result), what="result", limit=self.payload_limit
             )
         except InvalidPayload as exc:
@@ -522,7 +524,7 @@ class Engine:
             pending, Outcome(StepState.DONE, result_json, None, tokens_in, tokens_out, cost)
         )
         pending.ended(self.run_id, "done")
-        return decode(result_json)
+        return returned
 
     def fail(self, pending: Pending, exc: Exception) -> Exception | Again:
         """Record a call that raised; return the exception the agent should see, or

@@ -33,6 +33,14 @@ def lease_needs_extending(row: Sequence[Any] | None, lease: Lease) -> bool:
     return row[2] is None or row[2] < lease.ttl / 2
 
 
+def step_changed(lease: Lease) -> LeaseLost:
+    """What an outcome that matched no step in flight means, once the fence held."""
+    return LeaseLost(
+        "the step was resolved or retried by someone else while this worker ran it",
+        run_id=lease.run_id,
+    )
+
+
 def duplicate_step(lease: Lease, step: NewStep) -> DuplicateStep:
     """What a unique-constraint violation on a new step's insert means."""
     return DuplicateStep(

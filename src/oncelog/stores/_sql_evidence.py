@@ -1,13 +1,17 @@
 """The reads of ``oncelog verify``: every row of the tables replay and the controls read,
 as stored, page by page in key order (a keyset: no row is skipped or read twice however
-many there are), and the facts the migrations recorded about the ledger."""
+many there are), the facts the migrations recorded about the ledger, and the signed
+checkpoints of a run's chain."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from .._records import Checkpoint
 from ._rows import APPROVAL_COLUMNS, HALT_COLUMNS, STEP_COLUMNS
-from ._sql import Tx
+from ._shared import new_checkpoint
+from ._sql import NOW, Tx
 
 # By table: its key (the order of the pages), its columns, and how to keep one run's rows.
 STATE_TABLES: dict[str, tuple[str, str, str | None]] = {
@@ -49,3 +53,30 @@ def ledger_meta(tx: Tx) -> dict[str, int]:
     return {str(name): int(value) for name, value in tx.execute(
         "SELECT name, value FROM ledger_meta"
     ).fetchall()}  # fmt: skip
+
+
+# The length and head of a run's chain (records written before the chain have no hash).
+_CHAIN_HEAD = (
+    "SELECT COUNT(*), (SELECT hash FROM journal WHERE run_id = ? AND hash IS NOT NULL "
+    f"ORDER BY id DESC LIMIT 1), {NOW} FROM journal WHERE run_id = ? AND hash IS NOT NULL"
+)
+
+
+def checkpoint(tx: Tx, run_id: str, key_id: str, sign: Callable[[str], str]) -> Checkpoint | None:
+    """Sign the run's chain as it stands, unless its latest checkpoint covers it."""
+    tx.lock_journal(run_id)  # the head read is the head kept
+    head = tx.execute(_CHAIN_HEAD, (run_id, run_id)).fetchone()
+    last = tx.execute(
+        "SELECT entries, head FROM checkpoints WHERE run_id = ? ORDER BY id DESC LIMIT 1",
+        (run_id,),
+    ).fetchone()
+    made = new_checkpoint(run_id, head, last, sign)
+    if made is None:
+        return None
+    row = tx.execute(
+        "INSERT INTO checkpoints (run_id, entries, head, at, key_id, signature) "
+        "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+        (run_id, made[0], made[1], made[2], key_id, made[3]),
+    ).fetchone()
+    assert row is not None
+    return Checkpoint(int(row[0]), run_id, made[0], made[1], made[2], key_id, made[3])

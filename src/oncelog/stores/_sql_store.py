@@ -10,9 +10,7 @@ from typing import Any
 
 from .._exceptions import (
     ConfigurationError,
-    InvalidResolution,
     LeaseLost,
-    RunLeased,
     UnknownRun,
     halted,
 )
@@ -40,7 +38,8 @@ from . import _sql_controls as controls
 from . import _sql_evidence as evidence
 from . import _sql_notices as notices
 from . import _sql_queue as queue
-from . import _sql_refusals as refusals
+from . import _sql_resolutions as resolutions
+from . import _sql_runs as runs
 from ._protocol import (
     BudgetDrift,
     DecisionFeed,
@@ -65,15 +64,12 @@ from ._shared import (
     CHECKPOINT_COLUMNS,
     IN_DOUBT,
     JOURNAL_COLUMNS,
-    RESOLVED_STATE,
     checkpoint_record,
     duplicate_step,
     intent_json,
     journal_entry,
-    new_checkpoint,
     outcome_json,
-    plan_replaced_json,
-    resolved_json,
+    step_changed,
 )
 from ._sql import NOW, Dialect, Tx
 from ._sql_tx import append, fence, lock_run
@@ -87,11 +83,6 @@ def _never_dead(owner: str) -> bool:
 _SELECT_RUN = f"SELECT {RUN_COLUMNS}, {NEXT_SEQ} FROM runs"
 _SELECT_STEP = f"SELECT {STEP_COLUMNS} FROM steps"
 _STEP_OF_RUN = ", ".join(f"s.{column.strip()}" for column in STEP_COLUMNS.split(","))
-# The length and head of a run's chain (records written before the chain have no hash).
-_CHAIN_HEAD = (
-    "SELECT COUNT(*), (SELECT hash FROM journal WHERE run_id = ? AND hash IS NOT NULL "
-    f"ORDER BY id DESC LIMIT 1), {NOW} FROM journal WHERE run_id = ? AND hash IS NOT NULL"
-)
 
 
 class SQLStore:
@@ -142,7 +133,7 @@ class SQLStore:
             if current is None:
                 if not create:
                     raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
-                if self._create(tx, run_id, plan_json, agent, budget):
+                if runs.create(tx, run_id, plan_json, agent, budget):
                     return self._take(tx, run_id, owner, ttl)
                 # Another worker's insert committed while this one waited: that run is
                 # acquired like any existing one.
@@ -152,9 +143,9 @@ class SQLStore:
                 raise ConfigurationError(
                     f"run belongs to agent {current.agent!r}, not {agent!r}", run_id=run_id
                 )
-            self._check_holder(tx, current, owner_is_dead)
+            runs.check_holder(tx, current, owner_is_dead)
             if plan is not None and current.plan != plan:
-                self._replace_plan(tx, current, plan_json, replace_plan)
+                runs.replace_plan(tx, current, plan_json, replace_plan)
             return self._take(tx, run_id, owner, ttl)
 
     def _take(self, tx: Tx, run_id: str, owner: str, ttl: float) -> tuple[Lease, RunRecord]:
@@ -208,46 +199,6 @@ class SQLStore:
     def heartbeat(self, lease: Lease) -> None:
         with self._tx() as tx:
             fence(tx, lease, renew=True)
-
-    def _create(
-        self,
-        tx: Tx,
-        run_id: str,
-        plan_json: str | None,
-        agent: str | None,
-        budget: Budget | None,
-    ) -> bool:
-        """Insert the run: True; False if another worker created it first (its insert
-        committed while this one waited)."""
-        budget_json = None if budget is None else budget.to_json()
-        created = tx.execute(
-            "INSERT INTO runs (run_id, status, plan, agent, budget, created_at, updated_at) "
-            f"VALUES (?, 'running', ?, ?, ?, {NOW}, {NOW}) "
-            "ON CONFLICT (run_id) DO NOTHING RETURNING created_at",
-            (run_id, plan_json, agent, budget_json),
-        ).fetchone()
-        if created is None:
-            return False
-        entry = journal_json(plan=plan_json, agent=text(agent), budget=budget_json)
-        append(tx, run_id, None, "run_created", entry, at=created[0])
-        return True
-
-    @staticmethod
-    def _check_holder(tx: Tx, current: RunRecord, gone: OwnerCheck) -> None:
-        holder = current.owner
-        if holder is None or gone(holder):
-            return
-        row = tx.execute(
-            f"SELECT lease_expires_at < {NOW} FROM runs WHERE run_id = ?", (current.run_id,)
-        ).fetchone()
-        if row is None or not row[0]:
-            raise RunLeased(f"run is owned by live worker {holder}", run_id=current.run_id)
-
-    @staticmethod
-    def _replace_plan(tx: Tx, current: RunRecord, plan_json: str | None, replace: bool) -> None:
-        entry = plan_replaced_json(current, plan_json, replace)
-        tx.execute("UPDATE runs SET plan = ? WHERE run_id = ?", (plan_json, current.run_id))
-        append(tx, current.run_id, None, "plan_replaced", entry)
 
     def finish(
         self, lease: Lease, status: RunStatus, reason: str | None, stopped_by: str | None = None
@@ -417,10 +368,7 @@ class SQLStore:
              *accepted),
         )  # fmt: skip
         if cursor.rowcount != 1:
-            raise LeaseLost(
-                "the step was resolved or retried by someone else while this worker ran it",
-                run_id=lease.run_id,
-            )
+            raise step_changed(lease)
         append(
             tx, lease.run_id, seq, "probed" if probed else "outcome",
             outcome_json(outcome, attempt),
@@ -487,20 +435,10 @@ class SQLStore:
         owner_is_dead: OwnerCheck = _never_dead,
     ) -> StepRecord:
         with self._tx() as tx:
-            if not lock_run(tx, run_id):
-                raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
-            step = self._step_in_doubt(tx, run_id, step_id)
-            overridden = self._live_holder(tx, step, owner_is_dead, force=force)
-            row = _decide_step(tx, step, resolution, result_json)
-            if not tx.execute(
-                "SELECT 1 FROM steps WHERE run_id = ? AND state = 'unknown'", (run_id,)
-            ).fetchone():
-                queue.requeue(tx, queue.AFTER_RESOLVE, run_id=run_id, by=by)
-            append(
-                tx, run_id, step.seq, "resolved",
-                resolved_json(resolution, by, note, result_json, overridden),
+            return resolutions.resolve(
+                tx, run_id, step_id, resolution, result_json=result_json, by=by, note=note,
+                force=force, owner_is_dead=owner_is_dead,
             )  # fmt: skip
-            return step_record(row or ())
 
     def correct_resolution(
         self,
@@ -515,47 +453,10 @@ class SQLStore:
         owner_is_dead: OwnerCheck = _never_dead,
     ) -> StepRecord:
         with self._tx() as tx:
-            if not lock_run(tx, run_id):
-                raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
-            step = self._step_resolved_last(tx, run_id, step_id)
-            overridden = self._live_holder(tx, step, owner_is_dead, force=force)
-            row = _decide_step(tx, step, resolution, result_json)
-            # The decision it replaces stays in the journal, in its own "resolved" record.
-            entry = resolved_json(resolution, by, note, result_json, overridden)
-            append(tx, run_id, step.seq, "corrected", entry)
-            return step_record(row or ())
-
-    @staticmethod
-    def _step_resolved_last(tx: Tx, run_id: str, step_id: str) -> StepRecord:
-        """The step a correction may change: a person's resolution is the last thing that
-        happened to it, and the run has no step after it (nothing acted on it yet)."""
-        row = tx.execute(
-            f"{_SELECT_STEP} WHERE run_id = ? AND step_id = ?", (run_id, step_id)
-        ).fetchone()
-        if row is None:
-            raise refusals.unknown_step(tx, run_id, step_id)
-        step = step_record(row)
-        last = tx.execute(
-            "SELECT event FROM journal WHERE run_id = ? AND seq = ? ORDER BY id DESC LIMIT 1",
-            (run_id, step.seq),
-        ).fetchone()
-        later = tx.execute(
-            "SELECT 1 FROM steps WHERE run_id = ? AND seq > ? UNION ALL "
-            "SELECT 1 FROM runs WHERE run_id = ? AND status = 'completed'",
-            (run_id, step.seq, run_id),
-        ).fetchone()
-        if last is None or last[0] not in ("resolved", "corrected") or later is not None:
-            why = (
-                "the run has moved past it (a later step exists, or it completed)"
-                if later is not None
-                else "its last record is not a person's resolution"
-            )
-            raise InvalidResolution(
-                f"cannot correct {step_id!r}: {why}; only the last step of a run, as a person "
-                "resolved it, can be corrected",
-                run_id=run_id, step_id=step_id, key=step.key,
+            return resolutions.correct(
+                tx, run_id, step_id, resolution, result_json=result_json, by=by, note=note,
+                force=force, owner_is_dead=owner_is_dead,
             )  # fmt: skip
-        return step
 
     def set_result_contract(self, tool: str, contract_json: str) -> None:
         with self._tx() as tx:
@@ -569,37 +470,6 @@ class SQLStore:
     def result_contract(self, tool: str) -> str | None:
         rows = self._read("SELECT contract FROM result_contracts WHERE tool = ?", (tool,))
         return None if not rows else str(rows[0][0])
-
-    @staticmethod
-    def _live_holder(tx: Tx, step: StepRecord, gone: OwnerCheck, *, force: bool) -> str | None:
-        """The owner of a live lease on the step's run (by the store's clock), whose
-        process may be running the step this instant: refused (``RunLeased``) unless
-        ``force``; then it is the owner the decision overrides. None without one."""
-        owner, live = tx.execute(
-            f"SELECT owner, lease_expires_at > {NOW} FROM runs WHERE run_id = ?", (step.run_id,)
-        ).fetchone()
-        if owner is None or not live or gone(owner):
-            return None
-        if not force:
-            raise RunLeased(
-                f"a live process ({owner}) holds the run's lease and may be running "
-                f"{step.step_id!r} now: a decision would replace its real outcome. Wait for "
-                "it to end (or stop it), or force the decision (--force, force=True)",
-                run_id=step.run_id, step_id=step.step_id, key=step.key,
-            )  # fmt: skip
-        return str(owner)
-
-    @staticmethod
-    def _step_in_doubt(tx: Tx, run_id: str, step_id: str) -> StepRecord:
-        row = tx.execute(
-            f"{_SELECT_STEP} WHERE run_id = ? AND step_id = ?", (run_id, step_id)
-        ).fetchone()
-        if row is None:
-            raise refusals.unknown_step(tx, run_id, step_id)
-        step = step_record(row)
-        if step.state.value not in IN_DOUBT:
-            raise refusals.not_in_doubt(tx, step)
-        return step
 
     # -- approvals, the kill switch and budgets (SQL in _sql_approvals, _sql_controls) --
 
@@ -711,22 +581,7 @@ class SQLStore:
 
     def checkpoint(self, run_id: str, key_id: str, sign: Callable[[str], str]) -> Checkpoint | None:
         with self._tx() as tx:
-            tx.lock_journal(run_id)  # the head read is the head kept
-            head = tx.execute(_CHAIN_HEAD, (run_id, run_id)).fetchone()
-            last = tx.execute(
-                "SELECT entries, head FROM checkpoints WHERE run_id = ? ORDER BY id DESC LIMIT 1",
-                (run_id,),
-            ).fetchone()
-            made = new_checkpoint(run_id, head, last, sign)
-            if made is None:
-                return None
-            row = tx.execute(
-                "INSERT INTO checkpoints (run_id, entries, head, at, key_id, signature) "
-                "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-                (run_id, made[0], made[1], made[2], key_id, made[3]),
-            ).fetchone()
-            assert row is not None
-            return Checkpoint(int(row[0]), run_id, made[0], made[1], made[2], key_id, made[3])
+            return evidence.checkpoint(tx, run_id, key_id, sign)
 
     def checkpoints(self, run_id: str | None, after_id: int, limit: int) -> list[Checkpoint]:
         where = "WHERE id > ?" + (" AND run_id = ?" if run_id is not None else "")
@@ -749,21 +604,3 @@ class SQLStore:
 
     def close(self) -> None:
         raise NotImplementedError
-
-
-def _decide_step(
-    tx: Tx, step: StepRecord, resolution: Resolution, result_json: str | None
-) -> tuple[Any, ...] | None:
-    """Write a person's decision on ``step``: the step row it leaves, as selected."""
-    # A person's decision is a takeover: any worker still running the step is fenced.
-    tx.execute(
-        "UPDATE runs SET fencing_token = fencing_token + 1, owner = NULL, "
-        "lease_expires_at = NULL WHERE run_id = ?",
-        (step.run_id,),
-    )
-    row: tuple[Any, ...] | None = tx.execute(
-        f"UPDATE steps SET state = ?, result = ?, finished_at = {NOW} "
-        f"WHERE run_id = ? AND seq = ? RETURNING {STEP_COLUMNS}",
-        (RESOLVED_STATE[resolution].value, result_json, step.run_id, step.seq),
-    ).fetchone()
-    return row

@@ -29,14 +29,13 @@ from .._chain import link
 from .._exceptions import (
     ConfigurationError,
     CorruptRecord,
-    LeaseLost,
     LedgerNotFound,
     StoreUnavailable,
 )
 from .._records import StepState
 from ._migrations import pending
 from ._protocol import DURABILITY, Intent, Lease, NewStep, Outcome
-from ._shared import duplicate_step, intent_json, outcome_json
+from ._shared import duplicate_step, intent_json, outcome_json, step_changed
 from ._sql import NOW, Dialect, Tx, json_field
 from ._sql_store import SQLStore
 from ._sql_tx import append, fence
@@ -270,10 +269,7 @@ class SQLiteStore(SQLStore):
     def _outcome(self, tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
         if not end_step(tx, lease, seq, attempt, outcome):
             fence(tx, lease)  # a lost lease says so
-            raise LeaseLost(
-                "the step was resolved or retried by someone else while this worker ran it",
-                run_id=lease.run_id,
-            )
+            raise step_changed(lease)
         append(tx, lease.run_id, seq, "outcome", outcome_json(outcome, attempt))
 
     @contextmanager

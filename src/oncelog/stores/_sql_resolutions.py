@@ -1,0 +1,150 @@
+"""A person's decisions on a step in doubt, and their corrections: written in the
+caller's transaction, holding the run's row, fencing any worker still running the step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._exceptions import InvalidResolution, RunLeased, UnknownRun
+from .._records import Resolution, StepRecord
+from . import _sql_queue as queue
+from . import _sql_refusals as refusals
+from ._protocol import OwnerCheck
+from ._rows import STEP_COLUMNS, step_record
+from ._shared import IN_DOUBT, RESOLVED_STATE, resolved_json
+from ._sql import NOW, Tx
+from ._sql_tx import append, lock_run
+
+_SELECT_STEP = f"SELECT {STEP_COLUMNS} FROM steps"
+
+
+def resolve(
+    tx: Tx,
+    run_id: str,
+    step_id: str,
+    resolution: Resolution,
+    *,
+    result_json: str | None,
+    by: str,
+    note: str | None,
+    force: bool,
+    owner_is_dead: OwnerCheck,
+) -> StepRecord:
+    if not lock_run(tx, run_id):
+        raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+    step = _step_in_doubt(tx, run_id, step_id)
+    overridden = _live_holder(tx, step, owner_is_dead, force=force)
+    row = _decide_step(tx, step, resolution, result_json)
+    if not tx.execute(
+        "SELECT 1 FROM steps WHERE run_id = ? AND state = 'unknown'", (run_id,)
+    ).fetchone():
+        queue.requeue(tx, queue.AFTER_RESOLVE, run_id=run_id, by=by)
+    append(
+        tx, run_id, step.seq, "resolved",
+        resolved_json(resolution, by, note, result_json, overridden),
+    )  # fmt: skip
+    return step_record(row or ())
+
+
+def correct(
+    tx: Tx,
+    run_id: str,
+    step_id: str,
+    resolution: Resolution,
+    *,
+    result_json: str | None,
+    by: str,
+    note: str | None,
+    force: bool,
+    owner_is_dead: OwnerCheck,
+) -> StepRecord:
+    if not lock_run(tx, run_id):
+        raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+    step = _step_resolved_last(tx, run_id, step_id)
+    overridden = _live_holder(tx, step, owner_is_dead, force=force)
+    row = _decide_step(tx, step, resolution, result_json)
+    # The decision it replaces stays in the journal, in its own "resolved" record.
+    entry = resolved_json(resolution, by, note, result_json, overridden)
+    append(tx, run_id, step.seq, "corrected", entry)
+    return step_record(row or ())
+
+
+def _step_resolved_last(tx: Tx, run_id: str, step_id: str) -> StepRecord:
+    """The step a correction may change: a person's resolution is the last thing that
+    happened to it, and the run has no step after it (nothing acted on it yet)."""
+    row = tx.execute(
+        f"{_SELECT_STEP} WHERE run_id = ? AND step_id = ?", (run_id, step_id)
+    ).fetchone()
+    if row is None:
+        raise refusals.unknown_step(tx, run_id, step_id)
+    step = step_record(row)
+    last = tx.execute(
+        "SELECT event FROM journal WHERE run_id = ? AND seq = ? ORDER BY id DESC LIMIT 1",
+        (run_id, step.seq),
+    ).fetchone()
+    later = tx.execute(
+        "SELECT 1 FROM steps WHERE run_id = ? AND seq > ? UNION ALL "
+        "SELECT 1 FROM runs WHERE run_id = ? AND status = 'completed'",
+        (run_id, step.seq, run_id),
+    ).fetchone()
+    if last is None or last[0] not in ("resolved", "corrected") or later is not None:
+        why = (
+            "the run has moved past it (a later step exists, or it completed)"
+            if later is not None
+            else "its last record is not a person's resolution"
+        )
+        raise InvalidResolution(
+            f"cannot correct {step_id!r}: {why}; only the last step of a run, as a person "
+            "resolved it, can be corrected",
+            run_id=run_id, step_id=step_id, key=step.key,
+        )  # fmt: skip
+    return step
+
+
+def _live_holder(tx: Tx, step: StepRecord, gone: OwnerCheck, *, force: bool) -> str | None:
+    """The owner of a live lease on the step's run (by the store's clock), whose
+    process may be running the step this instant: refused (``RunLeased``) unless
+    ``force``; then it is the owner the decision overrides. None without one."""
+    owner, live = tx.execute(
+        f"SELECT owner, lease_expires_at > {NOW} FROM runs WHERE run_id = ?", (step.run_id,)
+    ).fetchone()
+    if owner is None or not live or gone(owner):
+        return None
+    if not force:
+        raise RunLeased(
+            f"a live process ({owner}) holds the run's lease and may be running "
+            f"{step.step_id!r} now: a decision would replace its real outcome. Wait for "
+            "it to end (or stop it), or force the decision (--force, force=True)",
+            run_id=step.run_id, step_id=step.step_id, key=step.key,
+        )  # fmt: skip
+    return str(owner)
+
+
+def _step_in_doubt(tx: Tx, run_id: str, step_id: str) -> StepRecord:
+    row = tx.execute(
+        f"{_SELECT_STEP} WHERE run_id = ? AND step_id = ?", (run_id, step_id)
+    ).fetchone()
+    if row is None:
+        raise refusals.unknown_step(tx, run_id, step_id)
+    step = step_record(row)
+    if step.state.value not in IN_DOUBT:
+        raise refusals.not_in_doubt(tx, step)
+    return step
+
+
+def _decide_step(
+    tx: Tx, step: StepRecord, resolution: Resolution, result_json: str | None
+) -> tuple[Any, ...] | None:
+    """Write a person's decision on ``step``: the step row it leaves, as selected."""
+    # A person's decision is a takeover: any worker still running the step is fenced.
+    tx.execute(
+        "UPDATE runs SET fencing_token = fencing_token + 1, owner = NULL, "
+        "lease_expires_at = NULL WHERE run_id = ?",
+        (step.run_id,),
+    )
+    row: tuple[Any, ...] | None = tx.execute(
+        f"UPDATE steps SET state = ?, result = ?, finished_at = {NOW} "
+        f"WHERE run_id = ? AND seq = ? RETURNING {STEP_COLUMNS}",
+        (RESOLVED_STATE[resolution].value, result_json, step.run_id, step.seq),
+    ).fetchone()
+    return row
