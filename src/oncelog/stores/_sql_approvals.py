@@ -99,25 +99,31 @@ def use_approval(tx: Tx, lease: Lease, step: NewStep) -> int:
 
 
 def _unusable(tx: Tx, approval: Approval, seq: int) -> str | None:
-    """Why the journal does not let ``approval`` be used, or None if it does: its decision
-    and any intent of its step (at ``seq``) that used it, read in one pass over the run's
-    journal (the run's records are read one by one, so a second pass would double it)."""
+    """Why the journal does not let ``approval`` be used, or None if it does: a decision
+    that approves it, found through the run's approval decisions (``journal_approvals``),
+    and no intent of its step (at ``seq``) that used it, looked for among the records
+    written after the request's first decision (no intent can use it before that)."""
     if approval.decided_by is None:
         return "nobody is named as approving it"
     field = tx.dialect.json_text
     found = tx.execute(
-        f"SELECT event, data, at, {NOW} FROM journal WHERE run_id = ? AND ("
-        f"(event = 'approval_approved' AND CAST({field('data', 'request')} AS TEXT) = ?) OR "
-        f"(seq = ? AND event = 'intent' AND CAST({field('data', 'approval')} AS TEXT) = ?))",
-        (approval.run_id, str(approval.id), seq, str(approval.id)),
+        f"SELECT id, data, at, {NOW} FROM journal WHERE run_id = ? "
+        f"AND event = 'approval_approved' AND CAST({field('data', 'request')} AS TEXT) = ? "
+        "ORDER BY id",
+        (approval.run_id, str(approval.id)),
     ).fetchall()
-    if not any(_backs(approval, row[1:]) for row in found if row[0] == "approval_approved"):
+    backing = next((row[0] for row in found if _backs(approval, row[1:])), None)
+    if backing is None:
         return (
             f"the journal holds no unexpired decision by {approval.decided_by} approving "
             "this request for these arguments"
         )
-    used = any(row[0] == "intent" for row in found)
-    return "an intent already used it" if used else None
+    used = tx.execute(
+        "SELECT 1 FROM journal WHERE run_id = ? AND id > ? AND seq = ? AND event = 'intent' "
+        f"AND CAST({field('data', 'approval')} AS TEXT) = ? LIMIT 1",
+        (approval.run_id, found[0][0], seq, str(approval.id)),
+    ).fetchone()
+    return "an intent already used it" if used is not None else None
 
 
 def _backs(approval: Approval, row: Sequence[Any]) -> bool:

@@ -1,0 +1,229 @@
+"""SQLite's write path, counted: the statements an effect and a model call send, the work
+an approval's lookup does as its run grows, and the checks folded into the writes
+(fence, lease extension, kill switch, an agent's budget) still refusing and extending as
+separate statements did. Counts, never times."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+import oncelog
+from oncelog._records import ApprovalStatus, HaltScope, StepState, StepType
+from oncelog._serialization import digest
+from oncelog.stores import SQLiteStore
+from oncelog.stores._protocol import Lease, NewStep, Outcome
+
+ARGS = '{"args":[],"kwargs":{"to":"alice@example.com"}}'
+
+
+def alive(owner: str) -> bool:
+    return False
+
+
+def effect(seq: int, step_id: str, **options: Any) -> NewStep:
+    return NewStep(
+        seq, step_id, StepType.EFFECT, "send", "create", f"key-{step_id}", digest(ARGS), ARGS,
+        **options,
+    )  # fmt: skip
+
+
+def acquire(store: SQLiteStore, run_id: str, **options: Any) -> Lease:
+    lease, _ = store.acquire(
+        run_id, owner="worker", ttl=options.pop("ttl", 60.0), plan=None, replace_plan=False,
+        create=True, owner_is_dead=options.pop("owner_is_dead", alive), **options,
+    )  # fmt: skip
+    return lease
+
+
+class Counting:
+    """The store's connection, keeping the start of each statement sent through it."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.sent: list[str] = []
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        self.sent.append(" ".join(sql.split())[:24])
+        return self.db.execute(sql, parameters)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+
+@contextmanager
+def traced(store: SQLiteStore) -> Iterator[list[str]]:
+    """The statements the store sends SQLite (its triggers' are SQLite's own)."""
+    db = store._db
+    counting = Counting(db)
+    store._db = counting  # type: ignore[assignment]
+    try:
+        yield counting.sent
+    finally:
+        store._db = db
+
+
+def effect_statements(db_path: str, durability: str) -> list[str]:
+    ledger = oncelog.open(db_path, durability=durability)
+    send = ledger.tool(kind="create", name="send")(lambda to, *, idempotency_key: {"ok": 1})
+    store = ledger.store
+    assert isinstance(store, SQLiteStore)
+    try:
+        with ledger.run("r") as run:
+            run.effect("first", send, to="alice")  # the connection's levels are set once
+            with traced(store) as sent:
+                run.effect("second", send, to="alice")
+        return sent
+    finally:
+        ledger.close()
+
+
+INTENT = ["BEGIN IMMEDIATE", "INSERT INTO steps (run_i", "INSERT INTO journal (run", "COMMIT"]
+OUTCOME = ["BEGIN IMMEDIATE", "UPDATE steps SET state =", "INSERT INTO journal (run", "COMMIT"]
+
+
+def test_an_effect_is_eight_statements_at_durability_full(db_path: str) -> None:
+    assert effect_statements(db_path, "full") == INTENT + OUTCOME
+
+
+def test_an_effect_sets_each_sync_level_once_more_by_default(db_path: str) -> None:
+    """Intent mode switches between FULL and NORMAL: one PRAGMA each, never read back
+    after the first time."""
+    sent = effect_statements(db_path, "intent")
+    assert sent == ["PRAGMA synchronous = 2", *INTENT, "PRAGMA synchronous = 1", *OUTCOME]
+
+
+def test_a_model_call_checks_the_kill_switch_once(db_path: str) -> None:
+    ledger = oncelog.open(db_path, durability="full")
+    store = ledger.store
+    assert isinstance(store, SQLiteStore)
+    try:
+        with ledger.run("r") as run:
+            run.llm("warm", lambda: {"text": "hi"})
+            with traced(store) as sent:
+                run.llm("ask", lambda: {"text": "hi"})
+    finally:
+        ledger.close()
+    assert sent == [
+        "SELECT id, scope, target",  # before the call; not again when it is recorded
+        "BEGIN IMMEDIATE", "INSERT INTO steps (run_i", "INSERT INTO journal (run",
+        "UPDATE steps SET state =", "INSERT INTO journal (run", "COMMIT",
+    ]  # fmt: skip
+
+
+def vm_steps(store: SQLiteStore, work: Any) -> int:
+    """Virtual machine instructions SQLite runs for ``work``, in thousands."""
+    count = [0]
+
+    def tick() -> int:
+        count[0] += 1
+        return 0
+
+    store._db.set_progress_handler(tick, 1000)
+    try:
+        work()
+    finally:
+        store._db.set_progress_handler(None, 0)
+    return count[0]
+
+
+def approved_intent_work(store: SQLiteStore, recorded: int) -> int:
+    """The work of an intent that uses an approval, in a run of ``recorded`` effects."""
+    lease = acquire(store, f"run-{recorded}")
+    for seq in range(recorded):
+        store.write_intent(lease, effect(seq, f"s{seq}"), None)
+        store.write_outcome(lease, effect(seq, f"s{seq}"), 1, Outcome(StepState.DONE, "1"))
+    step = effect(recorded, "approved", needs_approval=True)
+    asked = store.request_approval(lease, step)
+    store.decide_approval(
+        lease.run_id, "approved", ApprovalStatus.APPROVED, by="ann", expires_in=None,
+        note=None, request=asked.id,
+    )  # fmt: skip
+    return vm_steps(store, lambda: store.write_intent(lease, step, None))
+
+
+def test_an_approval_is_found_without_reading_the_run_s_journal(db_path: str) -> None:
+    store = SQLiteStore(db_path, durability="process")
+    try:
+        short, long = approved_intent_work(store, 5), approved_intent_work(store, 2_000)
+    finally:
+        store.close()
+    # A pass over the run's 4,000 records costs hundreds of thousands of instructions.
+    assert long <= short + 5, (short, long)
+
+
+def lease_left(db_path: str, run_id: str) -> float:
+    with sqlite3.connect(db_path) as db:
+        clock = "(julianday('now') - 2440587.5) * 86400.0"
+        row = db.execute(
+            f"SELECT lease_expires_at - {clock} FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+    return float(row[0])
+
+
+def shorten_lease(db_path: str, run_id: str, seconds: float) -> None:
+    with sqlite3.connect(db_path) as db:
+        db.execute(
+            "UPDATE runs SET lease_expires_at = (julianday('now') - 2440587.5) * 86400.0 + ? "
+            "WHERE run_id = ?",
+            (seconds, run_id),
+        )
+
+
+def test_an_intent_and_an_outcome_extend_a_lease_half_used(db_path: str) -> None:
+    store = SQLiteStore(db_path, durability="process")
+    try:
+        lease = acquire(store, "r", ttl=600.0)
+        shorten_lease(db_path, "r", 100.0)
+        store.write_intent(lease, effect(0, "a"), None)
+        assert lease_left(db_path, "r") > 500
+        shorten_lease(db_path, "r", 100.0)
+        store.write_outcome(lease, effect(0, "a"), 1, Outcome(StepState.DONE, "1"))
+        assert lease_left(db_path, "r") > 500
+        shorten_lease(db_path, "r", 400.0)  # two thirds left: the row is left alone
+        store.write_intent(lease, effect(1, "b"), None)
+        assert lease_left(db_path, "r") < 401
+    finally:
+        store.close()
+
+
+def test_the_folded_checks_refuse_as_the_statements_they_replace(db_path: str) -> None:
+    store = SQLiteStore(db_path, durability="process")
+    try:
+        stale = acquire(store, "r")
+        acquire(store, "r", owner_is_dead=lambda owner: True)  # taken over
+        with pytest.raises(oncelog.LeaseLost, match="another worker took this run over"):
+            store.write_intent(stale, effect(0, "a"), None)
+        lease = acquire(store, "s")
+        store.write_intent(lease, effect(0, "a"), None)
+        with pytest.raises(oncelog.LeaseLost, match="another worker took this run over"):
+            store.write_outcome(stale, effect(0, "a"), 1, Outcome(StepState.DONE, "1"))
+        with pytest.raises(oncelog.LeaseLost, match="resolved or retried"):
+            store.write_outcome(lease, effect(0, "a"), 2, Outcome(StepState.DONE, "1"))
+        with pytest.raises(oncelog.DuplicateStep):
+            store.write_intent(lease, effect(1, "a"), None)
+        store.set_halt(HaltScope.RUN, "s", reason="stop", by="ann")
+        with pytest.raises(oncelog.RunHalted):
+            store.write_intent(lease, effect(1, "b"), None)
+        assert [s.step_id for s in store.steps("s", 0, 10)] == ["a"]
+    finally:
+        store.close()
+
+
+def test_an_agent_s_effect_is_charged_to_its_daily_budget(db_path: str) -> None:
+    """An agent with a budget takes the general path, which counts and refuses."""
+    store = SQLiteStore(db_path, durability="process")
+    try:
+        store.set_agent_budget("bot", oncelog.AgentBudget(calls=1), by="ann")
+        lease = acquire(store, "r", agent="bot")
+        store.write_intent(lease, effect(0, "a"), None)
+        with pytest.raises(oncelog.BudgetExceeded):
+            store.write_intent(lease, effect(1, "b"), None)
+        free = acquire(store, "s", agent="other")
+        store.write_intent(free, effect(0, "a"), None)
+    finally:
+        store.close()
