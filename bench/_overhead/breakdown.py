@@ -15,19 +15,22 @@ from .floor import Floor
 from .stats import NS_PER_US
 from .workload import CountingTool, EffectInput, open_guarded
 
-# Statement labels by SQL prefix, as ``stores/_sqlite.py`` writes them. An intent is
-# BEGIN, the fence, INSERT steps, INSERT journal, COMMIT; an outcome is BEGIN, the fence,
-# UPDATE steps, INSERT journal, COMMIT. The fence extends the lease only once half of it
-# is used, so "lease extension" is rare or absent.
+# Statement labels by SQL prefix, as ``stores/_sqlite_write.py`` writes them. An intent
+# is BEGIN, INSERT steps (the fence, kill-switch and agent-budget checks in its WHERE),
+# INSERT journal (the chain head read and the link computed in it), COMMIT; an outcome
+# is BEGIN, UPDATE steps (the fence in its WHERE), INSERT journal, COMMIT. The lease is
+# extended only once half of it is used, so "lease extension" is rare or absent; the
+# general path's fence and halt SELECTs appear only when a check refuses.
 COMMIT_LABEL = "COMMIT (the fsync)"
 STATEMENTS = (
     ("BEGIN", "BEGIN IMMEDIATE"),
     ("COMMIT", COMMIT_LABEL),
+    ("PRAGMA synchronous", "PRAGMA synchronous (durability intent)"),
     ("SELECT owner, fencing_token", "SELECT runs: fence"),
     ("UPDATE runs SET lease_expires_at", "UPDATE runs: lease extension"),
-    ("INSERT INTO steps", "INSERT steps: intent row"),
-    ("INSERT INTO journal", "INSERT journal: entry"),
-    ("UPDATE steps SET state", "UPDATE steps: outcome"),
+    ("INSERT INTO steps", "INSERT steps: intent row, checks in its WHERE"),
+    ("INSERT INTO journal", "INSERT journal: entry, chained in SQL"),
+    ("UPDATE steps SET state", "UPDATE steps: outcome, fence in its WHERE"),
     ("INSERT INTO effects", "INSERT effects: intent row"),
     ("UPDATE effects", "UPDATE effects: outcome"),
 )
