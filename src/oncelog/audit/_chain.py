@@ -14,10 +14,13 @@ import hashlib
 import json
 
 GENESIS = "0" * 64
+# What json.dumps(..., ensure_ascii=False, separators=(",", ":")) builds on every call,
+# built once: every journal record is hashed through it.
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def canonical(run_id: str, seq: int | None, event: str, data: str, at: float) -> str:
-    return json.dumps([run_id, seq, event, data, at], ensure_ascii=False, separators=(",", ":"))
+    return _CANONICAL.encode([run_id, seq, event, data, at])
 
 
 def canonical_head(run_id: str, seq: int | None, event: str) -> str:

@@ -7,6 +7,7 @@ Rows are read as plain tuples in the column order below: replaying 10,000 steps 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from json.encoder import encode_basestring as quote  # the C escaper json.dumps uses
 from typing import Any
@@ -131,8 +132,10 @@ def journal_json(**fields: str | None) -> str:
 
 def number(value: float) -> str:
     """A float as JSON text that decodes to the same float (NaN and infinities included,
-    as Python's JSON reads them), for ``journal_json``."""
-    return json.dumps(float(value))
+    as Python's JSON reads them), for ``journal_json``. A finite float is its ``repr``,
+    as json writes it, without building json's encoder."""
+    value = float(value)
+    return float.__repr__(value) if math.isfinite(value) else json.dumps(value)
 
 
 def text(value: str | None) -> str:
