@@ -39,7 +39,7 @@ from ._shared import duplicate_step, intent_json, outcome_json, step_changed
 from ._sql import NOW, Dialect, Tx, json_field
 from ._sql_store import SQLStore
 from ._sql_tx import append, fence
-from ._sqlite_write import JOURNAL_APPEND, LINK_FUNCTION, end_step, insert_step
+from ._sqlite_write import JOURNAL_APPEND, LINK_FUNCTION, end_step, insert_recorded, insert_step
 
 # RETURNING, ON CONFLICT ... RETURNING, ->> and IS NOT DISTINCT FROM, which the shared
 # statements use.
@@ -265,6 +265,26 @@ class SQLiteStore(SQLStore):
                 append(tx, lease.run_id, step.seq, "intent", entry, at=started[1])
                 return Intent(started[0], ())
         return super()._begin_step(tx, lease, step, previous, reason, check_halt=check_halt)
+
+    def record_step(
+        self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
+    ) -> None:
+        """A new model call or read with no budget to charge: its row written once, as it
+        ended, beside its intent and outcome records; otherwise the general path."""
+        if previous is not None or lease.budgeted:
+            super().record_step(lease, step, previous, outcome)
+            return
+        with self._tx(durable=False) as tx:
+            try:
+                started = insert_recorded(tx, lease, step, outcome)
+            except sqlite3.IntegrityError as exc:
+                raise duplicate_step(lease, step) from exc
+            if started is None:
+                fence(tx, lease)  # says the lease is lost
+                raise AssertionError("a step insert refused under a lease that holds")
+            entry = intent_json(lease, step, started[0], None)
+            append(tx, lease.run_id, step.seq, "intent", entry, at=started[1])
+            append(tx, lease.run_id, step.seq, "outcome", outcome_json(outcome, started[0]))
 
     def _outcome(self, tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
         if not end_step(tx, lease, seq, attempt, outcome):

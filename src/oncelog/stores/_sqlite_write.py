@@ -47,6 +47,17 @@ _END_STEP = (
 )
 
 
+# A model call or a read, recorded after it ran: its row written once, in its final state
+# (the journal still holds its intent and its outcome), started ``elapsed`` before now.
+_RECORD_STEP = (
+    "INSERT INTO steps (run_id, seq, step_id, type, tool, kind, key, args_hash, args, state, "
+    "result, error, attempts, tokens_in, tokens_out, started_at, finished_at, cost, "
+    "irreversible, retry_at) "
+    f"SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, {NOW} - ?, {NOW}, COALESCE(?, ?), ?, ? "
+    f"WHERE {_FENCED}{_RETURNING}"
+)
+
+
 def _keep_lease(tx: Tx, lease: Lease, left: float | None) -> None:
     """Extend the lease once half of it is used, as ``fence`` does."""
     if left is None or left < lease.ttl / 2:
@@ -91,3 +102,23 @@ def end_step(tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> 
         return False
     _keep_lease(tx, lease, row[0])
     return True
+
+
+def insert_recorded(
+    tx: Tx, lease: Lease, step: NewStep, outcome: Outcome
+) -> tuple[int, float] | None:
+    """Write a new model call's or read's row as it ended, if the lease holds: its
+    ``(attempts, started_at)``; None if the fence refused (nothing is written)."""
+    run_id = lease.run_id
+    row = tx.execute(
+        _RECORD_STEP,
+        (run_id, step.seq, step.step_id, step.type.value, step.tool, step.kind, step.key,
+         step.args_hash, step.args_json, outcome.state.value, outcome.result_json,
+         outcome.error_json, outcome.tokens_in, outcome.tokens_out, step.elapsed,
+         outcome.cost, step.cost, int(step.irreversible), outcome.retry_at,
+         run_id, lease.owner, lease.token, run_id),
+    ).fetchone()  # fmt: skip
+    if row is None:
+        return None
+    _keep_lease(tx, lease, row[2])
+    return int(row[0]), float(row[1])
