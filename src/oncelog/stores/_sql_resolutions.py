@@ -3,6 +3,8 @@ caller's transaction, holding the run's row, fencing any worker still running th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import InvalidResolution, RunLeased, UnknownRun
@@ -18,66 +20,62 @@ from ._sql_tx import append, lock_run
 _SELECT_STEP = f"SELECT {STEP_COLUMNS} FROM steps"
 
 
-def resolve(
-    tx: Tx,
-    run_id: str,
-    step_id: str,
-    resolution: Resolution,
-    *,
-    result_json: str | None,
-    by: str,
-    note: str | None,
-    force: bool,
-    owner_is_dead: OwnerCheck,
-) -> StepRecord:
-    if not lock_run(tx, run_id):
-        raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
-    step = _step_in_doubt(tx, run_id, step_id)
-    overridden = _live_holder(tx, step, owner_is_dead, force=force)
-    row = _decide_step(tx, step, resolution, result_json)
+@dataclass(frozen=True)
+class Decision:
+    """What a person decided on a step, as ``resolve`` and ``correct_resolution`` take it."""
+
+    resolution: Resolution
+    result_json: str | None
+    by: str
+    note: str | None
+    force: bool
+    owner_is_dead: OwnerCheck
+
+
+def resolve(tx: Tx, run_id: str, step_id: str, decision: Decision) -> StepRecord:
+    """Settle a step in doubt; the run is queued again once no step of it is unknown."""
+    step, overridden, row = _decide(tx, run_id, step_id, decision, _step_in_doubt)
     if not tx.execute(
         "SELECT 1 FROM steps WHERE run_id = ? AND state = 'unknown'", (run_id,)
     ).fetchone():
-        queue.requeue(tx, queue.AFTER_RESOLVE, run_id=run_id, by=by)
-    append(
-        tx, run_id, step.seq, "resolved",
-        resolved_json(resolution, by, note, result_json, overridden),
-    )  # fmt: skip
+        queue.requeue(tx, queue.AFTER_RESOLVE, run_id=run_id, by=decision.by)
+    append(tx, run_id, step.seq, "resolved", _entry(decision, overridden))
     return step_record(row or ())
 
 
-def correct(
+def correct(tx: Tx, run_id: str, step_id: str, decision: Decision) -> StepRecord:
+    """Replace a person's resolution of the run's last step; the decision it replaces
+    stays in the journal, in its own "resolved" record."""
+    step, overridden, row = _decide(tx, run_id, step_id, decision, _step_resolved_last)
+    append(tx, run_id, step.seq, "corrected", _entry(decision, overridden))
+    return step_record(row or ())
+
+
+def _decide(
     tx: Tx,
     run_id: str,
     step_id: str,
-    resolution: Resolution,
-    *,
-    result_json: str | None,
-    by: str,
-    note: str | None,
-    force: bool,
-    owner_is_dead: OwnerCheck,
-) -> StepRecord:
+    decision: Decision,
+    find: Callable[[Tx, str, str], StepRecord],
+) -> tuple[StepRecord, str | None, tuple[Any, ...] | None]:
+    """The step ``find`` allows a decision on, the live owner a forced decision overrides,
+    and the step's row as the decision leaves it."""
     if not lock_run(tx, run_id):
         raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
-    step = _step_resolved_last(tx, run_id, step_id)
-    overridden = _live_holder(tx, step, owner_is_dead, force=force)
-    row = _decide_step(tx, step, resolution, result_json)
-    # The decision it replaces stays in the journal, in its own "resolved" record.
-    entry = resolved_json(resolution, by, note, result_json, overridden)
-    append(tx, run_id, step.seq, "corrected", entry)
-    return step_record(row or ())
+    step = find(tx, run_id, step_id)
+    overridden = _live_holder(tx, step, decision.owner_is_dead, force=decision.force)
+    return step, overridden, _decide_step(tx, step, decision.resolution, decision.result_json)
+
+
+def _entry(decision: Decision, overridden: str | None) -> str:
+    d = decision
+    return resolved_json(d.resolution, d.by, d.note, d.result_json, overridden)
 
 
 def _step_resolved_last(tx: Tx, run_id: str, step_id: str) -> StepRecord:
     """The step a correction may change: a person's resolution is the last thing that
     happened to it, and the run has no step after it (nothing acted on it yet)."""
-    row = tx.execute(
-        f"{_SELECT_STEP} WHERE run_id = ? AND step_id = ?", (run_id, step_id)
-    ).fetchone()
-    if row is None:
-        raise refusals.unknown_step(tx, run_id, step_id)
-    step = step_record(row)
+    step = _step(tx, run_id, step_id)
     last = tx.execute(
         "SELECT event FROM journal WHERE run_id = ? AND seq = ? ORDER BY id DESC LIMIT 1",
         (run_id, step.seq),
@@ -120,13 +118,17 @@ def _live_holder(tx: Tx, step: StepRecord, gone: OwnerCheck, *, force: bool) -> 
     return str(owner)
 
 
-def _step_in_doubt(tx: Tx, run_id: str, step_id: str) -> StepRecord:
+def _step(tx: Tx, run_id: str, step_id: str) -> StepRecord:
     row = tx.execute(
         f"{_SELECT_STEP} WHERE run_id = ? AND step_id = ?", (run_id, step_id)
     ).fetchone()
     if row is None:
         raise refusals.unknown_step(tx, run_id, step_id)
-    step = step_record(row)
+    return step_record(row)
+
+
+def _step_in_doubt(tx: Tx, run_id: str, step_id: str) -> StepRecord:
+    step = _step(tx, run_id, step_id)
     if step.state.value not in IN_DOUBT:
         raise refusals.not_in_doubt(tx, step)
     return step

@@ -284,6 +284,10 @@ class SQLStore:
         ``check_halt``, a kill switch is checked here, under the shared halts lock, so no
         effect starts after a halt was committed (a model call or a read, recorded after
         it ran, was checked before it)."""
+        if previous is None and not step.needs_approval and not lease.budgeted:
+            quick = self._insert_checked(tx, lease, step, reason, check_halt=check_halt)
+            if quick is not None:
+                return quick
         if check_halt:
             tx.lock_halts(exclusive=False)
         fence(tx, lease)
@@ -316,6 +320,14 @@ class SQLStore:
         entry = intent_json(lease, step, attempt, reason, approval)
         append(tx, lease.run_id, step.seq, "intent", entry, at=at)
         return Intent(attempt, tuple(warnings))
+
+    def _insert_checked(
+        self, tx: Tx, lease: Lease, step: NewStep, reason: str | None, *, check_halt: bool
+    ) -> Intent | None:
+        """A new step with no approval or run budget, written with its checks folded into
+        the insert, where a store can (SQLite): None to take the general path, which also
+        says which check refused."""
+        return None
 
     @staticmethod
     def _restart_step(tx: Tx, lease: Lease, step: NewStep, previous: StepState) -> Any:
@@ -434,11 +446,9 @@ class SQLStore:
         force: bool = False,
         owner_is_dead: OwnerCheck = _never_dead,
     ) -> StepRecord:
+        decision = resolutions.Decision(resolution, result_json, by, note, force, owner_is_dead)
         with self._tx() as tx:
-            return resolutions.resolve(
-                tx, run_id, step_id, resolution, result_json=result_json, by=by, note=note,
-                force=force, owner_is_dead=owner_is_dead,
-            )  # fmt: skip
+            return resolutions.resolve(tx, run_id, step_id, decision)
 
     def correct_resolution(
         self,
@@ -452,11 +462,9 @@ class SQLStore:
         force: bool = False,
         owner_is_dead: OwnerCheck = _never_dead,
     ) -> StepRecord:
+        decision = resolutions.Decision(resolution, result_json, by, note, force, owner_is_dead)
         with self._tx() as tx:
-            return resolutions.correct(
-                tx, run_id, step_id, resolution, result_json=result_json, by=by, note=note,
-                force=force, owner_is_dead=owner_is_dead,
-            )  # fmt: skip
+            return resolutions.correct(tx, run_id, step_id, decision)
 
     def set_result_contract(self, tool: str, contract_json: str) -> None:
         with self._tx() as tx:

@@ -242,29 +242,19 @@ class SQLiteStore(SQLStore):
                     raise _store_error(exc, self.path) from exc
                 raise
 
-    def _begin_step(
-        self,
-        tx: Tx,
-        lease: Lease,
-        step: NewStep,
-        previous: StepState | None,
-        reason: str | None = None,
-        *,
-        check_halt: bool = True,
-    ) -> Intent:
-        """A new step with no approval or budget to check: its row, its checks and its
-        journal entry in two statements; otherwise, or when a check refuses, the general
-        path (which says why)."""
-        if previous is None and not step.needs_approval and not lease.budgeted:
-            try:
-                started = insert_step(tx, lease, step, check_halt=check_halt)
-            except sqlite3.IntegrityError as exc:
-                raise duplicate_step(lease, step) from exc
-            if started is not None:
-                entry = intent_json(lease, step, started[0], reason)
-                append(tx, lease.run_id, step.seq, "intent", entry, at=started[1])
-                return Intent(started[0], ())
-        return super()._begin_step(tx, lease, step, previous, reason, check_halt=check_halt)
+    def _insert_checked(
+        self, tx: Tx, lease: Lease, step: NewStep, reason: str | None, *, check_halt: bool
+    ) -> Intent | None:
+        """The step's row, its checks and its journal entry in two statements."""
+        try:
+            started = insert_step(tx, lease, step, check_halt=check_halt)
+        except sqlite3.IntegrityError as exc:
+            raise duplicate_step(lease, step) from exc
+        if started is None:
+            return None
+        entry = intent_json(lease, step, started[0], reason)
+        append(tx, lease.run_id, step.seq, "intent", entry, at=started[1])
+        return Intent(started[0], ())
 
     def record_step(
         self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
