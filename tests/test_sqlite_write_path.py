@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import oncelog
-from oncelog._records import ApprovalStatus, HaltScope, StepState, StepType
-from oncelog._serialization import digest
+from oncelog.records._records import ApprovalStatus, HaltScope, StepState, StepType
+from oncelog.records._serialization import digest
 from oncelog.stores import SQLiteStore
 from oncelog.stores._protocol import Lease, NewStep, Outcome
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._records import Checkpoint
+from ..records._records import Checkpoint
 from ._rows import APPROVAL_COLUMNS, HALT_COLUMNS, STEP_COLUMNS
 from ._shared import new_checkpoint
 from ._sql import NOW, Tx

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import InvalidResolution, RunLeased, UnknownRun
-from .._records import Resolution, StepRecord
+from ..records._records import Resolution, StepRecord
 from . import _sql_queue as queue
 from . import _sql_refusals as refusals
 from ._protocol import OwnerCheck

@@ -3,9 +3,9 @@ row: the steps of ``SQLStore.acquire`` that are not the lease itself."""
 
 from __future__ import annotations
 
-from .._budgets import Budget
 from .._exceptions import RunLeased
-from .._records import RunRecord
+from ..controls._budgets import Budget
+from ..records._records import RunRecord
 from ._protocol import OwnerCheck
 from ._rows import journal_json, text
 from ._shared import plan_replaced_json

@@ -25,14 +25,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-from .._chain import link
 from .._exceptions import (
     ConfigurationError,
     CorruptRecord,
     LedgerNotFound,
     StoreUnavailable,
 )
-from .._records import StepState
+from ..audit._chain import link
+from ..records._records import StepState
 from ._migrations import pending
 from ._protocol import DURABILITY, Intent, Lease, NewStep, Outcome
 from ._shared import duplicate_step, intent_json, outcome_json, step_changed

@@ -13,7 +13,7 @@ chain's link is computed by ``oncelog_link``, registered on the connection.
 
 from __future__ import annotations
 
-from .._chain import GENESIS
+from ..audit._chain import GENESIS
 from ._protocol import Lease, NewStep, Outcome
 from ._sql import NOW, Tx
 from ._sql_controls import HALT_ON
