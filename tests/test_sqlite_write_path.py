@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -67,7 +67,7 @@ def traced(store: SQLiteStore) -> Iterator[list[str]]:
         store._db = db
 
 
-def effect_statements(db_path: str, durability: str) -> list[str]:
+def effect_statements(db_path: str, durability: Literal["intent", "full"]) -> list[str]:
     ledger = oncelog.open(db_path, durability=durability)
     send = ledger.tool(kind="create", name="send")(lambda to, *, idempotency_key: {"ok": 1})
     store = ledger.store
