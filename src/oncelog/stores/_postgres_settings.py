@@ -81,10 +81,14 @@ def session_settings(timeout: float) -> str:
     """The statements every new connection runs. ``synchronous_commit = on`` is set
     whatever the role, database or URL say: a commit returns only once its WAL is flushed,
     so a committed intent survives a server crash. ``standard_conforming_strings``: the
-    store's SQL writes backslashes in literals as they are (``_postgres_text``)."""
+    store's SQL writes backslashes in literals as they are (``_postgres_text``).
+    ``extra_float_digits = 1``: a float is written as the shortest text that reads back
+    exactly, as Python's repr writes it, which the journal's hash is made of on the server
+    (``oncelog_time_text``)."""
     ms = math.ceil(timeout * 1000)
     return (
         "SET synchronous_commit = on; SET standard_conforming_strings = on; "
+        "SET extra_float_digits = 1; "
         f"SET statement_timeout = {ms}; SET lock_timeout = {ms}; "
         f"SET idle_in_transaction_session_timeout = {ms}"
     )

@@ -1,0 +1,4 @@
+-- PostgreSQL fires its budget trigger only where a counted value changes and drops the
+-- SET clause of its transition functions (0014_lean_transitions.sql there). SQLite's
+-- triggers run in the agent's process and cost no context switch: nothing to change.
+-- Kept so both dialects have the same migrations.
