@@ -17,6 +17,7 @@ import pytest
 import oncelog
 from oncelog import StepState
 from oncelog.stores import _postgres_pool
+from oncelog.stores._postgres_settings import session_settings
 
 from .conftest import require
 from .support.postgres import ADMIN_URL, POSTGRES_REASON, execute, fresh_schema, postgres_is_up
@@ -53,6 +54,28 @@ def test_an_effect_is_two_round_trips(proxy: tuple[RoundTrips, str]) -> None:
                 assert run.read(f"read-{n}", len, "abc") == 3
                 assert rt.count - before == 2  # the kill switch read before it runs, its record
         assert ledger.verify().ok  # the chain the server hashed is the one Python checks
+
+
+def test_a_session_writing_floats_short_takes_the_stores_way_with_a_true_hash(
+    proxy: tuple[RoundTrips, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With extra_float_digits at 0 PostgreSQL writes a time with 15 digits, not as Python
+    # does: the server's hash would be wrong. The functions hand the step back (OL000) and
+    # the store's transaction records it, hashed in Python.
+    rt, url = proxy
+    monkeypatch.setattr(
+        "oncelog.stores._postgres_pool.session_settings",
+        lambda timeout: session_settings(timeout) + "; SET extra_float_digits = 0",
+    )
+    with oncelog.open(url, lease_ttl=3600) as ledger:
+        send = ledger.tool(kind="create", name="send")(_send)
+        with ledger.run("r") as run:
+            for n in range(8):
+                run.effect(f"warm-{n}", send, n)
+            before = rt.count
+            assert run.effect("send", send, 1) == 1
+            assert rt.count - before > 2  # the functions' calls, then the transaction
+        assert ledger.verify().ok
 
 
 def test_a_halt_found_by_the_intents_call_stops_the_step_as_before(

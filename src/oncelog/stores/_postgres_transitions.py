@@ -1,11 +1,12 @@
 """An intent and an outcome on PostgreSQL in one round trip each: a call of a server-side
-function (``migrations/postgres/0013_transition_functions.sql``) in autocommit, which does
-what ``SQLStore``'s transaction does, with the same locks in the same order.
+function (``migrations/postgres/0013_transition_functions.sql``, written out flat by 0014)
+in autocommit, which does what ``SQLStore``'s transaction does, with the same locks in the
+same order.
 
 The functions do the common case: a new step's intent without an approval or a run budget,
 an outcome, and the two together for a step recorded after it ran. The rest, and whatever
 the function finds needs the store's Python logic (SQLSTATE ``OL000``: a halt that is on,
-an agent with a daily budget), takes the transaction of ``SQLStore``, which decides and
+an agent with a daily budget, a time whose text is not Python's), takes the transaction of ``SQLStore``, which decides and
 raises as it always did. The errors the functions raise themselves are the store's own.
 """
 
