@@ -6,8 +6,9 @@ same order.
 The functions do the common case: a new step's intent without an approval or a run budget,
 an outcome, and the two together for a step recorded after it ran. The rest, and whatever
 the function finds needs the store's Python logic (SQLSTATE ``OL000``: a halt that is on,
-an agent with a daily budget, a time whose text is not Python's), takes the transaction of ``SQLStore``, which decides and
-raises as it always did. The errors the functions raise themselves are the store's own.
+an agent with a daily budget, a time whose text is not Python's), takes the transaction
+of ``SQLStore``, which decides and raises as it always did. The errors the functions
+raise themselves are the store's own.
 """
 
 from __future__ import annotations
