@@ -1,4 +1,5 @@
--- Less work on the server for each intent and outcome (issue 15.3, second pass).
+-- Less work on the server for each intent and outcome (issue 15.3, second pass). Every
+-- statement may run again (a test re-applies the migrations from 12 on).
 --
 -- The budget trigger of 0009 ran a plpgsql function with the whole row on every write of
 -- a step, twice for an UPDATE (take away the old version, add the new). Most writes change
@@ -44,8 +45,10 @@ BEGIN
     RETURN NULL;
 END;
 $$;
-DROP FUNCTION oncelog_count_step(steps, INTEGER);
-DROP TRIGGER steps_count ON steps;
+DROP FUNCTION IF EXISTS oncelog_count_step(steps, INTEGER);
+DROP TRIGGER IF EXISTS steps_count ON steps;
+DROP TRIGGER IF EXISTS steps_count_insert ON steps;
+DROP TRIGGER IF EXISTS steps_count_update ON steps;
 CREATE TRIGGER steps_count_insert AFTER INSERT ON steps FOR EACH ROW
     WHEN (NEW.state <> 'failed') EXECUTE FUNCTION oncelog_count_steps();
 CREATE TRIGGER steps_count_update AFTER UPDATE OF state, tokens_in, tokens_out, cost,
@@ -68,19 +71,21 @@ CREATE TRIGGER steps_count_update AFTER UPDATE OF state, tokens_in, tokens_out, 
 -- (_postgres_settings.session_settings); any value above 0 writes a float as the shortest
 -- text that reads back exactly, as Python's repr does, and a session that set it lower
 -- gets OL000 and the client's way, never a wrong hash.
-DROP FUNCTION oncelog_intent(TEXT, TEXT, BIGINT, DOUBLE PRECISION, TEXT, INTEGER, TEXT, TEXT,
-    TEXT, TEXT, TEXT, TEXT, TEXT, DOUBLE PRECISION, DOUBLE PRECISION, INTEGER, TEXT, TEXT);
-DROP FUNCTION oncelog_outcome(TEXT, TEXT, BIGINT, DOUBLE PRECISION, INTEGER, TEXT, INTEGER,
-    TEXT, TEXT, TEXT, INTEGER, INTEGER, DOUBLE PRECISION, DOUBLE PRECISION, TEXT, TEXT);
-DROP FUNCTION oncelog_fence(TEXT, TEXT, BIGINT, DOUBLE PRECISION);
-DROP FUNCTION oncelog_append(TEXT, INTEGER, TEXT, TEXT, DOUBLE PRECISION, TEXT);
-DROP FUNCTION oncelog_time_text(DOUBLE PRECISION);
+DROP FUNCTION IF EXISTS oncelog_intent(TEXT, TEXT, BIGINT, DOUBLE PRECISION, TEXT, INTEGER,
+    TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, DOUBLE PRECISION, DOUBLE PRECISION, INTEGER,
+    TEXT, TEXT);
+DROP FUNCTION IF EXISTS oncelog_outcome(TEXT, TEXT, BIGINT, DOUBLE PRECISION, INTEGER, TEXT,
+    INTEGER, TEXT, TEXT, TEXT, INTEGER, INTEGER, DOUBLE PRECISION, DOUBLE PRECISION, TEXT,
+    TEXT);
+DROP FUNCTION IF EXISTS oncelog_fence(TEXT, TEXT, BIGINT, DOUBLE PRECISION);
+DROP FUNCTION IF EXISTS oncelog_append(TEXT, INTEGER, TEXT, TEXT, DOUBLE PRECISION, TEXT);
+DROP FUNCTION IF EXISTS oncelog_time_text(DOUBLE PRECISION);
 
 -- The journal's hash of _chain.link: the previous hash, the client's head of the canonical
 -- record, the data as a JSON string (to_json escapes as Python's json.dumps does), the
 -- time as json.dumps writes it: NULL when PostgreSQL's text is not Python's (a whole
 -- number gets ".0"; exponents are left to the client).
-CREATE FUNCTION oncelog_link(p_previous TEXT, p_chain_head TEXT, p_data TEXT,
+CREATE OR REPLACE FUNCTION oncelog_link(p_previous TEXT, p_chain_head TEXT, p_data TEXT,
                              p_at DOUBLE PRECISION) RETURNS TEXT
 LANGUAGE sql STABLE AS $$
     SELECT encode(sha256(convert_to(COALESCE(p_previous, repeat('0', 64)) || p_chain_head
@@ -93,7 +98,7 @@ $$;
 
 -- SQLStore._begin_step for a new step without an approval or a run budget: its attempt
 -- number, 1.
-CREATE FUNCTION oncelog_intent(
+CREATE OR REPLACE FUNCTION oncelog_intent(
     p_run_id TEXT, p_owner TEXT, p_token BIGINT, p_ttl DOUBLE PRECISION, p_agent TEXT,
     p_seq INTEGER, p_step_id TEXT, p_type TEXT, p_tool TEXT, p_kind TEXT, p_key TEXT,
     p_args_hash TEXT, p_args TEXT, p_elapsed DOUBLE PRECISION, p_cost DOUBLE PRECISION,
@@ -149,10 +154,10 @@ $$;
 -- step is named by both its keys: on a table whose statistics are stale (a new ledger)
 -- the planner may take either unique index for the generic plan, and with only the run
 -- in the other's condition it scans every step of the run.
-CREATE FUNCTION oncelog_outcome(
+CREATE OR REPLACE FUNCTION oncelog_outcome(
     p_run_id TEXT, p_owner TEXT, p_token BIGINT, p_ttl DOUBLE PRECISION, p_seq INTEGER,
-    p_step_id TEXT, p_attempt INTEGER, p_state TEXT, p_result TEXT, p_error TEXT, p_tokens_in INTEGER,
-    p_tokens_out INTEGER, p_cost DOUBLE PRECISION, p_retry_at DOUBLE PRECISION,
+    p_step_id TEXT, p_attempt INTEGER, p_state TEXT, p_result TEXT, p_error TEXT,
+    p_tokens_in INTEGER, p_tokens_out INTEGER, p_cost DOUBLE PRECISION, p_retry_at DOUBLE PRECISION,
     p_data TEXT, p_chain_head TEXT) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
