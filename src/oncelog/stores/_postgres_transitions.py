@@ -1,5 +1,5 @@
 """An intent and an outcome on PostgreSQL in one round trip each: a call of a server-side
-function (``migrations/postgres/0013_transition_functions.sql``, written out flat by 0014)
+function (``migrations/postgres/0013_transition_functions.sql``, written out flat by 0015)
 in autocommit, which does what ``SQLStore``'s transaction does, with the same locks in the
 same order.
 

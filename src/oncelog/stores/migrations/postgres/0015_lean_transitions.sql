@@ -1,5 +1,5 @@
 -- Less work on the server for each intent and outcome (issue 15.3, second pass). Every
--- statement may run again (a test re-applies the migrations from 12 on).
+-- statement may run again (a test re-applies the later migrations).
 --
 -- The budget trigger of 0009 ran a plpgsql function with the whole row on every write of
 -- a step, twice for an UPDATE (take away the old version, add the new). Most writes change

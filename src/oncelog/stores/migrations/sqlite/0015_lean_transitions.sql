@@ -1,5 +1,5 @@
 -- PostgreSQL fires its budget trigger only where a counted value changes and writes its
--- transition functions out flat, without a SET clause (0014_lean_transitions.sql there).
+-- transition functions out flat, without a SET clause (0015_lean_transitions.sql there).
 -- SQLite's triggers run inside the agent's process, where a write costs no round trip;
 -- their totals are the same either way: nothing to change. Kept so both dialects have the
 -- same migrations.
