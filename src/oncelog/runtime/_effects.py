@@ -47,7 +47,7 @@ from ..display import visible
 from ..failures import Failure
 from ..observe import _observe as observe
 from ..records._no_result import NO_RESULT
-from ..records._records import ApprovalStatus, ReplayRow, StepRecord, StepState, StepType
+from ..records._records import ApprovalStatus, StepRecord, StepState, StepType
 from ..records._serialization import decode, digest, encode_decoded
 from ..stores._protocol import Lease, NewStep, Outcome, Store
 from . import _crashpoints as crashpoints
@@ -66,7 +66,7 @@ from ._calls import (
 from ._decide import IN_DOUBT, Action, Situation, attempts_left, decide, deduplicated, key_honoured
 from ._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found
 from ._reconcile import ask
-from ._replay import ReplayCursor, check_same_step
+from ._replay import MISS, ReplayCursor, check_same_step
 
 log = logging.getLogger("oncelog")
 
@@ -95,25 +95,6 @@ def _why_halted(action: Action, situation: Situation) -> list[str]:
     if not attempts_left(situation) and (situation.probe is NOT_FOUND or deduplicated(situation)):
         return [f"but the retry policy's {situation.max_attempts} attempts are used up"]
     return []
-
-
-def _replayed_done(row: ReplayRow, step_id: str, call: Call) -> Replayed | None:
-    """Replay's hot path, one call per recorded step: a done step, the same step, asked
-    with the same arguments, replays its result (the table's row for a done step is
-    REPLAY whatever else holds: tests/test_decide.py). None for anything else, which the
-    whole record decides, with the checks and the messages of every other state."""
-    _, recorded_id, type_, tool, state, args_json, result_json, error_json_ = row
-    if (
-        state != "done" or error_json_ is not None or recorded_id != step_id
-        or tool != call.spec.name or type_ != call.step_type
-    ):  # fmt: skip
-        return None
-    try:  # comparing with the decoded arguments runs in C; no encoding, no hash
-        if decode(args_json) != call.payload:
-            return None
-        return Replayed(NO_RESULT if result_json is None else decode(result_json))
-    except ValueError:  # the whole record names what does not decode
-        return None
 
 
 class Engine:
@@ -163,17 +144,31 @@ class Engine:
     def run_id(self) -> str:
         return self.lease.run_id
 
+    def replay_done(
+        self, seq: int, step_id: str | None, step_type: StepType, tool: str, payload: Any
+    ) -> Any:
+        """Replay's hot path, one call per recorded step: the result of the done step at
+        ``seq`` when it is the same step asked with the same arguments (the table's row
+        for a done step is REPLAY whatever else holds: tests/test_decide.py). MISS for
+        anything else, and for a step not on the page read last: ``prepare`` decides it,
+        with the checks and the messages of every other state."""
+        found = self.cursor.on_page(seq) if self._broken is None else None
+        if (
+            found is None or found[1] is not step_type or found[2] != tool
+            or found[0] != (f"{tool}@{seq}" if step_id is None else step_id)
+            or found[3] != payload  # comparing decoded arguments runs in C: no encoding
+        ):  # fmt: skip
+            return MISS
+        return found[4]
+
     def prepare(self, seq: int, call: Call) -> Replayed | Pending:
         step_id = call.step_id if call.step_id is not None else f"{call.tool}@{seq}"
-        row = self.cursor.on_page(seq) if self._broken is None else None
-        if row is None:
-            row = self._store(self.cursor.row, seq)
-        if row is None:
+        if self._store(self.cursor.row, seq) is None:  # reads the page holding seq
             record = None
         else:
-            replayed = _replayed_done(row, step_id, call)
-            if replayed is not None:
-                return replayed
+            value = self.replay_done(seq, call.step_id, call.step_type, call.tool, call.payload)
+            if value is not MISS:
+                return Replayed(value)
             record = self._store(self.cursor.recorded, seq)
         if record is None:
             self._check_plan(call, step_id)

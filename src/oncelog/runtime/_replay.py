@@ -4,19 +4,73 @@ Replay re-executes the agent's code from the top. The n-th ledger call is positi
 if a step is recorded there it must be the same step, or the run halts with
 ``ReplayDivergence`` instead of guessing. Recorded steps are read a page at a time, so
 memory stays flat however long the journal grows, and only the columns that replaying a
-done step needs (``ReplayRow``); a step in any other state is read again whole.
+done step needs (``ReplayRow``); a step in any other state is read again whole. A page's
+arguments and results are decoded together, in one C call each.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import shlex
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from .._exceptions import ReplayDivergence
+from ..records._no_result import NO_RESULT
 from ..records._records import ReplayRow, StepRecord, StepType
+from ..records._serialization import decode
 from ..stores._protocol import Store
 
 PAGE = 512
+
+# A recorded step as replay compares it: (step id, type, tool, arguments, result), decoded.
+# A step that is not replayed from it (not done, done with an error, text that does not
+# decode) has UNDECODED for arguments, which no call's arguments equal: the whole record
+# decides it, with the messages of every other state.
+Entry = tuple[str, StepType | None, str, Any, Any]
+UNDECODED: Any = object()
+MISS: Any = object()  # what replay hands back for a step it does not replay
+_TYPES = {t.value: t for t in StepType}
+
+
+def _one(text: str) -> Any:
+    try:
+        return decode(text)
+    except (ValueError, RecursionError):
+        return UNDECODED
+
+
+def _decode_all(texts: tuple[str, ...]) -> list[Any] | None:
+    """The texts decoded in one ``json.loads``; None unless each is one JSON value (then
+    the page is decoded text by text, and only a text at fault names its step)."""
+    try:
+        values = json.loads("[" + ",".join(texts) + "]")
+    except (ValueError, RecursionError):
+        return None
+    return values if type(values) is list and len(values) == len(texts) else None
+
+
+def _entries(rows: list[ReplayRow]) -> dict[int, Entry]:
+    """The page's steps by position. The common page, every step done with a result, is
+    decoded and assembled in C; any other goes row by row."""
+    n = len(rows)
+    seqs, ids, types, tools, states, args, results, errors = zip(*rows)
+    if states.count("done") == n and errors.count(None) == n and results.count(None) == 0:
+        decoded = _decode_all(args + results)
+        if decoded is not None:
+            steps = zip(ids, map(_TYPES.get, types), tools, decoded[:n], decoded[n:])
+            return dict(zip(seqs, steps))
+    page: dict[int, Entry] = {}
+    for seq, step_id, type_, tool, state, args_json, result_json, error in rows:
+        arguments = result = UNDECODED
+        if state == "done" and error is None:
+            result = NO_RESULT if result_json is None else _one(result_json)
+            if result is not UNDECODED:
+                arguments = _one(args_json)
+        page[seq] = (step_id, _TYPES.get(type_), tool, arguments, result)
+    return page
 
 
 class ReplayCursor:
@@ -24,29 +78,24 @@ class ReplayCursor:
         self._store = store
         self._run_id = run_id
         self.frontier = frontier  # positions at or past it were never recorded
-        self._next = 0
+        # The next position, handed out atomically (a C call under the GIL, no lock) so
+        # that concurrent steps stay ordered: ``position()``.
+        self.position: Callable[[], int] = itertools.count().__next__
+        # One past the position taken last, set by the step that took it: exact when
+        # steps are taken one at a time, a hint when they race (whether to encode the
+        # arguments before taking a position).
+        self.next = 0
         # The page read last, as (lo, hi, rows by position): replaced whole, so a step
         # finds it on the page without taking the lock.
-        self._window: tuple[int, int, dict[int, ReplayRow]] = (0, 0, {})
+        self._window: tuple[int, int, dict[int, Entry]] = (0, 0, {})
         self._lock = threading.Lock()
 
-    def position(self) -> int:
-        """The next position, handed out synchronously so concurrent steps stay ordered."""
-        with self._lock:
-            seq = self._next
-            self._next += 1
-            return seq
-
-    def replaying(self) -> bool:
-        """Whether the next position may hold a recorded step."""
-        return self._next < self.frontier
-
-    def on_page(self, seq: int) -> ReplayRow | None:
-        """The row at ``seq`` if the page read last holds it: no store call, no lock."""
+    def on_page(self, seq: int) -> Entry | None:
+        """The step at ``seq`` if the page read last holds it: no store call, no lock."""
         lo, hi, page = self._window
         return page.get(seq) if lo <= seq < hi else None
 
-    def row(self, seq: int) -> ReplayRow | None:
+    def row(self, seq: int) -> Entry | None:
         """What replay reads of the step recorded at ``seq`` (None: nothing recorded)."""
         if seq >= self.frontier:
             return None
@@ -55,7 +104,7 @@ class ReplayCursor:
             if not lo <= seq < hi:
                 rows = self._store.replay_rows(self._run_id, seq, PAGE)
                 hi = rows[-1][0] + 1 if len(rows) == PAGE else self.frontier
-                page = {r[0]: r for r in rows}
+                page = _entries(rows)
                 self._window = (seq, hi, page)
             return page.get(seq)
 
@@ -77,12 +126,14 @@ class ReplayCursor:
             self.frontier = max(self.frontier, seq + 1)
 
     def check_fully_replayed(self) -> None:
-        """At a normal exit every recorded position must have been asked for again."""
-        if self._next < self.frontier:
-            missing = self.recorded(self._next)
-            name = missing.step_id if missing else f"position {self._next}"
+        """At a normal exit every recorded position must have been asked for again. (It
+        takes a position to learn how many were taken: the run takes no step after it.)"""
+        taken = self.position()
+        if taken < self.frontier:
+            missing = self.recorded(taken)
+            name = missing.step_id if missing else f"position {taken}"
             raise ReplayDivergence(
-                f"the run finished after {self._next} steps, but the journal records "
+                f"the run finished after {taken} steps, but the journal records "
                 f"{self.frontier}; the code took another path than the recorded run",
                 run_id=self._run_id,
                 step_id=name,

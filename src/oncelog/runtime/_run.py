@@ -39,8 +39,9 @@ from ..records._serialization import MAX_DEPTH
 from ._calls import Again, Call, Pending, Replayed, encode_args
 from ._effects import Engine
 from ._names import MAX_NAME_CHARS, check_name
+from ._replay import MISS
 from ._run_options import RunOptions
-from ._tools import ACTIVE_RUN, Caller, Tool, step_spec
+from ._tools import ACTIVE_RUN, Caller, Tool, ToolSpec, step_spec
 
 log = logging.getLogger("oncelog")
 
@@ -86,6 +87,15 @@ async def _sleep(seconds: float) -> None:
     import asyncio
 
     await asyncio.sleep(seconds)
+
+
+# A call checked, before it takes a position: (spec, function, payload, redaction key,
+# canonical arguments for a step that runs live).
+_Step = tuple[ToolSpec, Callable[..., Any], dict[str, Any], "bytes | None", "str | None"]
+
+
+async def _replayed(value: R) -> R:
+    return value
 
 
 @dataclass(frozen=True)
@@ -137,14 +147,15 @@ class _Steps:
             run_id=self.run_id,
         )
 
-    def _call(
+    def _asked(
         self,
         step_id: str | None,
         type_: StepType,
         tool: Any,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-    ) -> tuple[Call, Callable[..., Any]]:
+    ) -> _Step:
+        """The checks of a call, made before it takes a position, and what it asks for."""
         if step_id is not None and not (
             # check_name's verdict on the common id, without its calls (once per step)
             type(step_id) is str and 0 < len(step_id) <= MAX_NAME_CHARS
@@ -187,10 +198,17 @@ class _Steps:
                     run_id=self.run_id, step_id=step_id,
                 ) from None  # fmt: skip
         args_json = None
-        if not self._engine.cursor.replaying():
-            limit = self._ledger.max_payload_bytes
+        if self._engine.cursor.next >= self._engine.cursor.frontier:
+            # Refused before it takes a position; replay compares decoded arguments.
+            args_json = encode_args(payload, self._ledger.max_payload_bytes, self.run_id, step_id)
+        return spec, fn, payload, secret_key, args_json
+
+    def _call(self, step_id: str | None, type_: StepType, step: _Step, seq: int) -> Call:
+        spec, _, payload, secret_key, args_json = step
+        if args_json is None and seq >= self._engine.cursor.frontier:  # a concurrent step's
+            limit = self._ledger.max_payload_bytes  # position was taken in between
             args_json = encode_args(payload, limit, self.run_id, step_id)
-        return Call(step_id, type_, spec, payload, args_json, secret_key), fn
+        return Call(step_id, type_, spec, payload, args_json, secret_key)
 
     def _kwargs_for(self, pending: Pending, tool: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
         """What oncelog adds to an effect's arguments: its idempotency key, and the run's
@@ -212,10 +230,18 @@ class _Steps:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        call, fn = self._call(step_id, type_, tool, args, kwargs)
-        seq = self._engine.cursor.position()
+        step = self._asked(step_id, type_, tool, args, kwargs)
+        engine = self._engine
+        cursor = engine.cursor
+        seq = cursor.position()
+        cursor.next = seq + 1
+        if seq < cursor.frontier:
+            value = engine.replay_done(seq, step_id, type_, step[0].name, step[2])
+            if value is not MISS:
+                return value
+        call, fn = self._call(step_id, type_, step, seq), step[1]
         while True:  # a failed attempt the retry policy makes again comes back here
-            got = self._engine.prepare(seq, call)
+            got = engine.prepare(seq, call)
             if isinstance(got, Replayed):
                 return got.value
             try:
@@ -380,9 +406,17 @@ class AsyncRun(_Steps):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Coroutine[Any, Any, Any]:
-        call, fn = self._call(step_id, type_, tool, args, kwargs)
-        seq = self._engine.cursor.position()
-        return self._run_step(seq, call, fn, tool, args, kwargs)
+        step = self._asked(step_id, type_, tool, args, kwargs)
+        engine = self._engine
+        cursor = engine.cursor
+        seq = cursor.position()
+        cursor.next = seq + 1
+        if seq < cursor.frontier:
+            # Replayed on the event loop: the page read last is in memory, no thread needed.
+            value = engine.replay_done(seq, step_id, type_, step[0].name, step[2])
+            if value is not MISS:
+                return _replayed(value)
+        return self._run_step(seq, self._call(step_id, type_, step, seq), step[1], tool, args, kwargs)
 
     async def _run_step(
         self,
