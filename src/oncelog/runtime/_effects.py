@@ -46,7 +46,6 @@ from ..controls._budgets import check, refusal
 from ..display import visible
 from ..failures import Failure
 from ..observe import _observe as observe
-from ..records._no_result import NO_RESULT
 from ..records._records import ApprovalStatus, StepRecord, StepState, StepType
 from ..records._serialization import decode, digest, encode_decoded
 from ..stores._protocol import Lease, NewStep, Outcome, Store

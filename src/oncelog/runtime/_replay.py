@@ -56,12 +56,12 @@ def _entries(rows: list[ReplayRow]) -> dict[int, Entry]:
     """The page's steps by position. The common page, every step done with a result, is
     decoded and assembled in C; any other goes row by row."""
     n = len(rows)
-    seqs, ids, types, tools, states, args, results, errors = zip(*rows)
+    seqs, ids, types, tools, states, args, results, errors = zip(*rows, strict=True)
     if states.count("done") == n and errors.count(None) == n and results.count(None) == 0:
         decoded = _decode_all(args + results)
         if decoded is not None:
-            steps = zip(ids, map(_TYPES.get, types), tools, decoded[:n], decoded[n:])
-            return dict(zip(seqs, steps))
+            steps = zip(ids, map(_TYPES.get, types), tools, decoded[:n], decoded[n:], strict=True)
+            return dict(zip(seqs, steps, strict=True))
     page: dict[int, Entry] = {}
     for seq, step_id, type_, tool, state, args_json, result_json, error in rows:
         arguments = result = UNDECODED

@@ -416,7 +416,9 @@ class AsyncRun(_Steps):
             value = engine.replay_done(seq, step_id, type_, step[0].name, step[2])
             if value is not MISS:
                 return _replayed(value)
-        return self._run_step(seq, self._call(step_id, type_, step, seq), step[1], tool, args, kwargs)
+        return self._run_step(
+            seq, self._call(step_id, type_, step, seq), step[1], tool, args, kwargs
+        )
 
     async def _run_step(
         self,
