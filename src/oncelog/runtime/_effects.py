@@ -151,7 +151,8 @@ class Engine:
         for a done step is REPLAY whatever else holds: tests/test_decide.py). MISS for
         anything else, and for a step not on the page read last: ``prepare`` decides it,
         with the checks and the messages of every other state."""
-        found = self.cursor.on_page(seq) if self._broken is None else None
+        lo, hi, page = self.cursor.window  # no store call, no lock
+        found = page.get(seq) if lo <= seq < hi and self._broken is None else None
         if (
             found is None or found[1] is not step_type or found[2] != tool
             or found[0] != (f"{tool}@{seq}" if step_id is None else step_id)

@@ -56,6 +56,8 @@ def _entries(rows: list[ReplayRow]) -> dict[int, Entry]:
     """The page's steps by position. The common page, every step done with a result, is
     decoded and assembled in C; any other goes row by row."""
     n = len(rows)
+    if n == 0:
+        return {}
     seqs, ids, types, tools, states, args, results, errors = zip(*rows, strict=True)
     if states.count("done") == n and errors.count(None) == n and results.count(None) == 0:
         decoded = _decode_all(args + results)
@@ -85,27 +87,22 @@ class ReplayCursor:
         # steps are taken one at a time, a hint when they race (whether to encode the
         # arguments before taking a position).
         self.next = 0
-        # The page read last, as (lo, hi, rows by position): replaced whole, so a step
-        # finds it on the page without taking the lock.
-        self._window: tuple[int, int, dict[int, Entry]] = (0, 0, {})
+        # The page read last, as (lo, hi, entries by position): replaced whole, so a
+        # step finds itself on the page without a store call or the lock.
+        self.window: tuple[int, int, dict[int, Entry]] = (0, 0, {})
         self._lock = threading.Lock()
-
-    def on_page(self, seq: int) -> Entry | None:
-        """The step at ``seq`` if the page read last holds it: no store call, no lock."""
-        lo, hi, page = self._window
-        return page.get(seq) if lo <= seq < hi else None
 
     def row(self, seq: int) -> Entry | None:
         """What replay reads of the step recorded at ``seq`` (None: nothing recorded)."""
         if seq >= self.frontier:
             return None
         with self._lock:
-            lo, hi, page = self._window
+            lo, hi, page = self.window
             if not lo <= seq < hi:
                 rows = self._store.replay_rows(self._run_id, seq, PAGE)
                 hi = rows[-1][0] + 1 if len(rows) == PAGE else self.frontier
                 page = _entries(rows)
-                self._window = (seq, hi, page)
+                self.window = (seq, hi, page)
             return page.get(seq)
 
     def recorded(self, seq: int) -> StepRecord | None:
@@ -118,7 +115,7 @@ class ReplayCursor:
     def reread(self) -> None:
         """Forget the page read so far: a step on it was rewritten by this run."""
         with self._lock:
-            self._window = (0, 0, {})
+            self.window = (0, 0, {})
 
     def advance_frontier(self, seq: int) -> None:
         """A live step was recorded at ``seq``."""
