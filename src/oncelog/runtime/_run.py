@@ -45,6 +45,10 @@ from ._tools import ACTIVE_RUN, Caller, Tool, ToolSpec, step_spec
 
 log = logging.getLogger("oncelog")
 
+# Module constants: on Python 3.11 reading an enum member off its class costs about 1,000
+# instructions (a global: about 60), and replay reads one or two per step.
+_EFFECT, _READ, _LLM = StepType.EFFECT, StepType.READ, StepType.LLM
+
 if TYPE_CHECKING:
     from ..audit._signing import Signer
     from ..controls._budgets import Budget, Usage
@@ -163,7 +167,7 @@ class _Steps:
         ):  # fmt: skip
             # Before anything: an empty or unstorable id would be refused only by a store.
             check_name(step_id, "step_id", run_id=self.run_id)
-        if type_ is StepType.EFFECT:
+        if type_ is _EFFECT:
             if not isinstance(tool, Tool):
                 raise NotATool(
                     f"{tool!r} is not an oncelog tool; declare it with @ledger.tool(kind=...)",
@@ -259,7 +263,7 @@ class _Steps:
         """What calling ``tool(...)`` inside this run does: an effect at the next position,
         run and recorded at once. (An ``AsyncRun`` hands back an awaitable for a coroutine
         function, which the caller awaits as it would await the tool's own.)"""
-        return self._sync_step(None, StepType.EFFECT, tool, args, kwargs)
+        return self._sync_step(None, _EFFECT, tool, args, kwargs)
 
     def _failed(self, pending: Pending, exc: Exception) -> Exception | None:
         """The exception to raise, or None to make the attempt again."""
@@ -357,7 +361,7 @@ class Run(_Steps):
 
         ``step_id`` is a stable name (ideally from the stored plan) or None for the
         position of the call in the run. The tool receives ``idempotency_key``."""
-        result: R = self._sync_step(step_id, StepType.EFFECT, tool, args, kwargs)
+        result: R = self._sync_step(step_id, _EFFECT, tool, args, kwargs)
         return result
 
     def read(
@@ -369,7 +373,7 @@ class Run(_Steps):
         ``input_digest``, a hash of an input not passed as an argument, is recorded with
         the arguments, so that replay warns when it differs."""
         asked = _Asked(fn, name, input_digest)
-        result: R = self._sync_step(step_id, StepType.READ, asked, args, kwargs)
+        result: R = self._sync_step(step_id, _READ, asked, args, kwargs)
         return result
 
     def llm(
@@ -379,7 +383,7 @@ class Run(_Steps):
         """A model call: its response and token usage are recorded; replay costs no tokens.
         ``name`` and ``input_digest`` as for ``read``."""
         asked = _Asked(fn, name, input_digest)
-        result: R = self._sync_step(step_id, StepType.LLM, asked, args, kwargs)
+        result: R = self._sync_step(step_id, _LLM, asked, args, kwargs)
         return result
 
 
@@ -395,7 +399,7 @@ class AsyncRun(_Steps):
         self, tool: Tool[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         if tool.is_async:
-            return self._async_step(None, StepType.EFFECT, tool, args, kwargs)
+            return self._async_step(None, _EFFECT, tool, args, kwargs)
         return super().tool_called(tool, args, kwargs)
 
     def _async_step(
@@ -460,7 +464,7 @@ class AsyncRun(_Steps):
         self, step_id: str | None, tool: Tool[..., Any], /, *args: Any, **kwargs: Any
     ) -> Coroutine[Any, Any, Any]:
         """Await to run ``tool`` once for this step; see ``Run.effect``."""
-        return self._async_step(step_id, StepType.EFFECT, tool, args, kwargs)
+        return self._async_step(step_id, _EFFECT, tool, args, kwargs)
 
     def read(
         self, step_id: str | None, fn: Callable[..., Any], /, *args: Any,
@@ -468,7 +472,7 @@ class AsyncRun(_Steps):
     ) -> Coroutine[Any, Any, Any]:  # fmt: skip
         """Await a recorded query; see ``Run.read``."""
         asked = _Asked(fn, name, input_digest)
-        return self._async_step(step_id, StepType.READ, asked, args, kwargs)
+        return self._async_step(step_id, _READ, asked, args, kwargs)
 
     def llm(
         self, step_id: str | None, fn: Callable[..., Any], /, *args: Any,
@@ -476,7 +480,7 @@ class AsyncRun(_Steps):
     ) -> Coroutine[Any, Any, Any]:  # fmt: skip
         """Await a recorded model call; see ``Run.llm``."""
         asked = _Asked(fn, name, input_digest)
-        return self._async_step(step_id, StepType.LLM, asked, args, kwargs)
+        return self._async_step(step_id, _LLM, asked, args, kwargs)
 
 
 class RunContext:
