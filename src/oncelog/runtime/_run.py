@@ -185,12 +185,13 @@ class _Steps:
             fn: Callable[..., Any] = tool.fn
             if spec.result_schema is not None:
                 self._ledger.declare_result(spec.name, spec.result_schema)
+            payload: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
         else:
             asked = tool if isinstance(tool, _Asked) else _Asked(tool)
             spec, fn = step_spec(asked.fn, asked.name), asked.fn
-        payload: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
-        if isinstance(tool, _Asked) and tool.input_digest is not None:
-            payload["input_digest"] = tool.input_digest
+            payload = {"args": list(args), "kwargs": kwargs}
+            if asked.input_digest is not None:
+                payload["input_digest"] = asked.input_digest
         secret_key = None
         if spec.secret:
             secret_key = self._ledger.redaction_key_for(spec.name)
