@@ -208,6 +208,16 @@ class _Steps:
             args_json = encode_args(payload, self._ledger.max_payload_bytes, self.run_id, step_id)
         return spec, fn, payload, secret_key, args_json
 
+    def _take(self, step_id: str | None, type_: StepType, step: _Step) -> tuple[int, Any]:
+        """The step's position, and the result recorded there if a done step replays from
+        the page read last (MISS: ``Engine.prepare`` decides it)."""
+        cursor = self._engine.cursor
+        seq = cursor.position()
+        cursor.next = seq + 1
+        if seq < cursor.frontier:
+            return seq, self._engine.replay_done(seq, step_id, type_, step[0].name, step[2])
+        return seq, MISS
+
     def _call(self, step_id: str | None, type_: StepType, step: _Step, seq: int) -> Call:
         spec, _, payload, secret_key, args_json = step
         if args_json is None and seq >= self._engine.cursor.frontier:  # a concurrent step's
@@ -236,17 +246,12 @@ class _Steps:
         kwargs: dict[str, Any],
     ) -> Any:
         step = self._asked(step_id, type_, tool, args, kwargs)
-        engine = self._engine
-        cursor = engine.cursor
-        seq = cursor.position()
-        cursor.next = seq + 1
-        if seq < cursor.frontier:
-            value = engine.replay_done(seq, step_id, type_, step[0].name, step[2])
-            if value is not MISS:
-                return value
+        seq, value = self._take(step_id, type_, step)
+        if value is not MISS:
+            return value
         call, fn = self._call(step_id, type_, step, seq), step[1]
         while True:  # a failed attempt the retry policy makes again comes back here
-            got = engine.prepare(seq, call)
+            got = self._engine.prepare(seq, call)
             if isinstance(got, Replayed):
                 return got.value
             try:
@@ -412,15 +417,9 @@ class AsyncRun(_Steps):
         kwargs: dict[str, Any],
     ) -> Coroutine[Any, Any, Any]:
         step = self._asked(step_id, type_, tool, args, kwargs)
-        engine = self._engine
-        cursor = engine.cursor
-        seq = cursor.position()
-        cursor.next = seq + 1
-        if seq < cursor.frontier:
-            # Replayed on the event loop: the page read last is in memory, no thread needed.
-            value = engine.replay_done(seq, step_id, type_, step[0].name, step[2])
-            if value is not MISS:
-                return _replayed(value)
+        seq, value = self._take(step_id, type_, step)
+        if value is not MISS:  # replayed on the event loop: no store call, no thread
+            return _replayed(value)
         return self._run_step(
             seq, self._call(step_id, type_, step, seq), step[1], tool, args, kwargs
         )
