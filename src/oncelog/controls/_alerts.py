@@ -8,14 +8,12 @@ fifty times; the price is that a crash between the two loses that one delivery.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 from .._exceptions import StoreUnavailable
+from .._log import log
 from ..stores._protocol import Store
 from ._budgets import BudgetAlert
-
-log = logging.getLogger("oncelog")
 
 AlertCallback = Callable[[BudgetAlert], None]
 WEBHOOK_TIMEOUT = 5.0  # seconds; a slow receiver must not hold the run for long

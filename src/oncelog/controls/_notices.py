@@ -15,7 +15,6 @@ no notice.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Literal
@@ -29,12 +28,11 @@ from .._exceptions import (
     WaitingForPerson,
     _OverBudget,
 )
+from .._log import log
 from ..records._records import ApprovalStatus
 from ..stores._protocol import Store
 from ._alerts import AlertCallback, post_json
 from ._budgets import BudgetAlert
-
-log = logging.getLogger("oncelog")
 
 
 @dataclass(frozen=True)

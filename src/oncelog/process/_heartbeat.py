@@ -8,14 +8,12 @@ A stopped (SIGSTOP) or partitioned process renews nothing: that is the point.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 
 from .._exceptions import LeaseLost, OnceLogError
+from .._log import log
 from ..stores._protocol import Lease, Store
-
-log = logging.getLogger("oncelog")
 
 
 class _Beat:

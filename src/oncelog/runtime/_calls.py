@@ -5,13 +5,13 @@ running live (``Pending``), a replayed result, the process around the engine
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .._exceptions import InvalidPayload, UnserializableValue
+from .._log import log
 from ..failures import Failure
 from ..observe import _observe as observe
 from ..process import _drain as drain
@@ -21,8 +21,6 @@ from ..records._redact import redact
 from ..records._serialization import MAX_DEPTH, digest, encode
 from ..stores._protocol import Lease, NewStep
 from ._tools import ToolSpec
-
-log = logging.getLogger("oncelog")
 
 KEY_PREFIX = "ol1_"
 

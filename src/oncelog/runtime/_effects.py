@@ -11,7 +11,6 @@ lost, who observes steps, the clock) comes in as ``Surroundings``.
 from __future__ import annotations
 
 import functools
-import logging
 import shlex
 import time
 from collections.abc import Callable
@@ -41,6 +40,7 @@ from .._exceptions import (
     halted,
     in_doubt,
 )
+from .._log import log
 from ..controls._alerts import AlertCallback, AlertSender
 from ..controls._budgets import check, refusal
 from ..display import visible
@@ -66,8 +66,6 @@ from ._decide import IN_DOUBT, Action, Situation, attempts_left, decide, dedupli
 from ._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found
 from ._reconcile import ask
 from ._replay import MISS, ReplayCursor, check_same_step
-
-log = logging.getLogger("oncelog")
 
 _SETTLED = frozenset({StepState.DONE, StepState.FAILED, StepState.ABANDONED})
 _REPLAYS = frozenset(

@@ -8,7 +8,6 @@ does its store writes in a worker thread so the event loop never waits on an fsy
 from __future__ import annotations
 
 import contextvars
-import logging
 import shlex
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from .._exceptions import (
     UsageError,
     WaitingForPerson,
 )
+from .._log import log
 from ..controls import _waiting as waiting
 from ..controls._budgets import remaining
 from ..process import _leases as leases
@@ -42,8 +42,6 @@ from ._names import MAX_NAME_CHARS, check_name
 from ._replay import MISS
 from ._run_options import RunOptions
 from ._tools import ACTIVE_RUN, Caller, Tool, ToolSpec, step_spec
-
-log = logging.getLogger("oncelog")
 
 # Module constants: on Python 3.11 reading an enum member off its class costs about 1,000
 # instructions (a global: about 60), and replay reads one or two per step.
