@@ -58,16 +58,16 @@ def _entries(rows: list[ReplayRow]) -> dict[int, Entry]:
     n = len(rows)
     if n == 0:
         return {}
-    seqs, ids, types, tools, states, args, results, errors = zip(*rows, strict=True)
-    if states.count("done") == n and errors.count(None) == n and results.count(None) == 0:
+    seqs, ids, types, tools, done, args, results = zip(*rows, strict=True)
+    if all(done) and results.count(None) == 0:
         decoded = _decode_all(args + results)
         if decoded is not None:
             steps = zip(ids, map(_TYPES.get, types), tools, decoded[:n], decoded[n:], strict=True)
             return dict(zip(seqs, steps, strict=True))
     page: dict[int, Entry] = {}
-    for seq, step_id, type_, tool, state, args_json, result_json, error in rows:
+    for seq, step_id, type_, tool, done_ok, args_json, result_json in rows:
         arguments = result = UNDECODED
-        if state == "done" and error is None:
+        if done_ok:
             result = NO_RESULT if result_json is None else _one(result_json)
             if result is not UNDECODED:
                 arguments = _one(args_json)
