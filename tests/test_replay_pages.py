@@ -127,3 +127,24 @@ def test_a_run_that_stops_early_on_a_later_page_is_a_divergence(
     assert diverged.value.step_id == "q600"
     assert "finished after 600 steps" in str(diverged.value)
     assert agent.calls == 0
+
+
+def test_an_effect_in_doubt_mid_page_stops_the_replay_there(ledger: oncelog.Ledger) -> None:
+    """A page's rows carry one flag for done without an error: the steps before a step in
+    another state replay from the page, and that step is decided whole (in doubt: a
+    person is asked, the tool is not called again)."""
+    calls: list[int] = []
+
+    @ledger.tool(kind="create", name="send")
+    def send(i: int, *, idempotency_key: str) -> dict[str, int]:
+        calls.append(i)
+        if i == 600:
+            raise ValueError("the provider timed out")
+        return {"i": i}
+
+    for _ in range(2):
+        with pytest.raises(oncelog.AmbiguousOutcome) as doubt, ledger.run("r") as run:
+            for i in range(STEPS):
+                assert run.effect(f"e{i}", send, i) == {"i": i}
+        assert doubt.value.step_id == "e600"
+    assert calls == list(range(601))
