@@ -10,6 +10,7 @@ arguments and results are decoded together, in one C call each.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import shlex
@@ -75,6 +76,20 @@ def _entries(rows: list[ReplayRow]) -> dict[int, Entry]:
     return page
 
 
+def _page(rows: list[ReplayRow]) -> dict[int, Entry]:
+    """``_entries`` with the cyclic collector paused: everything decoded lives as long as
+    the page, so a collection while it is built frees nothing, and the burst of new
+    objects set off collections of the older generations (measured: 3 % of a replayed
+    step). Resumed as it was, so a program that turned it off keeps it off."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _entries(rows)
+    finally:
+        if collecting:
+            gc.enable()
+
+
 class ReplayCursor:
     def __init__(self, store: Store, run_id: str, frontier: int) -> None:
         self._store = store
@@ -101,7 +116,7 @@ class ReplayCursor:
             if not lo <= seq < hi:
                 rows = self._store.replay_rows(self._run_id, seq, PAGE)
                 hi = rows[-1][0] + 1 if len(rows) == PAGE else self.frontier
-                page = _entries(rows)
+                page = _page(rows)
                 self.window = (seq, hi, page)
             return page.get(seq)
 
