@@ -45,6 +45,7 @@ NOT_AT_IMPORT = (
     "pathlib",
     "ipaddress",
     "random",  # the jitter of retry waits
+    "logging",  # the library's logger is made when something is first logged (oncelog._log)
 )
 # An agent that only opened a ledger by path and ran an effect does not need these either.
 _AGENT = """
