@@ -178,7 +178,8 @@ class Store(Protocol):
         ...
 
     def replay_rows(self, run_id: str, from_seq: int, limit: int) -> list[ReplayRow]:
-        """``steps`` as replay reads them: rows of ``REPLAY_COLUMNS``, values as stored."""
+        """``steps`` as replay reads them: rows of ``REPLAY_COLUMNS``, values as stored
+        but for one flag, done without an error."""
         ...
 
     def write_intent(
