@@ -1,10 +1,12 @@
 """An intent and an outcome on PostgreSQL in one round trip each: a call of a server-side
-function (``migrations/postgres/0013_transition_functions.sql``, written out flat by 0015)
-in autocommit, which does what ``SQLStore``'s transaction does, with the same locks in the
+function (``migrations/postgres/0013_transition_functions.sql``, written out flat by 0015,
+with fewer statements by 0016) in autocommit, which does what ``SQLStore``'s transaction does, with the same locks in the
 same order.
 
 The functions do the common case: a new step's intent without an approval or a run budget,
-an outcome, and the two together for a step recorded after it ran. The rest, and whatever
+an outcome, and the two together for a step recorded after it ran (a model call or a
+read, whose kill switch was looked at before it ran: recorded without a second look, as
+``SQLStore.record_step`` does). The rest, and whatever
 the function finds needs the store's Python logic (SQLSTATE ``OL000``: a halt that is on,
 an agent with a daily budget, a time whose text is not Python's), takes the transaction
 of ``SQLStore``, which decides and raises as it always did. The errors the functions
@@ -26,7 +28,7 @@ LONG_WAY = "OL000"  # the transaction of SQLStore decides
 _FENCED = "OL001"
 _NOT_IN_FLIGHT = "OL003"
 
-_INTENT_ARGS = ", ".join(["%s"] * 18)
+_INTENT_ARGS = ", ".join(["%s"] * 19)
 _OUTCOME_ARGS = ", ".join(["%s"] * 16)
 INTENT = f"SELECT oncelog_intent({_INTENT_ARGS})"
 OUTCOME = f"SELECT oncelog_outcome({_OUTCOME_ARGS})"
@@ -50,12 +52,14 @@ def _lease(lease: Lease) -> tuple[object, ...]:
     return (lease.run_id, lease.owner, lease.token, lease.ttl)
 
 
-def intent_params(lease: Lease, step: NewStep, reason: str | None) -> tuple[object, ...]:
+def intent_params(
+    lease: Lease, step: NewStep, reason: str | None, *, check_halt: bool = True
+) -> tuple[object, ...]:
     return (
         *_lease(lease), lease.agent, step.seq, step.step_id, step.type.value, step.tool,
         step.kind, step.key, step.args_hash, step.args_json, step.elapsed, step.cost,
         int(step.irreversible), intent_json(lease, step, 1, reason),
-        canonical_head(lease.run_id, step.seq, "intent"),
+        canonical_head(lease.run_id, step.seq, "intent"), check_halt,
     )  # fmt: skip
 
 
@@ -78,8 +82,11 @@ def outcome_params(
 
 
 def record_params(lease: Lease, step: NewStep, outcome: Outcome) -> tuple[object, ...]:
+    """A model call or a read: its kill switch was looked at before it ran (the runtime
+    does), so it is recorded without a second look, as ``SQLStore.record_step`` does."""
     return (
-        *_lease(lease), step.seq, step.step_id, *intent_params(lease, step, None),
+        *_lease(lease), step.seq, step.step_id,
+        *intent_params(lease, step, None, check_halt=False),
         *outcome_values(lease, step.seq, 1, outcome),
     )  # fmt: skip
 

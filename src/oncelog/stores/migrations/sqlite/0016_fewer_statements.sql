@@ -1,0 +1,5 @@
+-- PostgreSQL runs fewer statements in its transition functions, skips its budget trigger
+-- for a run and an agent without budgets, and records a model call or a read without a
+-- second look at the kill switch (0016_fewer_statements.sql there). SQLite's store does
+-- these in the agent's process already: nothing to change. Kept so both dialects have
+-- the same migrations.
