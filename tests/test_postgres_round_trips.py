@@ -1,6 +1,7 @@
 """Round trips to PostgreSQL per step, counted on the wire (exact, not timed): an effect
 costs two, its intent's call and its outcome's; a read or model call two, the look at the
-kill switch before it runs (so a halted agent spends nothing) and its record. The steps that
+kill switch before it runs (so a halted agent spends nothing) and its record, which does
+not look again. The steps that
 need the store's Python logic (a halt, an agent's budget) take its transaction instead
 and raise what they always raised."""
 
@@ -89,6 +90,37 @@ def test_a_halt_found_by_the_intents_call_stops_the_step_as_before(
             ledger.halt("a loop", agent="billing", by="ops")
             run.effect("two", send, 2)
         assert [s.step_id for s in ledger.steps("r")] == ["one"]
+
+
+def test_a_read_that_ran_while_a_halt_was_set_is_recorded_in_one_round_trip() -> None:
+    """The kill switch is looked at once for a read or a model call, before it runs: a
+    halt set while it ran (by another process: another ledger, not through the proxy)
+    lets its result, already paid for, be recorded in the record's one round trip, and
+    stops the next step."""
+    require(postgres_is_up(), POSTGRES_REASON)
+    where = urlsplit(ADMIN_URL)
+    with (
+        fresh_schema() as url,
+        RoundTrips((where.hostname or "", where.port or 5432)) as rt,
+        oncelog.open(rt.url(url), lease_ttl=3600) as ledger,
+        oncelog.open(url) as operator,
+    ):
+
+        def halting(text: str) -> int:
+            operator.halt("a loop", agent="billing", by="ops")
+            return len(text)
+
+        with pytest.raises(oncelog.RunHalted), ledger.run("r", agent="billing") as run:
+            for n in range(8):
+                run.read(f"warm-{n}", len, "abc")
+            before = rt.count
+            assert run.read("paid", halting, "abc") == 3
+            assert rt.count - before == 2  # the look before it ran, its record
+            run.read("next", len, "abc")
+        steps = ledger.steps("r")
+        assert [s.step_id for s in steps][-1] == "paid"
+        assert steps[-1].state is StepState.DONE
+        assert ledger.verify().ok
 
 
 def _terminate_backends(application_name: str) -> None:
