@@ -1,7 +1,7 @@
 """An intent and an outcome on PostgreSQL in one round trip each: a call of a server-side
 function (``migrations/postgres/0013_transition_functions.sql``, written out flat by 0015,
-with fewer statements by 0016) in autocommit, which does what ``SQLStore``'s transaction does, with the same locks in the
-same order.
+with fewer statements by 0016) in autocommit, which does what ``SQLStore``'s transaction
+does, with the same locks in the same order.
 
 The functions do the common case: a new step's intent without an approval or a run budget,
 an outcome, and the two together for a step recorded after it ran (a model call or a
