@@ -17,6 +17,7 @@ Connection settings, and why (the timeouts are explained in ``_postgres_settings
   costs one ``poll`` to see; such a connection is replaced. One that breaks at its BEGIN,
   before anything was written, is replaced and the BEGIN tried once more.
 - a call's deadline covers all of it, from waiting for a connection to the COMMIT.
+- one cursor per connection for the calls and reads, kept (``PooledConnection``).
 """
 
 from __future__ import annotations
