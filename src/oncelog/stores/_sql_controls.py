@@ -171,8 +171,20 @@ def check_budget(tx: Tx, run_id: str, step: NewStep, *, new: bool) -> list[Budge
     return [] if budget is None else check_run_budget(budget, used, run_id, step, new=new)
 
 
+def _wait_for_counting_writers(tx: Tx) -> None:
+    """Before totals are counted afresh, wait for the intents in flight (they hold the
+    halts lock shared until they commit): an intent that found no budget leaves its step
+    uncounted (PostgreSQL's oncelog_intent), so a recount must see that step committed.
+    A no-op on SQLite, whose single writer already waits."""
+    tx.lock_halts(exclusive=True)
+
+
 def set_budget(tx: Tx, run_id: str, budget: Budget | None, by: str) -> None:
     limits = None if budget is None else budget.to_json()
+    _wait_for_counting_writers(tx)
+    # The run's row locked by its own statement first, so the recount below takes its
+    # snapshot after any outcome that held the row has committed.
+    tx.execute(f"SELECT 1 FROM runs WHERE run_id = ?{tx.dialect.for_update}", (run_id,))
     # The totals are kept only while there is a budget: counted afresh on setting one.
     cursor = tx.execute(
         f"UPDATE runs SET budget = ?, {_RUN_RECOUNT} WHERE run_id = ?", (limits, run_id)
@@ -199,6 +211,7 @@ def check_agent_budget(tx: Tx, lease: Lease, step: NewStep, *, new: bool) -> lis
 
 
 def set_agent_budget(tx: Tx, agent: str, budget: AgentBudget | None, by: str) -> None:
+    _wait_for_counting_writers(tx)
     # Kept only while there is a budget: dropped with it, counted afresh on setting one.
     tx.execute("DELETE FROM agent_usage WHERE agent = ?", (agent,))
     if budget is None:
