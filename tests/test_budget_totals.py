@@ -6,6 +6,7 @@ not. On both stores."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from contextlib import closing
 from typing import Any
 
@@ -14,6 +15,9 @@ import pytest
 import oncelog
 from oncelog import AgentBudget, Budget, StepState
 from oncelog.audit._verify import verify
+
+from .conftest import require
+from .support.postgres import POSTGRES_REASON, fresh_schema, postgres_is_up
 
 BUDGET = Budget(steps=100, tokens=10_000, cost=100.0, irreversible=10)
 
@@ -163,3 +167,35 @@ def test_verify_finds_totals_that_disagree_with_the_steps(
     problems = [p for p in verify(ledger.store).problems if p.kind == "budget_totals"]
     assert len(problems) == 1, problems
     assert ("'r'" if "runs" in edit else "'bot'") in problems[0].message
+
+
+@pytest.mark.parametrize("setter", ["run", "agent"])
+def test_setting_a_budget_waits_for_the_intents_in_flight(setter: str) -> None:
+    """PostgreSQL's intent function leaves a step of a run without a budget uncounted; a
+    budget set while such an intent has not committed must count afresh only after it has.
+    An intent holds the kill-switch lock shared until its commit: a raw transaction holding
+    it stands in for one, and the setter must wait for its commit."""
+    require(postgres_is_up(), POSTGRES_REASON)
+    import psycopg
+
+    with fresh_schema() as url, oncelog.open(url) as ledger:
+        with ledger.run("r", agent="a") as run:
+            run.effect("one", tools(ledger)["create"], 1)
+        with psycopg.connect(url) as in_flight:
+            in_flight.execute("SELECT pg_advisory_xact_lock_shared(1869505381, 2)")
+            done = threading.Event()
+
+            def set_it() -> None:
+                if setter == "run":
+                    ledger.set_budget("r", BUDGET, by="ops")
+                else:
+                    ledger.set_agent_budget("a", AgentBudget(calls=10), by="ops")
+                done.set()
+
+            worker = threading.Thread(target=set_it)
+            worker.start()
+            assert not done.wait(1.0), "the budget was set while an intent held the lock"
+            in_flight.commit()
+            worker.join(10)
+        assert done.is_set()
+        assert kept(ledger, "r") == counted(ledger, "r")
