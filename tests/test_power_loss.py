@@ -94,6 +94,33 @@ def test_a_power_cut_before_an_intent_commit_finds_every_earlier_outcome(
     assert setup.calls() == [setup.calls()[n] for n in range(3)]  # effect-4 never called
 
 
+def test_a_power_cut_before_the_first_intent_loses_the_run_start_with_its_model_call(
+    shim: Path, tmp_path: Path
+) -> None:
+    """The run's start and lease ride on the first intent's fsync: cut before it, the
+    disk holds no run at all; resumed, the model is asked again and each effect is called
+    once."""
+    setup = PowerSetup(shim, tmp_path, "intent")
+    setup.create()
+    assert setup.run(crash_at="before_intent_commit@effect-1") == KILLED
+    assert setup.calls() == []
+    copy = setup.cut_back(tmp_path / "power-cut")
+    with oncelog.open(str(copy)) as ledger:
+        assert ledger.runs() == []
+    assert setup.run(ledger=copy) == 0
+    assert_each_key_called_once(setup)
+
+
+def test_the_first_intent_fsync_makes_the_run_start_durable(shim: Path, tmp_path: Path) -> None:
+    setup = PowerSetup(shim, tmp_path, "intent")
+    setup.create()
+    assert setup.run(crash_at="after_intent_commit@effect-1") == KILLED
+    copy = setup.cut_back(tmp_path / "power-cut")
+    assert states(copy) == {"think": StepState.DONE, "effect-1": StepState.IN_FLIGHT}
+    with oncelog.open(str(copy)) as ledger:
+        assert ledger.get_run("power").fencing_token == 1
+
+
 def test_a_power_cut_after_the_run_ends_finds_it_completed(shim: Path, tmp_path: Path) -> None:
     setup = PowerSetup(shim, tmp_path, "intent", effects=2)
     setup.create()
@@ -125,3 +152,20 @@ def test_fsyncs_per_effect(shim: Path, tmp_path: Path, durability: str, per_effe
         assert setup.run() == 0
         counted[effects] = setup.syncs().count("ledger.db-wal")
     assert counted[15] - counted[5] == 10 * per_effect, counted
+
+
+@pytest.mark.parametrize(("durability", "extra"), [("intent", 1), ("full", 3)])
+def test_fsyncs_per_run(shim: Path, tmp_path: Path, durability: str, extra: int) -> None:
+    """Beyond the effects' own, a run costs one WAL fsync with ``intent``, its end's (its
+    start and its model call ride on the first intent's), three with ``full`` (its start,
+    the model call, its end), plus the one SQLite makes of a new WAL's header before its
+    first frames. A second connection keeps the WAL, so the agent's close does not
+    checkpoint it."""
+    setup = PowerSetup(shim, tmp_path, durability)
+    setup.create()
+    before = setup.syncs().count("ledger.db-wal")
+    with closing(sqlite3.connect(setup.ledger)) as reader:
+        reader.execute("SELECT COUNT(*) FROM runs").fetchone()
+        assert setup.run() == 0
+    per_effect = 1 if durability == "intent" else 2
+    assert setup.syncs().count("ledger.db-wal") - before == 1 + 3 * per_effect + extra

@@ -128,7 +128,11 @@ class SQLStore:
         budget: Budget | None = None,
     ) -> tuple[Lease, RunRecord]:
         plan_json = None if plan is None else encode(list(plan), what="plan", limit=1 << 24)
-        with self._tx() as tx:
+        # Not durable: the run's start and its lease ride on the next fsync (the first
+        # intent's, or the run's end's). Nothing outside the ledger acts on them before
+        # that, and a power loss that takes them also ends every process that held the
+        # lease (docs/guarantees.md, "A power loss or an OS crash").
+        with self._tx(durable=False) as tx:
             current = self._run_row(tx, run_id, lock=True)
             if current is None:
                 if not create:
