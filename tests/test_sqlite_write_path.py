@@ -82,11 +82,16 @@ def effect_statements(db_path: str, durability: Literal["intent", "full"]) -> li
         ledger.close()
 
 
-INTENT = ["BEGIN IMMEDIATE", "INSERT INTO steps (run_i", "INSERT INTO journal (run", "COMMIT"]
-OUTCOME = ["BEGIN IMMEDIATE", "UPDATE steps SET state =", "INSERT INTO journal (run", "COMMIT"]
+# The UPDATE of runs extends the lease only once half of it is used: otherwise it matches
+# no row and writes nothing.
+KEEP_LEASE = "UPDATE runs SET lease_ex"
+INTENT = ["BEGIN IMMEDIATE", "INSERT INTO steps (run_i", KEEP_LEASE, "INSERT INTO journal (run",
+          "COMMIT"]  # fmt: skip
+OUTCOME = ["BEGIN IMMEDIATE", "UPDATE steps SET state =", KEEP_LEASE, "INSERT INTO journal (run",
+           "COMMIT"]  # fmt: skip
 
 
-def test_an_effect_is_eight_statements_at_durability_full(db_path: str) -> None:
+def test_an_effect_is_ten_statements_at_durability_full(db_path: str) -> None:
     assert effect_statements(db_path, "full") == INTENT + OUTCOME
 
 
@@ -110,7 +115,7 @@ def test_a_model_call_checks_the_kill_switch_once_and_writes_its_row_once(db_pat
         ledger.close()
     assert sent == [
         "SELECT id, scope, target",  # before the call; not again when it is recorded
-        "BEGIN IMMEDIATE", "INSERT INTO steps (run_i", "INSERT INTO journal (run",
+        "BEGIN IMMEDIATE", "INSERT INTO steps (run_i", KEEP_LEASE, "INSERT INTO journal (run",
         "INSERT INTO journal (run", "COMMIT",
     ]  # fmt: skip
 

@@ -39,7 +39,14 @@ from ._shared import duplicate_step, intent_json, outcome_json, step_changed
 from ._sql import NOW, Dialect, Tx, json_field
 from ._sql_store import SQLStore
 from ._sql_tx import append, fence
-from ._sqlite_write import JOURNAL_APPEND, LINK_FUNCTION, end_step, insert_recorded, insert_step
+from ._sqlite_write import (
+    JOURNAL_APPEND,
+    LINK_FUNCTION,
+    STEP_JOURNAL_APPEND,
+    end_step,
+    insert_recorded,
+    insert_step,
+)
 
 # RETURNING, ON CONFLICT ... RETURNING, ->> and IS NOT DISTINCT FROM, which the shared
 # statements use.
@@ -228,16 +235,15 @@ class SQLiteStore(SQLStore):
     def _insert_checked(
         self, tx: Tx, lease: Lease, step: NewStep, reason: str | None, *, check_halt: bool
     ) -> Intent | None:
-        """The step's row, its checks and its journal entry in two statements."""
+        """The step's row with its checks, the lease kept, its journal entry."""
         try:
-            started = insert_step(tx, lease, step, check_halt=check_halt)
+            if not insert_step(tx, lease, step, check_halt=check_halt):
+                return None
         except sqlite3.IntegrityError as exc:
             raise duplicate_step(lease, step) from exc
-        if started is None:
-            return None
-        entry = intent_json(lease, step, started[0], reason)
-        append(tx, lease.run_id, step.seq, "intent", entry, at=started[1])
-        return Intent(started[0], ())
+        entry = intent_json(lease, step, 1, reason)
+        tx.execute(STEP_JOURNAL_APPEND, (lease.run_id, step.seq, "intent", entry))
+        return Intent(1, ())
 
     def record_step(
         self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
@@ -249,15 +255,15 @@ class SQLiteStore(SQLStore):
             return
         with self._tx(durable=False) as tx:
             try:
-                started = insert_recorded(tx, lease, step, outcome)
+                recorded = insert_recorded(tx, lease, step, outcome)
             except sqlite3.IntegrityError as exc:
                 raise duplicate_step(lease, step) from exc
-            if started is None:
+            if not recorded:
                 fence(tx, lease)  # says the lease is lost
                 raise AssertionError("a step insert refused under a lease that holds")
-            entry = intent_json(lease, step, started[0], None)
-            append(tx, lease.run_id, step.seq, "intent", entry, at=started[1])
-            append(tx, lease.run_id, step.seq, "outcome", outcome_json(outcome, started[0]))
+            entry = intent_json(lease, step, 1, None)
+            tx.execute(STEP_JOURNAL_APPEND, (lease.run_id, step.seq, "intent", entry))
+            append(tx, lease.run_id, step.seq, "outcome", outcome_json(outcome, 1))
 
     def _outcome(self, tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
         if not end_step(tx, lease, seq, attempt, outcome):

@@ -9,6 +9,13 @@ what a separate ``SELECT`` before it would. When a write matches no row, the cal
 takes the general path in the same transaction, which says which check refused, or
 charges the budget. The journal entry is one statement too (``JOURNAL_APPEND``): the
 chain's link is computed by ``oncelog_link``, registered on the connection.
+
+No write here has a ``RETURNING``: SQLite serves one through a temporary b-tree it opens
+and closes for each execution, about 48 k instructions, more than twice the insert
+itself. A write says whether it matched by its row count; the step's start time goes
+from its row into its journal entry inside the journal's insert (``STEP_JOURNAL_APPEND``);
+the lease is extended by an ``UPDATE`` that matches its run only once half the lease is
+used, so it writes nothing otherwise.
 """
 
 from __future__ import annotations
@@ -17,16 +24,27 @@ from ..audit._chain import GENESIS
 from ._protocol import Lease, NewStep, Outcome
 from ._sql import NOW, Tx
 from ._sql_controls import HALT_ON
-from ._sql_tx import LEASE_LEFT, extend
+from ._sql_tx import LEASE_LEFT
 
 LINK_FUNCTION = "oncelog_link"
 # The record's time is the caller's (a step's start) or the clock, as REAL both in the row
 # and in the hash, so verify recomputes the hash from the stored value.
 _AT = f"CAST(COALESCE(?5, {NOW}) AS REAL)"
-JOURNAL_APPEND = (
-    "INSERT INTO journal (run_id, seq, event, data, at, hash) VALUES (?1, ?2, ?3, ?4, "
-    f"{_AT}, {LINK_FUNCTION}(COALESCE((SELECT hash FROM journal WHERE run_id = ?1 "
-    f"ORDER BY id DESC LIMIT 1), '{GENESIS}'), ?1, ?2, ?3, ?4, {_AT}))"
+
+
+def _journal_append(at: str) -> str:
+    return (
+        "INSERT INTO journal (run_id, seq, event, data, at, hash) VALUES (?1, ?2, ?3, ?4, "
+        f"{at}, {LINK_FUNCTION}(COALESCE((SELECT hash FROM journal WHERE run_id = ?1 "
+        f"ORDER BY id DESC LIMIT 1), '{GENESIS}'), ?1, ?2, ?3, ?4, {at}))"
+    )
+
+
+JOURNAL_APPEND = _journal_append(_AT)
+# The same for a step's intent: its time is the start written into the step's row in
+# this transaction. Parameters: run_id, seq, event, data.
+STEP_JOURNAL_APPEND = _journal_append(
+    "(SELECT started_at FROM steps WHERE run_id = ?1 AND seq = ?2)"
 )
 
 _FENCED = "EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND owner = ? AND fencing_token = ?)"
@@ -37,13 +55,16 @@ _INSERT_STEP = (
     f"WHERE {_FENCED} AND NOT EXISTS (SELECT 1 FROM agent_budgets WHERE agent = ?)"
 )
 _INSERT_CHECKED = f"{_INSERT_STEP} AND NOT EXISTS (SELECT 1 FROM halts WHERE {HALT_ON})"
-_LEFT = f"(SELECT {LEASE_LEFT} FROM runs WHERE run_id = ?)"
-_RETURNING = f" RETURNING attempts, started_at, {_LEFT}"
 _END_STEP = (
     "UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, tokens_out = ?, "
     f"cost = COALESCE(?, cost), finished_at = {NOW}, retry_at = ? "
-    f"WHERE run_id = ? AND seq = ? AND attempts = ? AND state = 'in_flight' AND {_FENCED} "
-    f"RETURNING {_LEFT}"
+    f"WHERE run_id = ? AND seq = ? AND attempts = ? AND state = 'in_flight' AND {_FENCED}"
+)
+# Extend the lease once half of it is used, as ``fence`` does (a lease released, NULL,
+# too). Parameters: ttl, run_id.
+_KEEP_LEASE = (
+    f"UPDATE runs SET lease_expires_at = {NOW} + ?1 WHERE run_id = ?2 "
+    f"AND (lease_expires_at IS NULL OR {LEASE_LEFT} < ?1 / 2.0)"
 )
 
 
@@ -54,23 +75,19 @@ _RECORD_STEP = (
     "result, error, attempts, tokens_in, tokens_out, started_at, finished_at, cost, "
     "irreversible, retry_at) "
     f"SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, {NOW} - ?, {NOW}, COALESCE(?, ?), ?, ? "
-    f"WHERE {_FENCED}{_RETURNING}"
+    f"WHERE {_FENCED}"
 )
 
 
-def _keep_lease(tx: Tx, lease: Lease, left: float | None) -> None:
-    """Extend the lease once half of it is used, as ``fence`` does."""
-    if left is None or left < lease.ttl / 2:
-        extend(tx, lease)
+def _keep_lease(tx: Tx, lease: Lease) -> None:
+    tx.execute(_KEEP_LEASE, (lease.ttl, lease.run_id))
 
 
-def insert_step(
-    tx: Tx, lease: Lease, step: NewStep, *, check_halt: bool
-) -> tuple[int, float] | None:
-    """Write a new step ``in_flight`` if the lease holds, no switch is on (with
-    ``check_halt``) and no agent's budget applies: its ``(attempts, started_at)``; None if
-    a check did not pass (nothing is written). A step id used at another position raises
-    the unique violation, as the general path's insert does."""
+def insert_step(tx: Tx, lease: Lease, step: NewStep, *, check_halt: bool) -> bool:
+    """Write a new step ``in_flight`` (its first attempt) if the lease holds, no switch is
+    on (with ``check_halt``) and no agent's budget applies: False if a check did not pass
+    (nothing is written). A step id used at another position raises the unique
+    violation, as the general path's insert does."""
     run_id = lease.run_id
     budgeted_agent = lease.agent if step.type.value == "effect" else None
     params: tuple[object, ...] = (
@@ -81,44 +98,41 @@ def insert_step(
     sql = _INSERT_STEP
     if check_halt:
         sql, params = _INSERT_CHECKED, (*params, lease.agent or "", run_id)
-    row = tx.execute(sql + _RETURNING, (*params, run_id)).fetchone()
-    if row is None:
-        return None
-    _keep_lease(tx, lease, row[2])
-    return int(row[0]), float(row[1])
+    if tx.execute(sql, params).rowcount != 1:
+        return False
+    _keep_lease(tx, lease)
+    return True
 
 
 def end_step(tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> bool:
     """Record the outcome of the attempt in flight if the lease holds: False if nothing
     was written (the lease is lost, or the step changed under the worker)."""
     run_id = lease.run_id
-    row = tx.execute(
+    cursor = tx.execute(
         _END_STEP,
         (outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
          outcome.tokens_out, outcome.cost, outcome.retry_at, run_id, seq, attempt,
-         run_id, lease.owner, lease.token, run_id),
-    ).fetchone()  # fmt: skip
-    if row is None:
+         run_id, lease.owner, lease.token),
+    )  # fmt: skip
+    if cursor.rowcount != 1:
         return False
-    _keep_lease(tx, lease, row[0])
+    _keep_lease(tx, lease)
     return True
 
 
-def insert_recorded(
-    tx: Tx, lease: Lease, step: NewStep, outcome: Outcome
-) -> tuple[int, float] | None:
-    """Write a new model call's or read's row as it ended, if the lease holds: its
-    ``(attempts, started_at)``; None if the fence refused (nothing is written)."""
+def insert_recorded(tx: Tx, lease: Lease, step: NewStep, outcome: Outcome) -> bool:
+    """Write a new model call's or read's row as it ended (its first attempt), if the
+    lease holds: False if the fence refused (nothing is written)."""
     run_id = lease.run_id
-    row = tx.execute(
+    cursor = tx.execute(
         _RECORD_STEP,
         (run_id, step.seq, step.step_id, step.type.value, step.tool, step.kind, step.key,
          step.args_hash, step.args_json, outcome.state.value, outcome.result_json,
          outcome.error_json, outcome.tokens_in, outcome.tokens_out, step.elapsed,
          outcome.cost, step.cost, int(step.irreversible), outcome.retry_at,
-         run_id, lease.owner, lease.token, run_id),
-    ).fetchone()  # fmt: skip
-    if row is None:
-        return None
-    _keep_lease(tx, lease, row[2])
-    return int(row[0]), float(row[1])
+         run_id, lease.owner, lease.token),
+    )  # fmt: skip
+    if cursor.rowcount != 1:
+        return False
+    _keep_lease(tx, lease)
+    return True
