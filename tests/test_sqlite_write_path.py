@@ -82,16 +82,11 @@ def effect_statements(db_path: str, durability: Literal["intent", "full"]) -> li
         ledger.close()
 
 
-# The UPDATE of runs extends the lease only once half of it is used: otherwise it matches
-# no row and writes nothing.
-KEEP_LEASE = "UPDATE runs SET lease_ex"
-INTENT = ["BEGIN IMMEDIATE", "INSERT INTO steps (run_i", KEEP_LEASE, "INSERT INTO journal (run",
-          "COMMIT"]  # fmt: skip
-OUTCOME = ["BEGIN IMMEDIATE", "UPDATE steps SET state =", KEEP_LEASE, "INSERT INTO journal (run",
-           "COMMIT"]  # fmt: skip
+INTENT = ["BEGIN IMMEDIATE", "INSERT INTO steps (run_i", "INSERT INTO journal (run", "COMMIT"]
+OUTCOME = ["BEGIN IMMEDIATE", "UPDATE steps SET state =", "INSERT INTO journal (run", "COMMIT"]
 
 
-def test_an_effect_is_ten_statements_at_durability_full(db_path: str) -> None:
+def test_an_effect_is_eight_statements_at_durability_full(db_path: str) -> None:
     assert effect_statements(db_path, "full") == INTENT + OUTCOME
 
 
@@ -115,7 +110,7 @@ def test_a_model_call_checks_the_kill_switch_once_and_writes_its_row_once(db_pat
         ledger.close()
     assert sent == [
         "SELECT id, scope, target",  # before the call; not again when it is recorded
-        "BEGIN IMMEDIATE", "INSERT INTO steps (run_i", KEEP_LEASE, "INSERT INTO journal (run",
+        "BEGIN IMMEDIATE", "INSERT INTO steps (run_i", "INSERT INTO journal (run",
         "INSERT INTO journal (run", "COMMIT",
     ]  # fmt: skip
 
@@ -194,6 +189,25 @@ def test_an_intent_and_an_outcome_extend_a_lease_half_used(db_path: str) -> None
         assert lease_left(db_path, "r") < 401
     finally:
         store.close()
+
+
+def test_a_model_call_recorded_under_a_lease_half_used_extends_it(db_path: str) -> None:
+    """The recorded step's fence asks for half the lease; short of it, the general path
+    extends the lease and writes the same row and journal entries."""
+    store = SQLiteStore(db_path, durability="process")
+    try:
+        lease = acquire(store, "r", ttl=600.0)
+        shorten_lease(db_path, "r", 100.0)
+        model = NewStep(0, "ask", StepType.LLM, "model", "llm", "key-ask", digest(ARGS), ARGS)
+        store.record_step(lease, model, None, Outcome(StepState.DONE, '{"text":"hi"}'))
+        assert lease_left(db_path, "r") > 500
+        (recorded,) = store.steps("r", 0, 10)
+        assert (recorded.state, recorded.attempts) == (StepState.DONE, 1)
+    finally:
+        store.close()
+    with oncelog.open(db_path) as ledger:
+        report = ledger.verify(run_id="r")
+    assert report.ok, report.problems
 
 
 def test_the_folded_checks_refuse_as_the_statements_they_replace(db_path: str) -> None:

@@ -35,10 +35,10 @@ from ..audit._chain import link
 from ..records._records import StepState
 from ._migrations import pending
 from ._protocol import DURABILITY, Intent, Lease, NewStep, Outcome
-from ._shared import duplicate_step, intent_json, outcome_json, step_changed
+from ._shared import duplicate_step, intent_json, outcome_json
 from ._sql import NOW, Dialect, Tx, json_field
 from ._sql_store import SQLStore
-from ._sql_tx import append, fence
+from ._sql_tx import append
 from ._sqlite_write import (
     JOURNAL_APPEND,
     LINK_FUNCTION,
@@ -259,16 +259,21 @@ class SQLiteStore(SQLStore):
             except sqlite3.IntegrityError as exc:
                 raise duplicate_step(lease, step) from exc
             if not recorded:
-                fence(tx, lease)  # says the lease is lost
-                raise AssertionError("a step insert refused under a lease that holds")
+                # The lease is lost, or half used: the general path's fence says which, or
+                # extends it.
+                attempt = self._begin_step(tx, lease, step, None, check_halt=False).attempt
+                self._end_step(tx, lease, step.seq, attempt, outcome)
+                return
             entry = intent_json(lease, step, 1, None)
             tx.execute(STEP_JOURNAL_APPEND, (lease.run_id, step.seq, "intent", entry))
             append(tx, lease.run_id, step.seq, "outcome", outcome_json(outcome, 1))
 
     def _outcome(self, tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
         if not end_step(tx, lease, seq, attempt, outcome):
-            fence(tx, lease)  # a lost lease says so
-            raise step_changed(lease)
+            # The lease is lost or half used, or the step changed: the general path's fence
+            # and update say which, or extend the lease and write the outcome.
+            super()._outcome(tx, lease, seq, attempt, outcome)
+            return
         append(tx, lease.run_id, seq, "outcome", outcome_json(outcome, attempt))
 
     @contextmanager

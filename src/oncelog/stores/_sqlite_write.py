@@ -13,9 +13,10 @@ chain's link is computed by ``oncelog_link``, registered on the connection.
 No write here has a ``RETURNING``: SQLite serves one through a temporary b-tree it opens
 and closes for each execution, about 48 k instructions, more than twice the insert
 itself. A write says whether it matched by its row count; the step's start time goes
-from its row into its journal entry inside the journal's insert (``STEP_JOURNAL_APPEND``);
-the lease is extended by an ``UPDATE`` that matches its run only once half the lease is
-used, so it writes nothing otherwise.
+from its row into its journal entry inside the journal's insert (``STEP_JOURNAL_APPEND``).
+The fence also asks that at least half of the lease is left, so a write that matches
+needs no extension; once half is used the write matches nothing and the caller takes the
+general path, whose fence extends the lease.
 """
 
 from __future__ import annotations
@@ -47,7 +48,11 @@ STEP_JOURNAL_APPEND = _journal_append(
     "(SELECT started_at FROM steps WHERE run_id = ?1 AND seq = ?2)"
 )
 
-_FENCED = "EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND owner = ? AND fencing_token = ?)"
+# Parameters: run_id, owner, token, half the lease's ttl.
+_FENCED = (
+    "EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND owner = ? AND fencing_token = ? "
+    f"AND {LEASE_LEFT} >= ?)"
+)
 _INSERT_STEP = (
     "INSERT INTO steps (run_id, seq, step_id, type, tool, kind, key, args_hash, args, state, "
     "attempts, started_at, cost, irreversible) "
@@ -60,13 +65,6 @@ _END_STEP = (
     f"cost = COALESCE(?, cost), finished_at = {NOW}, retry_at = ? "
     f"WHERE run_id = ? AND seq = ? AND attempts = ? AND state = 'in_flight' AND {_FENCED}"
 )
-# Extend the lease once half of it is used, as ``fence`` does (a lease released, NULL,
-# too). Parameters: ttl, run_id.
-_KEEP_LEASE = (
-    f"UPDATE runs SET lease_expires_at = {NOW} + ?1 WHERE run_id = ?2 "
-    f"AND (lease_expires_at IS NULL OR {LEASE_LEFT} < ?1 / 2.0)"
-)
-
 
 # A model call or a read, recorded after it ran: its row written once, in its final state
 # (the journal still holds its intent and its outcome), started ``elapsed`` before now.
@@ -79,50 +77,41 @@ _RECORD_STEP = (
 )
 
 
-def _keep_lease(tx: Tx, lease: Lease) -> None:
-    tx.execute(_KEEP_LEASE, (lease.ttl, lease.run_id))
-
-
 def insert_step(tx: Tx, lease: Lease, step: NewStep, *, check_halt: bool) -> bool:
-    """Write a new step ``in_flight`` (its first attempt) if the lease holds, no switch is
-    on (with ``check_halt``) and no agent's budget applies: False if a check did not pass
-    (nothing is written). A step id used at another position raises the unique
-    violation, as the general path's insert does."""
+    """Write a new step ``in_flight`` (its first attempt) if the lease holds with half of
+    it left, no switch is on (with ``check_halt``) and no agent's budget applies: False
+    if a check did not pass (nothing is written). A step id used at another position
+    raises the unique violation, as the general path's insert does."""
     run_id = lease.run_id
     budgeted_agent = lease.agent if step.type.value == "effect" else None
     params: tuple[object, ...] = (
         run_id, step.seq, step.step_id, step.type.value, step.tool, step.kind, step.key,
         step.args_hash, step.args_json, step.elapsed, step.cost, int(step.irreversible),
-        run_id, lease.owner, lease.token, budgeted_agent,
+        run_id, lease.owner, lease.token, lease.ttl / 2, budgeted_agent,
     )  # fmt: skip
     sql = _INSERT_STEP
     if check_halt:
         sql, params = _INSERT_CHECKED, (*params, lease.agent or "", run_id)
-    if tx.execute(sql, params).rowcount != 1:
-        return False
-    _keep_lease(tx, lease)
-    return True
+    return bool(tx.execute(sql, params).rowcount == 1)
 
 
 def end_step(tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> bool:
-    """Record the outcome of the attempt in flight if the lease holds: False if nothing
-    was written (the lease is lost, or the step changed under the worker)."""
+    """Record the outcome of the attempt in flight if the lease holds with half of it
+    left: False if nothing was written (the lease is lost or half used, or the step
+    changed under the worker)."""
     run_id = lease.run_id
     cursor = tx.execute(
         _END_STEP,
         (outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
          outcome.tokens_out, outcome.cost, outcome.retry_at, run_id, seq, attempt,
-         run_id, lease.owner, lease.token),
+         run_id, lease.owner, lease.token, lease.ttl / 2),
     )  # fmt: skip
-    if cursor.rowcount != 1:
-        return False
-    _keep_lease(tx, lease)
-    return True
+    return bool(cursor.rowcount == 1)
 
 
 def insert_recorded(tx: Tx, lease: Lease, step: NewStep, outcome: Outcome) -> bool:
     """Write a new model call's or read's row as it ended (its first attempt), if the
-    lease holds: False if the fence refused (nothing is written)."""
+    lease holds with half of it left: False if not (nothing is written)."""
     run_id = lease.run_id
     cursor = tx.execute(
         _RECORD_STEP,
@@ -130,9 +119,6 @@ def insert_recorded(tx: Tx, lease: Lease, step: NewStep, outcome: Outcome) -> bo
          step.args_hash, step.args_json, outcome.state.value, outcome.result_json,
          outcome.error_json, outcome.tokens_in, outcome.tokens_out, step.elapsed,
          outcome.cost, step.cost, int(step.irreversible), outcome.retry_at,
-         run_id, lease.owner, lease.token),
+         run_id, lease.owner, lease.token, lease.ttl / 2),
     )  # fmt: skip
-    if cursor.rowcount != 1:
-        return False
-    _keep_lease(tx, lease)
-    return True
+    return bool(cursor.rowcount == 1)
