@@ -109,10 +109,37 @@ def test_a_model_call_checks_the_kill_switch_once_and_writes_its_row_once(db_pat
     finally:
         ledger.close()
     assert sent == [
-        "SELECT id, scope, target",  # before the call; not again when it is recorded
+        # Before the call (the halts table itself only if the file changed since the
+        # last look); not again when it is recorded.
+        "PRAGMA data_version",
         "BEGIN IMMEDIATE", "INSERT INTO steps (run_i", "INSERT INTO journal (run",
         "INSERT INTO journal (run", "COMMIT",
     ]  # fmt: skip
+
+
+def test_the_kill_switch_is_read_again_whenever_the_file_changed(db_path: str) -> None:
+    """No switch on: asked again, only the file's data version is read, until a commit of
+    another connection or a switch set through this store."""
+    store = SQLiteStore(db_path, durability="process")
+    other = SQLiteStore(db_path, durability="process")
+    try:
+        assert store.active_halt("r", "a") is None
+        with traced(store) as sent:
+            assert store.active_halt("r", "a") is None
+        assert sent == ["PRAGMA data_version"]
+        other.set_halt(HaltScope.RUN, "r", reason="stop", by="ann")
+        assert store.active_halt("r", "a") is not None
+        assert store.active_halt("r", "a") is not None  # a switch on is never remembered
+        other.clear_halt(HaltScope.RUN, "r", by="ann", note=None)
+        assert store.active_halt("r", "a") is None
+        assert store.active_halt("other-run", "a") is None  # remembered for one run only
+        store.set_halt(HaltScope.AGENT, "a", reason="stop", by="ann")
+        assert store.active_halt("other-run", "a") is not None
+        other.set_halt(HaltScope.GLOBAL, "", reason="all", by="ann")
+        assert store.active_halt("r", None) is not None
+    finally:
+        other.close()
+        store.close()
 
 
 def vm_steps(store: SQLiteStore, work: Any) -> int:

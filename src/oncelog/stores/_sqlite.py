@@ -32,7 +32,7 @@ from .._exceptions import (
     StoreUnavailable,
 )
 from ..audit._chain import link
-from ..records._records import StepState
+from ..records._records import Halt, HaltScope, StepState
 from ._migrations import pending
 from ._protocol import DURABILITY, Intent, Lease, NewStep, Outcome
 from ._shared import duplicate_step, intent_json, outcome_json
@@ -148,6 +148,8 @@ class SQLiteStore(SQLStore):
         self._levels = _SYNCHRONOUS[durability]
         self._synchronous = -1  # none set yet
         self._levels_checked: set[int] = set()
+        # (data_version, run_id, agent) when no switch was on for them (``active_halt``).
+        self._no_halt: tuple[int, str, str | None] | None = None
         self._lock = threading.RLock()
         if path != ":memory:" and create:
             _make_folder(path)
@@ -275,6 +277,28 @@ class SQLiteStore(SQLStore):
             super()._outcome(tx, lease, seq, attempt, outcome)
             return
         append(tx, lease.run_id, seq, "outcome", outcome_json(outcome, attempt))
+
+    def active_halt(self, run_id: str, agent: str | None) -> Halt | None:
+        """As the general store's, but once no switch was found on for the run, the halts
+        table is read again only after the file changed: ``PRAGMA data_version`` moves
+        with every commit of any other connection, and this one sets a switch only
+        through ``set_halt``, which forgets the answer. A model call or read asks before
+        each call; the pragma costs about a third of the query."""
+        with self._lock:
+            try:
+                version = self._db.execute("PRAGMA data_version").fetchone()[0]
+            except sqlite3.Error as exc:
+                raise _store_error(exc, self.path) from exc
+            if self._no_halt == (version, run_id, agent):
+                return None
+            halt = super().active_halt(run_id, agent)
+            self._no_halt = None if halt is not None else (version, run_id, agent)
+            return halt
+
+    def set_halt(self, scope: HaltScope, target: str, *, reason: str, by: str) -> Halt:
+        with self._lock:
+            self._no_halt = None
+            return super().set_halt(scope, target, reason=reason, by=by)
 
     @contextmanager
     def _reading(self) -> Iterator[Tx]:
