@@ -12,14 +12,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+from json.encoder import encode_basestring as _quote  # the C escaper of ensure_ascii=False
 
 GENESIS = "0" * 64
 # What json.dumps(..., ensure_ascii=False, separators=(",", ":")) builds on every call,
-# built once: every journal record is hashed through it.
+# built once: a record whose fields are not of the usual types is hashed through it.
 _CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_sha256 = hashlib.sha256
 
 
 def canonical(run_id: str, seq: int | None, event: str, data: str, at: float) -> str:
+    # Every journal append hashes one: the usual field types are spliced as the encoder
+    # would write them (a finite float is its repr), without the encoder's Python layers.
+    if type(at) is float and -1e308 < at < 1e308 and type(seq) in (int, type(None)):
+        return (
+            f"[{_quote(run_id)},{'null' if seq is None else int.__repr__(seq)},"
+            f"{_quote(event)},{_quote(data)},{float.__repr__(at)}]"
+        )
     return _CANONICAL.encode([run_id, seq, event, data, at])
 
 
@@ -32,7 +41,7 @@ def canonical_head(run_id: str, seq: int | None, event: str) -> str:
 def link(prev: str, run_id: str, seq: int | None, event: str, data: str, at: float) -> str:
     """The hash of a record that follows ``prev``."""
     text = prev + canonical(run_id, seq, event, data, at)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return _sha256(text.encode()).hexdigest()
 
 
 def checkpoint_payload(run_id: str, entries: int, head: str, at: float) -> str:

@@ -26,10 +26,22 @@ def _not_json(value: Any) -> NoReturn:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-# One encoder, built once: json.dumps with options builds a new one on every call.
-_ENCODER = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_not_json
-)
+# What json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+# allow_nan=False, default=_not_json) runs, called without its Python layers (``JSONEncoder
+# .encode`` and ``iterencode`` cost more than encoding a step's arguments). A fresh table
+# of the containers being encoded, each call, keeps the circular-reference check, apart
+# between threads.
+_make_encoder = json.encoder.c_make_encoder  # type: ignore[attr-defined]
+_quote = json.encoder.encode_basestring
+
+
+def _to_json(value: Any) -> str:
+    if type(value) is str:
+        return _quote(value)
+    encoder = _make_encoder({}, _not_json, _quote, None, ":", ",", True, False, False)
+    return "".join(encoder(value, 0))
+
+
 _scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__
 
 
@@ -140,7 +152,7 @@ def encode_decoded(value: Any, *, what: str, limit: int) -> tuple[str, Any]:
 
 def _encode(value: Any, what: str, limit: int, exact: bool) -> tuple[str, Any]:
     try:
-        text = _ENCODER.encode(value)
+        text = _to_json(value)
     except RecursionError:
         raise _nested_too_deeply(what) from None
     except (TypeError, ValueError) as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from json.encoder import encode_basestring as quote  # the C escaper json.dumps uses
 from typing import Any
 
 from .._exceptions import CorruptRecord, DuplicateStep, LeaseLost, PlanMismatch
@@ -54,27 +55,30 @@ def intent_json(
     lease: Lease, step: NewStep, attempt: int, reason: str | None, approval: int | None = None
 ) -> str:
     """The journal entry of an intent, naming the approval it used, if any (so the
-    journal shows that approval used, whatever its row says later)."""
-    used = {} if approval is None else {"approval": str(approval)}
-    return journal_json(
-        step_id=text(step.step_id), type=text(step.type.value), tool=text(step.tool),
-        kind=text(step.kind), key=text(step.key), args_hash=text(step.args_hash),
-        args=step.args_json, attempt=str(attempt), token=str(lease.token),
-        reason=text(reason), cost=number(step.cost),
-        irreversible="true" if step.irreversible else "false", **used,
-    )  # fmt: skip
+    journal shows that approval used, whatever its row says later). Written once per live
+    step: ``journal_json``'s text, its fields spliced in their sorted order by hand."""
+    used = "" if approval is None else f'"approval":{approval!s},'
+    return (
+        f'{{{used}"args":{step.args_json},"args_hash":{quote(step.args_hash)},'
+        f'"attempt":{attempt!s},"cost":{number(step.cost)},'
+        f'"irreversible":{"true" if step.irreversible else "false"},"key":{quote(step.key)},'
+        f'"kind":{quote(step.kind)},"reason":{text(reason)},"step_id":{quote(step.step_id)},'
+        f'"token":{lease.token!s},"tool":{quote(step.tool)},"type":{quote(step.type.value)}}}'
+    )
 
 
 def outcome_json(outcome: Outcome, attempt: int) -> str:
     """The journal entry of an outcome (or of a probe's answer); a retry's time only when
-    a retry policy set one."""
-    retry = {} if outcome.retry_at is None else {"retry_at": number(outcome.retry_at)}
-    return journal_json(
-        state=text(outcome.state.value), attempt=str(attempt),
-        result=outcome.result_json, error=outcome.error_json,
-        tokens_in=str(outcome.tokens_in), tokens_out=str(outcome.tokens_out),
-        cost=None if outcome.cost is None else number(outcome.cost), **retry,
-    )  # fmt: skip
+    a retry policy set one. Spliced as ``intent_json`` is."""
+    cost = "null" if outcome.cost is None else number(outcome.cost)
+    retry = "" if outcome.retry_at is None else f',"retry_at":{number(outcome.retry_at)}'
+    result, error = outcome.result_json, outcome.error_json
+    return (
+        f'{{"attempt":{attempt!s},"cost":{cost},"error":{"null" if error is None else error},'
+        f'"result":{"null" if result is None else result}{retry},'
+        f'"state":{quote(outcome.state.value)},"tokens_in":{outcome.tokens_in!s},'
+        f'"tokens_out":{outcome.tokens_out!s}}}'
+    )
 
 
 JOURNAL_COLUMNS = "id, run_id, seq, event, data, at, hash"
