@@ -87,7 +87,8 @@ class Ledger:
         self.closed = False
         self.signer = signer  # signs a checkpoint of each run's chain when the run ends
         self._redaction_key = redaction_key
-        self._declared_results: dict[str, str] = {}  # tool -> contract this process stored
+        # tool -> (schema object, form, contract) this process stored
+        self._declared_results: dict[str, tuple[object, str, str]] = {}
 
     # -- declaring tools ----------------------------------------------------------------
 
@@ -315,10 +316,13 @@ class Ledger:
         Schema ``schema`` (``form="json"``), or an MCP tool result (``form="mcp"``,
         ``schema`` the tool's output schema). A tool's ``result_schema=`` is declared at
         its first use; stored once per process."""
+        declared = self._declared_results.get(tool)
+        if declared is not None and declared[0] is schema and declared[1] == form:
+            return  # a tool's own schema, asked at each of its steps: encoded once
         stored = ResultContract(form, schema).to_json()
-        if self._declared_results.get(tool) != stored:
+        if declared is None or declared[2] != stored:
             self.store.set_result_contract(tool, stored)
-            self._declared_results[tool] = stored
+        self._declared_results[tool] = (schema, form, stored)
 
     # -- budgets ------------------------------------------------------------------------
 

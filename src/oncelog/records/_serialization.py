@@ -103,12 +103,9 @@ def _explain(value: Any, path: str) -> None:
     )
 
 
-def _too_deep(value: Any, text: str) -> bool:
-    """True if ``value`` nests deeper than ``MAX_DEPTH``. Counting the brackets of its
-    JSON ``text`` runs in C and settles almost every value; one with that many containers
-    is measured a level at a time, each container looked at once."""
-    if text.count("[") + text.count("{") <= MAX_DEPTH:
-        return False
+def _too_deep(value: Any) -> bool:
+    """True if ``value`` nests deeper than ``MAX_DEPTH``, measured a level at a time, each
+    container looked at once: for a value whose text has that many brackets."""
     level, depth = [value], 0
     while level:
         depth += 1
@@ -161,7 +158,8 @@ def _encode(value: Any, what: str, limit: int, exact: bool) -> tuple[str, Any]:
         except RecursionError:
             raise _nested_too_deeply(what) from None
         raise UnserializableValue(f"{what} cannot be encoded: {exc}") from exc
-    if _too_deep(value, text):
+    # Counting the brackets of the text runs in C and settles almost every value.
+    if text.count("[") + text.count("{") > MAX_DEPTH and _too_deep(value):
         raise _nested_too_deeply(what)
     # Decoding and comparing run in C; only a mismatch (a tuple, or a real loss such as
     # an int key) pays for the walk in Python.

@@ -128,9 +128,11 @@ class Replayed(NamedTuple):
     value: Any
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Pending:
-    """A step that runs live: its intent is durable if it is an effect."""
+    """A step that runs live: its intent is durable if it is an effect. Made once per live
+    step and never changed after its observers are told it started (not frozen: a frozen
+    dataclass's ``__init__`` costs a call per field)."""
 
     step: NewStep
     call: Call

@@ -67,6 +67,9 @@ from ._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found
 from ._reconcile import ask
 from ._replay import MISS, ReplayCursor, check_same_step
 
+# Module constants: on Python 3.11 reading an enum member off its class costs several
+# times reading a global, and a live step reads a few.
+_EFFECT, _LLM, _DONE = StepType.EFFECT, StepType.LLM, StepState.DONE
 _SETTLED = frozenset({StepState.DONE, StepState.FAILED, StepState.ABANDONED})
 _REPLAYS = frozenset(
     {Action.REPLAY, Action.REPLAY_UNRECORDED, Action.REPLAY_REFUSED, Action.REPLAY_ABANDONED}
@@ -81,6 +84,27 @@ def _settled(step_type: StepType, idempotent: bool, state: StepState, missing: b
     """A settled step is decided by its state alone: each decision is made once, since
     replay asks for one per recorded step."""
     return decide(Situation(step_type, idempotent, state, result_missing=missing))
+
+
+@functools.cache
+def _fresh(
+    step_type: StepType,
+    idempotent: bool,
+    draining: bool,
+    lease_lost: bool,
+    max_attempts: int | None,
+    preflight_declared: bool,
+    probe_declared: bool,
+    dedupe_window: float | None,
+    drift_error: bool,
+) -> Situation:
+    """The situation of a step with nothing recorded, which its tool and the process alone
+    make: each is built once (building a ``Situation`` costs more than deciding it)."""
+    return Situation(
+        step_type, idempotent, draining=draining, lease_lost=lease_lost,
+        max_attempts=max_attempts, preflight_declared=preflight_declared,
+        probe_declared=probe_declared, dedupe_window=dedupe_window, drift_error=drift_error,
+    )  # fmt: skip
 
 
 def _why_halted(action: Action, situation: Situation) -> list[str]:
@@ -161,7 +185,9 @@ class Engine:
 
     def prepare(self, seq: int, call: Call) -> Replayed | Pending:
         step_id = call.step_id if call.step_id is not None else f"{call.tool}@{seq}"
-        if self._store(self.cursor.row, seq) is None:  # reads the page holding seq
+        if seq >= self.cursor.frontier and self._broken is None:
+            record = None  # past what is recorded: what ``cursor.row`` says, without a call
+        elif self._store(self.cursor.row, seq) is None:  # reads the page holding seq
             record = None
         else:
             value = self.replay_done(seq, call.step_id, call.step_type, call.tool, call.payload)
@@ -182,18 +208,17 @@ class Engine:
     def _new_step(self, seq: int, step_id: str, call: Call) -> NewStep:
         """A step about to run live; a replayed one needs neither key nor hash."""
         args_json = self._args_json(call, step_id)
+        spec, effect = call.spec, call.step_type is _EFFECT
         return NewStep(
-            seq, step_id, call.step_type, call.tool, call.kind,
-            idempotency_key(self.run_id, step_id, call.tool, self.key_namespace),
-            digest(args_json), args_json,
-            needs_approval=call.step_type is StepType.EFFECT and call.spec.approval,
-            cost=self._cost(call, step_id), irreversible=call.spec.irreversible,
+            seq, step_id, call.step_type, spec.name, call.kind,
+            idempotency_key(self.lease.run_id, step_id, spec.name, self.key_namespace),
+            digest(args_json), args_json, needs_approval=effect and spec.approval,
+            cost=self._cost(call, step_id) if effect else 0.0, irreversible=spec.irreversible,
         )  # fmt: skip
 
     def _cost(self, call: Call, step_id: str) -> float:
+        """What an effect's attempt reserves of the run's budget."""
         cost = call.spec.cost
-        if call.step_type is not StepType.EFFECT:
-            return 0.0
         if not callable(cost):
             return float(cost)
         try:
@@ -221,6 +246,14 @@ class Engine:
     def _situation(self, call: Call, record: StepRecord | None) -> Situation:
         """What ``decide`` needs about this step, before anything is asked of anyone."""
         surroundings, spec = self.surroundings, call.spec
+        if record is None:
+            return _fresh(
+                call.step_type, spec.idempotent, surroundings.draining(),
+                surroundings.lease_lost(self.lease),
+                None if spec.retry is None else spec.retry.attempts,
+                spec.preflight is not None, spec.probe is not None, spec.dedupe_window,
+                spec.drift == "error",
+            )  # fmt: skip
         now = surroundings.clock()
         in_doubt = record is not None and record.state in (StepState.IN_FLIGHT, StepState.UNKNOWN)
         return Situation(
@@ -333,7 +366,7 @@ class Engine:
             )  # fmt: skip
         assert action in (Action.RUN, Action.RESEND), action
         attempt = 0
-        if call.step_type is not StepType.EFFECT:
+        if call.step_type is not _EFFECT:
             # A model call or a query is recorded after it runs; look for a kill switch
             # first so a halted agent spends nothing. Effects check inside their intent.
             halt = self._store(self.store.active_halt, self.run_id, self.lease.agent)
@@ -346,9 +379,7 @@ class Engine:
         observers = self.surroundings.observers
         pending = Pending(step, call, attempt, previous, first_sent_at, observers)
         if observers:
-            pending = replace(
-                pending, observed=observe.started(observers, pending.info(self.run_id))
-            )
+            pending.observed = observe.started(observers, pending.info(self.run_id))
         return pending
 
     def _write_intent(self, step: NewStep, previous: StepState | None, reason: str | None) -> int:
@@ -493,7 +524,8 @@ class Engine:
 
     def complete(self, pending: Pending, result: Any) -> Any:
         """Record what the call returned; hand back what replay would hand back."""
-        if pending.call.step_type is StepType.EFFECT:  # crash points mark effect boundaries
+        step_type = pending.call.step_type
+        if step_type is _EFFECT:  # crash points mark effect boundaries
             crashpoints.reach("after_call", pending.step.step_id)
         try:
             result_json, returned = encode_decoded(
@@ -511,12 +543,11 @@ class Engine:
                 key=pending.step.key,
             ) from exc
         tokens_in, tokens_out, cost = (0, 0, None)
-        if pending.call.step_type is StepType.LLM:
+        if step_type is _LLM:
             tokens_in, tokens_out, cost = usage(result)
-        self._write(
-            pending, Outcome(StepState.DONE, result_json, None, tokens_in, tokens_out, cost)
-        )
-        pending.ended(self.run_id, "done")
+        self._write(pending, Outcome(_DONE, result_json, None, tokens_in, tokens_out, cost))
+        if pending.observed is not None:
+            pending.ended(self.run_id, "done")
         return returned
 
     def fail(self, pending: Pending, exc: Exception) -> Exception | Again:
@@ -582,18 +613,20 @@ class Engine:
         return retry.delay(pending.attempt, self.surroundings.random())
 
     def _write(self, pending: Pending, outcome: Outcome) -> None:
+        effect = pending.call.step_type is _EFFECT
         try:
-            if pending.call.step_type is StepType.EFFECT:
+            if effect:
                 self._store(
                     self.store.write_outcome, self.lease, pending.step, pending.attempt, outcome
                 )
             else:
-                step = replace(pending.step, elapsed=time.monotonic() - pending.began)
-                self._store(self.store.record_step, self.lease, step, pending.previous, outcome)
+                self._store(
+                    self.store.record_step, self.lease, _timed(pending), pending.previous, outcome
+                )
         except OnceLogError as exc:  # fenced off, or the disk: the call's end is not recorded
             pending.ended(self.run_id, "unrecorded", exc)
             raise
-        if pending.call.step_type is StepType.EFFECT:
+        if effect:
             crashpoints.reach("after_outcome_commit", pending.step.step_id)
         else:
             self.cursor.advance_frontier(pending.step.seq)
@@ -616,3 +649,15 @@ class Engine:
             step_id=record.step_id,
             key=record.key,
         )
+
+
+def _timed(pending: Pending) -> NewStep:
+    """A model call's or a read's step as recorded after it ran: started as long before
+    the commit as its call took. (Built field by field: ``dataclasses.replace`` looks the
+    fields up on every call.)"""
+    s = pending.step
+    return NewStep(
+        s.seq, s.step_id, s.type, s.tool, s.kind, s.key, s.args_hash, s.args_json,
+        needs_approval=s.needs_approval, cost=s.cost, irreversible=s.irreversible,
+        elapsed=time.monotonic() - pending.began,
+    )  # fmt: skip

@@ -10,9 +10,8 @@ from __future__ import annotations
 import contextvars
 import shlex
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, NoReturn, Protocol, TypeVar, cast
 
 from .._exceptions import (
     LeaseLost,
@@ -100,9 +99,9 @@ async def _replayed(value: R) -> R:
     return value
 
 
-@dataclass(frozen=True)
-class _Asked:
-    """A model call or a query, with the name and input digest it is recorded under."""
+class _Asked(NamedTuple):
+    """A model call or a query, with the name and input digest it is recorded under. (A
+    named tuple: one is made per model call, and a frozen dataclass costs a call a field.)"""
 
     fn: Callable[..., Any]
     name: str | None = None

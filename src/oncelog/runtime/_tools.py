@@ -183,8 +183,14 @@ def _seconds(ttl: timedelta | float | None) -> float | None:
 def step_spec(fn: Any, name: str | None = None) -> ToolSpec:
     """How a model call or a query is treated: recorded, and run again when in doubt.
     Its name (checked on replay) is ``name``, else the function's qualified name."""
-    named = str(name or getattr(fn, "__qualname__", type(fn).__qualname__))
-    return ToolSpec(named, Kind.READ, (), "warn", takes_key=False, idempotent=True)
+    return _named_spec(str(name or getattr(fn, "__qualname__", type(fn).__qualname__)))
+
+
+# A spec depends on the name alone, and building one (a frozen dataclass of 18 fields)
+# costs more than the rest of checking a model call: one per name, for the names in use.
+@functools.lru_cache(maxsize=1024)
+def _named_spec(name: str) -> ToolSpec:
+    return ToolSpec(name, Kind.READ, (), "warn", takes_key=False, idempotent=True)
 
 
 def tool(
