@@ -35,7 +35,9 @@ def canonical(run_id: str, seq: int | None, event: str, data: str, at: float) ->
 def canonical_head(run_id: str, seq: int | None, event: str) -> str:
     """``canonical`` up to its data: a server that writes the data and the time completes
     it (``stores/_postgres_transitions``)."""
-    return json.dumps([run_id, seq, event], ensure_ascii=False, separators=(",", ":"))[:-1] + ","
+    if type(seq) in (int, type(None)):  # as ``canonical`` splices it
+        return f"[{_quote(run_id)},{'null' if seq is None else int.__repr__(seq)},{_quote(event)},"
+    return _CANONICAL.encode([run_id, seq, event])[:-1] + ","
 
 
 def link(prev: str, run_id: str, seq: int | None, event: str, data: str, at: float) -> str:
