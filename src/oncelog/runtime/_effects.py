@@ -69,7 +69,7 @@ from ._replay import MISS, ReplayCursor, check_same_step
 
 # Module constants: on Python 3.11 reading an enum member off its class costs several
 # times reading a global, and a live step reads a few.
-_EFFECT, _LLM, _DONE = StepType.EFFECT, StepType.LLM, StepState.DONE
+_EFFECT, _LLM, _DONE, _RUN = StepType.EFFECT, StepType.LLM, StepState.DONE, Action.RUN
 _SETTLED = frozenset({StepState.DONE, StepState.FAILED, StepState.ABANDONED})
 _REPLAYS = frozenset(
     {Action.REPLAY, Action.REPLAY_UNRECORDED, Action.REPLAY_REFUSED, Action.REPLAY_ABANDONED}
@@ -283,6 +283,10 @@ class Engine:
             return self._replay(_settled(call.step_type, call.idempotent, record.state, missing),
                                 record, call)  # fmt: skip
         situation = self._situation(call, record)
+        if record is None and decide(situation) is _RUN:
+            # The common step: nothing to ask anyone, nothing to say, nothing in doubt.
+            step = self._new_step(seq, step_id, call)
+            return self._go_live(_RUN, step, call, None, self.surroundings.clock(), None)
         said: list[str] = []
         while True:
             action = decide(situation)
@@ -353,18 +357,19 @@ class Engine:
         first_sent_at: float,
         reason: str | None,
     ) -> Pending:
-        if action is Action.STOP_DRAINING:
-            raise Draining(
-                f"this process is shutting down; {step.step_id!r} was not started and the "
-                "run is queued for another worker",
-                run_id=self.run_id, step_id=step.step_id,
-            )  # fmt: skip
-        if action is Action.STOP_LEASE_LOST:
-            raise LeaseLost(
-                "another worker took this run over while this one was busy",
-                run_id=self.run_id, step_id=step.step_id,
-            )  # fmt: skip
-        assert action in (Action.RUN, Action.RESEND), action
+        if action is not _RUN:
+            if action is Action.STOP_DRAINING:
+                raise Draining(
+                    f"this process is shutting down; {step.step_id!r} was not started and "
+                    "the run is queued for another worker",
+                    run_id=self.run_id, step_id=step.step_id,
+                )  # fmt: skip
+            if action is Action.STOP_LEASE_LOST:
+                raise LeaseLost(
+                    "another worker took this run over while this one was busy",
+                    run_id=self.run_id, step_id=step.step_id,
+                )  # fmt: skip
+            assert action is Action.RESEND, action
         attempt = 0
         if call.step_type is not _EFFECT:
             # A model call or a query is recorded after it runs; look for a kill switch
