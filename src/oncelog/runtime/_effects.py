@@ -255,22 +255,22 @@ class Engine:
                 spec.drift == "error",
             )  # fmt: skip
         now = surroundings.clock()
-        in_doubt = record is not None and record.state in (StepState.IN_FLIGHT, StepState.UNKNOWN)
+        in_doubt = record.state in (StepState.IN_FLIGHT, StepState.UNKNOWN)
         return Situation(
             call.step_type,
             call.idempotent,
-            None if record is None else record.state,
-            result_missing=record is not None and record.error_json is not None,
+            record.state,
+            result_missing=record.error_json is not None,
             draining=surroundings.draining(),
             lease_lost=surroundings.lease_lost(self.lease),
-            attempts=0 if record is None else record.attempts,
+            attempts=record.attempts,
             max_attempts=None if spec.retry is None else spec.retry.attempts,
-            retry_wait=0.0 if record is None or record.retry_at is None else record.retry_at - now,
+            retry_wait=0.0 if record.retry_at is None else record.retry_at - now,
             preflight_declared=spec.preflight is not None,
             probe_declared=spec.probe is not None,
-            key_age=0.0 if record is None else now - record.first_sent_at,
+            key_age=now - record.first_sent_at,
             dedupe_window=spec.dedupe_window,
-            same_args=not in_doubt or record is None or self._same_args(record, call),
+            same_args=not in_doubt or self._same_args(record, call),
             drift_error=call.drift == "error",
         )
 
