@@ -332,6 +332,22 @@ def test_done_with_no_result_gives_the_agent_no_result(
     assert "NO_RESULT" in person.get("/runs/r-mail").text
 
 
+@pytest.mark.parametrize("typed", ["250 2.0.0 Ok: queued as 4F2A1", "1", '{"id": "msg_1"}'])
+def test_done_with_a_plain_text_result_gives_the_agent_that_string(
+    busy: oncelog.Ledger, person: Person, typed: str
+) -> None:
+    assert 'name="as_text"' in person.get("/unknown").text
+    form = {"run_id": "r-mail", "step_id": "email", "resolution": "done", "by": "bob"}
+    assert (
+        person.post("/unknown/resolve", {**form, "result": typed, "as_text": "yes"}).status_code
+        == 303
+    )
+    [step] = busy.steps("r-mail")
+    assert (step.state, step.result) == (oncelog.StepState.DONE, typed)  # text, even if JSON
+    [entry] = [e for e in busy.journal("r-mail") if e.event == "resolved"]
+    assert entry.data["by"] == "bob"
+
+
 def test_a_step_a_live_process_is_running_is_resolved_only_by_force(
     ledger: oncelog.Ledger,
 ) -> None:
@@ -369,6 +385,10 @@ def test_bad_input_is_explained_and_changes_nothing(busy: oncelog.Ledger, person
         ("/unknown/resolve", {**resolve, "result": "1", "no_result": "yes"}, "not both"),
         ("/unknown/resolve", {**resolve, "resolution": "not_done", "no_result": "yes"},
          "'done' only"),
+        ("/unknown/resolve", {**resolve, "resolution": "abandon", "as_text": "yes"}, "'done' only"),
+        ("/unknown/resolve", {**resolve, "as_text": "yes", "no_result": "yes"},
+         "not with “no result”"),
+        ("/unknown/resolve", {**resolve, "as_text": "yes"}, "needs the provider's result"),
         ("/approvals/decide", decision(busy, "a", "approve", expires_in_minutes="-1"), ">= 0"),
         ("/approvals/decide", {**decision(busy, "a", "approve"), "request": ""},
          "request is required"),

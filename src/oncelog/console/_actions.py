@@ -54,19 +54,27 @@ def resolve_effect(form: Form, ledger: Ledger) -> tuple[str, str | None]:
 
 def _result_of(form: Form, resolution: Resolution) -> Any:
     """The result field, or the "no result" box, as ``Ledger.resolve(result=...)`` takes
-    them: one of the two with 'done', neither with the others."""
+    them: one of the two with 'done', neither with the others. With "plain text" ticked the
+    field is the result itself, a string, as ``oncelog resolve --text`` takes it (an SMTP
+    server's reply is not JSON, and a tired operator should not have to quote it)."""
     given, none = form.text("result") != "", form.flag("no_result")
+    as_text = form.flag("as_text")
     if resolution is not Resolution.DONE:
-        if given or none:
+        if given or none or as_text:
             raise FormError("a result goes with 'done' only: clear the result field")
         return None
     if given == none:
         raise FormError(
-            "'done' needs the provider's result (JSON), or tick “no result” if it cannot be known"
+            "'done' needs the provider's result (JSON, or text with “plain text” ticked), or "
+            "tick “no result” if it cannot be known"
             if not given
             else "give a result or tick “no result”, not both"
         )
-    return NO_RESULT if none else form.json("result")
+    if none:
+        if as_text:
+            raise FormError("“plain text” goes with a result, not with “no result”")
+        return NO_RESULT
+    return form.text("result") if as_text else form.json("result")
 
 
 def _switch(form: Form) -> dict[str, str | None]:
