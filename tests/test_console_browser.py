@@ -220,3 +220,27 @@ def test_every_page_fits_a_phone(browser: Browser, login_url: str) -> None:
             assert box is not None
             assert box["x"] + box["width"] <= PHONE["width"], path
     context.close()
+
+
+def test_a_person_on_a_phone_resolves_an_effect_with_the_servers_text_reply(
+    browser: Browser, login_url: str, incidents: str
+) -> None:
+    """The decision itself, not only its layout, works at a phone's width: every control is
+    tapped, and the reply typed as text reaches the ledger as the string typed."""
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    phone = context.new_page()
+    phone.goto(login_url)
+    phone.goto(login_url.split("/login")[0] + "/unknown")
+    effect = phone.locator("article", has_text="r-killed")
+    effect.get_by_label("Done: it happened").tap()
+    effect.get_by_label("Result (JSON").fill("250 2.0.0 Ok: queued as 4F2A1")
+    effect.get_by_label("Plain text").tap()
+    effect.get_by_label("Your name").fill("bob")
+    effect.get_by_role("button", name="Record the decision").tap()
+    expect(phone.get_by_role("status")).to_contain_text("Decision recorded")
+    context.close()
+    with oncelog.open(incidents) as ledger:
+        [step] = ledger.steps("r-killed")
+    assert (step.state, step.result) == (oncelog.StepState.DONE, "250 2.0.0 Ok: queued as 4F2A1")
