@@ -82,7 +82,7 @@ def effect_statements(db_path: str, durability: Literal["intent", "full"]) -> li
         ledger.close()
 
 
-INTENT = ["BEGIN IMMEDIATE", "INSERT INTO steps (run_i", "INSERT INTO journal (run", "COMMIT"]
+INTENT = ["BEGIN IMMEDIATE", "INSERT OR IGNORE INTO st", "INSERT INTO journal (run", "COMMIT"]
 OUTCOME = ["BEGIN IMMEDIATE", "UPDATE steps SET state =", "INSERT INTO journal (run", "COMMIT"]
 
 
@@ -112,7 +112,7 @@ def test_a_model_call_checks_the_kill_switch_once_and_writes_its_row_once(db_pat
         # Before the call (the halts table itself only if the file changed since the
         # last look); not again when it is recorded.
         "PRAGMA data_version",
-        "BEGIN IMMEDIATE", "INSERT INTO steps (run_i", "INSERT INTO journal (run",
+        "BEGIN IMMEDIATE", "INSERT OR IGNORE INTO st", "INSERT INTO journal (run",
         "INSERT INTO journal (run", "COMMIT",
     ]  # fmt: skip
 

@@ -28,7 +28,7 @@ STATEMENTS = (
     ("PRAGMA synchronous", "PRAGMA synchronous (durability intent)"),
     ("SELECT owner, fencing_token", "SELECT runs: fence"),
     ("UPDATE runs SET lease_expires_at", "UPDATE runs: lease extension"),
-    ("INSERT INTO steps", "INSERT steps: intent row, checks in its WHERE"),
+    ("INSERT OR IGNORE INTO steps", "INSERT steps: intent row, checks in its values"),
     ("INSERT INTO journal", "INSERT journal: entry, chained in SQL"),
     ("UPDATE steps SET state", "UPDATE steps: outcome, fence in its WHERE"),
     ("INSERT INTO effects", "INSERT effects: intent row"),

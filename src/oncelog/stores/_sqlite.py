@@ -35,7 +35,7 @@ from ..audit._chain import link
 from ..records._records import Halt, HaltScope, StepState
 from ._migrations import pending
 from ._protocol import DURABILITY, Intent, Lease, NewStep, Outcome
-from ._shared import duplicate_step, intent_json, outcome_json
+from ._shared import intent_json, outcome_json
 from ._sql import NOW, Dialect, Tx, json_field
 from ._sql_store import SQLStore
 from ._sql_tx import append
@@ -238,11 +238,8 @@ class SQLiteStore(SQLStore):
         self, tx: Tx, lease: Lease, step: NewStep, reason: str | None, *, check_halt: bool
     ) -> Intent | None:
         """The step's row with its checks, the lease kept, its journal entry."""
-        try:
-            if not insert_step(tx, lease, step, check_halt=check_halt):
-                return None
-        except sqlite3.IntegrityError as exc:
-            raise duplicate_step(lease, step) from exc
+        if not insert_step(tx, lease, step, check_halt=check_halt):
+            return None
         entry = intent_json(lease, step, 1, reason)
         tx.execute(STEP_JOURNAL_APPEND, (lease.run_id, step.seq, "intent", entry))
         return Intent(1, ())
@@ -256,13 +253,9 @@ class SQLiteStore(SQLStore):
             super().record_step(lease, step, previous, outcome)
             return
         with self._tx(durable=False) as tx:
-            try:
-                recorded = insert_recorded(tx, lease, step, outcome)
-            except sqlite3.IntegrityError as exc:
-                raise duplicate_step(lease, step) from exc
-            if not recorded:
-                # The lease is lost, or half used: the general path's fence says which, or
-                # extends it.
+            if not insert_recorded(tx, lease, step, outcome):
+                # The lease is lost or half used, or the step is a duplicate: the general
+                # path's fence and insert say which, or extend the lease.
                 attempt = self._begin_step(tx, lease, step, None, check_halt=False).attempt
                 self._end_step(tx, lease, step.seq, attempt, outcome)
                 return
