@@ -15,8 +15,9 @@ import pytest
 import oncelog
 from oncelog.records._records import ApprovalStatus, HaltScope, StepState, StepType
 from oncelog.records._serialization import digest
-from oncelog.stores import SQLiteStore
+from oncelog.stores import SQLiteStore, _sqlite_write
 from oncelog.stores._protocol import Lease, NewStep, Outcome
+from oncelog.stores._sqlite import SQLITE
 
 ARGS = '{"args":[],"kwargs":{"to":"alice@example.com"}}'
 
@@ -252,6 +253,9 @@ def test_the_folded_checks_refuse_as_the_statements_they_replace(db_path: str) -
             store.write_outcome(lease, effect(0, "a"), 2, Outcome(StepState.DONE, "1"))
         with pytest.raises(oncelog.DuplicateStep):
             store.write_intent(lease, effect(1, "a"), None)
+        model = NewStep(1, "a", StepType.LLM, "model", "llm", "key-m", digest(ARGS), ARGS)
+        with pytest.raises(oncelog.DuplicateStep):
+            store.record_step(lease, model, None, Outcome(StepState.DONE, "1"))
         store.set_halt(HaltScope.RUN, "s", reason="stop", by="ann")
         with pytest.raises(oncelog.RunHalted):
             store.write_intent(lease, effect(1, "b"), None)
@@ -271,5 +275,36 @@ def test_an_agent_s_effect_is_charged_to_its_daily_budget(db_path: str) -> None:
             store.write_intent(lease, effect(1, "b"), None)
         free = acquire(store, "s", agent="other")
         store.write_intent(free, effect(0, "a"), None)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("name", ["_INSERT_UNCHECKED", "_INSERT_CHECKED", "_RECORD_STEP"])
+def test_a_new_step_s_row_is_written_without_a_temporary_b_tree(db_path: str, name: str) -> None:
+    """An INSERT ... SELECT into a table with triggers fills a temporary b-tree first
+    (OpenEphemeral), which cost more than the insert; the rows are written from VALUES."""
+    store = SQLiteStore(db_path)
+    try:
+        sql = SQLITE.translate(getattr(_sqlite_write, name))
+        program = store._db.execute(f"EXPLAIN {sql}", (None,) * sql.count("?")).fetchall()
+    finally:
+        store.close()
+    opcodes = {row[1] for row in program}
+    assert "Program" in opcodes  # the budget trigger is there
+    assert "OpenEphemeral" not in opcodes
+
+
+def test_an_effect_s_outcome_leaves_the_budget_totals_untouched(db_path: str) -> None:
+    """The totals' update trigger runs its body only where a counted value changes: an
+    outcome changes only the step's row and adds its journal entry (0017)."""
+    store = SQLiteStore(db_path, durability="process")
+    try:
+        store.set_agent_budget("bot", oncelog.AgentBudget(calls=5), by="ann")
+        lease = acquire(store, "r", agent="bot")
+        store.write_intent(lease, effect(0, "a"), None)
+        before = store._db.total_changes
+        store.write_outcome(lease, effect(0, "a"), 1, Outcome(StepState.DONE, "1"))
+        assert store._db.total_changes - before == 2
+        assert store.budget_drift(None) == []
     finally:
         store.close()
