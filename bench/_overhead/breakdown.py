@@ -16,7 +16,7 @@ from .stats import NS_PER_US
 from .workload import CountingTool, EffectInput, open_guarded
 
 # Statement labels by SQL prefix, as ``stores/_sqlite_write.py`` writes them. An intent
-# is BEGIN, INSERT steps (the fence, kill-switch and agent-budget checks in its WHERE),
+# is BEGIN, INSERT steps (the fence, kill-switch and agent-budget checks in its values),
 # INSERT journal (the chain head read and the link computed in it), COMMIT; an outcome
 # is BEGIN, UPDATE steps (the fence in its WHERE), INSERT journal, COMMIT. The lease is
 # extended only once half of it is used, so "lease extension" is rare or absent; the

@@ -2,13 +2,14 @@
 one for its journal entry, between ``BEGIN IMMEDIATE`` and ``COMMIT``.
 
 The checks the general path (``_sql_store``) makes with statements of their own ride in
-the write's ``WHERE``: the fence (owner and token), the kill switch and, for an effect of
-an agent, that no daily budget applies. The database's single writer holds everything
-still from ``BEGIN IMMEDIATE`` to the commit, so a check in the ``WHERE`` sees exactly
-what a separate ``SELECT`` before it would. When a write matches no row, the caller
-takes the general path in the same transaction, which says which check refused, or
-charges the budget. The journal entry is one statement too (``JOURNAL_APPEND``): the
-chain's link is computed by ``oncelog_link``, registered on the connection.
+the write: the fence (owner and token), the kill switch and, for an effect of an agent,
+that no daily budget applies; in an update's ``WHERE``, in an insert's new state. The
+database's single writer holds everything still from ``BEGIN IMMEDIATE`` to the commit,
+so a check in the write sees exactly what a separate ``SELECT`` before it would. When a
+write matches no row, the caller takes the general path in the same transaction, which
+says which check refused, or charges the budget. The journal entry is one statement too
+(``JOURNAL_APPEND``): the chain's link is computed by ``oncelog_link``, registered on the
+connection.
 
 No write here has a ``RETURNING``: SQLite serves one through a temporary b-tree it opens
 and closes for each execution, about 48 k instructions, more than twice the insert
