@@ -173,10 +173,9 @@ class Engine:
         for a done step is REPLAY whatever else holds: tests/test_decide.py). MISS for
         anything else, and for a step not on the page read last: ``prepare`` decides it,
         with the checks and the messages of every other state."""
-        lo, hi, page = self.cursor.window  # no store call, no lock
-        found = page.get(seq) if lo <= seq < hi and self._broken is None else None
+        found = self.cursor.page.get(seq) if self._broken is None else None  # no store call
         if (
-            found is None or found[1] is not step_type or found[2] != tool
+            found is None or found[1] != step_type or found[2] != tool
             or found[0] != (f"{tool}@{seq}" if step_id is None else step_id)
             or found[3] != payload  # comparing decoded arguments runs in C: no encoding
         ):  # fmt: skip

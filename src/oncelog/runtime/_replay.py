@@ -3,9 +3,10 @@
 Replay re-executes the agent's code from the top. The n-th ledger call is position n;
 if a step is recorded there it must be the same step, or the run halts with
 ``ReplayDivergence`` instead of guessing. Recorded steps are read a page at a time, so
-memory stays flat however long the journal grows, and only the columns that replaying a
-done step needs (``ReplayRow``); a step in any other state is read again whole. A page's
-arguments and results are decoded together, in one C call each.
+memory stays flat however long the journal grows, and only what replaying a done step
+needs: the database assembles the page as one JSON text (``ReplayPage``), decoded in one
+C call. A step in any other state is read again whole; so is every step of a page whose
+text does not decode (a damaged row), after its rows are decoded one at a time.
 """
 
 from __future__ import annotations
@@ -20,20 +21,21 @@ from typing import Any
 
 from .._exceptions import ReplayDivergence
 from ..records._no_result import NO_RESULT
-from ..records._records import ReplayRow, StepRecord, StepType
+from ..records._records import ReplayPage, ReplayRow, StepRecord, StepType
 from ..records._serialization import decode
 from ..stores._protocol import Store
 
 PAGE = 512
 
-# A recorded step as replay compares it: (step id, type, tool, arguments, result), decoded.
-# A step that is not replayed from it (not done, done with an error, text that does not
-# decode) has UNDECODED for arguments, which no call's arguments equal: the whole record
-# decides it, with the messages of every other state.
-Entry = tuple[str, StepType | None, str, Any, Any]
+# A recorded step as replay compares it: (step id, type, tool, arguments, result), the type
+# as stored, arguments and result decoded. A step that is not replayed from it (not done,
+# done with an error, text that does not decode) has None or UNDECODED for arguments,
+# which no call's arguments equal: the whole record decides it, with the messages of every
+# other state.
+Entry = tuple[str, str, str, Any, Any]
 UNDECODED: Any = object()
 MISS: Any = object()  # what replay hands back for a step it does not replay
-_TYPES = {t.value: t for t in StepType}
+_NAMES = "\x1f"
 
 
 def _one(text: str) -> Any:
@@ -43,48 +45,61 @@ def _one(text: str) -> Any:
         return UNDECODED
 
 
-def _decode_all(texts: tuple[str, ...]) -> list[Any] | None:
-    """The texts decoded in one ``json.loads``; None unless each is one JSON value (then
-    the page is decoded text by text, and only a text at fault names its step)."""
+def _array(texts: str) -> Any:
     try:
-        values = json.loads("[" + ",".join(texts) + "]")
+        return json.loads("[" + texts + "]")
     except (ValueError, RecursionError):
         return None
-    return values if type(values) is list and len(values) == len(texts) else None
 
 
-def _entries(rows: list[ReplayRow]) -> dict[int, Entry]:
-    """The page's steps by position. The common page, every step done with a result, is
-    decoded and assembled in C; any other goes row by row."""
-    n = len(rows)
+def _decoded(page: ReplayPage, lo: int, hi: int) -> dict[int, Entry] | None:
+    """The page's steps by position, split and decoded in C; None unless every position
+    of the range is recorded and each column holds one value per step (a name holding
+    the separator, or a text stored damaged, shifts or breaks its column)."""
+    n = page.steps
     if n == 0:
         return {}
-    seqs, ids, types, tools, done, args, results = zip(*rows, strict=True)
-    if all(done) and results.count(None) == 0:
-        decoded = _decode_all(args + results)
-        if decoded is not None:
-            steps = zip(ids, map(_TYPES.get, types), tools, decoded[:n], decoded[n:], strict=True)
-            return dict(zip(seqs, steps, strict=True))
+    if n != hi - lo:  # a position left unrecorded (a write that failed): rare
+        return None
+    assert page.step_ids and page.types and page.tools and page.args and page.results
+    columns = (
+        page.step_ids.split(_NAMES), page.types.split(_NAMES), page.tools.split(_NAMES),
+        _array(page.args), _array(page.results),
+    )  # fmt: skip
+    if any(type(column) is not list or len(column) != n for column in columns):
+        return None
+    return dict(zip(range(lo, hi), zip(*columns, strict=True), strict=True))
+
+
+def _by_row(rows: list[ReplayRow], hi: int) -> dict[int, Entry]:
+    """A page that does not decode whole, from its rows one at a time: only a text at
+    fault leaves its step to the whole record, which names it."""
     page: dict[int, Entry] = {}
     for seq, step_id, type_, tool, done_ok, args_json, result_json in rows:
+        if seq >= hi:
+            break
         arguments = result = UNDECODED
         if done_ok:
             result = NO_RESULT if result_json is None else _one(result_json)
             if result is not UNDECODED:
                 arguments = _one(args_json)
-        page[seq] = (step_id, _TYPES.get(type_), tool, arguments, result)
+        page[seq] = (step_id, type_, tool, arguments, result)
     return page
 
 
-def _page(rows: list[ReplayRow]) -> dict[int, Entry]:
-    """``_entries`` with the cyclic collector paused: everything decoded lives as long as
-    the page, so a collection while it is built frees nothing, and the burst of new
-    objects set off collections of the older generations (measured: 3 % of a replayed
-    step). Resumed as it was, so a program that turned it off keeps it off."""
+def _page(store: Store, run_id: str, lo: int, hi: int) -> dict[int, Entry]:
+    """The steps recorded at positions ``lo`` to ``hi`` (excluded), by position. The
+    cyclic collector is paused: everything decoded lives as long as the page, so a
+    collection while it is built frees nothing, and the burst of new objects set off
+    collections of the older generations (measured: 3 % of a replayed step). Resumed as
+    it was, so a program that turned it off keeps it off."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _entries(rows)
+        page = _decoded(store.replay_page(run_id, lo, hi), lo, hi)
+        if page is None:
+            page = _by_row(store.replay_rows(run_id, lo, hi - lo), hi)
+        return page
     finally:
         if collecting:
             gc.enable()
@@ -102,9 +117,11 @@ class ReplayCursor:
         # steps are taken one at a time, a hint when they race (whether to encode the
         # arguments before taking a position).
         self.next = 0
-        # The page read last, as (lo, hi, entries by position): replaced whole, so a
-        # step finds itself on the page without a store call or the lock.
-        self.window: tuple[int, int, dict[int, Entry]] = (0, 0, {})
+        # The positions of the page read last, and its steps by position: a step finds
+        # itself on the page without a store call or the lock. Replaced whole; the page
+        # holds only positions of its range, each with the step recorded there.
+        self.window = (0, 0)
+        self.page: dict[int, Entry] = {}
         self._lock = threading.Lock()
 
     def row(self, seq: int) -> Entry | None:
@@ -112,13 +129,12 @@ class ReplayCursor:
         if seq >= self.frontier:
             return None
         with self._lock:
-            lo, hi, page = self.window
+            lo, hi = self.window
             if not lo <= seq < hi:
-                rows = self._store.replay_rows(self._run_id, seq, PAGE)
-                hi = rows[-1][0] + 1 if len(rows) == PAGE else self.frontier
-                page = _page(rows)
-                self.window = (seq, hi, page)
-            return page.get(seq)
+                lo, hi = seq, min(seq + PAGE, self.frontier)
+                self.page = _page(self._store, self._run_id, lo, hi)
+                self.window = (lo, hi)
+            return self.page.get(seq)
 
     def recorded(self, seq: int) -> StepRecord | None:
         """The whole record at ``seq``: for every step but a done one replayed."""
@@ -130,7 +146,7 @@ class ReplayCursor:
     def reread(self) -> None:
         """Forget the page read so far: a step on it was rewritten by this run."""
         with self._lock:
-            self.window = (0, 0, {})
+            self.window, self.page = (0, 0), {}
 
     def advance_frontier(self, seq: int) -> None:
         """A live step was recorded at ``seq``."""

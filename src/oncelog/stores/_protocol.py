@@ -19,6 +19,7 @@ from ..records._records import (
     Halt,
     HaltScope,
     JournalEntry,
+    ReplayPage,
     ReplayRow,
     Resolution,
     RunRecord,
@@ -177,9 +178,14 @@ class Store(Protocol):
         """Recorded steps at positions ``>= from_seq``, in order (a read, no lock)."""
         ...
 
+    def replay_page(self, run_id: str, from_seq: int, to_seq: int) -> ReplayPage:
+        """The steps at positions ``from_seq`` to ``to_seq`` (excluded) as replay reads
+        them: ``ReplayPage``, a read, no lock."""
+        ...
+
     def replay_rows(self, run_id: str, from_seq: int, limit: int) -> list[ReplayRow]:
-        """``steps`` as replay reads them: rows of ``REPLAY_COLUMNS``, values as stored
-        but for one flag, done without an error."""
+        """``steps`` as replay reads them when a page's texts do not decode: rows of
+        ``REPLAY_COLUMNS``, values as stored but for one flag, done without an error."""
         ...
 
     def write_intent(
