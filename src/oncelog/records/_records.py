@@ -165,18 +165,16 @@ ReplayRow = tuple[int, str, str, str, Any, str, str | None]
 
 class ReplayPage(NamedTuple):
     """The recorded steps at positions in a range, as replay reads them: how many there
-    are, then each column's values joined in one text (None when there are none), in
-    position order (the order is what makes a step's values line up with its position;
-    a step id, unique in its run, is still compared). Names are joined by U+001F, JSON
-    texts by commas; arguments are ``null`` for a step not done with a result, and a NULL
-    result is ``null``."""
+    are, then each column's values joined in one text, in position order. Names are
+    joined by U+001F, JSON texts by commas; arguments are ``null`` for a step not done
+    with a result, and a NULL result is ``null``."""
 
     steps: int
-    step_ids: str | None
-    types: str | None
-    tools: str | None
-    args: str | None
-    results: str | None
+    step_ids: str
+    types: str
+    tools: str
+    args: str
+    results: str
 
 
 class EffectInDoubt(NamedTuple):

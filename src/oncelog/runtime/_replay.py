@@ -61,7 +61,6 @@ def _decoded(page: ReplayPage, lo: int, hi: int) -> dict[int, Entry] | None:
         return {}
     if n != hi - lo:  # a position left unrecorded (a write that failed): rare
         return None
-    assert page.step_ids and page.types and page.tools and page.args and page.results
     columns = (
         page.step_ids.split(_NAMES), page.types.split(_NAMES), page.tools.split(_NAMES),
         _array(page.args), _array(page.results),

@@ -86,31 +86,47 @@ _SELECT_STEP = f"SELECT {STEP_COLUMNS} FROM steps"
 _STEP_OF_RUN = ", ".join(f"s.{column.strip()}" for column in STEP_COLUMNS.split(","))
 
 
-def _replay_page(concat: Callable[[str, str], str], unit_separator: str) -> str:
+_COMMA = "','"
+
+
+def _replay_page(concat: Callable[[str, str], str], steps: str) -> str:
     """A page of steps as ``ReplayPage`` reads it: one row of aggregates, so the driver
     converts six values per page instead of seven per step (each a round of the GIL in
     Python's sqlite3). Arguments are JSON null, which no call's arguments equal, unless
-    the step is done with a result: every other step is decided whole. No column of
-    positions: a full page is every position of its range."""
-    comma, done = "','", "state = 'done' AND error IS NULL AND result IS NOT NULL"
+    the step is done with a result: every other step is decided whole. The separators
+    are literals: SQLite calls a function given as one (``char(31)``) once per row."""
+    done = "state = 'done' AND error IS NULL AND result IS NOT NULL"
     columns = [
-        *(concat(name, unit_separator) for name in ("step_id", "type", "tool")),
-        concat(f"CASE WHEN {done} THEN args ELSE 'null' END", comma),
-        concat("coalesce(result, 'null')", comma),
+        *(concat(name, "'\x1f'") for name in ("step_id", "type", "tool")),
+        concat(f"CASE WHEN {done} THEN args ELSE 'null' END", _COMMA),
+        concat("coalesce(result, 'null')", _COMMA),
     ]
     return (
-        f"SELECT count(*), {', '.join(columns)} FROM steps "
+        f"SELECT count(*), {', '.join(columns)} FROM {steps} "
         "WHERE run_id = ? AND seq >= ? AND seq < ?"
     )
 
 
+# Every column of a page must list its steps in position order. PostgreSQL's aggregates
+# sort their own rows. SQLite's feed every aggregate of the query each row in turn, in the
+# order its loop visits them: NOT INDEXED leaves one way to visit them, a search of the
+# primary key's b-tree (the table: WITHOUT ROWID), in key order, which only ``PRAGMA
+# reverse_unordered_selects`` would reverse (turned off before the first page). A name holding
+# DLE is stored escaped by PostgreSQL and its driver unescapes the whole text: the escape
+# is a prefix code, so that is each name.
 _REPLAY_PAGE = {
-    # Every aggregate of one query is fed the rows in the same order.
-    "sqlite": _replay_page(lambda column, sep: f"group_concat({column}, {sep})", "char(31)"),
-    # Each aggregate sorts its own rows. A name holding DLE is stored escaped, and the
-    # driver unescapes the whole text: the escape is a prefix code, so that is each name.
-    "postgres": _replay_page(
-        lambda column, sep: f"string_agg({column}::text, {sep} ORDER BY seq)", "chr(31)"
+    "sqlite": (
+        "PRAGMA reverse_unordered_selects = OFF",
+        _replay_page(
+            lambda column, sep: f"group_concat({column}{'' if sep == _COMMA else ', ' + sep})",
+            "steps NOT INDEXED",
+        ),
+    ),
+    "postgres": (
+        None,
+        _replay_page(
+            lambda column, sep: f"string_agg({column}::text, {sep} ORDER BY seq)", "steps"
+        ),
     ),
 }
 
@@ -121,6 +137,7 @@ class SQLStore:
 
     dialect: Dialect
     durability: str
+    _replays_ordered = False  # ``replay_page``: the connection visits rows in key order
 
     def _tx(self, *, durable: bool = True) -> AbstractContextManager[Tx]:
         """One write transaction. Not ``durable``: the store may commit it without its own
@@ -270,7 +287,13 @@ class SQLStore:
         return [step_record(r) for r in rows]
 
     def replay_page(self, run_id: str, from_seq: int, to_seq: int) -> ReplayPage:
-        return ReplayPage(*self._read(_REPLAY_PAGE[self.dialect.name], (run_id, from_seq, to_seq))[0])
+        ordered, page = _REPLAY_PAGE[self.dialect.name]
+        with self._reading() as tx:
+            if ordered is not None and not self._replays_ordered:
+                tx.execute(ordered)  # once: the connection is the store's own
+                self._replays_ordered = True
+            found, *texts = tx.execute(page, (run_id, from_seq, to_seq)).fetchone()
+        return ReplayPage(found, *(text or "" for text in texts))  # no rows: NULLs
 
     def replay_rows(self, run_id: str, from_seq: int, limit: int) -> list[ReplayRow]:
         return self._read(
