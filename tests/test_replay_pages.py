@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -148,3 +149,61 @@ def test_an_effect_in_doubt_mid_page_stops_the_replay_there(ledger: oncelog.Ledg
                 assert run.effect(f"e{i}", send, i) == {"i": i}
         assert doubt.value.step_id == "e600"
     assert calls == list(range(601))
+
+
+def test_steps_asked_in_another_order_mid_page_are_a_divergence(ledger: oncelog.Ledger) -> None:
+    """A page lines each step's values up with its position: the step recorded next is
+    not replayed in the place of the one recorded here."""
+    agent = recorded(ledger)
+    with pytest.raises(oncelog.ReplayDivergence) as diverged, ledger.run("r") as run:
+        for i in [*range(700), 701, 700]:
+            run.read(f"q{i}", agent.ask, i, note="same")
+    assert diverged.value.step_id == "q701"
+    assert agent.calls == 0
+
+
+@pytest.mark.parametrize("name", ["q\x1f{}", "q\x10{}", "q\x10\x10{}", "é{}"])
+def test_names_holding_a_separator_or_an_escape_replay(ledger: oncelog.Ledger, name: str) -> None:
+    """Names are joined on a page by U+001F (a name holding it breaks its column, and
+    the page is read row by row), and PostgreSQL stores DLE escaped."""
+    calls: list[int] = []
+
+    def ask(i: int) -> int:
+        calls.append(i)
+        return i
+
+    for _ in range(2):
+        with ledger.run("r") as run:
+            assert [
+                run.read(name.format(i), ask, i, name=name.format("t")) for i in range(600)
+            ] == list(range(600))
+    assert calls == list(range(600))
+
+
+def test_a_position_left_unrecorded_mid_page_runs_alone(
+    ledger: oncelog.Ledger, store_url: str
+) -> None:
+    """A page with a gap (a write that failed left its position unrecorded) is read row by
+    row: the gap's step runs, every other step replays."""
+    agent = recorded(ledger)
+    tamper(store_url, "DELETE FROM steps WHERE run_id = 'r' AND seq = 300")
+    assert agent.run() == [value(i) for i in range(STEPS)]
+    assert agent.calls == 1
+
+
+def test_a_connection_set_to_reverse_unordered_selects_still_finds_a_divergence(
+    tmp_path: Path,
+) -> None:
+    """SQLite's page lists its steps in the order it visits them: the primary key's, which
+    this pragma would reverse (to debug code that relies on an order SQLite does not
+    promise). Reversed, the first position would hold the last step's values."""
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        agent = Agent(ledger)
+        with ledger.run("r") as run:
+            for i in range(5):
+                run.read(f"q{i}", agent.ask, i, note="same")
+        ledger.store._db.execute("PRAGMA reverse_unordered_selects = ON")  # type: ignore[attr-defined]
+        with pytest.raises(oncelog.ReplayDivergence) as diverged, ledger.run("r") as run:
+            run.read("q4", agent.ask, 4, note="same")
+    assert diverged.value.step_id == "q4"
+    assert agent.calls == 5

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from oncelog.records._records import ReplayPage
 from oncelog.stores import Store
 
 from .settings import Log
@@ -44,14 +45,14 @@ def proc_status_kib(field_name: str) -> int:
 
 
 def count_pages(store: Store, method: str) -> list[int]:
-    """Wrap ``store.<method>`` (``replay_rows``: what replay reads; ``steps``: what
+    """Wrap ``store.<method>`` (``replay_page``: what replay reads; ``steps``: what
     ``ledger.steps`` reads) to record the size of every page of steps it reads."""
     pages: list[int] = []
     read_page = getattr(store, method)
 
-    def counting(run: str, from_seq: int, limit: int) -> list[Any]:
-        rows: list[Any] = read_page(run, from_seq, limit)
-        pages.append(len(rows))
+    def counting(run: str, from_seq: int, bound: int) -> Any:
+        rows = read_page(run, from_seq, bound)
+        pages.append(rows.steps if isinstance(rows, ReplayPage) else len(rows))
         return rows
 
     setattr(store, method, counting)
@@ -65,7 +66,7 @@ def child_measure(db: str, run_id: str, steps: int, what: str, measure: str) -> 
     reported too but is not used: on Linux it keeps, across ``exec``, the resident size of
     the forked copy of the parent, so a child of a big parent starts with a big peak."""
     ledger, tool = open_guarded(db)
-    pages = count_pages(ledger.store, "replay_rows" if what == "replay" else "steps")
+    pages = count_pages(ledger.store, "replay_page" if what == "replay" else "steps")
     gc.collect()
     rss_before = proc_status_kib("VmRSS")
     hwm_before = proc_status_kib("VmHWM")
