@@ -156,10 +156,10 @@ class StepRecord(NamedTuple):
         )
 
 
-# A recorded step as replay reads it (``stores._rows.REPLAY_COLUMNS``): seq, step_id, type,
-# tool, whether it is done without an error (true or 1), args, result, as stored. Replaying
-# a done step needs no more, and building a ``StepRecord`` for each would cost more than
-# the rest of the step.
+# A recorded step as replay reads it row by row, when a page's columns do not line up
+# (``stores._rows.REPLAY_COLUMNS``): seq, step_id, type, tool, whether it is done without
+# an error (true or 1), args, result, as stored. Replaying a done step needs no more, and
+# building a ``StepRecord`` for each would cost more than the rest of the step.
 ReplayRow = tuple[int, str, str, str, Any, str, str | None]
 
 

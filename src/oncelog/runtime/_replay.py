@@ -2,12 +2,12 @@
 
 Replay re-executes the agent's code from the top. The n-th ledger call is position n;
 if a step is recorded there it must be the same step, or the run halts with
-``ReplayDivergence`` instead of guessing. Recorded steps are read a page at a time, so
-memory stays flat however long the journal grows, and only what replaying a done step
-needs: the database assembles the page as one JSON text (``ReplayPage``), decoded in one
-C call. A step in any other state is read again whole; so is every step of a page whose
-text does not decode (a damaged row), after its rows are decoded one at a time.
-"""
+``ReplayDivergence`` instead of guessing. Recorded steps are read a page of positions at
+a time, so memory stays flat however long the journal grows, and only what replaying a
+done step needs: the database joins each column of a page in one text (``ReplayPage``),
+split and decoded here in C. A step in any other state is read again whole; a page whose
+columns do not line up (a gap, a damaged text) is read again row by row, and only a row
+at fault is left to its whole record."""
 
 from __future__ import annotations
 
