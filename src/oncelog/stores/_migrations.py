@@ -6,16 +6,16 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .._exceptions import SchemaTooNew
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
-@dataclass(frozen=True)
-class Migration:
-    """One numbered schema change of a dialect."""
+class Migration(NamedTuple):
+    """One numbered schema change of a dialect. (A named tuple: a frozen dataclass costs
+    the opening of a ledger its generated methods' compilation.)"""
 
     version: int
     name: str
@@ -35,7 +35,8 @@ class Migration:
         return [s for s in out if s]
 
 
-def migrations(dialect: str) -> list[Migration]:
+def _files(dialect: str) -> list[tuple[int, str, str]]:
+    """(version, name, path) of each migration of ``dialect``, in order."""
     # The package's own folder rather than importlib.resources, which costs every agent a
     # fifth of the package's import time (it imports tempfile, shutil and the compressors).
     folder = os.path.join(os.path.dirname(__file__), "migrations", dialect)
@@ -43,18 +44,27 @@ def migrations(dialect: str) -> list[Migration]:
     for entry in os.scandir(folder):
         match = _NAME.match(entry.name)
         if match:
-            with open(entry.path, encoding="utf-8") as text:
-                found.append(Migration(int(match.group(1)), entry.name, text.read()))
-    return sorted(found, key=lambda m: m.version)
+            found.append((int(match.group(1)), entry.name, entry.path))
+    return sorted(found)
+
+
+def _read(version: int, name: str, path: str) -> Migration:
+    with open(path, encoding="utf-8") as text:
+        return Migration(version, name, text.read())
+
+
+def migrations(dialect: str) -> list[Migration]:
+    return [_read(*found) for found in _files(dialect)]
 
 
 def pending(dialect: str, current: int, where: str) -> list[Migration]:
-    """The migrations a database at version ``current`` still needs, in order;
-    ``SchemaTooNew`` if it is newer than this oncelog knows."""
-    known = migrations(dialect)
-    if known and current > known[-1].version:
+    """The migrations a database at version ``current`` still needs, in order (only
+    theirs are read: opening a ledger that is up to date reads none); ``SchemaTooNew`` if
+    it is newer than this oncelog knows."""
+    known = _files(dialect)
+    if known and current > known[-1][0]:
         raise SchemaTooNew(
             f"{where} has schema version {current}; this oncelog knows up to "
-            f"{known[-1].version}. Upgrade oncelog."
+            f"{known[-1][0]}. Upgrade oncelog."
         )
-    return [migration for migration in known if migration.version > current]
+    return [_read(*found) for found in known if found[0] > current]

@@ -9,7 +9,6 @@ writer, so every lock a statement or a function takes is a no-op on SQLite.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .._exceptions import ConfigurationError
@@ -32,31 +31,54 @@ class Executes(Protocol):
     def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
 
 
-@dataclass(frozen=True)
 class Dialect:
-    """What differs between the SQL stores' databases."""
+    """What differs between the SQL stores' databases. (A plain class: a frozen dataclass
+    costs the opening of a ledger its generated methods' compilation.)"""
 
-    name: str
-    now: str
-    today: str
-    placeholder: str
-    for_update: str  # appended to a SELECT that must lock the rows it reads
-    skip_locked: str  # the same, passing over rows another transaction has locked
-    json_field: Callable[[str, str], str]  # a TEXT column's JSON field, as text
-    unique_violation: tuple[type[BaseException], ...]
-    # Advisory locks (PostgreSQL): (statement, fixed params) taking the halts lock shared or
-    # exclusive, and a run's journal lock; None where the single writer already serializes.
-    halts_lock: tuple[str, str] | None = None
-    journal_lock: str | None = None
-    # Wakes the processes waiting for a person's decision (PostgreSQL NOTIFY, sent at the
-    # commit); None where waiters poll.
-    notify_decision: str | None = None
-    # The journal append as one statement that reads the run's chain head and computes the
-    # link itself, through a function the store registers on its connection (SQLite);
-    # parameters: run_id, seq, event, data, at (NULL: now). None: read the head, then
-    # insert, under the journal lock.
-    chained_append: str | None = None
-    _cache: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    __slots__ = (
+        "_cache", "chained_append", "for_update", "halts_lock", "journal_lock", "json_field",
+        "name", "notify_decision", "now", "placeholder", "skip_locked", "today",
+        "unique_violation",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        now: str,
+        today: str,
+        placeholder: str,
+        for_update: str,
+        skip_locked: str,
+        json_field: Callable[[str, str], str],
+        unique_violation: tuple[type[BaseException], ...],
+        halts_lock: tuple[str, str] | None = None,
+        journal_lock: str | None = None,
+        notify_decision: str | None = None,
+        chained_append: str | None = None,
+    ) -> None:
+        self.name = name
+        self.now = now
+        self.today = today
+        self.placeholder = placeholder
+        self.for_update = for_update  # appended to a SELECT that must lock the rows it reads
+        self.skip_locked = skip_locked  # the same, passing over rows another has locked
+        self.json_field = json_field  # a TEXT column's JSON field, as text
+        self.unique_violation = unique_violation
+        # Advisory locks (PostgreSQL): (statement, fixed params) taking the halts lock
+        # shared or exclusive, and a run's journal lock; None where the single writer
+        # already serializes.
+        self.halts_lock = halts_lock
+        self.journal_lock = journal_lock
+        # Wakes the processes waiting for a person's decision (PostgreSQL NOTIFY, sent at
+        # the commit); None where waiters poll.
+        self.notify_decision = notify_decision
+        # The journal append as one statement that reads the run's chain head and computes
+        # the link itself, through a function the store registers on its connection
+        # (SQLite); parameters: run_id, seq, event, data, at (NULL: now). None: read the
+        # head, then insert, under the journal lock.
+        self.chained_append = chained_append
+        self._cache: dict[str, str] = {}
 
     def translate(self, sql: str) -> str:
         """``sql`` in this dialect (cached: statements are a fixed set of strings)."""

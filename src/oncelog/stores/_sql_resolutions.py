@@ -4,8 +4,7 @@ caller's transaction, holding the run's row, fencing any worker still running th
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._exceptions import InvalidResolution, RunLeased, UnknownRun
 from ..records._records import Resolution, StepRecord
@@ -20,9 +19,10 @@ from ._sql_tx import append, lock_run
 _SELECT_STEP = f"SELECT {STEP_COLUMNS} FROM steps"
 
 
-@dataclass(frozen=True)
-class Decision:
-    """What a person decided on a step, as ``resolve`` and ``correct_resolution`` take it."""
+class Decision(NamedTuple):
+    """What a person decided on a step, as ``resolve`` and ``correct_resolution`` take it.
+    (A named tuple: a frozen dataclass costs the opening of a ledger its generated
+    methods' compilation.)"""
 
     resolution: Resolution
     result_json: str | None
