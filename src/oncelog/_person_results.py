@@ -10,17 +10,16 @@ the tool's output schema). The declaration is stored in the ledger by tool name,
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ._schema import problems
 
 Form = Literal["json", "mcp"]
 
 
-@dataclass(frozen=True)
-class ResultContract:
-    """The form a person's result for a tool must take."""
+class ResultContract(NamedTuple):
+    """The form a person's result for a tool must take. (A named tuple: a frozen
+    dataclass costs the opening of a ledger its generated methods' compilation.)"""
 
     form: Form = "json"
     schema: dict[str, Any] | None = None  # for "mcp": the tool's output schema
