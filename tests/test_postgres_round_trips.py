@@ -66,7 +66,7 @@ def test_a_session_writing_floats_short_takes_the_stores_way_with_a_true_hash(
     rt, url = proxy
     monkeypatch.setattr(
         "oncelog.stores._postgres_pool.session_settings",
-        lambda timeout: session_settings(timeout) + "; SET extra_float_digits = 0",
+        lambda timeout, **how: session_settings(timeout, **how) + "; SET extra_float_digits = 0",
     )
     with oncelog.open(url, lease_ttl=3600) as ledger:
         send = ledger.tool(kind="create", name="send")(_send)

@@ -32,14 +32,19 @@ def setting(store: PostgresStore, name: str) -> str:
     return str(row[0])
 
 
-@pytest.mark.parametrize("durability", ["full", "process"])
-def test_commits_wait_for_the_wal_flush_whatever_the_url_or_the_role_says(
-    pg_url: str, durability: str
+@pytest.mark.parametrize(
+    ("durability", "url_says", "expected"),
+    [("intent", "off", "on"), ("full", "off", "on"), ("process", "on", "off")],
+)
+def test_commits_wait_for_the_wal_flush_as_the_mode_says_whatever_the_url_says(
+    pg_url: str, durability: str, url_says: str, expected: str
 ) -> None:
-    store = open_store(f"{pg_url}%20-csynchronous_commit%3Doff", durability=durability)
+    """The session's setting; the commits that differ from it in ``intent`` mode are in
+    ``test_postgres_durability.py``."""
+    store = open_store(f"{pg_url}%20-csynchronous_commit%3D{url_says}", durability=durability)
     assert isinstance(store, PostgresStore)
     try:
-        assert setting(store, "synchronous_commit") == "on"
+        assert setting(store, "synchronous_commit") == expected
         assert setting(store, "application_name") == "oncelog"
     finally:
         store.close()

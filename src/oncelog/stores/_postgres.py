@@ -7,6 +7,15 @@ of one run serialize and each sees what the previous one committed. Lease expiry
 by the server's clock. Open it with a ``postgresql://`` URL; ``options=-csearch_path=NAME``
 keeps the ledger in its own schema; ``oncelog_timeout=S`` (or ``store_timeout`` given to
 ``oncelog.open``) bounds every call, see ``_postgres_settings``.
+
+Durability, as SQLite's modes (``_sqlite.py``) with the WAL flush for the fsync: ``full``
+waits for the flush at every commit; ``intent`` (the default) at every commit but an
+outcome's, a model call's or a read's record and a run's start (``_tx(durable=False)``),
+which ride on the next flushed commit: a flush writes the WAL up to its own commit, so
+every commit before it; ``process`` at none. A crash of the server can lose what was not
+flushed; a run that made such commits is written further only on connections of the same
+life of the server (``_postgres_pool.Calls``): after a crash its next write raises
+``StoreUnavailable``, and the next process reads back what is durable.
 """
 
 from __future__ import annotations
@@ -14,11 +23,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 
 import psycopg
 
 from .._exceptions import ConfigurationError
-from ..records._records import StepState
+from ..records._records import RunStatus, StepState
 from ..runtime import _crashpoints as crashpoints
 from ._postgres_deadline import WATCHDOG
 from ._postgres_listen import decisions
@@ -29,6 +39,7 @@ from ._postgres_transitions import (
     INTENT,
     OUTCOME,
     RECORD,
+    UNFLUSHED,
     LongWay,
     intent_params,
     outcome_params,
@@ -40,6 +51,14 @@ from ._protocol import DURABILITY, DecisionFeed, Intent, Lease, NewStep, Outcome
 from ._sql import Tx
 from ._sql_store import SQLStore
 from ._sql_tx import fence
+
+# The lease whose run a transaction of the shared code writes, set around those calls.
+_WRITING: ContextVar[Lease | None] = ContextVar("oncelog_postgres_writing", default=None)
+LeaseKey = tuple[str, str, int]
+
+
+def _key(lease: Lease) -> LeaseKey:
+    return (lease.run_id, lease.owner, lease.token)
 
 
 class PostgresStore(SQLStore):
@@ -59,13 +78,22 @@ class PostgresStore(SQLStore):
             raise ConfigurationError(
                 f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}"
             )
-        # Every mode commits with synchronous_commit = on: the server's WAL flush is what
-        # makes an intent survive a crash of the server, whatever the agent process does.
         self.durability = durability
+        # Whether a commit waits for its WAL flush: (a durable one, one that may ride on
+        # the next), as SQLite's synchronous levels.
+        self._flushes = {"intent": (True, False), "full": (True, True)}.get(
+            durability, (False, False)
+        )
+        unflushed = self._flushes == (True, False)
+        self._outcome_sql, self._record_sql = (
+            (OUTCOME + UNFLUSHED, RECORD + UNFLUSHED) if unflushed else (OUTCOME, RECORD)
+        )
+        # Per lease, the server's life of its commits not flushed yet (see the docstring).
+        self._unflushed: dict[LeaseKey, str] = {}
         url, self.timeout = take_timeout(url, timeout)
         self.where = describe(url)
         self._migrate(url, create)
-        self._calls = Calls(url, self.timeout)
+        self._calls = Calls(url, self.timeout, flushed=self._flushes[0])
         self._url = url
 
     def _migrate(self, url: str, create: bool) -> None:
@@ -84,9 +112,36 @@ class PostgresStore(SQLStore):
 
     @contextmanager
     def _tx(self, *, durable: bool = True) -> Iterator[Tx]:
-        # Every commit is flushed, ``durable`` or not (see __init__).
-        with self._calls.transaction() as cur:
+        lease = _WRITING.get()
+        flushed = self._flushes[0 if durable else 1]
+        # Only a transaction that differs from the session's setting says so.
+        with self._calls.transaction(
+            flushed=flushed or not self._flushes[0], life=self._life(lease)
+        ) as (cur, life):
             yield Tx(cur, POSTGRES)
+        if lease is not None:
+            self._wrote(lease, life, flushed=flushed)
+
+    @contextmanager
+    def _writing(self, lease: Lease) -> Iterator[None]:
+        """The shared code's transactions in this block write ``lease``'s run."""
+        token = _WRITING.set(lease)
+        try:
+            yield
+        finally:
+            _WRITING.reset(token)
+
+    def _life(self, lease: Lease | None) -> str | None:
+        """The server's life a write of ``lease``'s run must be made in, if any."""
+        return None if lease is None else self._unflushed.get(_key(lease))
+
+    def _wrote(self, lease: Lease, life: str, *, flushed: bool) -> None:
+        """A commit of ``lease``'s run in the server's ``life``: a flushed one made every
+        earlier one durable (the life was checked before it)."""
+        if flushed:
+            self._unflushed.pop(_key(lease), None)
+        else:
+            self._unflushed[_key(lease)] = life
 
     # An intent and an outcome: one round trip each (``_postgres_transitions``).
 
@@ -97,33 +152,54 @@ class PostgresStore(SQLStore):
             return super().write_intent(lease, step, previous, reason)
         # The point before the commit is before the call: the call is the commit.
         crashpoints.reach("before_intent_commit", step.step_id)
+        params = intent_params(lease, step, reason)
         try:
-            self._calls.call(INTENT, intent_params(lease, step, reason), refusal(lease, step))
-            return Intent(1, ())
+            life = self._calls.call(INTENT, params, refusal(lease, step), self._life(lease))
         except LongWay:
-            with self._tx() as tx:  # the point above was passed already
+            with self._writing(lease), self._tx() as tx:  # the point above was passed
                 return self._begin_step(tx, lease, step, previous, reason)
+        self._wrote(lease, life, flushed=self._flushes[0])
+        return Intent(1, ())
 
     def write_outcome(self, lease: Lease, step: NewStep, attempt: int, outcome: Outcome) -> None:
         crashpoints.reach("before_outcome_commit", step.step_id)
         params = outcome_params(lease, step, attempt, outcome)
         try:
-            self._calls.call(OUTCOME, params, refusal(lease, None))
+            life = self._calls.call(
+                self._outcome_sql, params, refusal(lease, None), self._life(lease)
+            )
         except LongWay:  # a time whose text is not Python's: the hash is made here
-            with self._tx(durable=False) as tx:  # the point above was passed already
+            with self._writing(lease), self._tx(durable=False) as tx:  # the point was passed
                 fence(tx, lease)
                 self._end_step(tx, lease, step.seq, attempt, outcome)
+            return
+        self._wrote(lease, life, flushed=self._flushes[1])
 
     def record_step(
         self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
     ) -> None:
         if takes_function(lease, step, previous):
+            params = record_params(lease, step, outcome)
             try:
-                self._calls.call(RECORD, record_params(lease, step, outcome), refusal(lease, step))
+                life = self._calls.call(
+                    self._record_sql, params, refusal(lease, step), self._life(lease)
+                )
+                self._wrote(lease, life, flushed=self._flushes[1])
                 return
             except LongWay:
                 pass
-        super().record_step(lease, step, previous, outcome)
+        with self._writing(lease):
+            super().record_step(lease, step, previous, outcome)
+
+    def finish(
+        self, lease: Lease, status: RunStatus, reason: str | None, stopped_by: str | None = None
+    ) -> None:
+        # The run's end, flushed, is written only if what it ends is all there.
+        try:
+            with self._writing(lease):
+                super().finish(lease, status, reason, stopped_by)
+        finally:
+            self._unflushed.pop(_key(lease), None)  # this process writes the run no more
 
     @contextmanager
     def _reading(self) -> Iterator[Tx]:

@@ -3,10 +3,14 @@ transaction's errors turned into the store's, and a commit that may or may not h
 happened said to be unknown.
 
 Connection settings, and why (the timeouts are explained in ``_postgres_settings``):
-- ``synchronous_commit = on``, set on every pooled connection: a commit returns only once
-  its WAL is flushed to disk, so a committed intent survives a server crash (and, with
-  storage that honours flushes, a power loss). A role or database default of ``off`` is
-  overridden here rather than trusted.
+- ``synchronous_commit``, set on every pooled connection: ``on`` (``off`` only with
+  durability ``process``), so a commit returns only once its WAL is flushed to disk and a
+  committed intent survives a server crash (and, with storage that honours flushes, a
+  power loss). A role or database default is overridden here rather than trusted. A
+  transaction that may ride on the next flush turns it off for itself alone.
+- the server's life (``oncelog_server_life``, migration 17) read by every pooled
+  connection when it is opened: a crash of the server begins a new one, and a caller that
+  made commits not flushed yet writes nothing more on a connection of another life.
 - ``application_name = oncelog`` (unless the URL names one): an operator, or a test, finds
   the ledger's backends in ``pg_stat_activity``.
 - autocommit: every read is one statement in its own snapshot, as SQLite's reads are; a
@@ -75,9 +79,11 @@ Cursor = psycopg.Cursor[tuple[Any, ...]]
 class PooledConnection(psycopg.Connection[tuple[Any, ...]]):
     """A pooled connection that keeps one cursor for its calls and reads (``Calls.call``,
     ``Calls.reading``): a new cursor per call looked up every parameter's dumper again,
-    about a tenth of the worker's instructions per effect."""
+    about a tenth of the worker's instructions per effect. ``life``: the server's life it
+    was opened in."""
 
     kept_cursor: Cursor | None = None
+    life = ""
 
     def reused_cursor(self) -> Cursor:
         if self.kept_cursor is None:
@@ -86,6 +92,8 @@ class PooledConnection(psycopg.Connection[tuple[Any, ...]]):
 
 
 Pool = ConnectionPool[PooledConnection]
+# A transaction whose commit may ride on the next flush: the setting lasts until its end.
+_UNFLUSHED = "BEGIN; SET LOCAL synchronous_commit = off"
 # What an error the server raised in a call means to the store, if anything.
 Refusal = Callable[[psycopg.Error], Exception | None]
 
@@ -112,6 +120,17 @@ def _options(url: str, timeout: float) -> dict[str, Any]:
 def _configure(conn: Connection, *, timeout: float) -> None:
     with WATCHDOG.guard(conn, time.monotonic() + timeout):
         conn.execute(session_settings(timeout))
+
+
+def _configure_pooled(conn: PooledConnection, *, timeout: float, flushed: bool) -> None:
+    """A pooled connection's settings, and the server's life, in one round trip."""
+    with WATCHDOG.guard(conn, time.monotonic() + timeout):
+        cur = conn.execute(
+            f"SELECT oncelog_server_life(); {session_settings(timeout, flushed=flushed)}"
+        )
+        row = cur.fetchone()
+    assert row is not None, "the server's life has one row"
+    conn.life = str(row[0])
 
 
 def _closed_by_server(conn: Connection) -> bool:
@@ -142,12 +161,13 @@ def connect(url: str, timeout: float) -> Connection:
     return conn
 
 
-def open_pool(url: str, timeout: float) -> Pool:
-    """A pool of autocommit connections to ``url``, filled in the background."""
+def open_pool(url: str, timeout: float, *, flushed: bool) -> Pool:
+    """A pool of autocommit connections to ``url``, filled in the background; ``flushed``:
+    their commits wait for the WAL flush unless a transaction says otherwise."""
+    configure = partial(_configure_pooled, timeout=timeout, flushed=flushed)
     return ConnectionPool(
         url, connection_class=PooledConnection, kwargs=_options(url, timeout), min_size=1,
-        max_size=POOL_SIZE,
-        open=True, timeout=timeout, configure=partial(_configure, timeout=timeout),
+        max_size=POOL_SIZE, open=True, timeout=timeout, configure=configure,
         num_workers=1, name=f"oncelog {describe(url)}",
     )  # fmt: skip
 
@@ -175,27 +195,37 @@ def store_error(
 class Calls:
     """The store's way to its server: a pool, and how long one call may take."""
 
-    def __init__(self, url: str, timeout: float) -> None:
+    def __init__(self, url: str, timeout: float, *, flushed: bool = True) -> None:
         self.where = describe(url)
         self.timeout = timeout
-        self.pool = open_pool(url, timeout)
+        self.pool = open_pool(url, timeout, flushed=flushed)
 
-    def _connection(self, deadline: float) -> PooledConnection:
-        """A pooled connection the server has not closed, got within ``deadline``."""
+    def _connection(self, deadline: float, life: str | None) -> PooledConnection:
+        """A pooled connection the server has not closed, got within ``deadline``; of the
+        server's ``life``, if the caller names one."""
         while True:
             conn = self.pool.getconn(max(0.0, deadline - time.monotonic()))
             if not _closed_by_server(conn):
-                return conn
+                break
             conn.close()
             self.pool.putconn(conn)  # a closed connection is replaced in the background
+        if life is not None and conn.life != life:
+            self.pool.putconn(conn)
+            raise StoreUnavailable(
+                f"the ledger at {self.where} was restarted after a crash (or failed over) "
+                "since this run committed what was not flushed yet; that may be lost, so "
+                "this process writes the run no further: the next one reads back what "
+                "is durable"
+            )
+        return conn
 
     @contextmanager
     def _call(
-        self, guards: list[Guard], deadline: float | None = None
+        self, guards: list[Guard], deadline: float | None = None, life: str | None = None
     ) -> Iterator[PooledConnection]:
         """A connection for one call; the call's deadline covers waiting for it."""
         deadline = time.monotonic() + self.timeout if deadline is None else deadline
-        conn = self._connection(deadline)
+        conn = self._connection(deadline, life)
         try:
             with WATCHDOG.guard(conn, deadline) as guard:
                 guards.append(guard)
@@ -204,11 +234,11 @@ class Calls:
             self.pool.putconn(conn)
 
     @staticmethod
-    def _began(conn: Connection, guard: Guard, retry: bool) -> bool:
+    def _began(conn: Connection, guard: Guard, retry: bool, flushed: bool) -> bool:
         """BEGIN; False if the connection broke before the transaction started (nothing
         was written on it) and another may be tried."""
         try:
-            conn.execute("BEGIN")
+            conn.execute("BEGIN" if flushed else _UNFLUSHED)
             return True
         except psycopg.OperationalError as exc:
             if retry and _gone(conn, exc) and not guard.cut:
@@ -222,20 +252,23 @@ class Calls:
         )
 
     @contextmanager
-    def transaction(self) -> Iterator[Cursor]:
-        """One write transaction; anything that goes wrong rolls it back whole. A BEGIN
-        that meets a broken connection is tried once more on another, within the same
-        deadline."""
+    def transaction(
+        self, *, flushed: bool = True, life: str | None = None
+    ) -> Iterator[tuple[Cursor, str]]:
+        """One write transaction, and the server's life it is written in; anything that
+        goes wrong rolls it back whole. Not ``flushed``: its commit does not wait for the
+        WAL flush. ``life``: the one it must be written in. A BEGIN that meets a broken
+        connection is tried once more on another, within the same deadline."""
         committing, guards = False, list[Guard]()
         deadline = time.monotonic() + self.timeout
         try:
             for retry in (True, False):
-                with self._call(guards, deadline) as conn:
-                    if not self._began(conn, guards[-1], retry):
+                with self._call(guards, deadline, life) as conn:
+                    if not self._began(conn, guards[-1], retry, flushed):
                         continue  # the broken connection goes back, to be replaced
                     try:
                         with conn.cursor() as cur:
-                            yield cur
+                            yield cur, conn.life
                     except BaseException:
                         if not conn.broken:
                             conn.rollback()
@@ -246,15 +279,19 @@ class Calls:
         except psycopg.Error as exc:
             raise self._error(exc, guards, committing) from exc
 
-    def call(self, sql: str, params: tuple[Any, ...], refused: Refusal) -> None:
+    def call(
+        self, sql: str, params: tuple[Any, ...], refused: Refusal, life: str | None = None
+    ) -> str:
         """One statement in autocommit, its own transaction: a server-side function that
-        writes. An error the server raised is the store's (``refused``) or unavailability;
-        a connection that breaks during the call leaves its commit unknown."""
+        writes, in the server's ``life`` if one is named; the life it was written in. An
+        error the server raised is the store's (``refused``) or unavailability; a
+        connection that breaks during the call leaves its commit unknown."""
         guards = list[Guard]()
         try:
-            with self._call(guards) as conn:
+            with self._call(guards, life=life) as conn:
                 try:
                     conn.reused_cursor().execute(sql, params, prepare=True)
+                    return conn.life
                 except psycopg.Error as exc:
                     if _gone(conn, exc):
                         raise self._error(exc, guards, True) from exc

@@ -77,18 +77,20 @@ def connect_options(params: dict[str, Any], timeout: float) -> dict[str, Any]:
     return options
 
 
-def session_settings(timeout: float) -> str:
-    """The statements every new connection runs. ``synchronous_commit = on`` is set
-    whatever the role, database or URL say: a commit returns only once its WAL is flushed,
-    so a committed intent survives a server crash. ``standard_conforming_strings``: the
-    store's SQL writes backslashes in literals as they are (``_postgres_text``).
-    ``extra_float_digits = 1``: a float is written as the shortest text that reads back
-    exactly, as Python's repr writes it, which the journal's hash is made of on the server
-    (``oncelog_time_text``)."""
+def session_settings(timeout: float, *, flushed: bool = True) -> str:
+    """The statements every new connection runs. ``synchronous_commit`` is set whatever
+    the role, database or URL say: ``on`` (``flushed``) makes a commit return only once
+    its WAL is flushed, so a committed intent survives a server crash; ``off`` (durability
+    ``process``) lets every commit return before. The store turns it off for the single
+    transactions that may ride on the next flush (``_postgres.py``).
+    ``standard_conforming_strings``: the store's SQL writes backslashes in literals as
+    they are (``_postgres_text``). ``extra_float_digits = 1``: a float is written as the
+    shortest text that reads back exactly, as Python's repr writes it, which the journal's
+    hash is made of on the server (``oncelog_time_text``)."""
     ms = math.ceil(timeout * 1000)
     return (
-        "SET synchronous_commit = on; SET standard_conforming_strings = on; "
-        "SET extra_float_digits = 1; "
+        f"SET synchronous_commit = {'on' if flushed else 'off'}; "
+        "SET standard_conforming_strings = on; SET extra_float_digits = 1; "
         f"SET statement_timeout = {ms}; SET lock_timeout = {ms}; "
         f"SET idle_in_transaction_session_timeout = {ms}"
     )

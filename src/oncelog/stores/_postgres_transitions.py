@@ -32,6 +32,10 @@ _INTENT_ARGS = ", ".join(["%s"] * 19)
 _OUTCOME_ARGS = ", ".join(["%s"] * 16)
 INTENT = f"SELECT oncelog_intent({_INTENT_ARGS})"
 OUTCOME = f"SELECT oncelog_outcome({_OUTCOME_ARGS})"
+# Added to a call whose commit may ride on the next flushed one: one statement still (a
+# prepared one cannot be two); the setting is its transaction's, in force at the call's
+# own commit (in autocommit), and gone after it.
+UNFLUSHED = ", set_config('synchronous_commit', 'off', true)"
 # The outcome's attempt is the intent's call: one statement, one transaction.
 RECORD = f"SELECT oncelog_outcome(%s, %s, %s, %s, %s, %s, oncelog_intent({_INTENT_ARGS}), " + (
     ", ".join(["%s"] * 9) + ")"

@@ -1,0 +1,26 @@
+-- Which life of the server a connection was opened in (issue 15.3, durability modes).
+-- Every statement may run again (a test re-applies the later migrations).
+--
+-- With durability "intent" an outcome, a model call or a read commits without waiting
+-- for its WAL flush, and with "process" every write does: a crash of the server (or of a
+-- backend, which restarts them all), a power loss or a failover can lose those commits.
+-- A process that went on writing its run after such a loss would leave holes in it (a
+-- later step recorded after one that is gone) or complete a run whose outcome reverted
+-- to in flight. So each pooled connection reads, when it is opened, the id of the
+-- server's present life; the store writes a run only on connections of the life in
+-- which it made that run's commits not yet flushed (_postgres.py).
+--
+-- An unlogged table is emptied by crash recovery (and is empty on a promoted standby),
+-- and kept by a clean shutdown, after which nothing was lost: its one row is that id,
+-- written again by the first connection of a new life.
+CREATE UNLOGGED TABLE IF NOT EXISTS server_life (
+    one BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+    id TEXT NOT NULL
+);
+
+CREATE OR REPLACE FUNCTION oncelog_server_life() RETURNS TEXT
+LANGUAGE sql VOLATILE AS $$
+    INSERT INTO server_life (id) VALUES (md5(random()::text || clock_timestamp()::text))
+    ON CONFLICT (one) DO NOTHING;
+    SELECT id FROM server_life;
+$$;
