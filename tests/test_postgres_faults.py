@@ -24,9 +24,10 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import closing, suppress
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -336,6 +337,79 @@ def stop_and_start_the_server_under(server: Cluster, pg_url: str, provider: Prov
         # The provider could not look while the server was down.
         assert {s for s in states if not s.startswith("error:")} == {"in_flight"}, states
     assert_each_effect_once(pg_url, provider, runs)
+
+
+# -- a crash of the server with commits not flushed yet ------------------------------------
+
+
+@contextmanager
+def crash_losing_what_was_not_flushed(server: Cluster) -> Iterator[None]:
+    """Yields with the WAL writer stopped, so no commit that did not wait for its flush
+    reaches the disk (nothing else here flushes: no background writer, no autovacuum, a
+    checkpoint just made); then kills it, which makes the server crash and recover, as
+    after an OOM kill, and waits until it accepts connections again."""
+    admin = server.admin_url()
+    for setting in ("bgwriter_lru_maxpages = 0", "autovacuum = off"):
+        execute(f"ALTER SYSTEM SET {setting}", admin=admin)
+    execute("SELECT pg_reload_conf()", admin=admin)
+    execute("CHECKPOINT", admin=admin)
+    rows = execute("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'", admin=admin)
+    writer = int(rows[0][0])
+    os.kill(writer, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(writer, signal.SIGKILL)
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            try:
+                execute("ALTER SYSTEM RESET ALL", admin=admin)
+                break
+            except Exception:  # the server still recovering: not accepting connections
+                assert time.monotonic() < deadline, "the server did not come back"
+                time.sleep(0.1)
+        execute("SELECT pg_reload_conf()", admin=admin)
+
+
+@pytest.mark.parametrize("durability", ["intent", "full"])
+def test_a_server_crash_keeps_every_intent_and_reverts_an_unflushed_outcome_to_in_doubt(
+    server: Cluster, pg_url: str, durability: Literal["intent", "full"]
+) -> None:
+    """An effect runs while the WAL writer is stopped; then the server crashes. With
+    ``intent`` its intent is kept (it waited for its flush) and its outcome is lost (it
+    did not): the process writes the run no further, and the next one finds the effect
+    in doubt and halts for a person, never calling it again. With ``full`` the outcome
+    is kept and the run goes on."""
+    calls: list[str] = []
+
+    def create(step: str, *, idempotency_key: str) -> str:
+        calls.append(step)
+        return step
+
+    with oncelog.open(pg_url, durability=durability) as ledger:
+        tool = ledger.tool(kind="create")(create)
+        stopped: oncelog.StoreUnavailable | None = None
+        try:
+            with ledger.run("r") as run:
+                run.effect("first", tool, "first")
+                with crash_losing_what_was_not_flushed(server):
+                    run.effect("second", tool, "second")
+                run.effect("third", tool, "third")
+        except oncelog.StoreUnavailable as exc:
+            stopped = exc
+        states = {step.step_id: step.state for step in ledger.steps("r")}
+        if durability == "full":
+            assert stopped is None
+            assert states == dict.fromkeys(["first", "second", "third"], StepState.DONE)
+            assert calls == ["first", "second", "third"]
+            return
+        assert stopped is not None
+        assert "restarted after a crash" in str(stopped)
+        assert states == {"first": StepState.DONE, "second": StepState.IN_FLIGHT}
+        with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("r") as run:
+            for step in ("first", "second", "third"):
+                run.effect(step, tool, step)
+        assert calls == ["first", "second"]
 
 
 STORE_TIMEOUT = 2.0  # seconds: the bound the agents of the tests below run with
