@@ -45,6 +45,15 @@ class Watchdog:
     @contextmanager
     def guard(self, conn: psycopg.Connection[Any], deadline: float) -> Iterator[Guard]:
         """Cut ``conn`` if the block still runs at ``deadline`` (``time.monotonic``)."""
+        guard = self.watch(conn, deadline)
+        try:
+            yield guard
+        finally:
+            self.release(guard)
+
+    def watch(self, conn: psycopg.Connection[Any], deadline: float) -> Guard:
+        """``guard`` without a context manager, for the calls made most often: cut
+        ``conn`` at ``deadline`` unless ``release`` came first."""
         guard = Guard(conn.fileno(), deadline)
         with self._wake:
             self._guards.add(guard)
@@ -55,13 +64,13 @@ class Watchdog:
                 self._thread.start()
             if deadline < self._wakes_at:
                 self._wake.notify()
-        try:
-            yield guard
-        finally:
-            # Under the lock: once the call is over, its socket (whose number the pool
-            # may soon give another connection) is never cut.
-            with self._wake:
-                self._guards.discard(guard)
+        return guard
+
+    def release(self, guard: Guard) -> None:
+        # Under the lock: once the call is over, its socket (whose number the pool may
+        # soon give another connection) is never cut.
+        with self._wake:
+            self._guards.discard(guard)
 
     def _loop(self) -> None:
         with self._wake:

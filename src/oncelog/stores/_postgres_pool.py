@@ -84,11 +84,19 @@ class PooledConnection(psycopg.Connection[tuple[Any, ...]]):
 
     kept_cursor: Cursor | None = None
     life = ""
+    _poller: select.poll | None = None
 
     def reused_cursor(self) -> Cursor:
         if self.kept_cursor is None:
             self.kept_cursor = self.cursor()
         return self.kept_cursor
+
+    def poller(self) -> select.poll:
+        """A poller of its socket, which stays the same for the connection's life."""
+        if self._poller is None:
+            self._poller = select.poll()
+            self._poller.register(self.fileno(), select.POLLIN)
+        return self._poller
 
 
 Pool = ConnectionPool[PooledConnection]
@@ -133,15 +141,11 @@ def _configure_pooled(conn: PooledConnection, *, timeout: float, flushed: bool) 
     conn.life = str(row[0])
 
 
-def _closed_by_server(conn: Connection) -> bool:
+def _closed_by_server(conn: PooledConnection) -> bool:
     """Whether an idle connection was closed or broken: the server's farewell (or the end
     of the stream) waits to be read on it. Nothing else arrives on an idle connection of
     the store (none of them LISTENs); a rare notice only costs a new connection."""
-    if conn.closed or conn.broken:
-        return True
-    poller = select.poll()
-    poller.register(conn.fileno(), select.POLLIN)
-    return bool(poller.poll(0))
+    return conn.closed or conn.broken or bool(conn.poller().poll(0))
 
 
 def _gone(conn: Connection, exc: psycopg.Error) -> bool:
@@ -286,18 +290,23 @@ class Calls:
         writes, in the server's ``life`` if one is named; the life it was written in. An
         error the server raised is the store's (``refused``) or unavailability; a
         connection that breaks during the call leaves its commit unknown."""
-        guards = list[Guard]()
+        # Written out, without _call's context managers: the call an effect makes twice.
+        deadline = time.monotonic() + self.timeout
         try:
-            with self._call(guards, life=life) as conn:
-                try:
-                    conn.reused_cursor().execute(sql, params, prepare=True)
-                    return conn.life
-                except psycopg.Error as exc:
-                    if _gone(conn, exc):
-                        raise self._error(exc, guards, True) from exc
-                    raise refused(exc) or self._error(exc, guards, False) from exc
+            conn = self._connection(deadline, life)
         except psycopg.Error as exc:
-            raise self._error(exc, guards, False) from exc
+            raise self._error(exc, [], False) from exc
+        guard = WATCHDOG.watch(conn, deadline)
+        try:
+            conn.reused_cursor().execute(sql, params, prepare=True)
+            return conn.life
+        except psycopg.Error as exc:
+            if _gone(conn, exc):
+                raise self._error(exc, [guard], True) from exc
+            raise refused(exc) or self._error(exc, [guard], False) from exc
+        finally:
+            WATCHDOG.release(guard)
+            self.pool.putconn(conn)
 
     @contextmanager
     def reading(self) -> Iterator[Cursor]:
