@@ -11,8 +11,10 @@ import psycopg
 import pytest
 
 import oncelog
+from oncelog.records._records import StepType
 from oncelog.stores import open_store
 from oncelog.stores._postgres import PostgresStore
+from oncelog.stores._protocol import Lease, NewStep
 
 from .conftest import require
 from .support.postgres import POSTGRES_REASON, execute, fresh_schema, postgres_is_up
@@ -197,3 +199,28 @@ def test_a_session_stopped_inside_a_transaction_frees_its_locks_after_the_timeou
         finally:
             pool.putconn(conn)
         assert other.budget_usage("r")[0] == oncelog.Budget(steps=5)
+
+
+@pytest.mark.parametrize("budgeted", [False, True], ids=["function", "transaction"])
+def test_no_step_is_written_for_a_run_that_is_not_there_without_a_foreign_key(
+    pg_url: str, budgeted: bool
+) -> None:
+    """Every writer of a step locks its run's row first and is refused without it
+    (``LeaseLost``), the intent's function as the store's transaction; so the foreign key
+    from a step to its run, which checked the row again at every intent, is gone."""
+    store = open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    try:
+        lease = Lease("nowhere", "me", 1, 30.0, budgeted=budgeted)
+        step = NewStep(1, "s", StepType.EFFECT, "t", "create", "k", "h", "[]")
+        with pytest.raises(oncelog.LeaseLost):
+            store.write_intent(lease, step, None)
+        schema = pg_url.rsplit("%3D", 1)[1]
+        keys = execute(
+            "SELECT conname FROM pg_constraint WHERE contype = 'f' AND conrelid = %s::regclass",
+            (f"{schema}.steps",),
+        )
+        assert keys == []
+        assert execute(f"SELECT count(*) FROM {schema}.steps") == [(0,)]
+    finally:
+        store.close()

@@ -1,5 +1,0 @@
--- PostgreSQL records which life of its server a connection was opened in, so that a run
--- whose unflushed commits a server crash may have lost is written no further there
--- (0017_server_life.sql there). A SQLite ledger is used only by processes of the machine
--- whose power loss would take them: nothing to do. Kept so both dialects have the same
--- migrations.
