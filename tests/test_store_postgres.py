@@ -224,3 +224,21 @@ def test_no_step_is_written_for_a_run_that_is_not_there_without_a_foreign_key(
         assert execute(f"SELECT count(*) FROM {schema}.steps") == [(0,)]
     finally:
         store.close()
+
+
+def test_the_functions_plan_generically_by_the_sessions_setting(pg_url: str) -> None:
+    """Every connection plans generically; the transition functions carry no SET clause,
+    which saved and restored the setting at each call."""
+    store = open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    try:
+        assert setting(store, "plan_cache_mode") == "force_generic_plan"
+        schema = pg_url.rsplit("%3D", 1)[1]
+        configs = execute(
+            "SELECT proname, proconfig FROM pg_proc WHERE pronamespace = %s::regnamespace "
+            "AND proname IN ('oncelog_intent', 'oncelog_outcome') ORDER BY proname",
+            (schema,),
+        )
+        assert configs == [("oncelog_intent", None), ("oncelog_outcome", None)]
+    finally:
+        store.close()

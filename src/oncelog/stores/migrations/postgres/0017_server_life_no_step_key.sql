@@ -1,5 +1,5 @@
 -- Which life of the server a connection was opened in (issue 15.3, durability modes),
--- and no foreign key from a step to its run.
+-- no foreign key from a step to its run, no SET clause on the transition functions.
 -- Every statement may run again (a test re-applies the later migrations).
 --
 -- With durability "intent" an outcome, a model call or a read commits without waiting
@@ -32,3 +32,14 @@ $$;
 -- SQLStore._begin_step through _sql_tx.fence, each refusing when it is missing), and no
 -- run is ever deleted: the check could never refuse anything.
 ALTER TABLE steps DROP CONSTRAINT IF EXISTS steps_run_id_fkey;
+
+-- The transition functions plan their statements generically (see 0016) by the session's
+-- setting, which every connection of the store makes (_postgres_settings), rather than a
+-- SET clause of their own: a SET clause saved and restored the setting at every call, two
+-- calls per effect.
+ALTER FUNCTION oncelog_intent(TEXT, TEXT, BIGINT, DOUBLE PRECISION, TEXT, INTEGER, TEXT, TEXT,
+    TEXT, TEXT, TEXT, TEXT, TEXT, DOUBLE PRECISION, DOUBLE PRECISION, INTEGER, TEXT, TEXT,
+    BOOLEAN) RESET ALL;
+ALTER FUNCTION oncelog_outcome(TEXT, TEXT, BIGINT, DOUBLE PRECISION, INTEGER, TEXT, INTEGER,
+    TEXT, TEXT, TEXT, INTEGER, INTEGER, DOUBLE PRECISION, DOUBLE PRECISION, TEXT, TEXT)
+    RESET ALL;
