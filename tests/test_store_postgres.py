@@ -244,17 +244,18 @@ def test_the_functions_plan_generically_by_the_sessions_setting(pg_url: str) -> 
         store.close()
 
 
-def test_the_budget_triggers_when_on_an_update_reads_only_the_setting(pg_url: str) -> None:
-    """The WHEN of the trigger that counts an updated step is parsed again at every
-    statement that updates steps; it reads only the setting by which a writer says there
-    is nothing to count, and the trigger's function looks at what changed. The totals it
-    keeps are held to the steps by ``test_budget_totals.py``."""
+@pytest.mark.parametrize("trigger", ["steps_count_insert", "steps_count_update"])
+def test_the_budget_triggers_when_reads_only_the_setting(pg_url: str, trigger: str) -> None:
+    """The WHEN of a trigger that counts a step is parsed again at every statement that
+    writes steps; it reads only the setting by which a writer says there is nothing to
+    count, and the trigger's function looks at what changed. The totals it keeps are held
+    to the steps by ``test_budget_totals.py``."""
     oncelog.open(pg_url).close()
     schema = pg_url.rsplit("%3D", 1)[1]
     [(definition,)] = execute(
-        "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = 'steps_count_update' "
+        "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = %s "
         "AND tgrelid = %s::regclass",
-        (f"{schema}.steps",),
+        (trigger, f"{schema}.steps"),
     )
     when = definition.split(" WHEN ", 1)[1].split(" EXECUTE ", 1)[0]
     assert when == (
