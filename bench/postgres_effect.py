@@ -3,11 +3,12 @@
     python bench/postgres_effect.py [--quick] [--reps N] [--batch N] [--postgres URL]
 
 In one process, on a fresh schema: batches of guarded ``run.effect`` calls (a no-op tool,
-so the ledger's cost is what is measured) alternate with batches of the floor, an INSERT
-and an UPDATE of a row the size of a step row, each its own autocommit transaction with
-``synchronous_commit = on``. Reported: time per effect and its ratio to the floor of the
-same repetition, CPU per effect of this process and of the server (when it runs here),
-and the load average. The parts live in ``bench/_workers/effect.py``.
+so the ledger's cost is what is measured; the default durability, ``intent``: the intent
+waits for its WAL flush, the outcome rides on the next) alternate with batches of the
+floor, an INSERT and an UPDATE of a row the size of a step row, each its own autocommit
+transaction with ``synchronous_commit = on``. Reported: time per effect and its ratio to
+the floor of the same repetition, CPU per effect of this process and of the server (when
+it runs here), and the load average. The parts live in ``bench/_workers/effect.py``.
 """
 
 from __future__ import annotations
