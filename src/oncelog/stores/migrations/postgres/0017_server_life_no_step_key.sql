@@ -36,10 +36,7 @@ ALTER TABLE steps DROP CONSTRAINT IF EXISTS steps_run_id_fkey;
 -- The transition functions plan their statements generically (see 0016) by the session's
 -- setting, which every connection of the store makes (_postgres_settings), rather than a
 -- SET clause of their own: a SET clause saved and restored the setting at every call, two
--- calls per effect. The outcome's function is written again below, without one.
-ALTER FUNCTION oncelog_intent(TEXT, TEXT, BIGINT, DOUBLE PRECISION, TEXT, INTEGER, TEXT, TEXT,
-    TEXT, TEXT, TEXT, TEXT, TEXT, DOUBLE PRECISION, DOUBLE PRECISION, INTEGER, TEXT, TEXT,
-    BOOLEAN) RESET ALL;
+-- calls per effect. Both are written again below, without one.
 
 -- The budget trigger's WHEN is parsed from its text, and prepared, at the start of every
 -- statement that writes steps: on an UPDATE about 146,000 instructions of an outcome's
@@ -154,5 +151,70 @@ BEGIN
         (SELECT hash FROM journal WHERE run_id = p_run_id ORDER BY id DESC LIMIT 1),
         repeat('0', 64)) || p_chain_head || to_json(p_data)::text || ',' || at_text || ']',
         'UTF8')), 'hex'));
+END;
+$$;
+
+-- The intent's function of 0016, without a SET clause, and saying in its fencing read
+-- that the budget trigger has nothing to count (a statement fewer).
+-- SQLStore._begin_step for a new step without an approval or a run budget: its attempt
+-- number, 1. With p_check_halt false (a model call or a read, recorded after it ran) the
+-- kill switch is neither locked nor read.
+CREATE OR REPLACE FUNCTION oncelog_intent(
+    p_run_id TEXT, p_owner TEXT, p_token BIGINT, p_ttl DOUBLE PRECISION, p_agent TEXT,
+    p_seq INTEGER, p_step_id TEXT, p_type TEXT, p_tool TEXT, p_kind TEXT, p_key TEXT,
+    p_args_hash TEXT, p_args TEXT, p_elapsed DOUBLE PRECISION, p_cost DOUBLE PRECISION,
+    p_irreversible INTEGER, p_data TEXT, p_chain_head TEXT, p_check_halt BOOLEAN)
+    RETURNS INTEGER
+LANGUAGE plpgsql AS $$
+DECLARE
+    held RECORD;
+    now_at DOUBLE PRECISION;
+    at DOUBLE PRECISION;
+    at_text TEXT;
+BEGIN
+    IF p_check_halt THEN
+        PERFORM pg_advisory_xact_lock_shared(1869505381, 2);
+    END IF;
+    -- _sql_tx.fence: the run's row locked until the commit. The halts are read in the
+    -- same statement: none can be committed while the shared lock above is held.
+    -- In a run without a budget the budget trigger has nothing to count: said in the same
+    -- statement (a refusal below rolls the setting back with the rest).
+    SELECT owner, fencing_token, lease_expires_at,
+        CASE WHEN budget IS NULL THEN set_config('oncelog.uncounted', 'on', true) END AS uncounted,
+        (p_check_halt AND EXISTS (SELECT 1 FROM halts WHERE cleared_at IS NULL AND (
+            (scope = 'global' AND target = '')
+            OR (scope = 'agent' AND target = COALESCE(p_agent, ''))
+            OR (scope = 'run' AND target = p_run_id))))
+        OR (p_type = 'effect' AND p_agent IS NOT NULL
+            AND EXISTS (SELECT 1 FROM agent_budgets WHERE agent = p_agent)) AS long_way
+    INTO held FROM runs WHERE run_id = p_run_id FOR UPDATE;
+    IF NOT FOUND OR held.owner IS DISTINCT FROM p_owner OR held.fencing_token != p_token THEN
+        RAISE EXCEPTION 'fenced out' USING ERRCODE = 'OL001';
+    END IF;
+    IF held.long_way THEN
+        RAISE EXCEPTION 'a halt or an agent budget' USING ERRCODE = 'OL000';
+    END IF;
+    now_at := date_part('epoch', clock_timestamp());
+    IF held.lease_expires_at IS NULL OR held.lease_expires_at - now_at < p_ttl / 2 THEN
+        UPDATE runs SET lease_expires_at = now_at + p_ttl WHERE run_id = p_run_id;
+    END IF;
+    INSERT INTO steps (run_id, seq, step_id, type, tool, kind, key, args_hash, args, state,
+                       attempts, started_at, cost, irreversible)
+    VALUES (p_run_id, p_seq, p_step_id, p_type, p_tool, p_kind, p_key, p_args_hash, p_args,
+            'in_flight', 1, date_part('epoch', clock_timestamp()) - p_elapsed, p_cost,
+            p_irreversible)
+    RETURNING started_at INTO at;
+    at_text := oncelog_at_text(at);
+    IF at_text IS NULL THEN
+        RAISE EXCEPTION 'time % is left to the client', at USING ERRCODE = 'OL000';
+    END IF;
+    -- _sql_tx.append: the journal's head read after its lock
+    PERFORM pg_advisory_xact_lock(1869507180, hashtext(p_run_id));
+    INSERT INTO journal (run_id, seq, event, data, at, hash)
+    VALUES (p_run_id, p_seq, 'intent', p_data, at, encode(sha256(convert_to(COALESCE(
+        (SELECT hash FROM journal WHERE run_id = p_run_id ORDER BY id DESC LIMIT 1),
+        repeat('0', 64)) || p_chain_head || to_json(p_data)::text || ',' || at_text || ']',
+        'UTF8')), 'hex'));
+    RETURN 1;
 END;
 $$;
