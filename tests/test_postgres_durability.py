@@ -124,8 +124,13 @@ def restart_the_server(url: str, schema: str, *, crashed: bool) -> None:
         ("intent", False, True),  # a clean restart flushes everything first
     ],
 )
+@pytest.mark.parametrize("budget", [None, oncelog.Budget(steps=50)], ids=["calls", "budgeted"])
 def test_a_run_with_unflushed_commits_goes_no_further_after_a_server_crash(
-    pg_url: str, durability: Literal["intent", "full", "process"], crashed: bool, goes_on: bool
+    pg_url: str,
+    durability: Literal["intent", "full", "process"],
+    crashed: bool,
+    goes_on: bool,
+    budget: oncelog.Budget | None,
 ) -> None:
     """The server restarts between two effects of a run. After a crash (a new life of the
     server), a run whose last commits did not wait for the flush may have lost them: its
@@ -144,7 +149,7 @@ def test_a_run_with_unflushed_commits_goes_no_further_after_a_server_crash(
         guarded = ledger.tool(kind="create")(tool)
         stopped: Any = None
         try:
-            with ledger.run("r") as run:
+            with ledger.run("r", budget=budget) as run:
                 run.effect("first", guarded, 1)
                 restart_the_server(url, schema, crashed=crashed)
                 run.effect("second", guarded, 2)

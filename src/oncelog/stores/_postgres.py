@@ -149,7 +149,8 @@ class PostgresStore(SQLStore):
         self, lease: Lease, step: NewStep, previous: StepState | None, reason: str | None = None
     ) -> Intent:
         if not takes_function(lease, step, previous):
-            return super().write_intent(lease, step, previous, reason)
+            with self._writing(lease):
+                return super().write_intent(lease, step, previous, reason)
         # The point before the commit is before the call: the call is the commit.
         crashpoints.reach("before_intent_commit", step.step_id)
         params = intent_params(lease, step, reason)
