@@ -8,7 +8,7 @@ Connection settings, and why (the timeouts are explained in ``_postgres_settings
   committed intent survives a server crash (and, with storage that honours flushes, a
   power loss). A role or database default is overridden here rather than trusted. A
   transaction that may ride on the next flush turns it off for itself alone.
-- the server's life (``oncelog_server_life``, migration 17) read by every pooled
+- the server's life (``oncelog_server_life``, migration 18) read by every pooled
   connection when it is opened: a crash of the server begins a new one, and a caller that
   made commits not flushed yet writes nothing more on a connection of another life.
 - ``application_name = oncelog`` (unless the URL names one): an operator, or a test, finds

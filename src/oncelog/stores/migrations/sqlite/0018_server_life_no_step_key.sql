@@ -1,6 +1,6 @@
 -- PostgreSQL records which life of its server a connection was opened in, so that a run
 -- whose unflushed commits a server crash may have lost is written no further there, and
 -- drops the foreign key from a step to its run, which every writer checks already
--- (0017_server_life_no_step_key.sql there). A SQLite ledger is used only by processes of
+-- (0018_server_life_no_step_key.sql there). A SQLite ledger is used only by processes of
 -- the machine whose power loss would take them, and its foreign keys cost no round trip
 -- to a server: nothing to do. Kept so both dialects have the same migrations.

@@ -61,10 +61,10 @@ DECLARE
     now_counts INTEGER := (NEW.state <> 'failed')::integer;
 BEGIN
     IF TG_OP = 'INSERT' AND NEW.state = 'failed' THEN
-        RETURN NULL;  -- the INSERT trigger's WHEN until 0017: a failed step counts nothing
+        RETURN NULL;  -- the INSERT trigger's WHEN until 0018: a failed step counts nothing
     END IF;
     IF TG_OP = 'UPDATE' THEN
-        -- What the trigger's WHEN said until 0017: nothing it counts changed.
+        -- What the trigger's WHEN said until 0018: nothing it counts changed.
         IF (OLD.state = 'failed') IS NOT DISTINCT FROM (NEW.state = 'failed')
            AND (NEW.state = 'failed' OR (
                OLD.tokens_in IS NOT DISTINCT FROM NEW.tokens_in
