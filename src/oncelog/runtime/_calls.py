@@ -23,6 +23,7 @@ from ..stores._protocol import Lease, NewStep
 from ._tools import ToolSpec
 
 KEY_PREFIX = "ol1_"
+_LLM = StepType.LLM  # a global: reading an enum member off its class costs far more
 
 
 def idempotency_key(run_id: str, step_id: str, tool: str, namespace: str = "") -> str:
@@ -66,7 +67,7 @@ class Call:
 
     @property
     def kind(self) -> str:
-        return "llm" if self.step_type is StepType.LLM else self.spec.kind.value
+        return "llm" if self.step_type is _LLM else self.spec.kind._value_
 
     @property
     def idempotent(self) -> bool:

@@ -48,7 +48,7 @@ from ..failures import Failure
 from ..observe import _observe as observe
 from ..records._records import ApprovalStatus, StepRecord, StepState, StepType
 from ..records._serialization import decode, digest, encode_decoded
-from ..stores._protocol import Lease, NewStep, Outcome, Store
+from ..stores._protocol import Lease, NewStep, Outcome, Store, new_step, outcome
 from . import _crashpoints as crashpoints
 from ._calls import (
     Again,
@@ -88,7 +88,7 @@ def _settled(step_type: StepType, idempotent: bool, state: StepState, missing: b
 
 @functools.cache
 def _fresh(
-    step_type: StepType,
+    step_type: str,
     idempotent: bool,
     draining: bool,
     lease_lost: bool,
@@ -97,14 +97,16 @@ def _fresh(
     probe_declared: bool,
     dedupe_window: float | None,
     drift_error: bool,
-) -> Situation:
+) -> tuple[Situation, Action]:
     """The situation of a step with nothing recorded, which its tool and the process alone
-    make: each is built once (building a ``Situation`` costs more than deciding it)."""
-    return Situation(
-        step_type, idempotent, draining=draining, lease_lost=lease_lost,
+    make, and its decision: each is built once (building a ``Situation`` costs more than
+    deciding it). Keyed by the step type's value: an enum member's hash is a Python call."""
+    situation = Situation(
+        StepType(step_type), idempotent, draining=draining, lease_lost=lease_lost,
         max_attempts=max_attempts, preflight_declared=preflight_declared,
         probe_declared=probe_declared, dedupe_window=dedupe_window, drift_error=drift_error,
     )  # fmt: skip
+    return situation, decide(situation)
 
 
 def _why_halted(action: Action, situation: Situation) -> list[str]:
@@ -183,36 +185,55 @@ class Engine:
         return found[4]
 
     def prepare(self, seq: int, call: Call) -> Replayed | Pending:
-        step_id = call.step_id if call.step_id is not None else f"{call.tool}@{seq}"
-        if seq >= self.cursor.frontier and self._broken is None:
-            record = None  # past what is recorded: what ``cursor.row`` says, without a call
-        elif self._store(self.cursor.row, seq) is None:  # reads the page holding seq
-            record = None
-        else:
-            value = self.replay_done(seq, call.step_id, call.step_type, call.tool, call.payload)
-            if value is not MISS:
-                return Replayed(value)
-            record = self._store(self.cursor.recorded, seq)
-        if record is None:
+        step_id = call.step_id if call.step_id is not None else f"{call.spec.name}@{seq}"
+        # Past what is recorded, ``cursor.row`` would say None: no call.
+        if seq < self.cursor.frontier or self._broken is not None:
+            found = self._recorded(seq, step_id, call)
+            if found is not None:
+                return found
+        if self.plan is not None:
             self._check_plan(call, step_id)
-        else:
-            check_same_step(record, step_id, call.tool, call.step_type)
-            if record.state is StepState.DONE and record.error_json is None:
-                # Replay's hot path, one call per recorded step: the table's row for a
-                # done step is REPLAY whatever else holds (tests/test_decide.py).
-                self._check_drift(record, call)
-                return Replayed(record.result)
-        return self._visit(seq, step_id, call, record)
+        situation, action = self._situation_new(call)
+        if action is _RUN:
+            # The common step: nothing to ask anyone, nothing to say, nothing in doubt.
+            step = self._new_step(seq, step_id, call)
+            return self._go_live(_RUN, step, call, None, self.surroundings.clock(), None)
+        return self._visit(seq, step_id, call, None, situation)
+
+    def _recorded(self, seq: int, step_id: str, call: Call) -> Replayed | Pending | None:
+        """``prepare`` for a step recorded at ``seq``; None if nothing is."""
+        if self._store(self.cursor.row, seq) is None:  # reads the page holding seq
+            return None
+        value = self.replay_done(seq, call.step_id, call.step_type, call.tool, call.payload)
+        if value is not MISS:
+            return Replayed(value)
+        record = self._store(self.cursor.recorded, seq)
+        if record is None:
+            return None
+        check_same_step(record, step_id, call.tool, call.step_type)
+        if record.state is StepState.DONE and record.error_json is None:
+            # Replay's hot path, one call per recorded step: the table's row for a
+            # done step is REPLAY whatever else holds (tests/test_decide.py).
+            self._check_drift(record, call)
+            return Replayed(record.result)
+        return self._visit(seq, step_id, call, record, None)
 
     def _new_step(self, seq: int, step_id: str, call: Call) -> NewStep:
         """A step about to run live; a replayed one needs neither key nor hash."""
-        args_json = self._args_json(call, step_id)
-        spec, effect = call.spec, call.step_type is _EFFECT
-        return NewStep(
-            seq, step_id, call.step_type, spec.name, call.kind,
+        args_json = call.args_json
+        if args_json is None:
+            args_json = self._args_json(call, step_id)
+        spec, step_type = call.spec, call.step_type
+        if step_type is _EFFECT:
+            kind: str = spec.kind._value_
+            approval, cost = spec.approval, self._cost(call, step_id)
+        else:
+            kind = "llm" if step_type is _LLM else spec.kind._value_
+            approval, cost = False, 0.0
+        return new_step(
+            seq, step_id, step_type, spec.name, kind,
             idempotency_key(self.lease.run_id, step_id, spec.name, self.key_namespace),
-            digest(args_json), args_json, needs_approval=effect and spec.approval,
-            cost=self._cost(call, step_id) if effect else 0.0, irreversible=spec.irreversible,
+            digest(args_json), args_json, approval, cost, spec.irreversible, 0.0,
         )  # fmt: skip
 
     def _cost(self, call: Call, step_id: str) -> float:
@@ -242,17 +263,22 @@ class Engine:
                 step_id=step_id,
             )
 
+    def _situation_new(self, call: Call) -> tuple[Situation, Action]:
+        """What ``decide`` needs about a step with nothing recorded, and its decision."""
+        surroundings, spec = self.surroundings, call.spec
+        return _fresh(
+            call.step_type._value_, spec.idempotent, surroundings.draining(),
+            surroundings.lease_lost(self.lease),
+            None if spec.retry is None else spec.retry.attempts,
+            spec.preflight is not None, spec.probe is not None, spec.dedupe_window,
+            spec.drift == "error",
+        )  # fmt: skip
+
     def _situation(self, call: Call, record: StepRecord | None) -> Situation:
         """What ``decide`` needs about this step, before anything is asked of anyone."""
-        surroundings, spec = self.surroundings, call.spec
         if record is None:
-            return _fresh(
-                call.step_type, spec.idempotent, surroundings.draining(),
-                surroundings.lease_lost(self.lease),
-                None if spec.retry is None else spec.retry.attempts,
-                spec.preflight is not None, spec.probe is not None, spec.dedupe_window,
-                spec.drift == "error",
-            )  # fmt: skip
+            return self._situation_new(call)[0]
+        surroundings, spec = self.surroundings, call.spec
         now = surroundings.clock()
         in_doubt = record.state in (StepState.IN_FLIGHT, StepState.UNKNOWN)
         return Situation(
@@ -274,18 +300,20 @@ class Engine:
         )
 
     def _visit(
-        self, seq: int, step_id: str, call: Call, record: StepRecord | None
+        self,
+        seq: int,
+        step_id: str,
+        call: Call,
+        record: StepRecord | None,
+        situation: Situation | None,
     ) -> Replayed | Pending:
         """Decide, ask the provider when the decision says so, decide again; then act."""
         if record is not None and record.state in _SETTLED:  # replay's hot path
             missing = record.error_json is not None
             return self._replay(_settled(call.step_type, call.idempotent, record.state, missing),
                                 record, call)  # fmt: skip
-        situation = self._situation(call, record)
-        if record is None and decide(situation) is _RUN:
-            # The common step: nothing to ask anyone, nothing to say, nothing in doubt.
-            step = self._new_step(seq, step_id, call)
-            return self._go_live(_RUN, step, call, None, self.surroundings.clock(), None)
+        if situation is None:
+            situation = self._situation(call, record)
         said: list[str] = []
         while True:
             action = decide(situation)
@@ -373,7 +401,7 @@ class Engine:
         if call.step_type is not _EFFECT:
             # A model call or a query is recorded after it runs; look for a kill switch
             # first so a halted agent spends nothing. Effects check inside their intent.
-            halt = self._store(self.store.active_halt, self.run_id, self.lease.agent)
+            halt = self._store(self.store.active_halt, self.lease.run_id, self.lease.agent)
             if halt is not None:
                 raise halted(halt, self.run_id, step.step_id)
             if self.lease.budgeted:
@@ -528,13 +556,15 @@ class Engine:
 
     def complete(self, pending: Pending, result: Any) -> Any:
         """Record what the call returned; hand back what replay would hand back."""
-        step_type = pending.call.step_type
+        call = pending.call
+        step_type = call.step_type
         if step_type is _EFFECT:  # crash points mark effect boundaries
             crashpoints.reach("after_call", pending.step.step_id)
         try:
             result_json, returned = encode_decoded(
-                pending.call.recordable(result), what="result", limit=self.payload_limit
-            )
+                result if call.secret_key is None else call.recordable(result),
+                what="result", limit=self.payload_limit,
+            )  # fmt: skip
         except InvalidPayload as exc:
             # The effect happened: record it as done so it never runs again, and say why
             # its result is missing, now and on every replay.
@@ -549,7 +579,7 @@ class Engine:
         tokens_in, tokens_out, cost = (0, 0, None)
         if step_type is _LLM:
             tokens_in, tokens_out, cost = usage(result)
-        self._write(pending, Outcome(_DONE, result_json, None, tokens_in, tokens_out, cost))
+        self._write(pending, outcome(_DONE, result_json, None, tokens_in, tokens_out, cost, None))
         if pending.observed is not None:
             pending.ended(self.run_id, "done")
         return returned
@@ -660,8 +690,7 @@ def _timed(pending: Pending) -> NewStep:
     the commit as its call took. (Built field by field: ``dataclasses.replace`` looks the
     fields up on every call.)"""
     s = pending.step
-    return NewStep(
+    return new_step(
         s.seq, s.step_id, s.type, s.tool, s.kind, s.key, s.args_hash, s.args_json,
-        needs_approval=s.needs_approval, cost=s.cost, irreversible=s.irreversible,
-        elapsed=time.monotonic() - pending.began,
+        s.needs_approval, s.cost, s.irreversible, time.monotonic() - pending.began,
     )  # fmt: skip

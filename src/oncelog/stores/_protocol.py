@@ -80,6 +80,41 @@ class Outcome:
     retry_at: float | None = None  # not done: the next attempt waits until then (epoch s)
 
 
+# A live step makes a ``NewStep`` or two and an ``Outcome``; a frozen dataclass's
+# generated ``__init__`` calls ``object.__setattr__`` once per field. These make the same
+# instances (equal, hashable, immutable, ``replace`` works) by filling the instance's
+# ``__dict__`` at once: every field given, in declaration order.
+_NEW = object.__new__
+_NEW_STEP_FIELDS = tuple(NewStep.__dataclass_fields__)
+_OUTCOME_FIELDS = tuple(Outcome.__dataclass_fields__)
+
+
+def new_step(
+    seq: int, step_id: str, type_: StepType, tool: str, kind: str, key: str, args_hash: str,
+    args_json: str, needs_approval: bool, cost: float, irreversible: bool, elapsed: float,
+) -> NewStep:  # fmt: skip
+    """``NewStep(...)`` with every field given, for the hot path."""
+    step: NewStep = _NEW(NewStep)
+    step.__dict__.update(
+        zip(_NEW_STEP_FIELDS, (seq, step_id, type_, tool, kind, key, args_hash, args_json,
+                               needs_approval, cost, irreversible, elapsed), strict=True)
+    )  # fmt: skip
+    return step
+
+
+def outcome(
+    state: StepState, result_json: str | None, error_json: str | None, tokens_in: int,
+    tokens_out: int, cost: float | None, retry_at: float | None,
+) -> Outcome:  # fmt: skip
+    """``Outcome(...)`` with every field given, for the hot path."""
+    made: Outcome = _NEW(Outcome)
+    made.__dict__.update(
+        zip(_OUTCOME_FIELDS, (state, result_json, error_json, tokens_in, tokens_out, cost,
+                              retry_at), strict=True)
+    )  # fmt: skip
+    return made
+
+
 class BudgetDrift(NamedTuple):
     """A budget's running totals, as kept and as counted afresh from the steps: a run's
     ``steps, tokens, cost, irreversible`` or an agent's today ``calls, cost,

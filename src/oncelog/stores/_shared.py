@@ -58,12 +58,13 @@ def intent_json(
     journal shows that approval used, whatever its row says later). Written once per live
     step: ``journal_json``'s text, its fields spliced in their sorted order by hand."""
     used = "" if approval is None else f'"approval":{approval!s},'
+    # An enum member is quoted as its str base holds its value (``.value`` is a Python call).
     return (
         f'{{{used}"args":{step.args_json},"args_hash":{quote(step.args_hash)},'
         f'"attempt":{attempt!s},"cost":{number(step.cost)},'
         f'"irreversible":{"true" if step.irreversible else "false"},"key":{quote(step.key)},'
         f'"kind":{quote(step.kind)},"reason":{text(reason)},"step_id":{quote(step.step_id)},'
-        f'"token":{lease.token!s},"tool":{quote(step.tool)},"type":{quote(step.type.value)}}}'
+        f'"token":{lease.token!s},"tool":{quote(step.tool)},"type":{quote(step.type)}}}'
     )
 
 
@@ -76,7 +77,7 @@ def outcome_json(outcome: Outcome, attempt: int) -> str:
     return (
         f'{{"attempt":{attempt!s},"cost":{cost},"error":{"null" if error is None else error},'
         f'"result":{"null" if result is None else result}{retry},'
-        f'"state":{quote(outcome.state.value)},"tokens_in":{outcome.tokens_in!s},'
+        f'"state":{quote(outcome.state)},"tokens_in":{outcome.tokens_in!s},'
         f'"tokens_out":{outcome.tokens_out!s}}}'
     )
 
