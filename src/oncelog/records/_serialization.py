@@ -28,18 +28,13 @@ def _not_json(value: Any) -> NoReturn:
 
 # What json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
 # allow_nan=False, default=_not_json) runs, called without its Python layers (``JSONEncoder
-# .encode`` and ``iterencode`` cost more than encoding a step's arguments). A fresh table
-# of the containers being encoded, each call, keeps the circular-reference check, apart
-# between threads.
-_make_encoder = json.encoder.c_make_encoder  # type: ignore[attr-defined]
-_quote = json.encoder.encode_basestring
-
-
-def _to_json(value: Any) -> str:
-    if type(value) is str:
-        return _quote(value)
-    encoder = _make_encoder({}, _not_json, _quote, None, ":", ",", True, False, False)
-    return "".join(encoder(value, 0))
+# .encode`` and ``iterencode`` cost more than encoding a step's arguments). Made once, with
+# no table of the containers being encoded (``markers``): it holds no state, so threads
+# share it, and a circular value ends in the RecursionError that the check would have
+# turned into a ValueError, refused as too deep either way (``_explain`` recursed on it).
+_ENCODER = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+    None, _not_json, json.encoder.encode_basestring, None, ":", ",", True, False, False
+)
 
 
 _scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__
@@ -149,7 +144,7 @@ def encode_decoded(value: Any, *, what: str, limit: int) -> tuple[str, Any]:
 
 def _encode(value: Any, what: str, limit: int, exact: bool) -> tuple[str, Any]:
     try:
-        text = _to_json(value)
+        text = "".join(_ENCODER(value, 0))
     except RecursionError:
         raise _nested_too_deeply(what) from None
     except (TypeError, ValueError) as exc:

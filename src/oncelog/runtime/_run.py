@@ -11,7 +11,7 @@ import contextvars
 import shlex
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, NoReturn, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeVar, cast
 
 from .._exceptions import (
     LeaseLost,
@@ -99,15 +99,6 @@ async def _replayed(value: R) -> R:
     return value
 
 
-class _Asked(NamedTuple):
-    """A model call or a query, with the name and input digest it is recorded under. (A
-    named tuple: one is made per model call, and a frozen dataclass costs a call a field.)"""
-
-    fn: Callable[..., Any]
-    name: str | None = None
-    input_digest: str | None = None
-
-
 class _Steps:
     """What ``Run`` and ``AsyncRun`` share: the engine and how calls become ``Call``s."""
 
@@ -155,8 +146,12 @@ class _Steps:
         tool: Any,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        name: str | None,
+        input_digest: str | None,
     ) -> _Step:
-        """The checks of a call, made before it takes a position, and what it asks for."""
+        """The checks of a call, made before it takes a position, and what it asks for.
+        ``tool`` is an effect's ``Tool``, or the function of a model call or a query (whose
+        ``name`` and ``input_digest`` it is recorded under)."""
         if step_id is not None and not (
             # check_name's verdict on the common id, without its calls (once per step)
             type(step_id) is str and 0 < len(step_id) <= MAX_NAME_CHARS
@@ -184,11 +179,10 @@ class _Steps:
                 self._ledger.declare_result(spec.name, spec.result_schema)
             payload: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
         else:
-            asked = tool if isinstance(tool, _Asked) else _Asked(tool)
-            spec, fn = step_spec(asked.fn, asked.name), asked.fn
+            spec, fn = step_spec(tool, name), tool
             payload = {"args": list(args), "kwargs": kwargs}
-            if asked.input_digest is not None:
-                payload["input_digest"] = asked.input_digest
+            if input_digest is not None:
+                payload["input_digest"] = input_digest
         secret_key = None
         if spec.secret:
             secret_key = self._ledger.redaction_key_for(spec.name)
@@ -200,27 +194,26 @@ class _Steps:
                     run_id=self.run_id, step_id=step_id,
                 ) from None  # fmt: skip
         args_json = None
-        if self._engine.cursor.next >= self._engine.cursor.frontier:
+        cursor = self._engine.cursor
+        if cursor.next >= cursor.frontier:
             # Refused before it takes a position; replay compares decoded arguments.
             args_json = encode_args(payload, self._ledger.max_payload_bytes, self.run_id, step_id)
         return spec, fn, payload, secret_key, args_json
 
     def _take(self, step_id: str | None, type_: StepType, step: _Step) -> tuple[int, Any]:
         """The step's position, and the result recorded there if a done step replays from
-        the page read last (MISS: ``Engine.prepare`` decides it)."""
+        the page read last; else (MISS) the ``Call`` that ``Engine.prepare`` decides."""
         cursor = self._engine.cursor
         seq = cursor.position()
         cursor.next = seq + 1
-        if seq < cursor.frontier:
-            return seq, self._engine.replay_done(seq, step_id, type_, step[0].name, step[2])
-        return seq, MISS
-
-    def _call(self, step_id: str | None, type_: StepType, step: _Step, seq: int) -> Call:
         spec, _, payload, secret_key, args_json = step
-        if args_json is None and seq >= self._engine.cursor.frontier:  # a concurrent step's
-            limit = self._ledger.max_payload_bytes  # position was taken in between
-            args_json = encode_args(payload, limit, self.run_id, step_id)
-        return Call(step_id, type_, spec, payload, args_json, secret_key)
+        if seq < cursor.frontier:
+            value = self._engine.replay_done(seq, step_id, type_, spec.name, payload)
+            if value is not MISS:
+                return seq, value
+        elif args_json is None:  # a concurrent step's position was taken in between
+            args_json = encode_args(payload, self._ledger.max_payload_bytes, self.run_id, step_id)
+        return seq, Call(step_id, type_, spec, payload, args_json, secret_key)
 
     def _kwargs_for(self, pending: Pending, tool: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
         """What oncelog adds to an effect's arguments: its idempotency key, and the run's
@@ -241,12 +234,14 @@ class _Steps:
         tool: Any,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        name: str | None = None,
+        input_digest: str | None = None,
     ) -> Any:
-        step = self._asked(step_id, type_, tool, args, kwargs)
-        seq, value = self._take(step_id, type_, step)
-        if value is not MISS:
-            return value
-        call, fn = self._call(step_id, type_, step, seq), step[1]
+        step = self._asked(step_id, type_, tool, args, kwargs, name, input_digest)
+        seq, call = self._take(step_id, type_, step)
+        if type(call) is not Call:
+            return call  # replayed
+        fn = step[1]
         while True:  # a failed attempt the retry policy makes again comes back here
             got = self._engine.prepare(seq, call)
             if isinstance(got, Replayed):
@@ -375,8 +370,7 @@ class Run(_Steps):
         default ``fn``'s qualified name) is the step's tool name, checked on replay;
         ``input_digest``, a hash of an input not passed as an argument, is recorded with
         the arguments, so that replay warns when it differs."""
-        asked = _Asked(fn, name, input_digest)
-        result: R = self._sync_step(step_id, _READ, asked, args, kwargs)
+        result: R = self._sync_step(step_id, _READ, fn, args, kwargs, name, input_digest)
         return result
 
     def llm(
@@ -385,8 +379,7 @@ class Run(_Steps):
     ) -> R:  # fmt: skip
         """A model call: its response and token usage are recorded; replay costs no tokens.
         ``name`` and ``input_digest`` as for ``read``."""
-        asked = _Asked(fn, name, input_digest)
-        result: R = self._sync_step(step_id, _LLM, asked, args, kwargs)
+        result: R = self._sync_step(step_id, _LLM, fn, args, kwargs, name, input_digest)
         return result
 
 
@@ -412,14 +405,14 @@ class AsyncRun(_Steps):
         tool: Any,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        name: str | None = None,
+        input_digest: str | None = None,
     ) -> Coroutine[Any, Any, Any]:
-        step = self._asked(step_id, type_, tool, args, kwargs)
-        seq, value = self._take(step_id, type_, step)
-        if value is not MISS:  # replayed on the event loop: no store call, no thread
-            return _replayed(value)
-        return self._run_step(
-            seq, self._call(step_id, type_, step, seq), step[1], tool, args, kwargs
-        )
+        step = self._asked(step_id, type_, tool, args, kwargs, name, input_digest)
+        seq, call = self._take(step_id, type_, step)
+        if type(call) is not Call:  # replayed on the event loop: no store call, no thread
+            return _replayed(call)
+        return self._run_step(seq, call, step[1], tool, args, kwargs)
 
     async def _run_step(
         self,
@@ -468,16 +461,14 @@ class AsyncRun(_Steps):
         name: str | None = None, input_digest: str | None = None, **kwargs: Any,
     ) -> Coroutine[Any, Any, Any]:  # fmt: skip
         """Await a recorded query; see ``Run.read``."""
-        asked = _Asked(fn, name, input_digest)
-        return self._async_step(step_id, _READ, asked, args, kwargs)
+        return self._async_step(step_id, _READ, fn, args, kwargs, name, input_digest)
 
     def llm(
         self, step_id: str | None, fn: Callable[..., Any], /, *args: Any,
         name: str | None = None, input_digest: str | None = None, **kwargs: Any,
     ) -> Coroutine[Any, Any, Any]:  # fmt: skip
         """Await a recorded model call; see ``Run.llm``."""
-        asked = _Asked(fn, name, input_digest)
-        return self._async_step(step_id, _LLM, asked, args, kwargs)
+        return self._async_step(step_id, _LLM, fn, args, kwargs, name, input_digest)
 
 
 class RunContext:
