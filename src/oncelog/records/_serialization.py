@@ -133,16 +133,12 @@ def encode(value: Any, *, what: str, limit: int, exact: bool = True) -> str:
     """Encode ``value`` canonically. With ``exact``, refuse what JSON would change (int
     keys, NaN) instead of recording it lossily; anything JSON cannot hold is refused, and
     so is a value nested deeper than ``MAX_DEPTH`` or holding a lone surrogate."""
-    return _encode(value, what, limit, exact)[0]
+    return encode_decoded(value, what=what, limit=limit, exact=exact)[0]
 
 
-def encode_decoded(value: Any, *, what: str, limit: int) -> tuple[str, Any]:
-    """``encode`` exactly, and ``decode`` of the text: a result is recorded and handed
+def encode_decoded(value: Any, *, what: str, limit: int, exact: bool = True) -> tuple[str, Any]:
+    """``encode``, and (``exact``) ``decode`` of the text: a result is recorded and handed
     back as replay will hand it back, and the exactness check has decoded it already."""
-    return _encode(value, what, limit, True)
-
-
-def _encode(value: Any, what: str, limit: int, exact: bool) -> tuple[str, Any]:
     try:
         text = "".join(_ENCODER(value, 0))
     except RecursionError:
@@ -158,7 +154,9 @@ def _encode(value: Any, what: str, limit: int, exact: bool) -> tuple[str, Any]:
         raise _nested_too_deeply(what)
     # Decoding and comparing run in C; only a mismatch (a tuple, or a real loss such as
     # an int key) pays for the walk in Python.
-    decoded = decode(text) if exact else None
+    # The encoder's text is one JSON value with nothing around it: ``decode`` without
+    # its call.
+    decoded = _scan_once(text, 0)[0] if exact else None
     if exact and decoded != value and not _lossless(value):
         _explain(value, what)
     if not text.isascii():

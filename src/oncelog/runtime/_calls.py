@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from hashlib import sha256 as _sha256
 from json.encoder import encode_basestring_ascii as _quote  # json.dumps's C escaper
 from typing import Any, NamedTuple
 
@@ -18,7 +19,7 @@ from ..process import _drain as drain
 from ..process._heartbeat import HEARTBEATS
 from ..records._records import StepState, StepType
 from ..records._redact import redact
-from ..records._serialization import MAX_DEPTH, digest, encode
+from ..records._serialization import MAX_DEPTH, encode, encode_decoded
 from ..stores._protocol import Lease, NewStep
 from ._tools import ToolSpec
 
@@ -36,7 +37,7 @@ def idempotency_key(run_id: str, step_id: str, tool: str, namespace: str = "") -
     parts = f"{_quote(run_id)}, {_quote(step_id)}, {_quote(tool)}"
     if namespace:
         parts = f"{_quote(namespace)}, {parts}"
-    return KEY_PREFIX + digest(f"[{parts}]")[:40]
+    return KEY_PREFIX + _sha256(f"[{parts}]".encode()).hexdigest()[:40]  # records' digest
 
 
 @dataclass(slots=True)
@@ -162,7 +163,7 @@ def encode_args(payload: Any, limit: int, run_id: str, step_id: str | None) -> s
     a caught error leaves no gap; one that replays is compared with the recorded
     arguments instead, and encoded only if it turns out to run."""
     try:
-        return encode(payload, what="arguments", limit=limit)
+        return encode_decoded(payload, what="arguments", limit=limit)[0]
     except InvalidPayload as exc:
         raise type(exc)(exc.message, run_id=run_id, step_id=step_id) from None
 

@@ -48,7 +48,7 @@ from ..failures import Failure
 from ..observe import _observe as observe
 from ..records._records import ApprovalStatus, StepRecord, StepState, StepType
 from ..records._serialization import decode, digest, encode_decoded
-from ..stores._protocol import Lease, NewStep, Outcome, Store, new_step, outcome
+from ..stores._protocol import Lease, NewStep, Outcome, Store, new_outcome, new_step
 from . import _crashpoints as crashpoints
 from ._calls import (
     Again,
@@ -579,7 +579,9 @@ class Engine:
         tokens_in, tokens_out, cost = (0, 0, None)
         if step_type is _LLM:
             tokens_in, tokens_out, cost = usage(result)
-        self._write(pending, outcome(_DONE, result_json, None, tokens_in, tokens_out, cost, None))
+        self._write(
+            pending, new_outcome(_DONE, result_json, None, tokens_in, tokens_out, cost, None)
+        )
         if pending.observed is not None:
             pending.ended(self.run_id, "done")
         return returned
@@ -654,9 +656,13 @@ class Engine:
                     self.store.write_outcome, self.lease, pending.step, pending.attempt, outcome
                 )
             else:
-                self._store(
-                    self.store.record_step, self.lease, _timed(pending), pending.previous, outcome
-                )
+                # Started as long before the commit as its call took.
+                s = pending.step
+                timed = new_step(
+                    s.seq, s.step_id, s.type, s.tool, s.kind, s.key, s.args_hash, s.args_json,
+                    s.needs_approval, s.cost, s.irreversible, time.monotonic() - pending.began,
+                )  # fmt: skip
+                self._store(self.store.record_step, self.lease, timed, pending.previous, outcome)
         except OnceLogError as exc:  # fenced off, or the disk: the call's end is not recorded
             pending.ended(self.run_id, "unrecorded", exc)
             raise
@@ -683,14 +689,3 @@ class Engine:
             step_id=record.step_id,
             key=record.key,
         )
-
-
-def _timed(pending: Pending) -> NewStep:
-    """A model call's or a read's step as recorded after it ran: started as long before
-    the commit as its call took. (Built field by field: ``dataclasses.replace`` looks the
-    fields up on every call.)"""
-    s = pending.step
-    return new_step(
-        s.seq, s.step_id, s.type, s.tool, s.kind, s.key, s.args_hash, s.args_json,
-        s.needs_approval, s.cost, s.irreversible, time.monotonic() - pending.began,
-    )  # fmt: skip

@@ -215,15 +215,17 @@ class _Steps:
             args_json = encode_args(payload, self._ledger.max_payload_bytes, self.run_id, step_id)
         return seq, Call(step_id, type_, spec, payload, args_json, secret_key)
 
-    def _kwargs_for(self, pending: Pending, tool: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _kwargs_for(self, pending: Pending, kwargs: dict[str, Any]) -> dict[str, Any]:
         """What oncelog adds to an effect's arguments: its idempotency key, and the run's
         fencing token for a tool that takes one (a provider that keeps the highest token
-        it saw per run can refuse a worker that lost its lease)."""
-        if not isinstance(tool, Tool):
+        it saw per run can refuse a worker that lost its lease). A model call's or a
+        query's are its own."""
+        if pending.call.step_type is not _EFFECT:
             return kwargs
-        if tool.spec.takes_token:
+        spec = pending.call.spec
+        if spec.takes_token:
             kwargs = {**kwargs, "fencing_token": self._engine.lease.token}
-        if tool.spec.takes_key:
+        if spec.takes_key:
             return {**kwargs, "idempotency_key": pending.step.key}
         return kwargs
 
@@ -247,7 +249,7 @@ class _Steps:
             if isinstance(got, Replayed):
                 return got.value
             try:
-                result = fn(*args, **self._kwargs_for(got, tool, kwargs))
+                result = fn(*args, **self._kwargs_for(got, kwargs))
             except Exception as exc:
                 err = self._failed(got, exc)
                 if err is None:
@@ -412,14 +414,13 @@ class AsyncRun(_Steps):
         seq, call = self._take(step_id, type_, step)
         if type(call) is not Call:  # replayed on the event loop: no store call, no thread
             return _replayed(call)
-        return self._run_step(seq, call, step[1], tool, args, kwargs)
+        return self._run_step(seq, call, step[1], args, kwargs)
 
     async def _run_step(
         self,
         seq: int,
         call: Call,
         fn: Callable[..., Any],
-        tool: Any,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
@@ -428,7 +429,7 @@ class AsyncRun(_Steps):
             if isinstance(got, Replayed):
                 return got.value
             try:
-                result = fn(*args, **self._kwargs_for(got, tool, kwargs))
+                result = fn(*args, **self._kwargs_for(got, kwargs))
                 if isinstance(result, Awaitable):
                     result = await result
             except Exception as exc:

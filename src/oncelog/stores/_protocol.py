@@ -83,10 +83,8 @@ class Outcome:
 # A live step makes a ``NewStep`` or two and an ``Outcome``; a frozen dataclass's
 # generated ``__init__`` calls ``object.__setattr__`` once per field. These make the same
 # instances (equal, hashable, immutable, ``replace`` works) by filling the instance's
-# ``__dict__`` at once: every field given, in declaration order.
+# ``__dict__`` at once (tests/test_step_records.py holds them to the classes' fields).
 _NEW = object.__new__
-_NEW_STEP_FIELDS = tuple(NewStep.__dataclass_fields__)
-_OUTCOME_FIELDS = tuple(Outcome.__dataclass_fields__)
 
 
 def new_step(
@@ -95,23 +93,24 @@ def new_step(
 ) -> NewStep:  # fmt: skip
     """``NewStep(...)`` with every field given, for the hot path."""
     step: NewStep = _NEW(NewStep)
-    step.__dict__.update(
-        zip(_NEW_STEP_FIELDS, (seq, step_id, type_, tool, kind, key, args_hash, args_json,
-                               needs_approval, cost, irreversible, elapsed), strict=True)
-    )  # fmt: skip
+    step.__dict__.update({
+        "seq": seq, "step_id": step_id, "type": type_, "tool": tool, "kind": kind, "key": key,
+        "args_hash": args_hash, "args_json": args_json, "needs_approval": needs_approval,
+        "cost": cost, "irreversible": irreversible, "elapsed": elapsed,
+    })  # fmt: skip
     return step
 
 
-def outcome(
+def new_outcome(
     state: StepState, result_json: str | None, error_json: str | None, tokens_in: int,
     tokens_out: int, cost: float | None, retry_at: float | None,
 ) -> Outcome:  # fmt: skip
     """``Outcome(...)`` with every field given, for the hot path."""
     made: Outcome = _NEW(Outcome)
-    made.__dict__.update(
-        zip(_OUTCOME_FIELDS, (state, result_json, error_json, tokens_in, tokens_out, cost,
-                              retry_at), strict=True)
-    )  # fmt: skip
+    made.__dict__.update({
+        "state": state, "result_json": result_json, "error_json": error_json,
+        "tokens_in": tokens_in, "tokens_out": tokens_out, "cost": cost, "retry_at": retry_at,
+    })  # fmt: skip
     return made
 
 

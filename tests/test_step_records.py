@@ -1,0 +1,37 @@
+"""The hot path's constructors of the store interface's records make what the classes'
+own constructors make."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from oncelog import StepState, StepType
+from oncelog.stores import NewStep, Outcome
+from oncelog.stores._protocol import new_outcome, new_step
+
+
+def test_new_step_is_the_frozen_dataclass_its_constructor_makes() -> None:
+    values = (3, "s", StepType.EFFECT, "tool", "create", "ol1_k", "h", "{}", True, 2.5, True, 0.25)
+    made = new_step(*values)
+    expected = NewStep(*values)
+    assert made == expected
+    assert hash(made) == hash(expected)
+    assert repr(made) == repr(expected)
+    assert dataclasses.astuple(made) == values  # every field, by its own name
+    assert dataclasses.replace(made, needs_approval=False).needs_approval is False
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.cost = 1.0  # type: ignore[misc]
+
+
+def test_outcome_is_the_frozen_dataclass_its_constructor_makes() -> None:
+    values = (StepState.NOT_DONE, None, '{"type":"x"}', 1, 2, 0.5, 99.0)
+    made = new_outcome(*values)
+    expected = Outcome(*values)
+    assert made == expected
+    assert hash(made) == hash(expected)
+    assert repr(made) == repr(expected)
+    assert dataclasses.astuple(made) == values
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.cost = 1.0  # type: ignore[misc]
