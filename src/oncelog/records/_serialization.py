@@ -149,8 +149,9 @@ def encode_decoded(value: Any, *, what: str, limit: int, exact: bool = True) -> 
         except RecursionError:
             raise _nested_too_deeply(what) from None
         raise UnserializableValue(f"{what} cannot be encoded: {exc}") from exc
-    # Counting the brackets of the text runs in C and settles almost every value.
-    if text.count("[") + text.count("{") > MAX_DEPTH and _too_deep(value):
+    # Counting the brackets of the text runs in C and settles almost every value; a text
+    # no longer than the bound cannot hold more brackets than that.
+    if len(text) > MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH and _too_deep(value):
         raise _nested_too_deeply(what)
     # Decoding and comparing run in C; only a mismatch (a tuple, or a real loss such as
     # an int key) pays for the walk in Python.
