@@ -3,7 +3,8 @@ position, asks the provider's probe, writes intents and outcomes, and turns each
 ``Action`` into a store write, a returned value or an exception.
 
 ``prepare`` decides (replay, run live, or stop) and writes the intent; ``complete`` and
-``fail`` write the outcome. The sync and async runs share these; only the call differs.
+``fail`` (``_outcomes``) write the outcome. The sync and async runs share these; only the
+call differs.
 What the engine needs from its process (is it draining, has a heartbeat found the lease
 lost, who observes steps, the clock) comes in as ``Surroundings``.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import shlex
-import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import asdict, replace
@@ -30,10 +30,8 @@ from .._exceptions import (
     EffectRefused,
     InvalidPayload,
     LeaseLost,
-    OnceLogError,
     PreflightConflict,
     PreflightUnanswered,
-    ResendLater,
     ResultNotRecorded,
     StepNotInPlan,
     StoreUnavailable,
@@ -44,23 +42,20 @@ from .._log import log
 from ..controls._alerts import AlertCallback, AlertSender
 from ..controls._budgets import check, refusal
 from ..display import visible
-from ..failures import Failure
 from ..observe import _observe as observe
 from ..records._records import ApprovalStatus, StepRecord, StepState, StepType
 from ..records._serialization import decode, digest, encode_decoded
-from ..stores._protocol import Lease, NewStep, Outcome, Store, new_outcome, new_step
+from ..stores._protocol import Lease, NewStep, Outcome, Store, new_step
 from . import _crashpoints as crashpoints
+from . import _outcomes as outcomes
 from ._calls import (
-    Again,
     Call,
     Pending,
     Replayed,
     Surroundings,
     encode_args,
     error_json,
-    failure_of,
     idempotency_key,
-    usage,
 )
 from ._decide import IN_DOUBT, Action, Situation, attempts_left, decide, deduplicated, key_honoured
 from ._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found
@@ -69,7 +64,7 @@ from ._replay import MISS, ReplayCursor, check_same_step
 
 # Module constants: on Python 3.11 reading an enum member off its class costs several
 # times reading a global, and a live step reads a few.
-_EFFECT, _LLM, _DONE, _RUN = StepType.EFFECT, StepType.LLM, StepState.DONE, Action.RUN
+_EFFECT, _LLM, _RUN = StepType.EFFECT, StepType.LLM, Action.RUN
 _SETTLED = frozenset({StepState.DONE, StepState.FAILED, StepState.ABANDONED})
 _REPLAYS = frozenset(
     {Action.REPLAY, Action.REPLAY_UNRECORDED, Action.REPLAY_REFUSED, Action.REPLAY_ABANDONED}
@@ -554,122 +549,9 @@ class Engine:
             )  # fmt: skip
         log.warning("%s; returning the recorded outcome", message)
 
-    def complete(self, pending: Pending, result: Any) -> Any:
-        """Record what the call returned; hand back what replay would hand back."""
-        call = pending.call
-        step_type = call.step_type
-        if step_type is _EFFECT:  # crash points mark effect boundaries
-            crashpoints.reach("after_call", pending.step.step_id)
-        try:
-            result_json, returned = encode_decoded(
-                result if call.secret_key is None else call.recordable(result),
-                what="result", limit=self.payload_limit,
-            )  # fmt: skip
-        except InvalidPayload as exc:
-            # The effect happened: record it as done so it never runs again, and say why
-            # its result is missing, now and on every replay.
-            self._write(pending, Outcome(StepState.DONE, error_json=error_json(exc)))
-            pending.ended(self.run_id, "done")
-            raise ResultNotRecorded(
-                f"the call succeeded but its result cannot be recorded: {exc.message}",
-                run_id=self.run_id,
-                step_id=pending.step.step_id,
-                key=pending.step.key,
-            ) from exc
-        tokens_in, tokens_out, cost = (0, 0, None)
-        if step_type is _LLM:
-            tokens_in, tokens_out, cost = usage(result)
-        self._write(
-            pending, new_outcome(_DONE, result_json, None, tokens_in, tokens_out, cost, None)
-        )
-        if pending.observed is not None:
-            pending.ended(self.run_id, "done")
-        return returned
-
-    def fail(self, pending: Pending, exc: Exception) -> Exception | Again:
-        """Record a call that raised; return the exception the agent should see, or
-        ``Again`` when the attempt is to be made again at this position."""
-        step, call, spec = pending.step, pending.call, pending.call.spec
-        clock = self.surroundings.clock
-        situation = Situation(
-            call.step_type, call.idempotent, StepState.IN_FLIGHT,
-            attempts=pending.attempt,
-            max_attempts=None if spec.retry is None else spec.retry.attempts,
-            key_age=clock() - pending.first_sent_at, dedupe_window=spec.dedupe_window,
-            failure=failure_of(spec, exc),
-        )  # fmt: skip
-        action = decide(situation)
-        if action is Action.RAISE:
-            pending.ended(self.run_id, "error", exc)
-            return exc
-        if action is Action.RECORD_NOT_DONE:
-            self._write(pending, Outcome(StepState.NOT_DONE, error_json=error_json(exc)))
-            pending.ended(self.run_id, "not_done", exc)
-            return exc
-        if action is Action.RETRY_LATER:
-            retry_at = clock() + self._backoff(pending)
-            outcome = Outcome(StepState.NOT_DONE, error_json=error_json(exc), retry_at=retry_at)
-            self._write(pending, outcome)
-            pending.ended(self.run_id, "not_done", exc)
-            self.cursor.reread()
-            return Again()
-        if action in (Action.RECORD_REFUSED, Action.RECORD_FAILED):
-            self._write(pending, Outcome(StepState.FAILED, error_json=error_json(exc)))
-            pending.ended(self.run_id, "refused", exc)
-            why = "the provider refused"
-            if action is Action.RECORD_FAILED:
-                why = f"not performed in {pending.attempt} attempts (the retry policy's limit)"
-            return EffectRefused(
-                f"{why}: {exc}", run_id=self.run_id, step_id=step.step_id, key=step.key,
-                error_type=type(exc).__qualname__,
-            )  # fmt: skip
-        pending.ended(self.run_id, "unknown", exc)
-        doubt = f"{call.kind} effect {step.step_id!r} raised {type(exc).__name__}: {exc}"
-        if action is Action.RESEND_LATER:
-            log.warning("%s; sending it again with the same key", doubt)
-            self.surroundings.sleep(self._backoff(pending))
-            self.cursor.reread()
-            return Again()
-        if action is Action.STOP_RESEND_LATER:
-            busy = situation.failure is Failure.IN_PROGRESS
-            later = ("sends it again with the same key" if deduplicated(situation)
-                     else "asks the probe or a person")  # fmt: skip
-            return ResendLater(
-                f"{doubt}{'; the provider still processes an earlier send' if busy else ''}; "
-                f"it stays in flight, and a later start of the run {later}",
-                run_id=self.run_id, step_id=step.step_id, key=step.key,
-            )  # fmt: skip
-        reason = f"{doubt}; it may or may not have happened"
-        self._store(self.store.mark_unknown, self.lease, step.seq, reason)
-        return in_doubt(reason, self.run_id, step.step_id, step.key)
-
-    def _backoff(self, pending: Pending) -> float:
-        retry = pending.call.spec.retry
-        assert retry is not None
-        return retry.delay(pending.attempt, self.surroundings.random())
-
-    def _write(self, pending: Pending, outcome: Outcome) -> None:
-        effect = pending.call.step_type is _EFFECT
-        try:
-            if effect:
-                self._store(
-                    self.store.write_outcome, self.lease, pending.step, pending.attempt, outcome
-                )
-            else:
-                # Started as long before the commit as its call took.
-                s = pending.step
-                timed = new_step(
-                    s.seq, s.step_id, s.type, s.tool, s.kind, s.key, s.args_hash, s.args_json,
-                    s.needs_approval, s.cost, s.irreversible, time.monotonic() - pending.began,
-                )  # fmt: skip
-                self._store(self.store.record_step, self.lease, timed, pending.previous, outcome)
-        except OnceLogError as exc:  # fenced off, or the disk: the call's end is not recorded
-            pending.ended(self.run_id, "unrecorded", exc)
-            raise
-        if effect:
-            crashpoints.reach("after_outcome_commit", pending.step.step_id)
-        else:
-            self.cursor.advance_frontier(pending.step.seq)
+    # The outcome half (``_outcomes``): what the call returned or raised, recorded.
+    complete = outcomes.complete
+    fail = outcomes.fail
 
     def _refused(self, record: StepRecord) -> EffectRefused:
         error = record.error or {}

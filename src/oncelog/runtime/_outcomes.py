@@ -1,0 +1,154 @@
+"""The outcome half of the effect engine: what a live step's call returned or raised,
+recorded after it. ``Engine.complete`` and ``Engine.fail`` are these functions; the
+engine (``_effects``) holds the state they use and makes the intent before the call.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from .._exceptions import (
+    EffectRefused,
+    InvalidPayload,
+    OnceLogError,
+    ResendLater,
+    ResultNotRecorded,
+    in_doubt,
+)
+from .._log import log
+from ..failures import Failure
+from ..records._records import StepState, StepType
+from ..records._serialization import encode_decoded
+from ..stores._protocol import Outcome, new_outcome, new_step
+from . import _crashpoints as crashpoints
+from ._calls import Again, Pending, error_json, failure_of, usage
+from ._decide import Action, Situation, decide, deduplicated
+
+if TYPE_CHECKING:
+    from ._effects import Engine
+
+# Module constants: on Python 3.11 reading an enum member off its class costs several
+# times reading a global.
+_EFFECT, _LLM, _DONE = StepType.EFFECT, StepType.LLM, StepState.DONE
+
+
+def complete(engine: Engine, pending: Pending, result: Any) -> Any:
+    """Record what the call returned; hand back what replay would hand back."""
+    call = pending.call
+    step_type = call.step_type
+    if step_type is _EFFECT:  # crash points mark effect boundaries
+        crashpoints.reach("after_call", pending.step.step_id)
+    try:
+        result_json, returned = encode_decoded(
+            result if call.secret_key is None else call.recordable(result),
+            what="result", limit=engine.payload_limit,
+        )  # fmt: skip
+    except InvalidPayload as exc:
+        # The effect happened: record it as done so it never runs again, and say why
+        # its result is missing, now and on every replay.
+        _write(engine, pending, Outcome(StepState.DONE, error_json=error_json(exc)))
+        pending.ended(engine.run_id, "done")
+        raise ResultNotRecorded(
+            f"the call succeeded but its result cannot be recorded: {exc.message}",
+            run_id=engine.run_id,
+            step_id=pending.step.step_id,
+            key=pending.step.key,
+        ) from exc
+    tokens_in, tokens_out, cost = (0, 0, None)
+    if step_type is _LLM:
+        tokens_in, tokens_out, cost = usage(result)
+    _write(
+        engine, pending, new_outcome(_DONE, result_json, None, tokens_in, tokens_out, cost, None)
+    )
+    if pending.observed is not None:
+        pending.ended(engine.run_id, "done")
+    return returned
+
+
+def fail(engine: Engine, pending: Pending, exc: Exception) -> Exception | Again:
+    """Record a call that raised; return the exception the agent should see, or
+    ``Again`` when the attempt is to be made again at this position."""
+    step, call, spec = pending.step, pending.call, pending.call.spec
+    clock = engine.surroundings.clock
+    situation = Situation(
+        call.step_type, call.idempotent, StepState.IN_FLIGHT,
+        attempts=pending.attempt,
+        max_attempts=None if spec.retry is None else spec.retry.attempts,
+        key_age=clock() - pending.first_sent_at, dedupe_window=spec.dedupe_window,
+        failure=failure_of(spec, exc),
+    )  # fmt: skip
+    action = decide(situation)
+    if action is Action.RAISE:
+        pending.ended(engine.run_id, "error", exc)
+        return exc
+    if action is Action.RECORD_NOT_DONE:
+        _write(engine, pending, Outcome(StepState.NOT_DONE, error_json=error_json(exc)))
+        pending.ended(engine.run_id, "not_done", exc)
+        return exc
+    if action is Action.RETRY_LATER:
+        retry_at = clock() + _backoff(engine, pending)
+        outcome = Outcome(StepState.NOT_DONE, error_json=error_json(exc), retry_at=retry_at)
+        _write(engine, pending, outcome)
+        pending.ended(engine.run_id, "not_done", exc)
+        engine.cursor.reread()
+        return Again()
+    if action in (Action.RECORD_REFUSED, Action.RECORD_FAILED):
+        _write(engine, pending, Outcome(StepState.FAILED, error_json=error_json(exc)))
+        pending.ended(engine.run_id, "refused", exc)
+        why = "the provider refused"
+        if action is Action.RECORD_FAILED:
+            why = f"not performed in {pending.attempt} attempts (the retry policy's limit)"
+        return EffectRefused(
+            f"{why}: {exc}", run_id=engine.run_id, step_id=step.step_id, key=step.key,
+            error_type=type(exc).__qualname__,
+        )  # fmt: skip
+    pending.ended(engine.run_id, "unknown", exc)
+    doubt = f"{call.kind} effect {step.step_id!r} raised {type(exc).__name__}: {exc}"
+    if action is Action.RESEND_LATER:
+        log.warning("%s; sending it again with the same key", doubt)
+        engine.surroundings.sleep(_backoff(engine, pending))
+        engine.cursor.reread()
+        return Again()
+    if action is Action.STOP_RESEND_LATER:
+        busy = situation.failure is Failure.IN_PROGRESS
+        later = ("sends it again with the same key" if deduplicated(situation)
+                 else "asks the probe or a person")  # fmt: skip
+        return ResendLater(
+            f"{doubt}{'; the provider still processes an earlier send' if busy else ''}; "
+            f"it stays in flight, and a later start of the run {later}",
+            run_id=engine.run_id, step_id=step.step_id, key=step.key,
+        )  # fmt: skip
+    reason = f"{doubt}; it may or may not have happened"
+    engine._store(engine.store.mark_unknown, engine.lease, step.seq, reason)
+    return in_doubt(reason, engine.run_id, step.step_id, step.key)
+
+
+def _backoff(engine: Engine, pending: Pending) -> float:
+    retry = pending.call.spec.retry
+    assert retry is not None
+    return retry.delay(pending.attempt, engine.surroundings.random())
+
+
+def _write(engine: Engine, pending: Pending, outcome: Outcome) -> None:
+    effect = pending.call.step_type is _EFFECT
+    try:
+        if effect:
+            engine._store(
+                engine.store.write_outcome, engine.lease, pending.step, pending.attempt, outcome
+            )
+        else:
+            # Started as long before the commit as its call took.
+            s = pending.step
+            timed = new_step(
+                s.seq, s.step_id, s.type, s.tool, s.kind, s.key, s.args_hash, s.args_json,
+                s.needs_approval, s.cost, s.irreversible, time.monotonic() - pending.began,
+            )  # fmt: skip
+            engine._store(engine.store.record_step, engine.lease, timed, pending.previous, outcome)
+    except OnceLogError as exc:  # fenced off, or the disk: the call's end is not recorded
+        pending.ended(engine.run_id, "unrecorded", exc)
+        raise
+    if effect:
+        crashpoints.reach("after_outcome_commit", pending.step.step_id)
+    else:
+        engine.cursor.advance_frontier(pending.step.seq)
