@@ -194,25 +194,26 @@ class _Steps:
                     run_id=self.run_id, step_id=step_id,
                 ) from None  # fmt: skip
         args_json = None
-        cursor = self._engine.cursor
-        if cursor.next >= cursor.frontier:
+        engine = self._engine  # its limit is the ledger's; no property calls per step
+        if engine.cursor.next >= engine.cursor.frontier:
             # Refused before it takes a position; replay compares decoded arguments.
-            args_json = encode_args(payload, self._ledger.max_payload_bytes, self.run_id, step_id)
+            args_json = encode_args(payload, engine.payload_limit, engine.lease.run_id, step_id)
         return spec, fn, payload, secret_key, args_json
 
     def _take(self, step_id: str | None, type_: StepType, step: _Step) -> tuple[int, Any]:
         """The step's position, and the result recorded there if a done step replays from
         the page read last; else (MISS) the ``Call`` that ``Engine.prepare`` decides."""
-        cursor = self._engine.cursor
+        engine = self._engine
+        cursor = engine.cursor
         seq = cursor.position()
         cursor.next = seq + 1
         spec, _, payload, secret_key, args_json = step
         if seq < cursor.frontier:
-            value = self._engine.replay_done(seq, step_id, type_, spec.name, payload)
+            value = engine.replay_done(seq, step_id, type_, spec.name, payload)
             if value is not MISS:
                 return seq, value
         elif args_json is None:  # a concurrent step's position was taken in between
-            args_json = encode_args(payload, self._ledger.max_payload_bytes, self.run_id, step_id)
+            args_json = encode_args(payload, engine.payload_limit, engine.lease.run_id, step_id)
         return seq, Call(step_id, type_, spec, payload, args_json, secret_key)
 
     def _kwargs_for(self, pending: Pending, kwargs: dict[str, Any]) -> dict[str, Any]:

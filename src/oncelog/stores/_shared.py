@@ -63,7 +63,8 @@ def intent_json(
         f'{{{used}"args":{step.args_json},"args_hash":{quote(step.args_hash)},'
         f'"attempt":{attempt!s},"cost":{number(step.cost)},'
         f'"irreversible":{"true" if step.irreversible else "false"},"key":{quote(step.key)},'
-        f'"kind":{quote(step.kind)},"reason":{text(reason)},"step_id":{quote(step.step_id)},'
+        f'"kind":{quote(step.kind)},"reason":{"null" if reason is None else quote(reason)},'
+        f'"step_id":{quote(step.step_id)},'
         f'"token":{lease.token!s},"tool":{quote(step.tool)},"type":{quote(step.type)}}}'
     )
 
