@@ -347,3 +347,28 @@ def test_bad_postgres_urls_are_refused_with_typed_errors(monkeypatch: pytest.Mon
         monkeypatch.delitem(sys.modules, f"oncelog.stores.{module}", raising=False)
     with pytest.raises(oncelog.ConfigurationError, match=r"pip install 'oncelog\[postgres\]'"):
         oncelog.open("postgres://127.0.0.1/test")
+
+
+def test_released_runs_are_the_ones_a_decision_queued_that_nothing_took_since(
+    store_url: str,
+) -> None:
+    with oncelog.open(store_url) as ledger:
+
+        @ledger.tool(kind="read")
+        def look() -> int:
+            return 1
+
+        ledger.submit("submitted", {})  # queued, but by no person's decision
+        for run_id in ("released", "taken"):
+            ledger.halt("checking", by="ops", run=run_id)
+            with pytest.raises(oncelog.RunHalted), ledger.run(run_id) as run:
+                run.read("look", look)
+            for _ in range(3):  # a longer journal after the decision changes nothing
+                ledger.halt("again", by="ops", run=run_id)
+                ledger.clear_halt(by="ops", run=run_id)
+        # An agent took it up and let it go again (a drain's exit 75): it moved.
+        lease = acquire(ledger.store, "taken", "worker")
+        ledger.store.finish(lease, oncelog.RunStatus.QUEUED, "draining")
+        assert ledger.get_run("taken").status is oncelog.RunStatus.QUEUED
+        assert [r.run_id for r in ledger.released_runs()] == ["released"]
+        assert ledger.store.released_runs(0) == []

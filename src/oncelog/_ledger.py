@@ -467,7 +467,7 @@ class Ledger:
     def released_runs(self) -> list[RunRecord]:
         """Queued runs that a person's decision released and nothing has taken up since:
         they still need attention until one moves."""
-        return next_steps.released_runs(self)
+        return self.store.released_runs(next_steps.LISTED)
 
     def journal(
         self, run_id: str | None = None, *, after: int = 0, limit: int = 1000

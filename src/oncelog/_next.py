@@ -11,7 +11,6 @@ from typing import Protocol
 from .records._records import (
     Approval,
     Halt,
-    JournalEntry,
     RunRecord,
     RunStatus,
     StepRecord,
@@ -27,12 +26,10 @@ class Reads(Protocol):
     def steps(self, run_id: str) -> list[StepRecord]: ...
     def approvals(self, status: str, *, limit: int) -> list[Approval]: ...
     def halts(self, *, limit: int) -> list[Halt]: ...
-    def journal(self, run_id: str, *, limit: int) -> list[JournalEntry]: ...
 
 
 _IN_DOUBT = (StepState.IN_FLIGHT, StepState.UNKNOWN)
-_LISTED = 1000  # released runs looked at; more than any person works through at once
-_JOURNAL = 1_000_000
+LISTED = 1000  # released runs shown; more than any person works through at once
 _FIX_THE_CODE = ("ReplayDivergence", "ArgumentDrift")
 
 
@@ -89,23 +86,3 @@ def _commands(ledger: Reads, run: RunRecord, q: str) -> list[str]:
     if run.stopped_by in _FIX_THE_CODE:
         commands.append(f"fix the agent's code (oncelog show {q}), then restart it")
     return commands
-
-
-def released_runs(ledger: Reads) -> list[RunRecord]:
-    """Queued runs that a person's decision released and nothing has taken up since: they
-    stay in the views of what needs attention until one moves."""
-    return [
-        r for r in ledger.runs(RunStatus.QUEUED, limit=_LISTED)
-        if _released(ledger.journal(r.run_id, limit=_JOURNAL))
-    ]  # fmt: skip
-
-
-def _released(journal: list[JournalEntry]) -> bool:
-    """A decision queued the run (``run_queued`` with ``by``) and no process has taken
-    its lease since."""
-    for entry in reversed(journal):
-        if entry.event == "lease_acquired":
-            return False
-        if entry.event == "run_queued" and "by" in entry.data:
-            return True
-    return False

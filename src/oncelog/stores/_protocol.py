@@ -357,6 +357,11 @@ class Store(Protocol):
 
     def list_runs(self, status: RunStatus | None, limit: int) -> list[RunRecord]: ...
 
+    def released_runs(self, limit: int) -> list[RunRecord]:
+        """Queued runs a person's decision released that no process has leased since,
+        found without reading their journals through."""
+        ...
+
     def steps_in_doubt(self, limit: int) -> list[StepRecord]:
         """Effects recorded ``in_flight`` or ``unknown``, across runs."""
         ...

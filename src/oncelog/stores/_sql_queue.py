@@ -6,6 +6,8 @@ transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .._exceptions import InputMismatch, UnknownRun
 from ..records._records import HaltScope
 from ._protocol import OwnerCheck
@@ -118,6 +120,19 @@ def requeue(
     ).fetchall()
     for (released_id,) in released:
         append(tx, released_id, None, "run_queued", journal_json(by=text(by)))
+
+
+def released(field: Callable[[str, str], str]) -> str:
+    """The condition on ``runs`` of a queued run that a person's decision released
+    (``run_queued`` with who decided; a drain's has no ``by``) and that no process has
+    leased since. Each run's latest record of the two kinds is read backwards through
+    ``journal_by_run``, so a long run's journal is not read through."""
+    return (
+        "WHERE status = 'queued' AND (SELECT event FROM journal "
+        "WHERE journal.run_id = runs.run_id AND (event = 'lease_acquired' OR "
+        f"(event = 'run_queued' AND {field('data', 'by')} IS NOT NULL)) "
+        "ORDER BY id DESC LIMIT 1) = 'run_queued'"
+    )
 
 
 def awaiting_person(tx: Tx, run_id: str) -> bool:

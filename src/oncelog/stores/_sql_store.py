@@ -277,6 +277,11 @@ class SQLStore:
         )  # fmt: skip
         return [run_record(r) for r in rows]
 
+    def released_runs(self, limit: int) -> list[RunRecord]:
+        where = queue.released(self.dialect.json_field)
+        rows = self._read(f"{_SELECT_RUN} {where} ORDER BY updated_at DESC LIMIT ?", (limit,))
+        return [run_record(r) for r in rows]
+
     # -- steps --------------------------------------------------------------------------
 
     def steps(self, run_id: str, from_seq: int, limit: int) -> list[StepRecord]:
