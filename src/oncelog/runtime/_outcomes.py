@@ -6,7 +6,8 @@ engine (``_effects``) holds the state they use and makes the intent before the c
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from .._exceptions import (
     EffectRefused,
@@ -20,13 +21,31 @@ from .._log import log
 from ..failures import Failure
 from ..records._records import StepState, StepType
 from ..records._serialization import encode_decoded
-from ..stores._protocol import Outcome, new_outcome, new_step
+from ..stores._protocol import Lease, Outcome, Store, new_outcome, new_step
 from . import _crashpoints as crashpoints
-from ._calls import Again, Pending, error_json, failure_of, usage
+from ._calls import Again, Pending, Surroundings, error_json, failure_of, usage
 from ._decide import Action, Situation, decide, deduplicated
+from ._replay import ReplayCursor
 
-if TYPE_CHECKING:
-    from ._effects import Engine
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class Engine(Protocol):
+    """What the outcome half reads of the engine (``_effects.Engine``), named here so that
+    the engine can import this module and this module need not import the engine."""
+
+    store: Store
+    lease: Lease
+    cursor: ReplayCursor
+    payload_limit: int
+    surroundings: Surroundings
+
+    @property
+    def run_id(self) -> str: ...
+
+    def _store(self, operation: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
+
 
 # Module constants: on Python 3.11 reading an enum member off its class costs several
 # times reading a global.
