@@ -73,9 +73,12 @@ def targets(report: Report, effects: EffectResults) -> list[str]:
         f"| {verdict(r20.total_ms < TARGET_RESUME_20_MS)} |",
         f"| resume a 10,000-step run under {TARGET_RESUME_10K_MS:g} ms "
         f"(same) | {r10k.total_ms:.0f} ms | {verdict(r10k.total_ms < TARGET_RESUME_10K_MS)} |",
-        f"| replay at most {TARGET_REPLAY_US_PER_STEP:g} us per step ({longest.steps:,} steps; "
-        f"0.5 s for 100,000) | {longest.us_per_step:.1f} us, {longest.total_ms:.0f} ms "
-        f"| {verdict(longest.us_per_step <= TARGET_REPLAY_US_PER_STEP)} |",
+        # The bar is the whole resume (0.5 s for 100,000 steps), so the median
+        # total, enter and exit included, must be within it as well as the replay.
+        f"| resume at most {TARGET_REPLAY_US_PER_STEP:g} us per step, replay and the whole "
+        f"resume ({longest.steps:,} steps; 0.5 s for 100,000) | replay "
+        f"{longest.us_per_step:.1f} us per step, total {longest.total_ms:.0f} ms "
+        f"| {verdict(longest.total_ms <= longest.steps * TARGET_REPLAY_US_PER_STEP / 1000)} |",
         f"| peak memory flat as the journal grows | {flat_text} | {verdict(flat_ok)} |",
         "",
     ]
