@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from hashlib import sha256 as _sha256
 from json.encoder import encode_basestring_ascii as _quote  # json.dumps's C escaper
 from typing import Any, NamedTuple
 
@@ -19,7 +18,7 @@ from ..process import _drain as drain
 from ..process._heartbeat import HEARTBEATS
 from ..records._records import StepState, StepType
 from ..records._redact import redact
-from ..records._serialization import MAX_DEPTH, encode, encode_decoded
+from ..records._serialization import MAX_DEPTH, digest, encode, encode_decoded
 from ..stores._protocol import Lease, NewStep
 from ._tools import ToolSpec
 
@@ -37,7 +36,7 @@ def idempotency_key(run_id: str, step_id: str, tool: str, namespace: str = "") -
     parts = f"{_quote(run_id)}, {_quote(step_id)}, {_quote(tool)}"
     if namespace:
         parts = f"{_quote(namespace)}, {parts}"
-    return KEY_PREFIX + _sha256(f"[{parts}]".encode()).hexdigest()[:40]  # records' digest
+    return KEY_PREFIX + digest(f"[{parts}]")[:40]
 
 
 @dataclass(slots=True)
