@@ -30,18 +30,29 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, *, create: bo
                 f"{where}: no schema of the search_path exists; create it first "
                 "(CREATE SCHEMA name) or name an existing one in options=-csearch_path=name"
             )
-        if not create and not _has_ledger(conn):
-            raise LedgerNotFound(f"no ledger at {where} (schema {schema[0]}): it holds none")
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
-            "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
-        )
+        if not _has_ledger(conn):
+            if not create:
+                raise LedgerNotFound(f"no ledger at {where} (schema {schema[0]}): it holds none")
+            # Only where there is none: even with IF NOT EXISTS, CREATE needs the right to
+            # create in the schema, which a role that only reads the ledger lacks.
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+                "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+            )
         row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
         current = (row[0] if row else None) or 0
         for migration in pending("postgres", current, f"{where} (schema {schema[0]})"):
             # One execute for the whole file: psycopg sends a parameterless query as is,
             # and a function body's semicolons must not split it.
-            conn.execute(migration.sql)
+            try:
+                conn.execute(migration.sql)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                # Not "try again later": a role that only reads never will be able to.
+                raise ConfigurationError(
+                    f"{where}: the ledger's schema is older than this oncelog, and this role "
+                    f"may not bring it up to version {migration.version} ({exc}); open it "
+                    "once as the role that owns the schema"
+                ) from None
             conn.execute(
                 POSTGRES.translate(f"INSERT INTO schema_migrations VALUES (?, ?, {NOW})"),
                 (migration.version, migration.name),

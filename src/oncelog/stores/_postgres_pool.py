@@ -10,7 +10,8 @@ Connection settings, and why (the timeouts are explained in ``_postgres_settings
   transaction that may ride on the next flush turns it off for itself alone.
 - the server's life (``oncelog_server_life``, migration 18) read by every pooled
   connection when it is opened: a crash of the server begins a new one, and a caller that
-  made commits not flushed yet writes nothing more on a connection of another life.
+  made commits not flushed yet writes nothing more on a connection of another life. The
+  function runs as its owner (migration 19), so a role that may only read connects too.
 - ``application_name = oncelog`` (unless the URL names one): an operator, or a test, finds
   the ledger's backends in ``pg_stat_activity``.
 - autocommit: every read is one statement in its own snapshot, as SQLite's reads are; a
