@@ -136,6 +136,55 @@ def test_a_whole_run_inserted_without_the_journal_is_found(
     assert "PROBLEM state: run 'ghost' is in the runs table" in done.stdout
 
 
+def test_steps_whose_run_row_was_deleted_are_found(store_url: str, keys: tuple[Path, Path]) -> None:
+    """No foreign key keeps a step's run there on PostgreSQL (migration 18), nor on SQLite
+    for a connection without ``PRAGMA foreign_keys``: verify does."""
+    build(store_url, keys[0])
+    tamper(store_url, "DELETE FROM runs WHERE run_id = 'paid'")
+    for run_id in (None, "paid"):
+        for report in reports(store_url, keys[1], run_id):
+            [orphaned] = [p for p in report.problems if p.kind == "orphan_steps"]
+            assert orphaned.run_id == "paid"
+            assert "run 'paid' has no row in the runs table but 3 steps (0 to 2)" in (
+                orphaned.message
+            )
+            assert "run 'paid' is in the journal but not in the runs table" in messages(
+                report, "state"
+            )
+    done = subprocess.run(
+        [PYTHON, "-m", "oncelog", "verify", "--db", store_url],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "PROBLEM orphan_steps: run 'paid' has no row" in done.stdout
+
+
+def test_a_step_added_for_a_run_that_never_was_is_found(store_url: str) -> None:
+    with oncelog.open(store_url):
+        pass
+    tamper(
+        store_url,
+        _STEP + "('nobody', 4, 'pay', 'effect', 'charge', 'payment', 'k', 'h', "
+        '\'{"args":[1],"kwargs":{}}\', \'done\', \'{"id":"ch_9"}\', 1, 1, 0, 1)',
+    )
+    with oncelog.open(store_url) as ledger:
+        report = ledger.verify()
+    assert {p.kind for p in report.problems} == {"state", "orphan_steps"}, report.problems
+    assert "run 'nobody' has no row in the runs table but step 4 in" in messages(
+        report, "orphan_steps"
+    )
+
+
+def test_a_healthy_ledger_has_no_orphan_steps(store_url: str, keys: tuple[Path, Path]) -> None:
+    build(store_url, keys[0])
+    with oncelog.open(store_url) as ledger:
+        for n in range(3):
+            ledger.submit(f"more-{n}", {"n": n})
+    for run_id in (None, "paid", "w", "more-0"):
+        for report in reports(store_url, keys[1], run_id):
+            assert report.ok, (run_id, report.problems)
+
+
 FORGERIES = {
     # steps: what the budgets and replay read
     "step cost": ("UPDATE steps SET cost = 0 WHERE step_id = 'charge'", "other cost"),

@@ -8,7 +8,8 @@ Checkpoints exported elsewhere (``against``) catch a tail cut off together with 
 checkpoints kept beside it. Records may lack a hash only up to where the chain started
 (``chain_from``, recorded by migration 9), so removing hashes cannot pass records off as
 older than the chain. Last, the tables replay and the controls read must agree with the
-journal (``_verify_state``): an edit that bypassed the journal shows there.
+journal (``_verify_state``): an edit that bypassed the journal shows there, and so does a
+step whose run's row is gone.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ._verify_state import StateCheck, state_differences
 @dataclass(frozen=True)
 class Problem:
     kind: str  # broken_link | unchained | truncated | rewritten | bad_signature | state
-    #            | budget_totals
+    #            | orphan_steps | budget_totals
     run_id: str
     message: str
     record_id: int | None = None  # the journal id where it shows
@@ -125,8 +126,8 @@ def verify(
             chain.heads[chain.length] = entry.hash
     report.runs = sum(1 for chain in chains.values() if chain.length)
     journal_again = lambda: pages.journal(store, run_id)  # noqa: E731
-    for run, message in state_differences(store, run_id, state, journal_again):
-        report.problems.append(Problem("state", run, message))
+    for kind, run, message in state_differences(store, run_id, state, journal_again):
+        report.problems.append(Problem(kind, run, message))
     check_budget_totals(store, report, run_id)
     for source, mark in signed:
         report.checkpoints += 1

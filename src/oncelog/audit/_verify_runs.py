@@ -27,6 +27,7 @@ _ENDED = {"run_" + status.value for status in RunStatus}
 class RunsCheck:
     def __init__(self) -> None:
         self._runs: dict[str, dict[str, Any]] = {}
+        self.rows: set[str] = set()  # the runs with a row, once compared: steps need one
 
     def feed(self, entry: JournalEntry) -> None:
         data, event = entry.data, entry.event
@@ -61,6 +62,7 @@ class RunsCheck:
             row = dict(zip(_COLUMNS, raw, strict=True))
             row.update({name: decoded(row[name]) for name in _JSON})
             named = row["run_id"]
+            self.rows.add(named)
             expected = self._runs.pop(named, None)
             if expected is None:
                 found("state", named, f"run {named!r} is in the runs table but the journal "

@@ -25,14 +25,16 @@ from ._verify_runs import RunsCheck
 from ._verify_steps import StepsCheck
 
 ATTEMPTS = 3  # comparisons before differences seen while the ledger is written are reported
-Difference = tuple[str, str]  # run_id, message
+Difference = tuple[str, str, str]  # kind (state, orphan_steps), run_id, message
 
 
 class StateCheck:
     """Fed every journal entry in order, then compared with the tables."""
 
     def __init__(self) -> None:
-        self._checks = (RunsCheck(), StepsCheck(), ControlsCheck())
+        runs = RunsCheck()
+        # In this order: the steps' check asks which runs the runs' check found a row of.
+        self._checks = (runs, StepsCheck(runs.rows), ControlsCheck())
         self.last_id = 0  # the last journal entry fed
 
     def feed(self, entry: JournalEntry) -> None:
@@ -46,7 +48,9 @@ class StateCheck:
         """Every row of the tables, or only ``run_id``'s (no agent budgets then)."""
         found: list[Difference] = []
         for check in self._checks:
-            check.compare(store, run_id, lambda _, run, message, __: found.append((run, message)))
+            check.compare(
+                store, run_id, lambda kind, run, message, _: found.append((kind, run, message))
+            )
         return found
 
 
@@ -66,7 +70,7 @@ def state_differences(
         for entry in journal():
             state.feed(entry)
     return [
-        (run, f"{message} (the ledger was written to while it was verified: verify again "
-              "when it is quiet; a difference that stays is no write in progress)")
-        for run, message in found
+        (kind, run, f"{message} (the ledger was written to while it was verified: verify "
+                    "again when it is quiet; a difference that stays is no write in progress)")
+        for kind, run, message in found
     ]  # fmt: skip

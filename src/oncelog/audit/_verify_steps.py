@@ -7,10 +7,17 @@ outcome of a retry policy sets the next attempt's time), ``unknown`` (the row ke
 first reason since the intent) and ``resolved`` are a person's business. Columns the
 runtime reads are all here; ``finished_at`` (shown, never read) is not. Records written
 before a column was journalled leave it unchecked.
+
+Every step needs its run's row (``orphan_steps``): replay, leases and budgets reach a
+step through its run. Nothing but the schema's foreign key said so, and PostgreSQL's was
+dropped (every writer of a step locks the run's row first, migration 18), so a run's row
+deleted behind the ledger's back would leave its steps unreached and unreported. The
+runs seen in the same pass over the tables (``RunsCheck.rows``) tell: no query more.
 """
 
 from __future__ import annotations
 
+from collections.abc import Set
 from typing import Any
 
 from ..records._no_result import NO_RESULT
@@ -27,7 +34,8 @@ _FIRST = ("step_id", "type", "tool", "kind", "key")
 
 
 class StepsCheck:
-    def __init__(self) -> None:
+    def __init__(self, runs: Set[str]) -> None:
+        self._runs = runs  # the runs with a row, filled in before the steps are compared
         self._steps: dict[tuple[str, int], dict[str, Any]] = {}  # by run and position
         self._first_sent: dict[tuple[str, int], float] = {}  # the first intent's time
 
@@ -89,8 +97,12 @@ class StepsCheck:
             step["cost"] += float(data["cost"])
 
     def compare(self, store: Store, run_id: str | None, found: Found) -> None:
+        orphans: dict[str, tuple[int, int, int]] = {}  # by run: how many, first, last
         for raw in table(store, "steps", run_id):
             row = dict(zip(_COLUMNS, raw, strict=True))
+            if row["run_id"] not in self._runs:
+                many, first, _ = orphans.get(row["run_id"], (0, row["seq"], 0))
+                orphans[row["run_id"]] = (many + 1, first, row["seq"])
             no_result = row["state"] == "done" and row["result"] is None and row["error"] is None
             row.update({name: decoded(row[name]) for name in _JSON})
             if no_result:  # resolved without a result: a recorded null must not pass for it
@@ -107,3 +119,8 @@ class StepsCheck:
         for (run, seq), _ in sorted(self._steps.items()):
             found("state", run, f"step {seq} of run {run!r} is in the journal but not in the "
                   "steps table: it was deleted", None)  # fmt: skip
+        for run, (many, first, last) in sorted(orphans.items()):
+            steps = f"step {first}" if many == 1 else f"{many} steps ({first} to {last})"
+            found("orphan_steps", run, f"run {run!r} has no row in the runs table but {steps} "
+                  "in the steps table: its row was deleted, or the steps added, behind the "
+                  "ledger's back", None)  # fmt: skip
