@@ -1,33 +1,28 @@
-"""The facade users meet: open a ledger, declare tools, run agents, resolve what is in doubt."""
+"""The facade users meet: open a ledger, declare tools, run agents, resolve what is in doubt.
+
+What people decide (resolutions, approvals, budgets, kill switches) is ``Ledger``'s base,
+``_person_decisions.PersonDecisions``; running agents and reading the ledger are here."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import _next as next_steps
-from ._exceptions import ConfigurationError, InvalidPayload, InvalidResolution, UnknownRun
-from ._person_results import Form, ResultContract
+from ._exceptions import ConfigurationError, UnknownRun
+from ._person_decisions import PersonDecisions
 from .audit import _pages as pages
 from .audit._export import export_lines
-from .controls import _waiting as waiting
 from .controls._alerts import AlertCallback
-from .controls._budgets import AgentBudget, AgentBudgetSetting, Budget, Usage
+from .controls._budgets import Budget
 from .controls._notices import AnyAlertCallback, Notices
 from .process import _leases as leases
 from .process._heartbeat import HEARTBEATS
-from .records._no_result import NO_RESULT
 from .records._records import (
-    Approval,
-    ApprovalStatus,
     Checkpoint,
     EffectInDoubt,
-    Halt,
-    HaltScope,
     JournalEntry,
-    Resolution,
     RunRecord,
     RunStatus,
     StepRecord,
@@ -35,7 +30,7 @@ from .records._records import (
 from .records._serialization import encode
 from .runtime._calls import Surroundings
 from .runtime._effects import Engine
-from .runtime._names import check_name, check_text
+from .runtime._names import check_name
 from .runtime._replay import ReplayCursor
 from .runtime._run import RunContext
 from .runtime._run_options import PlanArg, RunOptions
@@ -48,13 +43,8 @@ if TYPE_CHECKING:
     from .audit._signing import Signer
     from .audit._verify import Report
 
-P = ParamSpec("P")
-R = TypeVar("R")
 
-_UNSET: Any = object()  # resolve() given no result at all, which None cannot stand for
-
-
-class Ledger:
+class Ledger(PersonDecisions):
     """A handle on one store. Thread-safe; open one per process and pass it around."""
 
     def __init__(
@@ -214,222 +204,6 @@ class Ledger:
             check_name(step_id, "a plan's step id", run_id=run_id)
         return steps
 
-    # -- a person's decisions -----------------------------------------------------------
-
-    def resolve(
-        self,
-        run_id: str,
-        step_id: str,
-        resolution: Resolution | Literal["done", "not_done", "abandon"],
-        *,
-        by: str,
-        result: Any = _UNSET,
-        note: str | None = None,
-        force: bool = False,
-        correct: bool = False,
-    ) -> StepRecord:
-        """Decide an effect in doubt: ``done`` with ``result``, the provider's answer (or
-        ``result=oncelog.NO_RESULT`` if it cannot be known: the agent then gets
-        ``NO_RESULT`` there, now and on every replay); ``not_done`` (safe to run again,
-        with the same key) or ``abandon``. ``by`` names the person. While a live process
-        holds the run's lease it may be running the step: ``RunLeased``, unless
-        ``force`` (journalled, with the owner overridden).
-
-        A ``done`` result must fit what the tool declared (``result_schema=``, or an MCP
-        tool's output schema; an MCP tool also takes a plain text), else
-        ``InvalidResolution`` says why. ``correct=True`` replaces a person's earlier
-        resolution of the run's last step, as long as nothing has acted on it (no later
-        step, the run not completed); the journal keeps both."""
-        _check_decision("resolve", by, note, run_id, step_id)
-        resolution = _resolution(resolution, run_id, step_id)
-        if resolution is Resolution.DONE and result is not _UNSET and result is not NO_RESULT:
-            result = self._person_result(run_id, step_id, result)
-        result_json = self._resolution_result(resolution, result, run_id, step_id)
-        decide = self.store.correct_resolution if correct else self.store.resolve
-        return decide(
-            run_id, step_id, resolution, result_json=result_json, by=by, note=note,
-            force=force, owner_is_dead=leases.is_dead,
-        )  # fmt: skip
-
-    def _resolution_result(
-        self, resolution: Resolution, result: Any, run_id: str, step_id: str
-    ) -> str | None:
-        """The recorded result of a decision: given with ``done`` only, and never left
-        out by accident (a forgotten result would reach the agent as None)."""
-        if resolution is not Resolution.DONE:
-            if result is not _UNSET and result is not None:
-                raise InvalidResolution(
-                    f"a result goes with 'done' only, not {resolution.value!r}",
-                    run_id=run_id, step_id=step_id,
-                )  # fmt: skip
-            return None
-        if result is _UNSET:
-            raise InvalidResolution(
-                "'done' needs the provider's result (result=...), or result=oncelog.NO_RESULT "
-                "if it cannot be known",
-                run_id=run_id, step_id=step_id,
-            )  # fmt: skip
-        if result is NO_RESULT:
-            return None
-        try:
-            return encode(result, what="result", limit=self.max_payload_bytes)
-        except InvalidPayload as exc:
-            raise type(exc)(exc.message, run_id=run_id, step_id=step_id) from None
-
-    def wait_for_decision(self, run_id: str, *, timeout: float | timedelta) -> bool:
-        """Wait until a person's decision may let the run ``run_id``, stopped for a person
-        (halted or waiting), go on: then True, and running the agent's code again
-        continues it. False if no decision came within ``timeout``; ``Draining`` if this
-        process starts draining (SIGTERM) meanwhile. The run holds no lease while it
-        waits. On PostgreSQL the decision wakes the waiter at once (LISTEN/NOTIFY);
-        otherwise it looks every ``approval_poll`` seconds."""
-        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-        return waiting.wait_for_decision(
-            self.store, run_id, seconds, self.approval_poll, self.notices.redeliver
-        )
-
-    async def wait_for_decision_async(self, run_id: str, *, timeout: float | timedelta) -> bool:
-        """``wait_for_decision`` for async code: the event loop goes on meanwhile."""
-        import asyncio  # only async code pays for it (see _run._in_thread)
-
-        return await asyncio.to_thread(self.wait_for_decision, run_id, timeout=timeout)
-
-    def _person_result(self, run_id: str, step_id: str, result: Any) -> Any:
-        """A person's result, shaped and checked as the step's tool declared."""
-        step = next((s for s in self.steps(run_id) if s.step_id == step_id), None)
-        contract = None if step is None else self.store.result_contract(step.tool)
-        if step is None or contract is None:
-            return result
-        try:
-            return ResultContract.from_json(contract).shape(result)
-        except ValueError as exc:
-            raise InvalidResolution(
-                f"not a result of {step.tool!r}: {exc}", run_id=run_id, step_id=step_id,
-                key=step.key,
-            ) from None  # fmt: skip
-
-    def declare_result(
-        self, tool: str, schema: dict[str, Any] | None = None, *, form: Form = "json"
-    ) -> None:
-        """Store what a person's result for ``tool`` must look like, so that ``resolve``
-        checks it in whatever process a person decides in: a value matching the JSON
-        Schema ``schema`` (``form="json"``), or an MCP tool result (``form="mcp"``,
-        ``schema`` the tool's output schema). A tool's ``result_schema=`` is declared at
-        its first use; stored once per process."""
-        declared = self._declared_results.get(tool)
-        if declared is not None and declared[0] is schema and declared[1] == form:
-            return  # a tool's own schema, asked at each of its steps: encoded once
-        stored = ResultContract(form, schema).to_json()
-        if declared is None or declared[2] != stored:
-            self.store.set_result_contract(tool, stored)
-        self._declared_results[tool] = (schema, form, stored)
-
-    # -- budgets ------------------------------------------------------------------------
-
-    def budget_usage(self, run_id: str) -> tuple[Budget | None, Usage]:
-        """A run's budget (None without one) and what the run has used of it."""
-        return self.store.budget_usage(run_id)
-
-    def set_budget(self, run_id: str, budget: Budget | None, *, by: str) -> None:
-        """Change a run's budget (raise it to let a stopped run go on); journalled."""
-        _check_decision("set_budget", by, None, run_id)
-        self.store.set_budget(run_id, budget, by=by)
-
-    def agent_budgets(self) -> list[AgentBudgetSetting]:
-        """Every agent's daily budget as it stands, by agent, with who set it and when."""
-        return self.store.agent_budgets()
-
-    def set_agent_budget(self, agent: str, budget: AgentBudget | None, *, by: str) -> None:
-        """Daily limits for every run started with ``agent=agent`` together; checked in
-        each effect's intent transaction. ``None`` removes them. Journalled."""
-        check_name(agent, "agent")
-        _check_decision("set_agent_budget", by, None)
-        self.store.set_agent_budget(agent, budget, by=by)
-
-    # -- approvals ----------------------------------------------------------------------
-
-    def approve(
-        self,
-        run_id: str,
-        step_id: str,
-        *,
-        by: str,
-        request: int | None = None,
-        args_hash: str | None = None,
-        expires_in: timedelta | float | None = None,
-        note: str | None = None,
-    ) -> Approval:
-        """Approve one pending request of a step, for exactly the arguments it was made
-        with, once: the next attempt uses it up. ``expires_in`` bounds how long it holds.
-
-        Name the request you read by its id (``request``) and/or its ``args_hash``;
-        naming neither is refused (``UnknownApproval``) once the step was asked with more
-        than one set of arguments, and a request superseded by a newer one can no longer
-        be decided."""
-        _check_decision("approve", by, note, run_id, step_id)
-        seconds = expires_in.total_seconds() if isinstance(expires_in, timedelta) else expires_in
-        return self.store.decide_approval(
-            run_id, step_id, ApprovalStatus.APPROVED, by=by, expires_in=seconds, note=note,
-            request=request, args_hash=args_hash,
-        )  # fmt: skip
-
-    def deny(
-        self,
-        run_id: str,
-        step_id: str,
-        *,
-        by: str,
-        request: int | None = None,
-        args_hash: str | None = None,
-        note: str | None = None,
-    ) -> Approval:
-        """Deny one pending request of a step (named as for ``approve``): the agent gets
-        ``ApprovalDenied`` there, now and on every replay, for those arguments."""
-        _check_decision("deny", by, note, run_id, step_id)
-        return self.store.decide_approval(
-            run_id, step_id, ApprovalStatus.DENIED, by=by, expires_in=None, note=note,
-            request=request, args_hash=args_hash,
-        )  # fmt: skip
-
-    def approvals(
-        self, status: ApprovalStatus | str | None = "pending", *, limit: int = 100
-    ) -> list[Approval]:
-        """Approval requests, newest first (by default the pending ones)."""
-        return self.store.approvals(None if status is None else ApprovalStatus(status), limit)
-
-    # -- the kill switch ----------------------------------------------------------------
-
-    def halt(
-        self, reason: str, *, by: str, run: str | None = None, agent: str | None = None
-    ) -> Halt:
-        """Turn a durable kill switch on: for one ``run``, every run of an ``agent``, or,
-        with neither, every run. From then on no new step of a covered run starts (it
-        raises ``RunHalted``, exit code 3), in this process or any other, across restarts,
-        until a person clears it. ``by`` names who or what set it (a person, a detector)."""
-        scope, target = _switch(run, agent)
-        if not reason or not by:
-            raise ConfigurationError("a halt needs a reason and by=... naming who set it")
-        _check_decision("halt", by, reason)
-        return self.store.set_halt(scope, target, reason=reason, by=by)
-
-    def clear_halt(
-        self,
-        *,
-        by: str,
-        run: str | None = None,
-        agent: str | None = None,
-        note: str | None = None,
-    ) -> Halt:
-        """Turn a kill switch off. Only a person should: ``by`` names them, and it is
-        recorded with the halt and in the journal. ``UnknownHalt`` if it is not on."""
-        scope, target = _switch(run, agent)
-        _check_decision("clear_halt", by, note)
-        return self.store.clear_halt(scope, target, by=by, note=note)
-
-    def halts(self, *, active_only: bool = True, limit: int = 100) -> list[Halt]:
-        """Kill switches, newest first; with ``active_only=False`` the cleared ones too."""
-        return self.store.halts(active_only=active_only, limit=limit)
-
     # -- reading ------------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> RunRecord:
@@ -539,41 +313,6 @@ class Ledger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _resolution(value: Resolution | str, run_id: str, step_id: str) -> Resolution:
-    try:
-        return Resolution(value)
-    except ValueError:
-        raise InvalidResolution(
-            f"{value!r} is not a resolution; use one of {[r.value for r in Resolution]}",
-            run_id=run_id,
-            step_id=step_id,
-        ) from None
-
-
-def _switch(run: str | None, agent: str | None) -> tuple[HaltScope, str]:
-    if run is not None and agent is not None:
-        raise ConfigurationError("a kill switch is for one run or one agent, not both")
-    if run is not None:
-        return HaltScope.RUN, check_name(run, "run")
-    if agent is not None:
-        return HaltScope.AGENT, check_name(agent, "agent")
-    return HaltScope.GLOBAL, ""
-
-
-def _check_decision(
-    verb: str, by: str, text: str | None, run_id: str | None = None, step_id: str | None = None
-) -> None:
-    """What every change a person (or code) makes gives: who, and what it is about."""
-    if not by:
-        raise ConfigurationError(f"{verb}(..., by=...) must name who decides", run_id=run_id)
-    if run_id is not None:
-        check_name(run_id, "run_id")
-    if step_id is not None:
-        check_name(step_id, "step_id", run_id=run_id)
-    check_text(by, "by", run_id=run_id, step_id=step_id)
-    check_text(text, "the note" if verb != "halt" else "the reason", run_id=run_id)
 
 
 def open(
