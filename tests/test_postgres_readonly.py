@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 import oncelog
+from oncelog.console import _queries as queries
 from oncelog.stores._migrations import migrations
 from oncelog.stores._postgres import PostgresStore
 
@@ -68,6 +69,11 @@ def _read_everything(url: str) -> None:
         report = ledger.verify()
         assert report.ok, report.problems
         assert report.records > 0
+        # The console's pages read through these alone.
+        for page in (queries.overview, queries.approvals, queries.doubts, queries.halts):
+            assert page(ledger)
+        assert queries.timeline(ledger, "r1")["steps"]
+        assert queries.budgets(ledger)
 
 
 def test_a_read_only_role_reads_everything(ledger_and_reader: tuple[str, str, str]) -> None:
