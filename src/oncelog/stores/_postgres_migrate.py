@@ -22,7 +22,12 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, *, create: bo
     written to it: a read-only command pointed at the wrong database creates nothing."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", MIGRATIONS_LOCK)
-        schema = conn.execute("SELECT current_schema()").fetchone()
+        # The schema, and whether it holds a ledger, read from the catalogue in one
+        # statement (information_schema's view costs a millisecond to plan).
+        schema = conn.execute(
+            "SELECT current_schema(), "
+            "to_regclass(quote_ident(current_schema()) || '.schema_migrations') IS NOT NULL"
+        ).fetchone()
         if schema is None or schema[0] is None:
             if not create:
                 raise LedgerNotFound(f"no ledger at {where}: no schema of its search_path exists")
@@ -30,7 +35,7 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, *, create: bo
                 f"{where}: no schema of the search_path exists; create it first "
                 "(CREATE SCHEMA name) or name an existing one in options=-csearch_path=name"
             )
-        if not _has_ledger(conn):
+        if not schema[1]:
             if not create:
                 raise LedgerNotFound(f"no ledger at {where} (schema {schema[0]}): it holds none")
             # Only where there is none: even with IF NOT EXISTS, CREATE needs the right to
@@ -57,11 +62,3 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, *, create: bo
                 POSTGRES.translate(f"INSERT INTO schema_migrations VALUES (?, ?, {NOW})"),
                 (migration.version, migration.name),
             )
-
-
-def _has_ledger(conn: psycopg.Connection[tuple[Any, ...]]) -> bool:
-    found = conn.execute(
-        "SELECT 1 FROM information_schema.tables "
-        "WHERE table_schema = current_schema() AND table_name = 'schema_migrations'"
-    ).fetchone()
-    return found is not None
