@@ -152,6 +152,16 @@ def test_a_read_only_role_is_told_why_an_older_schema_cannot_be_opened(
     _read_everything(reader)
 
 
+def test_a_role_that_may_not_read_the_ledger_is_told_so(
+    ledger_and_reader: tuple[str, str, str],
+) -> None:
+    _, reader, schema = ledger_and_reader
+    role = urlsplit(reader).netloc.partition("@")[0]
+    execute(f"REVOKE SELECT ON ALL TABLES IN SCHEMA {schema} FROM {role}")
+    with pytest.raises(oncelog.ConfigurationError, match="needs USAGE on its schema and SELECT"):
+        oncelog.open(reader, create=False)
+
+
 def test_the_migration_leaves_the_function_as_it_says_when_run_again(
     ledger_and_reader: tuple[str, str, str],
 ) -> None:

@@ -19,7 +19,19 @@ from ._sql import NOW
 
 def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, *, create: bool) -> None:
     """With ``create=False`` a schema that holds no ledger is refused before anything is
-    written to it: a read-only command pointed at the wrong database creates nothing."""
+    written to it: a read-only command pointed at the wrong database creates nothing. A
+    role without the rights it needs is told so (``ConfigurationError``), not to try
+    again later: it never will be able to."""
+    try:
+        _migrate(conn, where, create)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise ConfigurationError(
+            f"{where}: this role may not open the ledger ({exc}); a role that only reads "
+            "needs USAGE on its schema and SELECT on its tables"
+        ) from None
+
+
+def _migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, create: bool) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", MIGRATIONS_LOCK)
         # The schema, and whether it holds a ledger, read from the catalogue in one
@@ -52,7 +64,6 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, *, create: bo
             try:
                 conn.execute(migration.sql)
             except psycopg.errors.InsufficientPrivilege as exc:
-                # Not "try again later": a role that only reads never will be able to.
                 raise ConfigurationError(
                     f"{where}: the ledger's schema is older than this oncelog, and this role "
                     f"may not bring it up to version {migration.version} ({exc}); open it "
