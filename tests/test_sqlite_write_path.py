@@ -285,6 +285,7 @@ def test_a_new_step_s_row_is_written_without_a_temporary_b_tree(db_path: str, na
     (OpenEphemeral), which cost more than the insert; the rows are written from VALUES."""
     store = SQLiteStore(db_path)
     try:
+        store.set_agent_budget("bot", oncelog.AgentBudget(calls=5), by="ann")  # the triggers
         sql = SQLITE.translate(getattr(_sqlite_write, name))
         program = store._db.execute(f"EXPLAIN {sql}", (None,) * sql.count("?")).fetchall()
     finally:
@@ -306,5 +307,101 @@ def test_an_effect_s_outcome_leaves_the_budget_totals_untouched(db_path: str) ->
         store.write_outcome(lease, effect(0, "a"), 1, Outcome(StepState.DONE, "1"))
         assert store._db.total_changes - before == 2
         assert store.budget_drift(None) == []
+    finally:
+        store.close()
+
+
+def totals_triggers(db: sqlite3.Connection) -> list[str]:
+    found = db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
+    return [name for (name,) in found if name.startswith("steps_count")]
+
+
+BUDGETED = ["steps_count_change", "steps_count_new"]
+
+
+def test_a_ledger_without_a_budget_writes_steps_without_the_totals_triggers(
+    db_path: str,
+) -> None:
+    """No trigger program is entered where there is nothing to count (0020)."""
+    store = SQLiteStore(db_path)
+    try:
+        assert totals_triggers(store._db) == []
+        sql = SQLITE.translate(_sqlite_write._INSERT_UNCHECKED)
+        program = store._db.execute(f"EXPLAIN {sql}", (None,) * sql.count("?")).fetchall()
+        assert "Program" not in {row[1] for row in program}
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("how", ["run", "agent", "acquire", "submit"])
+def test_the_first_budget_brings_the_totals_triggers(db_path: str, how: str) -> None:
+    """Whatever writes the ledger's first budget also creates the triggers, in its own
+    transaction, before any step of a budgeted run or agent is written."""
+    store = SQLiteStore(db_path, durability="process")
+    try:
+        lease = acquire(store, "before", agent="bot")
+        store.write_intent(lease, effect(0, "a"), None)
+        if how == "run":
+            store.set_budget("before", oncelog.Budget(steps=5), by="ann")
+        elif how == "agent":
+            store.set_agent_budget("bot", oncelog.AgentBudget(calls=5), by="ann")
+        elif how == "acquire":
+            acquire(store, "budgeted", budget=oncelog.Budget(steps=5))
+        else:
+            store.submit("budgeted", agent=None, input_json="{}", plan=None,
+                         budget=oncelog.Budget(steps=5))  # fmt: skip
+        assert totals_triggers(store._db) == BUDGETED
+        assert store.budget_drift(None) == []
+    finally:
+        store.close()
+
+
+def test_a_writer_that_prepared_without_the_triggers_counts_once_a_budget_exists(
+    db_path: str,
+) -> None:
+    """Another connection's statements, prepared before the triggers existed, are
+    prepared again once they do (the schema changed), so its next steps are counted."""
+    writer = SQLiteStore(db_path, durability="process")
+    setter = SQLiteStore(db_path, durability="process")
+    try:
+        lease = acquire(writer, "r", agent="bot")
+        writer.write_intent(lease, effect(0, "a"), None)
+        writer.write_outcome(lease, effect(0, "a"), 1, Outcome(StepState.DONE, "1"))
+        setter.set_budget("r", oncelog.Budget(steps=10), by="ann")
+        setter.set_agent_budget("bot", oncelog.AgentBudget(calls=10), by="ann")
+        for seq, step_id in ((1, "b"), (2, "c")):
+            writer.write_intent(lease, effect(seq, step_id), None)
+            writer.write_outcome(lease, effect(seq, step_id), 1, Outcome(StepState.DONE, "1"))
+        assert writer.budget_usage("r")[1].steps == 3
+        assert writer.budget_drift(None) == []
+    finally:
+        writer.close()
+        setter.close()
+
+
+@pytest.mark.parametrize("budgeted", [True, False])
+def test_migration_20_keeps_the_triggers_of_a_ledger_with_a_budget(
+    db_path: str, budgeted: bool
+) -> None:
+    """A ledger written before 0020 keeps its triggers, and its totals, if it holds a
+    budget; otherwise it loses them."""
+    store = SQLiteStore(db_path, durability="process")
+    try:
+        lease = acquire(store, "r", agent="bot")
+        store.set_agent_budget("bot", oncelog.AgentBudget(calls=10), by="ann")
+        if not budgeted:
+            store.set_agent_budget("bot", None, by="ann")
+        store.write_intent(lease, effect(0, "a"), None)
+    finally:
+        store.close()
+    with sqlite3.connect(db_path) as db:  # back to schema 19, triggers and all
+        db.execute("DELETE FROM schema_migrations WHERE version = 20")
+    store = SQLiteStore(db_path, durability="process")
+    try:
+        assert totals_triggers(store._db) == (BUDGETED if budgeted else [])
+        if budgeted:
+            lease = acquire(store, "r2", agent="bot")
+            store.write_intent(lease, effect(0, "a"), None)
+            assert store.budget_drift(None) == []
     finally:
         store.close()

@@ -180,6 +180,8 @@ class SQLStore:
         # that, and a power loss that takes them also ends every process that held the
         # lease (docs/guarantees.md, "A power loss or an OS crash").
         with self._tx(durable=False) as tx:
+            if budget is not None:
+                self._keep_totals(tx)
             current = self._run_row(tx, run_id, lock=True)
             if current is None:
                 if not create:
@@ -233,6 +235,8 @@ class SQLStore:
         plan_json = None if plan is None else encode(list(plan), what="plan", limit=1 << 24)
         budget_json = None if budget is None else budget.to_json()
         with self._tx() as tx:
+            if budget is not None:
+                self._keep_totals(tx)
             return queue.submit(tx, run_id, agent, input_json, plan_json, budget_json)
 
     def claim(
@@ -385,6 +389,11 @@ class SQLStore:
         entry = intent_json(lease, step, attempt, reason, approval)
         append(tx, lease.run_id, step.seq, "intent", entry, at=at)
         return Intent(attempt, tuple(warnings))
+
+    def _keep_totals(self, tx: Tx) -> None:
+        """Before a budget is written: make sure the budget totals are kept from this
+        transaction on. Their triggers always exist on PostgreSQL; SQLite creates them
+        when a ledger first has a budget (``_sqlite_totals``)."""
 
     def _insert_checked(
         self, tx: Tx, lease: Lease, step: NewStep, reason: str | None, *, check_halt: bool
@@ -595,6 +604,8 @@ class SQLStore:
 
     def set_budget(self, run_id: str, budget: Budget | None, *, by: str) -> None:
         with self._tx() as tx:
+            if budget is not None:
+                self._keep_totals(tx)
             lock_run(tx, run_id)
             controls.set_budget(tx, run_id, budget, by)
             queue.requeue(tx, queue.AFTER_BUDGET, run_id=run_id, by=by)
@@ -612,6 +623,8 @@ class SQLStore:
 
     def set_agent_budget(self, agent: str, budget: AgentBudget | None, *, by: str) -> None:
         with self._tx() as tx:
+            if budget is not None:
+                self._keep_totals(tx)
             # Runs' rows before the agent's budget row, the order intents lock them in.
             queue.requeue(tx, queue.AFTER_BUDGET, agent=agent, by=by)
             controls.set_agent_budget(tx, agent, budget, by)

@@ -39,6 +39,7 @@ from ._shared import intent_json, outcome_json
 from ._sql import NOW, Dialect, Tx, json_field
 from ._sql_store import SQLStore
 from ._sql_tx import append
+from ._sqlite_totals import BUDGETED, ON_DEMAND, keep
 from ._sqlite_write import (
     JOURNAL_APPEND,
     LINK_FUNCTION,
@@ -228,11 +229,16 @@ class SQLiteStore(SQLStore):
                     f"INSERT INTO schema_migrations VALUES (?, ?, {NOW})",
                     (migration.version, migration.name),
                 )
+                if migration.name == ON_DEMAND and tx.execute(BUDGETED).fetchone()[0]:
+                    keep(tx)  # the totals' triggers it dropped, kept on without a gap
 
     def _tx(self, *, durable: bool = True) -> _Transaction:
         """One write transaction; anything that goes wrong rolls it back whole. Not
         ``durable``: it may commit without its own fsync (see ``_SYNCHRONOUS``)."""
         return _Transaction(self, durable)
+
+    def _keep_totals(self, tx: Tx) -> None:
+        keep(tx)
 
     def _insert_checked(
         self, tx: Tx, lease: Lease, step: NewStep, reason: str | None, *, check_halt: bool
