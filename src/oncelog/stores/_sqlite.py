@@ -38,11 +38,11 @@ from ._protocol import DURABILITY, Intent, Lease, NewStep, Outcome
 from ._shared import intent_json, outcome_json
 from ._sql import NOW, Dialect, Tx, json_field
 from ._sql_store import SQLStore
-from ._sql_tx import append
 from ._sqlite_totals import BUDGETED, ON_DEMAND, keep
 from ._sqlite_write import (
     JOURNAL_APPEND,
     LINK_FUNCTION,
+    NOW_JOURNAL_APPEND,
     STEP_JOURNAL_APPEND,
     end_step,
     insert_recorded,
@@ -267,7 +267,8 @@ class SQLiteStore(SQLStore):
                 return
             entry = intent_json(lease, step, 1, None)
             tx.execute(STEP_JOURNAL_APPEND, (lease.run_id, step.seq, "intent", entry))
-            append(tx, lease.run_id, step.seq, "outcome", outcome_json(outcome, 1))
+            data = outcome_json(outcome, 1)
+            tx.execute(NOW_JOURNAL_APPEND, (lease.run_id, step.seq, "outcome", data))
 
     def _outcome(self, tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
         if not end_step(tx, lease, seq, attempt, outcome):
@@ -275,7 +276,8 @@ class SQLiteStore(SQLStore):
             # and update say which, or extend the lease and write the outcome.
             super()._outcome(tx, lease, seq, attempt, outcome)
             return
-        append(tx, lease.run_id, seq, "outcome", outcome_json(outcome, attempt))
+        data = outcome_json(outcome, attempt)
+        tx.execute(NOW_JOURNAL_APPEND, (lease.run_id, seq, "outcome", data))
 
     def active_halt(self, run_id: str, agent: str | None) -> Halt | None:
         """As the general store's, but once no switch was found on for the run, the halts

@@ -43,6 +43,11 @@ def _journal_append(at: str) -> str:
 
 
 JOURNAL_APPEND = _journal_append(_AT)
+# The same for an entry timed by the clock (an outcome's). Parameters: run_id, seq,
+# event, data. The hot statements below bind no None: Python's sqlite3 tries to adapt
+# each None it binds, and fails, raising and clearing an exception, about 3 k
+# instructions each; a NULL written in the statement costs nothing.
+NOW_JOURNAL_APPEND = _journal_append(f"CAST({NOW} AS REAL)")
 # The same for a step's intent: its time is the start written into the step's row in
 # this transaction. Parameters: run_id, seq, event, data.
 STEP_JOURNAL_APPEND = _journal_append(
@@ -54,37 +59,65 @@ _FENCED = (
     "EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND owner = ? AND fencing_token = ? "
     f"AND {LEASE_LEFT} >= ?)"
 )
+
+
 # A row whose checks fail is given no state: ``OR IGNORE`` skips a row that breaks a NOT
 # NULL constraint, so the write matches nothing, as a ``WHERE`` would. Not ``INSERT ...
-# SELECT ... WHERE``: on a table with triggers (the budget totals', 0009), SQLite runs such
-# an insert through a temporary b-tree, about 36 k instructions, more than the insert.
-# ``OR IGNORE`` skips a duplicate step too; the general path, taken when nothing was
-# written, raises the unique violation.
-_INSERT_STEP = (
-    "INSERT OR IGNORE INTO steps (run_id, seq, step_id, type, tool, kind, key, args_hash, "
-    "args, attempts, started_at, cost, irreversible, state) "
-    f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, {NOW} - ?, ?, ?, CASE WHEN {_FENCED} "
-    "AND NOT EXISTS (SELECT 1 FROM agent_budgets WHERE agent = ?)"
-)
-_INSERT_UNCHECKED = f"{_INSERT_STEP} THEN 'in_flight' END)"
-_INSERT_CHECKED = (
-    f"{_INSERT_STEP} AND NOT EXISTS (SELECT 1 FROM halts WHERE {HALT_ON}) THEN 'in_flight' END)"
-)
+# SELECT ... WHERE``: on a table with triggers (the budget totals', where a budget brought
+# them), SQLite runs such an insert through a temporary b-tree, about 36 k instructions,
+# more than the insert. ``OR IGNORE`` skips a duplicate step too; the general path, taken
+# when nothing was written, raises the unique violation.
+def _insert_step(check_halt: bool, check_agent: bool) -> str:
+    """Parameters: the row's, the fence's, then the agent (``check_agent``: an effect of
+    an agent, which no daily budget may cover), then the kill switch's (``check_halt``)."""
+    return (
+        "INSERT OR IGNORE INTO steps (run_id, seq, step_id, type, tool, kind, key, "
+        "args_hash, args, attempts, started_at, cost, irreversible, state) "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, {NOW} - ?, ?, ?, CASE WHEN {_FENCED}"
+        + (" AND NOT EXISTS (SELECT 1 FROM agent_budgets WHERE agent = ?)" if check_agent else "")
+        + (f" AND NOT EXISTS (SELECT 1 FROM halts WHERE {HALT_ON})" if check_halt else "")
+        + " THEN 'in_flight' END)"
+    )
+
+
+_INSERTS = {
+    (check_halt, check_agent): _insert_step(check_halt, check_agent)
+    for check_halt in (False, True)
+    for check_agent in (False, True)
+}
+_END_WHERE = f"WHERE run_id = ? AND seq = ? AND attempts = ? AND state = 'in_flight' AND {_FENCED}"
 _END_STEP = (
     "UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, tokens_out = ?, "
-    f"cost = COALESCE(?, cost), finished_at = {NOW}, retry_at = ? "
-    f"WHERE run_id = ? AND seq = ? AND attempts = ? AND state = 'in_flight' AND {_FENCED}"
+    f"cost = COALESCE(?, cost), finished_at = {NOW}, retry_at = ? {_END_WHERE}"
 )
+# The usual outcome: no error, no cost of its own, no time to retry at.
+_END_PLAIN = (
+    "UPDATE steps SET state = ?, result = ?, error = NULL, tokens_in = ?, tokens_out = ?, "
+    f"finished_at = {NOW}, retry_at = NULL {_END_WHERE}"
+)
+
 
 # A model call or a read, recorded after it ran: its row written once, in its final state
 # (the journal still holds its intent and its outcome), started ``elapsed`` before now.
-_RECORD_STEP = (
-    "INSERT OR IGNORE INTO steps (run_id, seq, step_id, type, tool, kind, key, args_hash, "
-    "args, result, error, attempts, tokens_in, tokens_out, started_at, finished_at, cost, "
-    "irreversible, retry_at, state) "
-    f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, {NOW} - ?, {NOW}, COALESCE(?, ?), ?, ?, "
-    f"CASE WHEN {_FENCED} THEN ? END)"
-)
+def _record_step(plain: bool) -> str:
+    """Parameters: the row's, its outcome's (``plain``: without error, cost and retry
+    time, which are NULL, and the step's own cost), the fence's, the state."""
+    error, cost, retry_at = ("NULL", "?", "NULL") if plain else ("?", "COALESCE(?, ?)", "?")
+    return (
+        "INSERT OR IGNORE INTO steps (run_id, seq, step_id, type, tool, kind, key, "
+        "args_hash, args, result, error, attempts, tokens_in, tokens_out, started_at, "
+        "finished_at, cost, irreversible, retry_at, state) "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {error}, 1, ?, ?, {NOW} - ?, {NOW}, {cost}, "
+        f"?, {retry_at}, CASE WHEN {_FENCED} THEN ? END)"
+    )
+
+
+_RECORD_STEP = _record_step(plain=False)
+_RECORD_PLAIN = _record_step(plain=True)
+
+
+def _plain(outcome: Outcome) -> bool:
+    return outcome.error_json is None and outcome.cost is None and outcome.retry_at is None
 
 
 def insert_step(tx: Tx, lease: Lease, step: NewStep, *, check_halt: bool) -> bool:
@@ -92,16 +125,17 @@ def insert_step(tx: Tx, lease: Lease, step: NewStep, *, check_halt: bool) -> boo
     it left, no switch is on (with ``check_halt``) and no agent's budget applies: False
     if a check did not pass or the step is a duplicate (nothing is written)."""
     run_id = lease.run_id
-    budgeted_agent = lease.agent if step.type.value == "effect" else None
     params: tuple[object, ...] = (
         run_id, step.seq, step.step_id, step.type.value, step.tool, step.kind, step.key,
         step.args_hash, step.args_json, step.elapsed, step.cost, int(step.irreversible),
-        run_id, lease.owner, lease.token, lease.ttl / 2, budgeted_agent,
+        run_id, lease.owner, lease.token, lease.ttl / 2,
     )  # fmt: skip
-    sql = _INSERT_UNCHECKED
+    check_agent = lease.agent is not None and step.type.value == "effect"
+    if check_agent:
+        params = (*params, lease.agent)
     if check_halt:
-        sql, params = _INSERT_CHECKED, (*params, lease.agent or "", run_id)
-    return bool(tx.execute(sql, params).rowcount == 1)
+        params = (*params, lease.agent or "", run_id)
+    return bool(tx.execute(_INSERTS[check_halt, check_agent], params).rowcount == 1)
 
 
 def end_step(tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> bool:
@@ -109,13 +143,19 @@ def end_step(tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> 
     left: False if nothing was written (the lease is lost or half used, or the step
     changed under the worker)."""
     run_id = lease.run_id
-    cursor = tx.execute(
-        _END_STEP,
-        (outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
-         outcome.tokens_out, outcome.cost, outcome.retry_at, run_id, seq, attempt,
-         run_id, lease.owner, lease.token, lease.ttl / 2),
-    )  # fmt: skip
-    return bool(cursor.rowcount == 1)
+    where = (run_id, seq, attempt, run_id, lease.owner, lease.token, lease.ttl / 2)
+    params: tuple[object, ...]
+    if _plain(outcome):
+        sql, params = _END_PLAIN, (
+            outcome.state.value, outcome.result_json, outcome.tokens_in, outcome.tokens_out,
+            *where,
+        )  # fmt: skip
+    else:
+        sql, params = _END_STEP, (
+            outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
+            outcome.tokens_out, outcome.cost, outcome.retry_at, *where,
+        )  # fmt: skip
+    return bool(tx.execute(sql, params).rowcount == 1)
 
 
 def insert_recorded(tx: Tx, lease: Lease, step: NewStep, outcome: Outcome) -> bool:
@@ -123,12 +163,21 @@ def insert_recorded(tx: Tx, lease: Lease, step: NewStep, outcome: Outcome) -> bo
     lease holds with half of it left: False if not, or if the step is a duplicate
     (nothing is written)."""
     run_id = lease.run_id
-    cursor = tx.execute(
-        _RECORD_STEP,
-        (run_id, step.seq, step.step_id, step.type.value, step.tool, step.kind, step.key,
-         step.args_hash, step.args_json, outcome.result_json, outcome.error_json,
-         outcome.tokens_in, outcome.tokens_out, step.elapsed, outcome.cost, step.cost,
-         int(step.irreversible), outcome.retry_at,
-         run_id, lease.owner, lease.token, lease.ttl / 2, outcome.state.value),
+    row = (
+        run_id, step.seq, step.step_id, step.type.value, step.tool, step.kind, step.key,
+        step.args_hash, step.args_json, outcome.result_json,
     )  # fmt: skip
-    return bool(cursor.rowcount == 1)
+    fence = (run_id, lease.owner, lease.token, lease.ttl / 2, outcome.state.value)
+    irreversible = int(step.irreversible)
+    params: tuple[object, ...]
+    if _plain(outcome):
+        sql, params = _RECORD_PLAIN, (
+            *row, outcome.tokens_in, outcome.tokens_out, step.elapsed, step.cost,
+            irreversible, *fence,
+        )  # fmt: skip
+    else:
+        sql, params = _RECORD_STEP, (
+            *row, outcome.error_json, outcome.tokens_in, outcome.tokens_out, step.elapsed,
+            outcome.cost, step.cost, irreversible, outcome.retry_at, *fence,
+        )  # fmt: skip
+    return bool(tx.execute(sql, params).rowcount == 1)
