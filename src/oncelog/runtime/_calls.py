@@ -48,6 +48,7 @@ class Call:
     spec: ToolSpec
     payload: Any  # {"args": [...], "kwargs": {...}} as recorded (secret fields hashed)
     args_json: str | None  # canonical JSON, checked to the letter; None until a live step
+    fn: Callable[..., Any]  # what runs it: the tool's function, the model call, the query
     secret_key: bytes | None = None  # hashes the tool's secret fields
 
     def recordable(self, result: Any) -> Any:

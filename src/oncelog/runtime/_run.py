@@ -40,7 +40,7 @@ from ._effects import Engine
 from ._names import MAX_NAME_CHARS, check_name
 from ._replay import MISS
 from ._run_options import RunOptions
-from ._tools import ACTIVE_RUN, Caller, Tool, ToolSpec, step_spec
+from ._tools import ACTIVE_RUN, Caller, Tool, step_spec
 
 # Module constants: on Python 3.11 reading an enum member off its class costs about 1,000
 # instructions (a global: about 60), and replay reads one or two per step.
@@ -90,11 +90,6 @@ async def _sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-# A call checked, before it takes a position: (spec, function, payload, redaction key,
-# canonical arguments for a step that runs live).
-_Step = tuple[ToolSpec, Callable[..., Any], dict[str, Any], "bytes | None", "str | None"]
-
-
 async def _replayed(value: R) -> R:
     return value
 
@@ -139,7 +134,7 @@ class _Steps:
             run_id=self.run_id,
         )
 
-    def _asked(
+    def _take(
         self,
         step_id: str | None,
         type_: StepType,
@@ -148,10 +143,12 @@ class _Steps:
         kwargs: dict[str, Any],
         name: str | None,
         input_digest: str | None,
-    ) -> _Step:
-        """The checks of a call, made before it takes a position, and what it asks for.
-        ``tool`` is an effect's ``Tool``, or the function of a model call or a query (whose
-        ``name`` and ``input_digest`` it is recorded under)."""
+    ) -> tuple[int, Any]:
+        """The checks of a call, made before it takes a position; then its position, and
+        the result recorded there if a done step replays from the page read last, else
+        the ``Call`` that ``Engine.prepare`` decides. ``tool`` is an effect's ``Tool``, or
+        the function of a model call or a query (whose ``name`` and ``input_digest`` it is
+        recorded under). One method, not two: replay calls it once per step."""
         if step_id is not None and not (
             # check_name's verdict on the common id, without its calls (once per step)
             type(step_id) is str and 0 < len(step_id) <= MAX_NAME_CHARS
@@ -195,26 +192,19 @@ class _Steps:
                 ) from None  # fmt: skip
         args_json = None
         engine = self._engine  # its limit is the ledger's; no property calls per step
-        if engine.cursor.next >= engine.cursor.frontier:
+        cursor = engine.cursor
+        if cursor.next >= cursor.frontier:
             # Refused before it takes a position; replay compares decoded arguments.
             args_json = encode_args(payload, engine.payload_limit, engine.lease.run_id, step_id)
-        return spec, fn, payload, secret_key, args_json
-
-    def _take(self, step_id: str | None, type_: StepType, step: _Step) -> tuple[int, Any]:
-        """The step's position, and the result recorded there if a done step replays from
-        the page read last; else (MISS) the ``Call`` that ``Engine.prepare`` decides."""
-        engine = self._engine
-        cursor = engine.cursor
         seq = cursor.position()
         cursor.next = seq + 1
-        spec, _, payload, secret_key, args_json = step
         if seq < cursor.frontier:
             value = engine.replay_done(seq, step_id, type_, spec.name, payload)
             if value is not MISS:
                 return seq, value
         elif args_json is None:  # a concurrent step's position was taken in between
             args_json = encode_args(payload, engine.payload_limit, engine.lease.run_id, step_id)
-        return seq, Call(step_id, type_, spec, payload, args_json, secret_key)
+        return seq, Call(step_id, type_, spec, payload, args_json, fn, secret_key)
 
     def _kwargs_for(self, pending: Pending, kwargs: dict[str, Any]) -> dict[str, Any]:
         """What oncelog adds to an effect's arguments: its idempotency key, and the run's
@@ -240,11 +230,10 @@ class _Steps:
         name: str | None = None,
         input_digest: str | None = None,
     ) -> Any:
-        step = self._asked(step_id, type_, tool, args, kwargs, name, input_digest)
-        seq, call = self._take(step_id, type_, step)
+        seq, call = self._take(step_id, type_, tool, args, kwargs, name, input_digest)
         if type(call) is not Call:
             return call  # replayed
-        fn = step[1]
+        fn = call.fn
         while True:  # a failed attempt the retry policy makes again comes back here
             got = self._engine.prepare(seq, call)
             if isinstance(got, Replayed):
@@ -411,20 +400,19 @@ class AsyncRun(_Steps):
         name: str | None = None,
         input_digest: str | None = None,
     ) -> Coroutine[Any, Any, Any]:
-        step = self._asked(step_id, type_, tool, args, kwargs, name, input_digest)
-        seq, call = self._take(step_id, type_, step)
+        seq, call = self._take(step_id, type_, tool, args, kwargs, name, input_digest)
         if type(call) is not Call:  # replayed on the event loop: no store call, no thread
             return _replayed(call)
-        return self._run_step(seq, call, step[1], args, kwargs)
+        return self._run_step(seq, call, args, kwargs)
 
     async def _run_step(
         self,
         seq: int,
         call: Call,
-        fn: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
+        fn = call.fn
         while True:  # a failed attempt the retry policy makes again comes back here
             got = await self._prepared(seq, call)
             if isinstance(got, Replayed):
