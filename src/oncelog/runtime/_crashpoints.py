@@ -38,6 +38,8 @@ def _parse(spec: str | None) -> tuple[str, str | None, int] | None:
 # Read once, when oncelog is imported: crash points are armed for a whole process by the
 # one that starts it, and every effect passes five of them.
 _armed = _parse(os.environ.get(ENV_VAR))
+# Whether any point is armed: the engine's hot path reads it before calling ``reach``.
+ARMED = _armed is not None
 
 
 def reach(point: str, step_id: str) -> None:

@@ -138,25 +138,34 @@ class Engine:
         self.surroundings = surroundings or Surroundings()
 
     def _store(self, operation: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Every store access of a step. Once one cannot reach the disk, this run takes no
-        further step:
+        """A store access of a step off the hot path; the hot ones (an intent, an
+        outcome, a record, the kill switch) make the same two checks inline, without
+        this call's packing of arguments."""
+        if self._broken is not None:
+            raise self._unusable()
+        try:
+            return operation(*args, **kwargs)
+        except (StoreUnavailable, LeaseLost) as exc:
+            self._store_failed(exc)
+            raise
+
+    def _unusable(self) -> StoreUnavailable:
+        """Once one store access cannot reach the disk, this run takes no further step:
         the failed step has used its position, and a retry in the same process would
         record it one position later, under another key. A new process replays from
         what the ledger durably holds."""
-        if self._broken is not None:
-            raise StoreUnavailable(
-                f"an earlier ledger operation of this run failed ({self._broken}); "
-                "restart the run to continue from what was recorded",
-                run_id=self.run_id,
-            )
-        try:
-            return operation(*args, **kwargs)
-        except StoreUnavailable as exc:
+        return StoreUnavailable(
+            f"an earlier ledger operation of this run failed ({self._broken}); "
+            "restart the run to continue from what was recorded",
+            run_id=self.run_id,
+        )
+
+    def _store_failed(self, exc: StoreUnavailable | LeaseLost) -> None:
+        """What a store access that raised leaves behind (the caller re-raises)."""
+        if isinstance(exc, StoreUnavailable):
             self._broken = exc
-            raise
-        except LeaseLost:
+        else:
             observe.fencing_rejected(self.surroundings.observers, self.run_id)
-            raise
 
     @property
     def run_id(self) -> str:
@@ -221,7 +230,10 @@ class Engine:
         spec, step_type = call.spec, call.step_type
         if step_type is _EFFECT:
             kind: str = spec.kind._value_
-            approval, cost = spec.approval, self._cost(call, step_id)
+            cost = spec.cost
+            approval = spec.approval
+            if type(cost) is not float:  # a function of the arguments, or an int
+                cost = self._cost(call, step_id)
         else:
             kind = "llm" if step_type is _LLM else spec.kind._value_
             approval, cost = False, 0.0
@@ -396,10 +408,17 @@ class Engine:
         if call.step_type is not _EFFECT:
             # A model call or a query is recorded after it runs; look for a kill switch
             # first so a halted agent spends nothing. Effects check inside their intent.
-            halt = self._store(self.store.active_halt, self.lease.run_id, self.lease.agent)
+            lease = self.lease
+            if self._broken is not None:  # ``_store``'s checks, inline on the hot path
+                raise self._unusable()
+            try:
+                halt = self.store.active_halt(lease.run_id, lease.agent)
+            except (StoreUnavailable, LeaseLost) as exc:
+                self._store_failed(exc)
+                raise
             if halt is not None:
-                raise halted(halt, self.run_id, step.step_id)
-            if self.lease.budgeted:
+                raise halted(halt, lease.run_id, step.step_id)
+            if lease.budgeted:
                 self._check_budget(step)
         else:
             attempt = self._write_intent(step, previous, reason)
@@ -413,13 +432,19 @@ class Engine:
         """Make the attempt durable before its call; return its number."""
         if step.needs_approval:
             self._check_approval(step)
+        if self._broken is not None:  # ``_store``'s checks, inline on the hot path
+            raise self._unusable()
         try:
-            intent = self._store(self.store.write_intent, self.lease, step, previous, reason)
+            intent = self.store.write_intent(self.lease, step, previous, reason)
+        except (StoreUnavailable, LeaseLost) as exc:
+            self._store_failed(exc)
+            raise
         except (BudgetExceeded, BudgetPaused) as exc:
             self.alerts.send(exc.alert)
             raise
         self.cursor.advance_frontier(step.seq)
-        crashpoints.reach("after_intent_commit", step.step_id)
+        if crashpoints.ARMED:
+            crashpoints.reach("after_intent_commit", step.step_id)
         for warning in intent.warnings:
             self.alerts.send(warning)
         return intent.attempt

@@ -12,9 +12,11 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 from .._exceptions import (
     EffectRefused,
     InvalidPayload,
+    LeaseLost,
     OnceLogError,
     ResendLater,
     ResultNotRecorded,
+    StoreUnavailable,
     in_doubt,
 )
 from .._log import log
@@ -41,10 +43,14 @@ class Engine(Protocol):
     payload_limit: int
     surroundings: Surroundings
 
+    _broken: StoreUnavailable | None
+
     @property
     def run_id(self) -> str: ...
 
     def _store(self, operation: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
+    def _unusable(self) -> StoreUnavailable: ...
+    def _store_failed(self, exc: StoreUnavailable | LeaseLost) -> None: ...
 
 
 # Module constants: on Python 3.11 reading an enum member off its class costs several
@@ -56,7 +62,7 @@ def complete(engine: Engine, pending: Pending, result: Any) -> Any:
     """Record what the call returned; hand back what replay would hand back."""
     call = pending.call
     step_type = call.step_type
-    if step_type is _EFFECT:  # crash points mark effect boundaries
+    if step_type is _EFFECT and crashpoints.ARMED:  # crash points mark effect boundaries
         crashpoints.reach("after_call", pending.step.step_id)
     try:
         result_json, returned = encode_decoded(
@@ -152,22 +158,26 @@ def _backoff(engine: Engine, pending: Pending) -> float:
 def _write(engine: Engine, pending: Pending, outcome: Outcome) -> None:
     effect = pending.call.step_type is _EFFECT
     try:
-        if effect:
-            engine._store(
-                engine.store.write_outcome, engine.lease, pending.step, pending.attempt, outcome
-            )
-        else:
-            # Started as long before the commit as its call took.
-            s = pending.step
-            timed = new_step(
-                s.seq, s.step_id, s.type, s.tool, s.kind, s.key, s.args_hash, s.args_json,
-                s.needs_approval, s.cost, s.irreversible, time.monotonic() - pending.began,
-            )  # fmt: skip
-            engine._store(engine.store.record_step, engine.lease, timed, pending.previous, outcome)
+        if engine._broken is not None:  # ``Engine._store``'s checks, inline
+            raise engine._unusable()
+        try:
+            if effect:
+                engine.store.write_outcome(engine.lease, pending.step, pending.attempt, outcome)
+            else:
+                # Started as long before the commit as its call took.
+                s = pending.step
+                timed = new_step(
+                    s.seq, s.step_id, s.type, s.tool, s.kind, s.key, s.args_hash, s.args_json,
+                    s.needs_approval, s.cost, s.irreversible, time.monotonic() - pending.began,
+                )  # fmt: skip
+                engine.store.record_step(engine.lease, timed, pending.previous, outcome)
+        except (StoreUnavailable, LeaseLost) as exc:
+            engine._store_failed(exc)
+            raise
     except OnceLogError as exc:  # fenced off, or the disk: the call's end is not recorded
         pending.ended(engine.run_id, "unrecorded", exc)
         raise
-    if effect:
-        crashpoints.reach("after_outcome_commit", pending.step.step_id)
-    else:
+    if not effect:
         engine.cursor.advance_frontier(pending.step.seq)
+    elif crashpoints.ARMED:
+        crashpoints.reach("after_outcome_commit", pending.step.step_id)
