@@ -88,6 +88,13 @@ class Tool(Generic[P, R]):
     """A decorated callable. Inside ``ledger.run`` a direct call is a recorded effect
     whose step id is its position in the run; outside one it refuses to run."""
 
+    # What every step reads (``fn``, ``spec``, ``is_async``) lives in slots, read without
+    # a dictionary. The wrapped function's metadata (``update_wrapper``'s copy, for
+    # ``help()`` and ``inspect.signature``) goes in the instance's dictionary, which no
+    # step reads: without slots, that copy materialised the dictionary, and Python 3.11
+    # then read every attribute through it, more slowly than from inline values.
+    __slots__ = ("__dict__", "__weakref__", "fn", "is_async", "spec")
+
     def __init__(self, fn: Callable[..., R], spec: ToolSpec) -> None:
         self.fn = fn
         self.spec = spec
