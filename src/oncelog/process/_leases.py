@@ -40,13 +40,30 @@ def _alive(pid: int) -> bool:
     return True
 
 
+# This process's ``host|pid|start``, read from /proc once per pid (a forked child reads
+# its own): every run takes a new owner, and opening and reading the file cost more than
+# the rest of entering a run's Python. A start time that could not be read is not kept.
+_identity: tuple[int, str] | None = None
+
+
+def _own_identity() -> str:
+    global _identity
+    pid = os.getpid()
+    if _identity is not None and _identity[0] == pid:
+        return _identity[1]
+    start = _start_time(pid)
+    identity = f"{_HOST}|{pid}|{start or '-'}"
+    if start is not None:
+        _identity = pid, identity
+    return identity
+
+
 def new_owner() -> str:
     """A fresh owner identity for one ``Run`` in this process."""
-    pid = os.getpid()
     nonce = os.urandom(6).hex()  # what secrets.token_hex(6) does
     with _lock:
         _live_nonces.add(nonce)
-    return f"{_HOST}|{pid}|{_start_time(pid) or '-'}|{nonce}"
+    return f"{_own_identity()}|{nonce}"
 
 
 def forget(owner: str) -> None:
