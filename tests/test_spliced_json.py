@@ -8,6 +8,7 @@ so each is compared here with the encoder it replaces, on awkward values.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from oncelog._exceptions import UnserializableValue
-from oncelog.audit._chain import canonical, canonical_head
+from oncelog.audit._chain import GENESIS, canonical, canonical_head, link
 from oncelog.records._records import StepState, StepType
 from oncelog.records._serialization import digest, encode
 from oncelog.runtime._calls import idempotency_key
@@ -38,6 +39,19 @@ def test_the_chain_record_is_what_the_encoder_writes() -> None:
         )
         head = CHAIN.encode([name, seq, "outcome"])[:-1] + ","
         assert canonical_head(name, seq, "outcome") == head
+
+
+def test_the_chain_link_hashes_what_the_encoder_writes() -> None:
+    for name, seq, at in itertools.product(NAMES, SEQS, TIMES):
+        data = '{"a":"é"}' + name
+        text = GENESIS + CHAIN.encode([name, seq, "intent", data, at])
+        try:
+            expected = hashlib.sha256(text.encode()).hexdigest()
+        except UnicodeEncodeError:  # a lone surrogate: no store holds it, nothing hashes it
+            with pytest.raises(UnicodeEncodeError):
+                link(GENESIS, name, seq, "intent", data, at)
+            continue
+        assert link(GENESIS, name, seq, "intent", data, at) == expected
 
 
 def test_the_idempotency_key_hashes_what_json_dumps_writes() -> None:
