@@ -91,6 +91,7 @@ async def _sleep(seconds: float) -> None:
 
 
 async def _replayed(value: R) -> R:
+    """A step replayed on the event loop: no store call, no worker thread."""
     return value
 
 
@@ -148,7 +149,8 @@ class _Steps:
         the result recorded there if a done step replays from the page read last, else
         the ``Call`` that ``Engine.prepare`` decides. ``tool`` is an effect's ``Tool``, or
         the function of a model call or a query (whose ``name`` and ``input_digest`` it is
-        recorded under). One method, not two: replay calls it once per step."""
+        recorded under). The methods that take steps call it themselves, and a step that
+        replays makes no other call of ``Run``'s: replay makes one per step."""
         if step_id is not None and not (
             # check_name's verdict on the common id, without its calls (once per step)
             type(step_id) is str and 0 < len(step_id) <= MAX_NAME_CHARS
@@ -220,19 +222,8 @@ class _Steps:
             return {**kwargs, "idempotency_key": pending.step.key}
         return kwargs
 
-    def _sync_step(
-        self,
-        step_id: str | None,
-        type_: StepType,
-        tool: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        name: str | None = None,
-        input_digest: str | None = None,
-    ) -> Any:
-        seq, call = self._take(step_id, type_, tool, args, kwargs, name, input_digest)
-        if type(call) is not Call:
-            return call  # replayed
+    def _live(self, seq: int, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A step that ``_take`` did not replay: decided, run, recorded."""
         fn = call.fn
         while True:  # a failed attempt the retry policy makes again comes back here
             got = self._engine.prepare(seq, call)
@@ -253,7 +244,8 @@ class _Steps:
         """What calling ``tool(...)`` inside this run does: an effect at the next position,
         run and recorded at once. (An ``AsyncRun`` hands back an awaitable for a coroutine
         function, which the caller awaits as it would await the tool's own.)"""
-        return self._sync_step(None, _EFFECT, tool, args, kwargs)
+        seq, got = self._take(None, _EFFECT, tool, args, kwargs, None, None)
+        return got if type(got) is not Call else self._live(seq, got, args, kwargs)
 
     def _failed(self, pending: Pending, exc: Exception) -> Exception | None:
         """The exception to raise, or None to make the attempt again."""
@@ -351,7 +343,8 @@ class Run(_Steps):
 
         ``step_id`` is a stable name (ideally from the stored plan) or None for the
         position of the call in the run. The tool receives ``idempotency_key``."""
-        result: R = self._sync_step(step_id, _EFFECT, tool, args, kwargs)
+        seq, got = self._take(step_id, _EFFECT, tool, args, kwargs, None, None)
+        result: R = got if type(got) is not Call else self._live(seq, got, args, kwargs)
         return result
 
     def read(
@@ -362,7 +355,8 @@ class Run(_Steps):
         default ``fn``'s qualified name) is the step's tool name, checked on replay;
         ``input_digest``, a hash of an input not passed as an argument, is recorded with
         the arguments, so that replay warns when it differs."""
-        result: R = self._sync_step(step_id, _READ, fn, args, kwargs, name, input_digest)
+        seq, got = self._take(step_id, _READ, fn, args, kwargs, name, input_digest)
+        result: R = got if type(got) is not Call else self._live(seq, got, args, kwargs)
         return result
 
     def llm(
@@ -371,7 +365,8 @@ class Run(_Steps):
     ) -> R:  # fmt: skip
         """A model call: its response and token usage are recorded; replay costs no tokens.
         ``name`` and ``input_digest`` as for ``read``."""
-        result: R = self._sync_step(step_id, _LLM, fn, args, kwargs, name, input_digest)
+        seq, got = self._take(step_id, _LLM, fn, args, kwargs, name, input_digest)
+        result: R = got if type(got) is not Call else self._live(seq, got, args, kwargs)
         return result
 
 
@@ -387,31 +382,17 @@ class AsyncRun(_Steps):
         self, tool: Tool[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         if tool.is_async:
-            return self._async_step(None, _EFFECT, tool, args, kwargs)
+            seq, got = self._take(None, _EFFECT, tool, args, kwargs, None, None)
+            return (
+                _replayed(got) if type(got) is not Call else self._run_step(seq, got, args, kwargs)
+            )
         return super().tool_called(tool, args, kwargs)
 
-    def _async_step(
-        self,
-        step_id: str | None,
-        type_: StepType,
-        tool: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        name: str | None = None,
-        input_digest: str | None = None,
-    ) -> Coroutine[Any, Any, Any]:
-        seq, call = self._take(step_id, type_, tool, args, kwargs, name, input_digest)
-        if type(call) is not Call:  # replayed on the event loop: no store call, no thread
-            return _replayed(call)
-        return self._run_step(seq, call, args, kwargs)
-
     async def _run_step(
-        self,
-        seq: int,
-        call: Call,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        self, seq: int, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
+        """A step that ``_take`` did not replay: decided and recorded in a worker thread,
+        run on the event loop."""
         fn = call.fn
         while True:  # a failed attempt the retry policy makes again comes back here
             got = await self._prepared(seq, call)
@@ -444,21 +425,24 @@ class AsyncRun(_Steps):
         self, step_id: str | None, tool: Tool[..., Any], /, *args: Any, **kwargs: Any
     ) -> Coroutine[Any, Any, Any]:
         """Await to run ``tool`` once for this step; see ``Run.effect``."""
-        return self._async_step(step_id, _EFFECT, tool, args, kwargs)
+        seq, got = self._take(step_id, _EFFECT, tool, args, kwargs, None, None)
+        return _replayed(got) if type(got) is not Call else self._run_step(seq, got, args, kwargs)
 
     def read(
         self, step_id: str | None, fn: Callable[..., Any], /, *args: Any,
         name: str | None = None, input_digest: str | None = None, **kwargs: Any,
     ) -> Coroutine[Any, Any, Any]:  # fmt: skip
         """Await a recorded query; see ``Run.read``."""
-        return self._async_step(step_id, _READ, fn, args, kwargs, name, input_digest)
+        seq, got = self._take(step_id, _READ, fn, args, kwargs, name, input_digest)
+        return _replayed(got) if type(got) is not Call else self._run_step(seq, got, args, kwargs)
 
     def llm(
         self, step_id: str | None, fn: Callable[..., Any], /, *args: Any,
         name: str | None = None, input_digest: str | None = None, **kwargs: Any,
     ) -> Coroutine[Any, Any, Any]:  # fmt: skip
         """Await a recorded model call; see ``Run.llm``."""
-        return self._async_step(step_id, _LLM, fn, args, kwargs, name, input_digest)
+        seq, got = self._take(step_id, _LLM, fn, args, kwargs, name, input_digest)
+        return _replayed(got) if type(got) is not Call else self._run_step(seq, got, args, kwargs)
 
 
 class RunContext:
