@@ -9,7 +9,7 @@ import pytest
 
 from oncelog import StepState, StepType
 from oncelog.stores import NewStep, Outcome
-from oncelog.stores._protocol import new_outcome, new_step
+from oncelog.stores._protocol import new_outcome, new_step, timed_step
 
 
 def test_new_step_is_the_frozen_dataclass_its_constructor_makes() -> None:
@@ -23,6 +23,20 @@ def test_new_step_is_the_frozen_dataclass_its_constructor_makes() -> None:
     assert dataclasses.replace(made, needs_approval=False).needs_approval is False
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.cost = 1.0  # type: ignore[misc]
+
+
+def test_a_timed_step_is_the_step_replaced_with_its_time() -> None:
+    values = (3, "s", StepType.LLM, "tool", "llm", "ol1_k", "h", "{}", False, 0.0, False, 0.0)
+    original = new_step(*values)
+    made = timed_step(original, 1.5)
+    expected = dataclasses.replace(NewStep(*values), elapsed=1.5)
+    assert made == expected
+    assert hash(made) == hash(expected)
+    assert repr(made) == repr(expected)
+    assert dataclasses.astuple(made) == (*values[:-1], 1.5)
+    assert original == NewStep(*values)  # the step it was made from is unchanged
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.elapsed = 2.0  # type: ignore[misc]
 
 
 def test_outcome_is_the_frozen_dataclass_its_constructor_makes() -> None:

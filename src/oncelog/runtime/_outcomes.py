@@ -23,7 +23,7 @@ from .._log import log
 from ..failures import Failure
 from ..records._records import StepState, StepType
 from ..records._serialization import encode_decoded
-from ..stores._protocol import Lease, Outcome, Store, new_outcome, new_step
+from ..stores._protocol import Lease, Outcome, Store, new_outcome, timed_step
 from . import _crashpoints as crashpoints
 from ._calls import Again, Pending, Surroundings, error_json, failure_of, usage
 from ._decide import Action, Situation, decide, deduplicated
@@ -165,11 +165,7 @@ def _write(engine: Engine, pending: Pending, outcome: Outcome) -> None:
                 engine.store.write_outcome(engine.lease, pending.step, pending.attempt, outcome)
             else:
                 # Started as long before the commit as its call took.
-                s = pending.step
-                timed = new_step(
-                    s.seq, s.step_id, s.type, s.tool, s.kind, s.key, s.args_hash, s.args_json,
-                    s.needs_approval, s.cost, s.irreversible, time.monotonic() - pending.began,
-                )  # fmt: skip
+                timed = timed_step(pending.step, time.monotonic() - pending.began)
                 engine.store.record_step(engine.lease, timed, pending.previous, outcome)
         except (StoreUnavailable, LeaseLost) as exc:
             engine._store_failed(exc)

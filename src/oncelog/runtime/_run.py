@@ -212,9 +212,7 @@ class _Steps:
         """What oncelog adds to an effect's arguments: its idempotency key, and the run's
         fencing token for a tool that takes one (a provider that keeps the highest token
         it saw per run can refuse a worker that lost its lease). A model call's or a
-        query's are its own."""
-        if pending.call.step_type is not _EFFECT:
-            return kwargs
+        query's are its own: they are passed as they came, without this call."""
         spec = pending.call.spec
         if spec.takes_token:
             kwargs = {**kwargs, "fencing_token": self._engine.lease.token}
@@ -224,13 +222,14 @@ class _Steps:
 
     def _live(self, seq: int, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A step that ``_take`` did not replay: decided, run, recorded."""
-        fn = call.fn
+        fn, effect = call.fn, call.step_type is _EFFECT
         while True:  # a failed attempt the retry policy makes again comes back here
             got = self._engine.prepare(seq, call)
             if isinstance(got, Replayed):
                 return got.value
             try:
-                result = fn(*args, **self._kwargs_for(got, kwargs))
+                tool_kwargs = self._kwargs_for(got, kwargs) if effect else kwargs
+                result = fn(*args, **tool_kwargs)
             except Exception as exc:
                 err = self._failed(got, exc)
                 if err is None:
@@ -393,13 +392,14 @@ class AsyncRun(_Steps):
     ) -> Any:
         """A step that ``_take`` did not replay: decided and recorded in a worker thread,
         run on the event loop."""
-        fn = call.fn
+        fn, effect = call.fn, call.step_type is _EFFECT
         while True:  # a failed attempt the retry policy makes again comes back here
             got = await self._prepared(seq, call)
             if isinstance(got, Replayed):
                 return got.value
             try:
-                result = fn(*args, **self._kwargs_for(got, kwargs))
+                tool_kwargs = self._kwargs_for(got, kwargs) if effect else kwargs
+                result = fn(*args, **tool_kwargs)
                 if isinstance(result, Awaitable):
                     result = await result
             except Exception as exc:

@@ -101,6 +101,16 @@ def new_step(
     return step
 
 
+def timed_step(step: NewStep, elapsed: float) -> NewStep:
+    """``replace(step, elapsed=elapsed)`` for the hot path (a model call or a read, timed
+    when it is recorded)."""
+    made: NewStep = _NEW(NewStep)
+    fields = made.__dict__
+    fields.update(step.__dict__)
+    fields["elapsed"] = elapsed
+    return made
+
+
 def new_outcome(
     state: StepState, result_json: str | None, error_json: str | None, tokens_in: int,
     tokens_out: int, cost: float | None, retry_at: float | None,
