@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import operator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -10,6 +11,11 @@ from .._exceptions import CorruptRecord
 from ..controls._budgets import Budget
 from ._no_result import NO_RESULT
 from ._serialization import decode
+
+# ``.value`` as a plain property over the member's stored value: on Python 3.11 an enum's
+# own ``value`` runs two Python frames (``enum.property.__get__``, then its getter), and
+# the stores read the value of a step's type, state and run status at every write.
+_VALUE: Any = property(operator.attrgetter("_value_"))
 
 
 class RunStatus(str, enum.Enum):
@@ -19,6 +25,8 @@ class RunStatus(str, enum.Enum):
     HALTED = "halted"
     COMPLETED = "completed"
     FAILED = "failed"
+
+    value = _VALUE
 
 
 class StepState(str, enum.Enum):
@@ -31,11 +39,15 @@ class StepState(str, enum.Enum):
     UNKNOWN = "unknown"  # in_flight found by someone other than its writer
     ABANDONED = "abandoned"  # a person gave up on it
 
+    value = _VALUE
+
 
 class StepType(str, enum.Enum):
     EFFECT = "effect"
     READ = "read"
     LLM = "llm"
+
+    value = _VALUE
 
 
 class HaltScope(str, enum.Enum):
