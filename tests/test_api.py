@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
+import pydoc
+import weakref
 from typing import Any
 
 import pytest
@@ -236,6 +239,24 @@ def test_direct_tool_calls_are_positional_effects(ledger: oncelog.Ledger) -> Non
             assert send(to="y") == {"to": "y"}
     assert [s.step_id for s in ledger.steps("r")] == [f"{send.spec.name}@0", f"{send.spec.name}@1"]
     assert len(provider.requests) == 2
+
+
+def test_a_tool_shows_its_function_to_help_and_inspect(db_path: str) -> None:
+    with oncelog.open(db_path) as ledger:
+
+        @ledger.tool(kind="create")
+        def notify(to: str, *, idempotency_key: str) -> str:
+            """Tell someone, once."""
+            return to
+
+    for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+        assert getattr(notify, name) == getattr(notify.fn, name)
+    assert inspect.unwrap(notify) is notify.fn
+    assert inspect.signature(notify) == inspect.signature(notify.fn)
+    assert "Tell someone, once." in pydoc.render_doc(notify)
+    notify.owner = "support"  # type: ignore[attr-defined]  # a tool takes attributes
+    assert notify.owner == "support"  # type: ignore[attr-defined]
+    assert weakref.ref(notify)() is notify
 
 
 def test_plan_is_stored_and_guarded(ledger: oncelog.Ledger) -> None:
