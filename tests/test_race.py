@@ -271,6 +271,48 @@ def test_racers_on_different_runs_do_not_block_each_other(tmp_path: Path) -> Non
         assert marker_lines(tmp_path / f"marker-{run_id[-1]}") == [f"{racer.pid} {key}"]
 
 
+# -- a live owner in a long call keeps its run -----------------------------------------
+
+
+@pytest.mark.parametrize("renewed", [True, False], ids=["renewed", "renewal-broken"])
+def test_a_call_longer_than_the_lease_keeps_the_run(tmp_path: Path, renewed: bool) -> None:
+    """P1 (lease 1 s) sits in its tool for three lease lengths; P2, started then, must find
+    the run leased (exit 75) and never enter the tool: P1's heartbeat renewed the lease.
+    The control breaks P1's renewal: P2 then takes the run over and, finding the create in
+    flight, halts for a person (exit 3), and P1 cannot record its outcome (exit 75). So
+    the first case passes because of the heartbeat, not because P2 was early."""
+    marker = tmp_path / "marker"
+    common = ("long", "--marker", str(marker), "--lease-ttl", "1")
+    in_tool, hold = Pipe(), Pipe()
+    broken = () if renewed else ("--no-heartbeat",)
+    with agents(tmp_path) as start:
+        first = start(
+            *common, *broken, "--in-tool", str(in_tool.write), "--hold", str(hold.read),
+            fds=(in_tool.write, hold.read),
+        )  # fmt: skip
+        in_tool.close_write()
+        hold.close_read()
+        assert in_tool.read_line() == str(first.pid)
+        time.sleep(3.0)  # three lease lengths inside the tool
+        second = start(*common).end()
+        hold.close_write()
+        owner = first.end()
+    in_tool.close_read()
+    key = oncelog.idempotency_key("long", "charge", "append_marker")
+    assert marker_lines(marker) == [f"{first.pid} {key}"]
+    if renewed:
+        assert second.code == 75, second.stderr
+        assert "RunLeased" in second.stderr
+        assert owner.code == 0, owner.stderr
+        assert owner.report is not None
+        assert owner.report["called"] is True
+    else:
+        assert second.code == 3, second.stderr
+        assert "AmbiguousOutcome" in second.stderr
+        assert owner.code == 75, owner.stderr
+        assert "LeaseLost" in owner.stderr
+
+
 # -- a stopped owner, taken over after its lease expired ---------------------------------
 
 

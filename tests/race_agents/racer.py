@@ -3,7 +3,8 @@
 A read step ``prepare``, then an effect whose tool appends ``<pid> <key>`` to a marker
 file (the provider's own record). The tool can tell the parent it is inside
 (``--in-tool``), wait for the parent (``--hold``) or stop the process with SIGSTOP
-(``--stop-in tool``); ``--stop-in read`` stops in ``prepare``, before the effect. On
+(``--stop-in tool``); ``--stop-in read`` stops in ``prepare``, before the effect.
+``--no-heartbeat`` breaks the renewal of its lease (the control of the heartbeat test). On
 success the agent prints one JSON line ``{"pid", "result", "called"}``. It exits through
 ``oncelog.run_main``: 0 completed, 3 halted, 75 leased elsewhere or lease lost.
 """
@@ -35,6 +36,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--hold", type=int, help="fd: the tool returns at its end of file")
     parser.add_argument("--stop-in", choices=("tool", "read"))
     parser.add_argument("--retry-leased", type=float, default=0.0, help="seconds")
+    parser.add_argument("--no-heartbeat", action="store_true")
     return parser.parse_args(argv)
 
 
@@ -95,6 +97,10 @@ class Agent:
 
 def main() -> None:
     args = parse(sys.argv[1:])
+    if args.no_heartbeat:
+        from oncelog.process import _heartbeat
+
+        _heartbeat.Heartbeats._renew = staticmethod(lambda beat: None)  # type: ignore[method-assign]
     agent = Agent(args)
     if args.ready is not None:
         os.write(args.ready, b"r")
