@@ -60,16 +60,17 @@ def _migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, create: bool
         current = (row[0] if row else None) or 0
         for migration in pending("postgres", current, f"{where} (schema {schema[0]})"):
             # One execute for the whole file: psycopg sends a parameterless query as is,
-            # and a function body's semicolons must not split it.
+            # and a function body's semicolons must not split it. A migration that changes
+            # nothing here (a no-op kept for the other dialect) is refused at its record.
             try:
                 conn.execute(migration.sql)
+                conn.execute(
+                    POSTGRES.translate(f"INSERT INTO schema_migrations VALUES (?, ?, {NOW})"),
+                    (migration.version, migration.name),
+                )
             except psycopg.errors.InsufficientPrivilege as exc:
                 raise ConfigurationError(
                     f"{where}: the ledger's schema is older than this oncelog, and this role "
                     f"may not bring it up to version {migration.version} ({exc}); open it "
                     "once as the role that owns the schema"
                 ) from None
-            conn.execute(
-                POSTGRES.translate(f"INSERT INTO schema_migrations VALUES (?, ?, {NOW})"),
-                (migration.version, migration.name),
-            )
