@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -16,6 +17,7 @@ import oncelog
 from oncelog.records._records import ApprovalStatus, HaltScope, StepState, StepType
 from oncelog.records._serialization import digest
 from oncelog.stores import SQLiteStore, _sqlite_write
+from oncelog.stores._migrations import migrations
 from oncelog.stores._protocol import Lease, NewStep, Outcome
 from oncelog.stores._sqlite import SQLITE
 
@@ -414,6 +416,41 @@ def test_migration_20_keeps_the_triggers_of_a_ledger_with_a_budget(
             assert store.budget_drift(None) == []
     finally:
         store.close()
+
+
+def test_the_triggers_a_first_budget_brings_are_the_migrations_own(
+    db_path: str, tmp_path: Path
+) -> None:
+    """``_sqlite_totals`` restates the triggers migrations 0009 and 0017 define (0020 drops
+    them): the text a first budget creates must be the text the migrations left, so a later
+    migration that changes a trigger cannot leave the restated copy behind unnoticed."""
+    migrated = sqlite3.connect(tmp_path / "by-the-migrations.db")
+    try:
+        for migration in migrations("sqlite"):
+            if migration.version < 20:
+                for statement in migration.statements():
+                    migrated.execute(statement)
+        by_migrations = trigger_texts(migrated)
+    finally:
+        migrated.close()
+    assert sorted(by_migrations) == BUDGETED
+    store = SQLiteStore(db_path, durability="process")
+    try:
+        store.set_agent_budget("bot", oncelog.AgentBudget(calls=10), by="ann")
+        assert trigger_texts(store._db) == by_migrations
+    finally:
+        store.close()
+
+
+def trigger_texts(db: sqlite3.Connection) -> dict[str, str]:
+    """The budget totals' triggers by name, their text with its spacing and the words
+    ``IF NOT EXISTS`` (which SQLite keeps as written) set aside."""
+    found = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
+    return {
+        name: " ".join(sql.replace("IF NOT EXISTS ", "").split())
+        for name, sql in found
+        if name in BUDGETED
+    }
 
 
 def test_an_effect_and_a_model_call_bind_no_none(db_path: str) -> None:
