@@ -138,34 +138,24 @@ class Engine:
         self.surroundings = surroundings or Surroundings()
 
     def _store(self, operation: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """A store access of a step off the hot path; the hot ones (an intent, an
-        outcome, a record, the kill switch) make the same two checks inline, without
-        this call's packing of arguments."""
+        """Every store access of a step. Once one cannot reach the disk, this run takes no
+        further step: the failed step has used its position, and a retry in the same
+        process would record it one position later, under another key. A new process
+        replays from what the ledger durably holds."""
         if self._broken is not None:
-            raise self._unusable()
+            raise StoreUnavailable(
+                f"an earlier ledger operation of this run failed ({self._broken}); "
+                "restart the run to continue from what was recorded",
+                run_id=self.run_id,
+            )
         try:
             return operation(*args, **kwargs)
-        except (StoreUnavailable, LeaseLost) as exc:
-            self._store_failed(exc)
-            raise
-
-    def _unusable(self) -> StoreUnavailable:
-        """Once one store access cannot reach the disk, this run takes no further step:
-        the failed step has used its position, and a retry in the same process would
-        record it one position later, under another key. A new process replays from
-        what the ledger durably holds."""
-        return StoreUnavailable(
-            f"an earlier ledger operation of this run failed ({self._broken}); "
-            "restart the run to continue from what was recorded",
-            run_id=self.run_id,
-        )
-
-    def _store_failed(self, exc: StoreUnavailable | LeaseLost) -> None:
-        """What a store access that raised leaves behind (the caller re-raises)."""
-        if isinstance(exc, StoreUnavailable):
+        except StoreUnavailable as exc:
             self._broken = exc
-        else:
+            raise
+        except LeaseLost:
             observe.fencing_rejected(self.surroundings.observers, self.run_id)
+            raise
 
     @property
     def run_id(self) -> str:
@@ -409,13 +399,7 @@ class Engine:
             # A model call or a query is recorded after it runs; look for a kill switch
             # first so a halted agent spends nothing. Effects check inside their intent.
             lease = self.lease
-            if self._broken is not None:  # ``_store``'s checks, inline on the hot path
-                raise self._unusable()
-            try:
-                halt = self.store.active_halt(lease.run_id, lease.agent)
-            except (StoreUnavailable, LeaseLost) as exc:
-                self._store_failed(exc)
-                raise
+            halt = self._store(self.store.active_halt, lease.run_id, lease.agent)
             if halt is not None:
                 raise halted(halt, lease.run_id, step.step_id)
             if lease.budgeted:
@@ -432,13 +416,8 @@ class Engine:
         """Make the attempt durable before its call; return its number."""
         if step.needs_approval:
             self._check_approval(step)
-        if self._broken is not None:  # ``_store``'s checks, inline on the hot path
-            raise self._unusable()
         try:
-            intent = self.store.write_intent(self.lease, step, previous, reason)
-        except (StoreUnavailable, LeaseLost) as exc:
-            self._store_failed(exc)
-            raise
+            intent = self._store(self.store.write_intent, self.lease, step, previous, reason)
         except (BudgetExceeded, BudgetPaused) as exc:
             self.alerts.send(exc.alert)
             raise

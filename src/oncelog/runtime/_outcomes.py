@@ -12,11 +12,9 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 from .._exceptions import (
     EffectRefused,
     InvalidPayload,
-    LeaseLost,
     OnceLogError,
     ResendLater,
     ResultNotRecorded,
-    StoreUnavailable,
     in_doubt,
 )
 from .._log import log
@@ -43,14 +41,10 @@ class Engine(Protocol):
     payload_limit: int
     surroundings: Surroundings
 
-    _broken: StoreUnavailable | None
-
     @property
     def run_id(self) -> str: ...
 
     def _store(self, operation: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
-    def _unusable(self) -> StoreUnavailable: ...
-    def _store_failed(self, exc: StoreUnavailable | LeaseLost) -> None: ...
 
 
 # Module constants: on Python 3.11 reading an enum member off its class costs several
@@ -158,18 +152,14 @@ def _backoff(engine: Engine, pending: Pending) -> float:
 def _write(engine: Engine, pending: Pending, outcome: Outcome) -> None:
     effect = pending.call.step_type is _EFFECT
     try:
-        if engine._broken is not None:  # ``Engine._store``'s checks, inline
-            raise engine._unusable()
-        try:
-            if effect:
-                engine.store.write_outcome(engine.lease, pending.step, pending.attempt, outcome)
-            else:
-                # Started as long before the commit as its call took.
-                timed = timed_step(pending.step, time.monotonic() - pending.began)
-                engine.store.record_step(engine.lease, timed, pending.previous, outcome)
-        except (StoreUnavailable, LeaseLost) as exc:
-            engine._store_failed(exc)
-            raise
+        if effect:
+            engine._store(
+                engine.store.write_outcome, engine.lease, pending.step, pending.attempt, outcome
+            )
+        else:
+            # Started as long before the commit as its call took.
+            timed = timed_step(pending.step, time.monotonic() - pending.began)
+            engine._store(engine.store.record_step, engine.lease, timed, pending.previous, outcome)
     except OnceLogError as exc:  # fenced off, or the disk: the call's end is not recorded
         pending.ended(engine.run_id, "unrecorded", exc)
         raise
