@@ -40,3 +40,14 @@ def test_postgres_effect_runs() -> None:
     out = bench("postgres_effect.py", "--reps", "1", "--batch", "20", "--postgres", ADMIN_URL)
     assert "| guarded `run.effect` |" in out
     assert "| floor: INSERT, UPDATE (2 commits) |" in out
+
+
+def test_instruction_workloads_run(tmp_path: Path) -> None:
+    # Each workload as bench/instructions.py's children run it under callgrind (valgrind
+    # itself is not needed here): a replay that called anything would fail.
+    for workload in ("effects", "model_calls", "agent_runs", "empty_runs"):
+        bench("instructions.py", "--child", workload, "--units", "2",
+              "--db", str(tmp_path / f"{workload}.db"))  # fmt: skip
+    ledger = str(tmp_path / "replayed.db")
+    bench("instructions.py", "--child", "record_for_replay", "--units", "6", "--db", ledger)
+    bench("instructions.py", "--child", "replay", "--units", "6", "--db", ledger)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from _blocks import write_block
+
 from .agents import AGENTS, STEPS
 from .timing import Results
-
-BEGIN_MARK = "<!-- bench:peers:start -->"
-END_MARK = "<!-- bench:peers:end -->"
 
 
 def render(results: Results, header: list[str]) -> str:
@@ -43,12 +42,4 @@ def render(results: Results, header: list[str]) -> str:
 
 
 def write_doc(path: Path, block: str) -> None:
-    """Replace this benchmark's block in ``path``, keeping everything around it."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    generated = f"{BEGIN_MARK}\n{block}{END_MARK}"
-    if BEGIN_MARK in text and END_MARK in text:
-        head, _, rest = text.partition(BEGIN_MARK)
-        text = head + generated + rest.partition(END_MARK)[2]
-    else:
-        text = text.rstrip("\n") + "\n\n## Peers\n\n" + generated + "\n"
-    path.write_text(text)
+    write_block(path, "peers", block, "Peers")

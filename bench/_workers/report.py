@@ -7,14 +7,13 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+from _blocks import write_block
 from _overhead.machine import mount_of
 
 from .results import Measurement, Row, rows_of
 from .settings import EFFECTS_PER_RUN
 from .suite import Report
 
-BEGIN_MARK = "<!-- bench:workers:start -->"
-END_MARK = "<!-- bench:workers:end -->"
 FLOOR_OF = {
     "SQLite": "raw `sqlite3`, WAL, `synchronous=FULL`, `BEGIN IMMEDIATE`, one INSERT, COMMIT",
     "PostgreSQL": "psycopg, `synchronous_commit = on`, one INSERT, COMMIT",
@@ -144,12 +143,4 @@ def table_row(row: Row, single_rate: float | None, server: bool) -> str:
 
 
 def write_doc(path: Path, block: str) -> None:
-    """Replace this benchmark's block in ``path``, keeping everything around it."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    generated = f"{BEGIN_MARK}\n{block}{END_MARK}"
-    if BEGIN_MARK in text and END_MARK in text:
-        head, _, rest = text.partition(BEGIN_MARK)
-        text = head + generated + rest.partition(END_MARK)[2]
-    else:
-        text = text.rstrip("\n") + "\n\n## Workers\n\n" + generated + "\n"
-    path.write_text(text)
+    write_block(path, "workers", block, "Workers")

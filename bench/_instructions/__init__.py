@@ -1,0 +1,1 @@
+"""The workloads and the callgrind runs of ``bench/instructions.py``."""
