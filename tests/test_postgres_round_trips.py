@@ -1,7 +1,7 @@
 """Round trips to PostgreSQL per step, counted on the wire (exact, not timed): an effect
 costs two, its intent's call and its outcome's; a read or model call two, the look at the
-kill switch before it runs (so a halted agent spends nothing) and its record, which does
-not look again. The steps that
+kill switch before it runs (so a halted agent spends nothing) and its record (one call,
+one journal record), which does not look again. The steps that
 need the store's Python logic (a halt, an agent's budget) take its transaction instead
 and raise what they always raised."""
 
@@ -54,6 +54,12 @@ def test_an_effect_is_two_round_trips(proxy: tuple[RoundTrips, str]) -> None:
                 before = rt.count
                 assert run.read(f"read-{n}", len, "abc") == 3
                 assert rt.count - before == 2  # the kill switch read before it runs, its record
+                before = rt.count
+                run.llm(f"ask-{n}", lambda: {"text": "ok", "usage": {"prompt_tokens": 3}})
+                assert rt.count - before == 2  # the same for a model call
+        assert {e.event for e in ledger.journal("r") if e.seq is not None} == {
+            "intent", "outcome", "recorded",
+        }  # fmt: skip
         assert ledger.verify().ok  # the chain the server hashed is the one Python checks
 
 
@@ -76,6 +82,11 @@ def test_a_session_writing_floats_short_takes_the_stores_way_with_a_true_hash(
             before = rt.count
             assert run.effect("send", send, 1) == 1
             assert rt.count - before > 2  # the functions' calls, then the transaction
+            before = rt.count
+            assert run.read("look", len, "abc") == 3
+            assert rt.count - before > 2  # the look, the function's call, the transaction
+        # The transaction records the read as the function would have: one record.
+        assert [e.event for e in ledger.journal("r") if e.seq == 9] == ["recorded"]
         assert ledger.verify().ok
 
 

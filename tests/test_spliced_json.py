@@ -1,9 +1,10 @@
 """Texts the hot path splices by hand are, byte for byte, what the json module writes.
 
-The hash chain, the idempotency key, the journal entries of an intent and an outcome and
-every canonical payload are built without ``JSONEncoder``'s Python layers. A hash or a key
-that came out one character different would break every recorded chain or deduplication,
-so each is compared here with the encoder it replaces, on awkward values.
+The hash chain, the idempotency key, the journal entries of an intent, an outcome and a
+step recorded after it ran, and every canonical payload are built without
+``JSONEncoder``'s Python layers. A hash or a key that came out one character different
+would break every recorded chain or deduplication, so each is compared here with the
+encoder it replaces, on awkward values.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from oncelog.records._serialization import digest, encode
 from oncelog.runtime._calls import idempotency_key
 from oncelog.stores._protocol import Lease, NewStep, Outcome
 from oncelog.stores._rows import journal_json, number, text
-from oncelog.stores._shared import intent_json, outcome_json
+from oncelog.stores._shared import intent_json, outcome_json, recorded_json
 
 NAMES = ["a", "é€", 'x"y\\z', "\u2028", "tab\t", "😀", "a b", "\x00", "\ud800"]
 TIMES = [0.0, -0.0, 1.5, 1e20, 1764612345.123456, 1e-300, 5, True, 1.7e308]
@@ -101,6 +102,36 @@ def test_an_outcome_entry_is_journal_json_in_sorted_order(state: StepState) -> N
             cost=None if cost is None else number(cost), **retry,
         )  # fmt: skip
         assert outcome_json(outcome, 3) == expected
+
+
+@pytest.mark.parametrize("state", list(StepState))
+def test_a_recorded_entry_is_journal_json_in_sorted_order(state: StepState) -> None:
+    """The one entry of a step recorded after it ran: the intent's fields and the
+    outcome's, the outcome's cost as ``settled_cost``, and the call's ``elapsed``."""
+    for step_id, cost, settled, result, error, retry_at, elapsed, approval in itertools.product(
+        ['s1', 'é"x'], [0.0, 1.5, 3], [None, 0.25, float("nan")], [None, '{"a":1}'],
+        [None, '{"e":"x"}'], [None, 1764612345.5], [0.0, 1.25e-05, 2], [None, 7],
+    ):  # fmt: skip
+        lease = Lease("r", "o", 12, 30.0)
+        step = NewStep(
+            4, step_id, StepType.LLM, "tool\\", "llm", "ol1_x", "abc", '{"args":[],"kwargs":{}}',
+            cost=cost, irreversible=step_id == "s1", elapsed=elapsed,
+        )  # fmt: skip
+        outcome = Outcome(state, result, error, 10, 5, settled, retry_at)
+        fields = {
+            "step_id": text(step.step_id), "type": text(step.type.value), "tool": text(step.tool),
+            "kind": text(step.kind), "key": text(step.key), "args_hash": text(step.args_hash),
+            "args": step.args_json, "attempt": "2", "token": "12", "reason": None,
+            "cost": number(cost), "irreversible": "true" if step.irreversible else "false",
+            "elapsed": number(elapsed), "state": text(state.value), "result": result,
+            "error": error, "tokens_in": "10", "tokens_out": "5",
+            "settled_cost": None if settled is None else number(settled),
+        }  # fmt: skip
+        if retry_at is not None:
+            fields["retry_at"] = number(retry_at)
+        if approval is not None:
+            fields["approval"] = str(approval)
+        assert recorded_json(lease, step, 2, outcome, approval) == journal_json(**fields)
 
 
 def test_payloads_are_what_json_dumps_writes_and_refuses() -> None:

@@ -236,10 +236,13 @@ def test_the_functions_plan_generically_by_the_sessions_setting(pg_url: str) -> 
         schema = pg_url.rsplit("%3D", 1)[1]
         configs = execute(
             "SELECT proname, proconfig FROM pg_proc WHERE pronamespace = %s::regnamespace "
-            "AND proname IN ('oncelog_intent', 'oncelog_outcome') ORDER BY proname",
+            "AND proname IN ('oncelog_intent', 'oncelog_outcome', 'oncelog_recorded') "
+            "ORDER BY proname",
             (schema,),
         )
-        assert configs == [("oncelog_intent", None), ("oncelog_outcome", None)]
+        assert configs == [
+            ("oncelog_intent", None), ("oncelog_outcome", None), ("oncelog_recorded", None),
+        ]  # fmt: skip
     finally:
         store.close()
 

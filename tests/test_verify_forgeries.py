@@ -34,8 +34,9 @@ def keys(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def build(url: str, private: Path) -> None:
-    """A ledger with a budgeted run of an agent (a model call, a payment), a run waiting
-    for approval, a submitted run, a cleared and an active kill switch, an agent budget."""
+    """A ledger with a budgeted run of an agent (a model call, a payment), a run with a
+    model call and no budget, a run waiting for approval, a submitted run, a cleared and
+    an active kill switch, an agent budget."""
     with oncelog.open(url, signing_key=private) as ledger:
 
         @ledger.tool(kind="payment", name="charge", cost=2.5)
@@ -58,6 +59,8 @@ def build(url: str, private: Path) -> None:
             run.llm("ask", lambda: {"text": "ok", "usage": usage})
             run.effect("charge", charge, 500)
             run.effect("send", send, "a@example.com")
+        with ledger.run("free") as run:  # without a budget: the store's own statements
+            run.llm("muse", lambda: {"text": "hm", "usage": usage})
         with pytest.raises(oncelog.ApprovalRequired), ledger.run("w") as run:
             run.effect("w", wipe)
         ledger.submit("queued-1", {"n": 1}, budget=Budget(steps=3))
@@ -102,7 +105,7 @@ def test_the_untouched_ledger_verifies_whole_and_by_run(
     store_url: str, keys: tuple[Path, Path]
 ) -> None:
     build(store_url, keys[0])
-    for run_id in (None, "paid", "w", "queued-1"):
+    for run_id in (None, "paid", "free", "w", "queued-1"):
         for report in reports(store_url, keys[1], run_id):
             assert report.ok, (run_id, report.problems)
 
@@ -190,6 +193,20 @@ FORGERIES = {
     "step cost": ("UPDATE steps SET cost = 0 WHERE step_id = 'charge'", "other cost"),
     "step tokens_in": ("UPDATE steps SET tokens_in = 0 WHERE step_id = 'ask'", "other tokens_in"),
     "step tokens_out": ("UPDATE steps SET tokens_out = 1 WHERE step_id = 'ask'", "tokens_out"),
+    # a model call's one record (by the general path in a budgeted run, 'ask'; by the
+    # store's own statements or PostgreSQL's function, 'muse') holds its whole row
+    "model state": ("UPDATE steps SET state = 'failed' WHERE step_id = 'ask'", "other state"),
+    "model result": (
+        "UPDATE steps SET result = '{\"text\":\"forged\"}' WHERE step_id = 'muse'",
+        "other result",
+    ),
+    "model cost": ("UPDATE steps SET cost = 1 WHERE step_id = 'muse'", "other cost"),
+    "model tokens": ("UPDATE steps SET tokens_in = 0 WHERE step_id = 'muse'", "other tokens_in"),
+    "model started": (
+        "UPDATE steps SET started_at = started_at - 60 WHERE step_id = 'muse'",
+        "other started_at",
+    ),
+    "model attempts": ("UPDATE steps SET attempts = 2 WHERE step_id = 'ask'", "other attempts"),
     "step irreversible": (
         "UPDATE steps SET irreversible = 0 WHERE step_id = 'charge'",
         "other irreversible",

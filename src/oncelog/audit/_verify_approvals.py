@@ -29,6 +29,10 @@ _DECIDED = {
 }
 
 
+# The entries that name the approval a step's attempt used: an intent, or the one record
+# of a step recorded after it ran (the general path uses an approval for either).
+USING = ("intent", "recorded")
+
 # The decision's journal time and the row's ``decided_at`` come from the store's clock in
 # one transaction; SQLite reads its clock once per statement, so they may differ slightly.
 CLOCK_SLACK = 1.0
@@ -67,7 +71,7 @@ class ApprovalCheck:
                     None if lasts is None else entry.at + float(lasts),
                 )  # fmt: skip
                 self._decisions[(entry.run_id, int(data["request"]))] = decided
-            elif entry.event == "intent" and data.get("approval") is not None:
+            elif entry.event in USING and data.get("approval") is not None:
                 self._used.add((entry.run_id, int(data["approval"])))
         except (KeyError, TypeError, ValueError):
             return

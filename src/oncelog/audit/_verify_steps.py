@@ -4,7 +4,10 @@ The entries mirror the statements that wrote the row: an intent inserts it (or, 
 step run again, updates the arguments, attempts, start and reserved cost and clears the
 outcome, the retry time and the reason), an outcome or a probe's answer settles it (an
 outcome of a retry policy sets the next attempt's time), ``unknown`` (the row keeps its
-first reason since the intent) and ``resolved`` are a person's business. Columns the
+first reason since the intent) and ``resolved`` are a person's business. A step recorded
+after it ran (a model call, a read) is one ``recorded`` entry, replayed as its intent
+followed by its outcome (whose cost it names ``settled_cost``); a ledger written before
+that holds the two entries, replayed as they are. Columns the
 runtime reads are all here; ``finished_at`` (shown, never read) is not. Records written
 before a column was journalled leave it unchecked.
 
@@ -31,6 +34,7 @@ _JSON = ("args", "result", "error")
 _RESOLVED = {"done": "done", "not_done": "not_done", "abandon": "abandoned"}
 # What the first intent writes and no later one changes.
 _FIRST = ("step_id", "type", "tool", "kind", "key")
+_UNJOURNALLED = object()  # an outcome written before outcomes journalled their cost
 
 
 class StepsCheck:
@@ -46,21 +50,13 @@ class StepsCheck:
         step = self._steps.get(where)
         if entry.event == "intent":
             self._intent(where, step, data, entry.at)
+        elif entry.event == "recorded":  # an intent and its outcome in one record
+            self._intent(where, step, data, entry.at)
+            self._outcome(self._steps[where], data, data["settled_cost"])
         elif step is None:
             return  # the step's intent is not in the journal: reported where it broke
         elif entry.event in ("outcome", "probed"):
-            step.update(state=data["state"], result=data["result"], error=data["error"])
-            for name in ("tokens_in", "tokens_out"):
-                if name in data:
-                    step[name] = int(data[name])
-                else:
-                    step.pop(name, None)
-            if "cost" not in data:
-                step.pop("cost", None)  # settled before outcomes journalled it
-            elif data["cost"] is not None:
-                step["cost"] = float(data["cost"])
-            retry_at = data.get("retry_at")  # a retry policy's next attempt (schema 11)
-            step["retry_at"] = None if retry_at is None else float(retry_at)
+            self._outcome(step, data, data.get("cost", _UNJOURNALLED))
         elif entry.event == "unknown":
             if step.get("reason") is None:  # the first reason since the intent stays
                 step["reason"] = data.get("reason")
@@ -95,6 +91,22 @@ class StepsCheck:
         step["started_at"] = at  # the intent's time is the row's start, to the bit
         if "cost" in step:
             step["cost"] += float(data["cost"])
+
+    @staticmethod
+    def _outcome(step: dict[str, Any], data: dict[str, Any], cost: Any) -> None:
+        """An attempt settled: ``cost`` the outcome's own (None: the reserved one stays)."""
+        step.update(state=data["state"], result=data["result"], error=data["error"])
+        for name in ("tokens_in", "tokens_out"):
+            if name in data:
+                step[name] = int(data[name])
+            else:
+                step.pop(name, None)
+        if cost is _UNJOURNALLED:
+            step.pop("cost", None)  # settled before outcomes journalled it
+        elif cost is not None:
+            step["cost"] = float(cost)
+        retry_at = data.get("retry_at")  # a retry policy's next attempt (schema 11)
+        step["retry_at"] = None if retry_at is None else float(retry_at)
 
     def compare(self, store: Store, run_id: str | None, found: Found) -> None:
         orphans: dict[str, tuple[int, int, int]] = {}  # by run: how many, first, last

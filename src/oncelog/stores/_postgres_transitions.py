@@ -1,12 +1,14 @@
-"""An intent and an outcome on PostgreSQL in one round trip each: a call of a server-side
-function (``migrations/postgres/0013_transition_functions.sql``, written out flat by 0015,
-with fewer statements by 0016) in autocommit, which does what ``SQLStore``'s transaction
-does, with the same locks in the same order.
+"""An intent, an outcome and a step recorded after it ran on PostgreSQL in one round trip
+each: a call of a server-side function (``migrations/postgres/0013_transition_functions.sql``,
+written out flat by 0015, with fewer statements by 0016; ``oncelog_recorded`` by 0021) in
+autocommit, which does what ``SQLStore``'s transaction does, with the same locks in the
+same order.
 
 The functions do the common case: a new step's intent without an approval or a run budget,
-an outcome, and the two together for a step recorded after it ran (a model call or a
-read, whose kill switch was looked at before it ran: recorded without a second look, as
-``SQLStore.record_step`` does). The rest, and whatever
+an outcome, and a new step recorded after it ran (a model call or a read, whose kill
+switch was looked at before it ran: recorded without a second look, as
+``SQLStore.record_step`` does, its row written as it ended and journalled as one
+``recorded`` record). The rest, and whatever
 the function finds needs the store's Python logic (SQLSTATE ``OL000``: a halt that is on,
 an agent with a daily budget, a time whose text is not Python's), takes the transaction
 of ``SQLStore``, which decides and raises as it always did. The errors the functions
@@ -22,7 +24,13 @@ import psycopg
 from .._exceptions import LeaseLost
 from ..audit._chain import canonical_head
 from ._protocol import Lease, NewStep, Outcome
-from ._shared import duplicate_step, intent_json, lease_needs_extending, outcome_json
+from ._shared import (
+    duplicate_step,
+    intent_json,
+    lease_needs_extending,
+    outcome_json,
+    recorded_json,
+)
 
 LONG_WAY = "OL000"  # the transaction of SQLStore decides
 _FENCED = "OL001"
@@ -36,10 +44,7 @@ OUTCOME = f"SELECT oncelog_outcome({_OUTCOME_ARGS})"
 # prepared one cannot be two); the setting is its transaction's, in force at the call's
 # own commit (in autocommit), and gone after it.
 UNFLUSHED = ", set_config('synchronous_commit', 'off', true)"
-# The outcome's attempt is the intent's call: one statement, one transaction.
-RECORD = f"SELECT oncelog_outcome(%s, %s, %s, %s, %s, %s, oncelog_intent({_INTENT_ARGS}), " + (
-    ", ".join(["%s"] * 9) + ")"
-)
+RECORD = f"SELECT oncelog_recorded({', '.join(['%s'] * 25)})"
 
 
 class LongWay(Exception):
@@ -56,23 +61,13 @@ def _lease(lease: Lease) -> tuple[object, ...]:
     return (lease.run_id, lease.owner, lease.token, lease.ttl)
 
 
-def intent_params(
-    lease: Lease, step: NewStep, reason: str | None, *, check_halt: bool = True
-) -> tuple[object, ...]:
+def intent_params(lease: Lease, step: NewStep, reason: str | None) -> tuple[object, ...]:
+    """An effect's intent: the kill switch is checked (``p_check_halt``)."""
     return (
         *_lease(lease), lease.agent, step.seq, step.step_id, step.type.value, step.tool,
         step.kind, step.key, step.args_hash, step.args_json, step.elapsed, step.cost,
         int(step.irreversible), intent_json(lease, step, 1, reason),
-        canonical_head(lease.run_id, step.seq, "intent"), check_halt,
-    )  # fmt: skip
-
-
-def outcome_values(lease: Lease, seq: int, attempt: int, outcome: Outcome) -> tuple[object, ...]:
-    """The outcome's parameters after its lease, position and attempt."""
-    return (
-        outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
-        outcome.tokens_out, outcome.cost, outcome.retry_at, outcome_json(outcome, attempt),
-        canonical_head(lease.run_id, seq, "outcome"),
+        canonical_head(lease.run_id, step.seq, "intent"), True,
     )  # fmt: skip
 
 
@@ -80,8 +75,10 @@ def outcome_params(
     lease: Lease, step: NewStep, attempt: int, outcome: Outcome
 ) -> tuple[object, ...]:
     return (
-        *_lease(lease), step.seq, step.step_id, attempt,
-        *outcome_values(lease, step.seq, attempt, outcome),
+        *_lease(lease), step.seq, step.step_id, attempt, outcome.state.value,
+        outcome.result_json, outcome.error_json, outcome.tokens_in, outcome.tokens_out,
+        outcome.cost, outcome.retry_at, outcome_json(outcome, attempt),
+        canonical_head(lease.run_id, step.seq, "outcome"),
     )  # fmt: skip
 
 
@@ -89,9 +86,12 @@ def record_params(lease: Lease, step: NewStep, outcome: Outcome) -> tuple[object
     """A model call or a read: its kill switch was looked at before it ran (the runtime
     does), so it is recorded without a second look, as ``SQLStore.record_step`` does."""
     return (
-        *_lease(lease), step.seq, step.step_id,
-        *intent_params(lease, step, None, check_halt=False),
-        *outcome_values(lease, step.seq, 1, outcome),
+        *_lease(lease), lease.agent, step.seq, step.step_id, step.type.value, step.tool,
+        step.kind, step.key, step.args_hash, step.args_json, step.elapsed, step.cost,
+        int(step.irreversible), outcome.state.value, outcome.result_json, outcome.error_json,
+        outcome.tokens_in, outcome.tokens_out, outcome.cost, outcome.retry_at,
+        recorded_json(lease, step, 1, outcome),
+        canonical_head(lease.run_id, step.seq, "recorded"),
     )  # fmt: skip
 
 

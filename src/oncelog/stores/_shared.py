@@ -83,6 +83,32 @@ def outcome_json(outcome: Outcome, attempt: int) -> str:
     )
 
 
+def recorded_json(
+    lease: Lease, step: NewStep, attempt: int, outcome: Outcome, approval: int | None = None
+) -> str:
+    """The journal entry of a step recorded after it ran (a model call, a read): the
+    fields of its intent and of its outcome in one record, as no moment lay between the
+    two. ``cost`` is what the intent reserved, ``settled_cost`` the outcome's own
+    (``cost`` in an outcome); ``elapsed`` the seconds the call took, so that it finished
+    ``elapsed`` after the record's time (its start). Spliced as ``intent_json`` is."""
+    used = "" if approval is None else f'"approval":{approval!s},'
+    settled = "null" if outcome.cost is None else number(outcome.cost)
+    retry = "" if outcome.retry_at is None else f',"retry_at":{number(outcome.retry_at)}'
+    result, error = outcome.result_json, outcome.error_json
+    return (
+        f'{{{used}"args":{step.args_json},"args_hash":{quote(step.args_hash)},'
+        f'"attempt":{attempt!s},"cost":{number(step.cost)},"elapsed":{number(step.elapsed)},'
+        f'"error":{"null" if error is None else error},'
+        f'"irreversible":{"true" if step.irreversible else "false"},"key":{quote(step.key)},'
+        f'"kind":{quote(step.kind)},"reason":null,'
+        f'"result":{"null" if result is None else result}{retry},'
+        f'"settled_cost":{settled},"state":{quote(outcome.state)},'
+        f'"step_id":{quote(step.step_id)},"token":{lease.token!s},'
+        f'"tokens_in":{outcome.tokens_in!s},"tokens_out":{outcome.tokens_out!s},'
+        f'"tool":{quote(step.tool)},"type":{quote(step.type)}}}'
+    )
+
+
 JOURNAL_COLUMNS = "id, run_id, seq, event, data, at, hash"
 CHECKPOINT_COLUMNS = "id, run_id, entries, head, at, key_id, signature"
 

@@ -101,8 +101,9 @@ def use_approval(tx: Tx, lease: Lease, step: NewStep) -> int:
 def _unusable(tx: Tx, approval: Approval, seq: int) -> str | None:
     """Why the journal does not let ``approval`` be used, or None if it does: a decision
     that approves it, found through the run's approval decisions (``journal_approvals``),
-    and no intent of its step (at ``seq``) that used it, looked for among the records
-    written after the request's first decision (no intent can use it before that)."""
+    and no intent of its step (at ``seq``), or ``recorded`` entry, that used it, looked
+    for among the records written after the request's first decision (none can use it
+    before that)."""
     if approval.decided_by is None:
         return "nobody is named as approving it"
     field = tx.dialect.json_text
@@ -119,7 +120,8 @@ def _unusable(tx: Tx, approval: Approval, seq: int) -> str | None:
             "this request for these arguments"
         )
     used = tx.execute(
-        "SELECT 1 FROM journal WHERE run_id = ? AND id > ? AND seq = ? AND event = 'intent' "
+        "SELECT 1 FROM journal WHERE run_id = ? AND id > ? AND seq = ? "
+        "AND event IN ('intent', 'recorded') "
         f"AND CAST({field('data', 'approval')} AS TEXT) = ? LIMIT 1",
         (approval.run_id, found[0][0], seq, str(approval.id)),
     ).fetchone()

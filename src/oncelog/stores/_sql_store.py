@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._exceptions import (
     ConfigurationError,
@@ -70,10 +70,20 @@ from ._shared import (
     intent_json,
     journal_entry,
     outcome_json,
+    recorded_json,
     step_changed,
 )
 from ._sql import NOW, Dialect, Tx
 from ._sql_tx import append, fence, lock_run
+
+
+class _Started(NamedTuple):
+    """A step written ``in_flight`` by the general path, before its journal entry."""
+
+    attempt: int
+    at: float  # its row's ``started_at``, which the entry's time must be to the bit
+    approval: int | None  # the approval it used, named in the entry
+    warnings: tuple[BudgetAlert, ...]
 
 
 def _never_dead(owner: str) -> bool:
@@ -349,14 +359,25 @@ class SQLStore:
         *,
         check_halt: bool = True,
     ) -> Intent:
-        """Write the step as ``in_flight``; return its attempt number. With
-        ``check_halt``, a kill switch is checked here, under the shared halts lock, so no
-        effect starts after a halt was committed (a model call or a read, recorded after
-        it ran, was checked before it)."""
+        """Write the step as ``in_flight`` and journal its intent; return its attempt
+        number. With ``check_halt``, a kill switch is checked here, under the shared halts
+        lock, so no effect starts after a halt was committed."""
         if previous is None and not step.needs_approval and not lease.budgeted:
             quick = self._insert_checked(tx, lease, step, reason, check_halt=check_halt)
             if quick is not None:
                 return quick
+        started = self._start_step(tx, lease, step, previous, check_halt=check_halt)
+        entry = intent_json(lease, step, started.attempt, reason, started.approval)
+        append(tx, lease.run_id, step.seq, "intent", entry, at=started.at)
+        return Intent(started.attempt, started.warnings)
+
+    def _start_step(
+        self, tx: Tx, lease: Lease, step: NewStep, previous: StepState | None, *, check_halt: bool
+    ) -> _Started:
+        """The general path of an intent without its journal entry: every check (the
+        fence, the kill switch with ``check_halt``, the approval, the budgets), then the
+        step's row written ``in_flight``. A model call or a read, recorded after it ran,
+        was checked against the kill switch before it ran."""
         if check_halt:
             tx.lock_halts(exclusive=False)
         fence(tx, lease)
@@ -386,9 +407,7 @@ class SQLStore:
         else:
             started = self._restart_step(tx, lease, step, previous)
         attempt, at = started
-        entry = intent_json(lease, step, attempt, reason, approval)
-        append(tx, lease.run_id, step.seq, "intent", entry, at=at)
-        return Intent(attempt, tuple(warnings))
+        return _Started(attempt, at, approval, tuple(warnings))
 
     def _keep_totals(self, tx: Tx) -> None:
         """Before a budget is written: make sure the budget totals are kept from this
@@ -444,6 +463,17 @@ class SQLStore:
     ) -> None:
         """Record the outcome of the attempt in flight, or, ``probed``, a probe's answer
         for the attempt in doubt (``in_flight`` or already marked ``unknown``)."""
+        self._settle_step(tx, lease, seq, attempt, outcome, probed=probed)
+        append(
+            tx, lease.run_id, seq, "probed" if probed else "outcome",
+            outcome_json(outcome, attempt),
+        )  # fmt: skip
+
+    @staticmethod
+    def _settle_step(
+        tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome, *, probed: bool = False
+    ) -> None:
+        """The row's half of ``_end_step``: the outcome written, without its journal entry."""
         accepted = IN_DOUBT if probed else (StepState.IN_FLIGHT.value,) * 2
         cursor = tx.execute(
             "UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, "
@@ -455,10 +485,6 @@ class SQLStore:
         )  # fmt: skip
         if cursor.rowcount != 1:
             raise step_changed(lease)
-        append(
-            tx, lease.run_id, seq, "probed" if probed else "outcome",
-            outcome_json(outcome, attempt),
-        )  # fmt: skip
 
     def write_intent(
         self, lease: Lease, step: NewStep, previous: StepState | None, reason: str | None = None
@@ -483,8 +509,17 @@ class SQLStore:
         self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
     ) -> None:
         with self._tx(durable=False) as tx:
-            attempt = self._begin_step(tx, lease, step, previous, check_halt=False).attempt
-            self._end_step(tx, lease, step.seq, attempt, outcome)
+            self._record(tx, lease, step, previous, outcome)
+
+    def _record(
+        self, tx: Tx, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
+    ) -> None:
+        """A step recorded after it ran, by the general path: the intent's checks and row,
+        its outcome, and one journal entry for both (``recorded``), timed by its start."""
+        started = self._start_step(tx, lease, step, previous, check_halt=False)
+        self._settle_step(tx, lease, step.seq, started.attempt, outcome)
+        entry = recorded_json(lease, step, started.attempt, outcome, started.approval)
+        append(tx, lease.run_id, step.seq, "recorded", entry, at=started.at)
 
     def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
         with self._tx() as tx:

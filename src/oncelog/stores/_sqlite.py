@@ -41,7 +41,7 @@ from ..audit._chain import link
 from ..records._records import Halt, HaltScope, StepState
 from ._migrations import pending
 from ._protocol import DURABILITY, Intent, Lease, NewStep, Outcome
-from ._shared import intent_json, outcome_json
+from ._shared import intent_json, outcome_json, recorded_json
 from ._sql import NOW, Dialect, Tx, json_field
 from ._sql_store import SQLStore
 from ._sqlite_totals import BUDGETED, ON_DEMAND, keep
@@ -259,22 +259,20 @@ class SQLiteStore(SQLStore):
     def record_step(
         self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
     ) -> None:
-        """A new model call or read with no budget to charge: its row written once, as it
-        ended, beside its intent and outcome records; otherwise the general path."""
-        if previous is not None or lease.budgeted:
+        """A new model call or read with no budget to charge and no approval to use: its
+        row written once, as it ended, and its one journal entry (``recorded``);
+        otherwise the general path (as PostgreSQL's ``takes_function``)."""
+        if previous is not None or lease.budgeted or step.needs_approval:
             super().record_step(lease, step, previous, outcome)
             return
         with self._tx(durable=False) as tx:
             if not insert_recorded(tx, lease, step, outcome):
                 # The lease is lost or half used, or the step is a duplicate: the general
                 # path's fence and insert say which, or extend the lease.
-                attempt = self._begin_step(tx, lease, step, None, check_halt=False).attempt
-                self._end_step(tx, lease, step.seq, attempt, outcome)
+                self._record(tx, lease, step, None, outcome)
                 return
-            entry = intent_json(lease, step, 1, None)
-            tx.execute(STEP_JOURNAL_APPEND, (lease.run_id, step.seq, "intent", entry))
-            data = outcome_json(outcome, 1)
-            tx.execute(NOW_JOURNAL_APPEND, (lease.run_id, step.seq, "outcome", data))
+            entry = recorded_json(lease, step, 1, outcome)
+            tx.execute(STEP_JOURNAL_APPEND, (lease.run_id, step.seq, "recorded", entry))
 
     def _outcome(self, tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
         if not end_step(tx, lease, seq, attempt, outcome):

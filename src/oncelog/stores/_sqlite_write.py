@@ -1,5 +1,6 @@
-"""SQLite's hot path: an intent and an outcome, each one statement for the step's row and
-one for its journal entry, between ``BEGIN IMMEDIATE`` and ``COMMIT``.
+"""SQLite's hot path: an intent, an outcome, and a step recorded after it ran (a model
+call, a read), each one statement for the step's row and one for its journal entry,
+between ``BEGIN IMMEDIATE`` and ``COMMIT``.
 
 The checks the general path (``_sql_store``) makes with statements of their own ride in
 the write: the fence (owner and token), the kill switch and, for an effect of an agent,
@@ -48,8 +49,8 @@ JOURNAL_APPEND = _journal_append(_AT)
 # each None it binds, and fails, raising and clearing an exception, about 3 k
 # instructions each; a NULL written in the statement costs nothing.
 NOW_JOURNAL_APPEND = _journal_append(f"CAST({NOW} AS REAL)")
-# The same for a step's intent: its time is the start written into the step's row in
-# this transaction. Parameters: run_id, seq, event, data.
+# The same for a step's intent or its ``recorded`` entry: its time is the start written
+# into the step's row in this transaction. Parameters: run_id, seq, event, data.
 STEP_JOURNAL_APPEND = _journal_append(
     "(SELECT started_at FROM steps WHERE run_id = ?1 AND seq = ?2)"
 )
@@ -98,7 +99,7 @@ _END_PLAIN = (
 
 
 # A model call or a read, recorded after it ran: its row written once, in its final state
-# (the journal still holds its intent and its outcome), started ``elapsed`` before now.
+# (its journal entry one ``recorded`` record), started ``elapsed`` before now.
 def _record_step(plain: bool) -> str:
     """Parameters: the row's, its outcome's (``plain``: without error, cost and retry
     time, which are NULL, and the step's own cost), the fence's, the state."""

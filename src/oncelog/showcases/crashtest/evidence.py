@@ -48,7 +48,8 @@ class Evidence:
         return found
 
     def effect_intents(self) -> list[oncelog.JournalEntry]:
-        """The intents of effects (model calls and reads journal one too), in order."""
+        """The intents of effects, in order (a model call or a read journals one
+        ``recorded`` entry, or, in a ledger written before that, an intent too)."""
         return [
             entry
             for entry in self.journal

@@ -46,6 +46,9 @@ class _Story:
         elif entry.event == "intent":
             self.steps[seq] = (str(data["step_id"]), str(data["kind"]))
             self.in_flight = entry
+        elif entry.event == "recorded":  # a model call or a read, recorded after it ran
+            self.steps[seq] = (str(data["step_id"]), str(data["kind"]))
+            self._step(seq, str(data["state"]))
         elif entry.event == "outcome":
             effect = self.in_flight is not None and self.in_flight.data["type"] == "effect"
             self.in_flight = None
