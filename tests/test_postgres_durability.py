@@ -58,9 +58,9 @@ def noop(n: int, *, idempotency_key: str) -> int:
 
 
 # What each kind of commit waits for, by mode: the run's start and a lease taken, an
-# effect's intent, its outcome, a model call or a read (intent and outcome in one
-# commit), the run's end.
-KINDS = ("run_created+lease_acquired", "intent", "outcome", "intent+outcome", "run_completed")
+# effect's intent, its outcome, a model call or a read (one record, in one commit), the
+# run's end.
+KINDS = ("run_created+lease_acquired", "intent", "outcome", "recorded", "run_completed")
 EXPECTED = {
     "intent": dict(zip(KINDS, ["off", "on", "off", "off", "on"], strict=True)),
     "full": dict.fromkeys(KINDS, "on"),
@@ -92,7 +92,7 @@ def test_each_commit_waits_for_its_flush_as_the_mode_says_and_only_itself(
     events = [events for events, _, _ in seen]
     assert events == [
         "run_created+lease_acquired",
-        *["intent", "outcome", "intent+outcome", "intent+outcome"] * 3,
+        *["intent", "outcome", "recorded", "recorded"] * 3,
         "run_completed",
     ]
     assert [(events, setting) for events, setting, _ in seen] == [

@@ -191,11 +191,11 @@ def write_old_pair(store: Store, lease: Lease, step: NewStep, outcome: Outcome) 
 
 
 def write_old_general_pair(store: Store, lease: Lease, step: NewStep, outcome: Outcome) -> None:
-    """The same by the general path as the previous version took it: an intent, then an
-    outcome, in one transaction."""
+    """The same as the previous version's general path wrote it: the store's intent, then
+    its outcome, in one transaction."""
     assert isinstance(store, SQLiteStore | PostgresStore)
     with store._tx(durable=False) as tx:
-        attempt = store._begin_step(tx, lease, step, None, check_halt=False).attempt
+        attempt = store._begin_step(tx, lease, step, None).attempt
         store._end_step(tx, lease, step.seq, attempt, outcome)
 
 

@@ -339,7 +339,7 @@ def test_a_ledger_without_a_budget_writes_steps_without_the_totals_triggers(
     store = SQLiteStore(db_path)
     try:
         assert totals_triggers(store._db) == []
-        sql = SQLITE.translate(_sqlite_write._INSERTS[False, False])
+        sql = SQLITE.translate(_sqlite_write._INSERTS[False])
         program = store._db.execute(f"EXPLAIN {sql}", (None,) * sql.count("?")).fetchall()
         assert "Program" not in {row[1] for row in program}
     finally:

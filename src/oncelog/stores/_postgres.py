@@ -143,7 +143,8 @@ class PostgresStore(SQLStore):
         else:
             self._unflushed[_key(lease)] = life
 
-    # An intent and an outcome: one round trip each (``_postgres_transitions``).
+    # An intent, an outcome and a model call's or a read's record: one round trip each
+    # (``_postgres_transitions``).
 
     def write_intent(
         self, lease: Lease, step: NewStep, previous: StepState | None, reason: str | None = None

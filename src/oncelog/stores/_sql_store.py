@@ -356,17 +356,15 @@ class SQLStore:
         step: NewStep,
         previous: StepState | None,
         reason: str | None = None,
-        *,
-        check_halt: bool = True,
     ) -> Intent:
         """Write the step as ``in_flight`` and journal its intent; return its attempt
-        number. With ``check_halt``, a kill switch is checked here, under the shared halts
-        lock, so no effect starts after a halt was committed."""
+        number. A kill switch is checked here, under the shared halts lock, so no effect
+        starts after a halt was committed."""
         if previous is None and not step.needs_approval and not lease.budgeted:
-            quick = self._insert_checked(tx, lease, step, reason, check_halt=check_halt)
+            quick = self._insert_checked(tx, lease, step, reason)
             if quick is not None:
                 return quick
-        started = self._start_step(tx, lease, step, previous, check_halt=check_halt)
+        started = self._start_step(tx, lease, step, previous, check_halt=True)
         entry = intent_json(lease, step, started.attempt, reason, started.approval)
         append(tx, lease.run_id, step.seq, "intent", entry, at=started.at)
         return Intent(started.attempt, started.warnings)
@@ -415,7 +413,7 @@ class SQLStore:
         when a ledger first has a budget (``_sqlite_totals``)."""
 
     def _insert_checked(
-        self, tx: Tx, lease: Lease, step: NewStep, reason: str | None, *, check_halt: bool
+        self, tx: Tx, lease: Lease, step: NewStep, reason: str | None
     ) -> Intent | None:
         """A new step with no approval or run budget, written with its checks folded into
         the insert, where a store can (SQLite): None to take the general path, which also

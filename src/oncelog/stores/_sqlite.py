@@ -247,10 +247,10 @@ class SQLiteStore(SQLStore):
         keep(tx)
 
     def _insert_checked(
-        self, tx: Tx, lease: Lease, step: NewStep, reason: str | None, *, check_halt: bool
+        self, tx: Tx, lease: Lease, step: NewStep, reason: str | None
     ) -> Intent | None:
         """The step's row with its checks, the lease kept, its journal entry."""
-        if not insert_step(tx, lease, step, check_halt=check_halt):
+        if not insert_step(tx, lease, step):
             return None
         entry = intent_json(lease, step, 1, reason)
         tx.execute(STEP_JOURNAL_APPEND, (lease.run_id, step.seq, "intent", entry))

@@ -68,24 +68,19 @@ _FENCED = (
 # them), SQLite runs such an insert through a temporary b-tree, about 36 k instructions,
 # more than the insert. ``OR IGNORE`` skips a duplicate step too; the general path, taken
 # when nothing was written, raises the unique violation.
-def _insert_step(check_halt: bool, check_agent: bool) -> str:
+def _insert_step(check_agent: bool) -> str:
     """Parameters: the row's, the fence's, then the agent (``check_agent``: an effect of
-    an agent, which no daily budget may cover), then the kill switch's (``check_halt``)."""
+    an agent, which no daily budget may cover), then the kill switch's."""
     return (
         "INSERT OR IGNORE INTO steps (run_id, seq, step_id, type, tool, kind, key, "
         "args_hash, args, attempts, started_at, cost, irreversible, state) "
         f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, {NOW} - ?, ?, ?, CASE WHEN {_FENCED}"
         + (" AND NOT EXISTS (SELECT 1 FROM agent_budgets WHERE agent = ?)" if check_agent else "")
-        + (f" AND NOT EXISTS (SELECT 1 FROM halts WHERE {HALT_ON})" if check_halt else "")
-        + " THEN 'in_flight' END)"
+        + f" AND NOT EXISTS (SELECT 1 FROM halts WHERE {HALT_ON}) THEN 'in_flight' END)"
     )
 
 
-_INSERTS = {
-    (check_halt, check_agent): _insert_step(check_halt, check_agent)
-    for check_halt in (False, True)
-    for check_agent in (False, True)
-}
+_INSERTS = {check_agent: _insert_step(check_agent) for check_agent in (False, True)}
 _END_WHERE = f"WHERE run_id = ? AND seq = ? AND attempts = ? AND state = 'in_flight' AND {_FENCED}"
 _END_STEP = (
     "UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, tokens_out = ?, "
@@ -121,10 +116,10 @@ def _plain(outcome: Outcome) -> bool:
     return outcome.error_json is None and outcome.cost is None and outcome.retry_at is None
 
 
-def insert_step(tx: Tx, lease: Lease, step: NewStep, *, check_halt: bool) -> bool:
+def insert_step(tx: Tx, lease: Lease, step: NewStep) -> bool:
     """Write a new step ``in_flight`` (its first attempt) if the lease holds with half of
-    it left, no switch is on (with ``check_halt``) and no agent's budget applies: False
-    if a check did not pass or the step is a duplicate (nothing is written)."""
+    it left, no switch is on and no agent's budget applies: False if a check did not pass
+    or the step is a duplicate (nothing is written)."""
     run_id = lease.run_id
     params: tuple[object, ...] = (
         run_id, step.seq, step.step_id, step.type.value, step.tool, step.kind, step.key,
@@ -134,9 +129,8 @@ def insert_step(tx: Tx, lease: Lease, step: NewStep, *, check_halt: bool) -> boo
     check_agent = lease.agent is not None and step.type.value == "effect"
     if check_agent:
         params = (*params, lease.agent)
-    if check_halt:
-        params = (*params, lease.agent or "", run_id)
-    return bool(tx.execute(_INSERTS[check_halt, check_agent], params).rowcount == 1)
+    params = (*params, lease.agent or "", run_id)
+    return bool(tx.execute(_INSERTS[check_agent], params).rowcount == 1)
 
 
 def end_step(tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> bool:
