@@ -31,7 +31,7 @@ USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "cost": 0.01}
 # Every field of a recorded entry: its intent's and its outcome's, the outcome's cost
 # named apart, and the seconds the call took.
 RECORDED_FIELDS = {
-    "args", "args_hash", "attempt", "cost", "elapsed", "error", "irreversible", "key",
+    "args", "args_hash", "attempt", "cost", "elapsed_us", "error", "irreversible", "key",
     "kind", "reason", "result", "settled_cost", "state", "step_id", "token", "tokens_in",
     "tokens_out", "tool", "type",
 }  # fmt: skip
@@ -97,12 +97,12 @@ def test_a_model_call_and_a_read_are_one_record_each_and_an_effect_two(store_url
             "type": "llm", "key": steps["ask"].key, "args_hash": steps["ask"].args_hash,
             "result": {"text": "ok", "usage": USAGE}, "tool": steps["ask"].tool,
         }  # fmt: skip
-        assert {k: v for k, v in asked.data.items() if k != "elapsed"} == expected
-        # Its time is the row's start to the bit; it finished ``elapsed`` later.
+        assert {k: v for k, v in asked.data.items() if k != "elapsed_us"} == expected
+        # Its time is the row's start to the bit; it finished ``elapsed_us`` later.
         assert asked.at == steps["ask"].started_at
         finished = steps["ask"].finished_at
         assert finished is not None
-        assert finished == pytest.approx(asked.at + asked.data["elapsed"], abs=0.01)
+        assert finished == pytest.approx(asked.at + asked.data["elapsed_us"] / 1e6, abs=0.01)
         assert steps["ask"].tokens_in == 11
         assert sql(store_url, "SELECT cost FROM steps WHERE step_id = 'ask'") == [(0.01,)]
         assert verify(store).ok

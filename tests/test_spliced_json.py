@@ -107,10 +107,10 @@ def test_an_outcome_entry_is_journal_json_in_sorted_order(state: StepState) -> N
 @pytest.mark.parametrize("state", list(StepState))
 def test_a_recorded_entry_is_journal_json_in_sorted_order(state: StepState) -> None:
     """The one entry of a step recorded after it ran: the intent's fields and the
-    outcome's, the outcome's cost as ``settled_cost``, and the call's ``elapsed``."""
+    outcome's, the outcome's cost as ``settled_cost``, and the call's ``elapsed_us``."""
     for step_id, cost, settled, result, error, retry_at, elapsed, approval in itertools.product(
         ['s1', 'é"x'], [0.0, 1.5, 3], [None, 0.25, float("nan")], [None, '{"a":1}'],
-        [None, '{"e":"x"}'], [None, 1764612345.5], [0.0, 1.25e-05, 2], [None, 7],
+        [None, '{"e":"x"}'], [None, 1764612345.5], [0.0, 1.25e-05, 2, 3.2e-7, 7.5e-7], [None, 7],
     ):  # fmt: skip
         lease = Lease("r", "o", 12, 30.0)
         step = NewStep(
@@ -123,7 +123,7 @@ def test_a_recorded_entry_is_journal_json_in_sorted_order(state: StepState) -> N
             "kind": text(step.kind), "key": text(step.key), "args_hash": text(step.args_hash),
             "args": step.args_json, "attempt": "2", "token": "12", "reason": None,
             "cost": number(cost), "irreversible": "true" if step.irreversible else "false",
-            "elapsed": number(elapsed), "state": text(state.value), "result": result,
+            "elapsed_us": str(round(elapsed * 1e6)), "state": text(state.value), "result": result,
             "error": error, "tokens_in": "10", "tokens_out": "5",
             "settled_cost": None if settled is None else number(settled),
         }  # fmt: skip
