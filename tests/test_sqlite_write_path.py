@@ -225,7 +225,7 @@ def test_an_intent_and_an_outcome_extend_a_lease_half_used(db_path: str) -> None
 
 def test_a_model_call_recorded_under_a_lease_half_used_extends_it(db_path: str) -> None:
     """The recorded step's fence asks for half the lease; short of it, the general path
-    extends the lease and writes the same row and journal entries."""
+    extends the lease and writes the same row and journal entry."""
     store = SQLiteStore(db_path, durability="process")
     try:
         lease = acquire(store, "r", ttl=600.0)
@@ -235,6 +235,7 @@ def test_a_model_call_recorded_under_a_lease_half_used_extends_it(db_path: str) 
         assert lease_left(db_path, "r") > 500
         (recorded,) = store.steps("r", 0, 10)
         assert (recorded.state, recorded.attempts) == (StepState.DONE, 1)
+        assert [e.event for e in store.journal("r", 0, 10) if e.seq == 0] == ["recorded"]
     finally:
         store.close()
     with oncelog.open(db_path) as ledger:
