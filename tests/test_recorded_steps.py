@@ -8,6 +8,7 @@ verify holds the rows of either shape to the journal."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from typing import Any
@@ -28,6 +29,7 @@ from oncelog.stores._sqlite_write import NOW_JOURNAL_APPEND, STEP_JOURNAL_APPEND
 
 ARGS = '{"args":["hi"],"kwargs":{}}'
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "cost": 0.01}
+ANSWER = {"text": "ok", "usage": USAGE}
 # Every field of a recorded entry: its intent's and its outcome's, the outcome's cost
 # named apart, and the seconds the call took.
 RECORDED_FIELDS = {
@@ -69,6 +71,12 @@ def answered(text: str, tokens: int = 5) -> Outcome:
     return Outcome(StepState.DONE, f'{{"text":"{text}"}}', None, tokens, 2, 0.5)
 
 
+def slowly(answer: dict[str, Any]) -> dict[str, Any]:
+    """A model call that takes a twentieth of a second."""
+    time.sleep(0.05)
+    return answer
+
+
 def events(store: Store, run_id: str) -> dict[int, list[str]]:
     """Each position's journal events, in order."""
     found: dict[int, list[str]] = {}
@@ -82,7 +90,7 @@ def test_a_model_call_and_a_read_are_one_record_each_and_an_effect_two(store_url
     with oncelog.open(store_url) as ledger:
         send = ledger.tool(kind="create", name="send")(lambda n, *, idempotency_key: n)
         with ledger.run("r") as run:
-            run.llm("ask", lambda: {"text": "ok", "usage": USAGE})
+            run.llm("ask", slowly, ANSWER)
             assert run.read("look", len, "abc") == 3
             run.effect("send", send, 1)
         store = ledger.store
@@ -91,18 +99,20 @@ def test_a_model_call_and_a_read_are_one_record_each_and_an_effect_two(store_url
         asked = next(e for e in ledger.journal("r") if e.event == "recorded")
         assert set(asked.data) == RECORDED_FIELDS
         expected = {
-            "args": {"args": [], "kwargs": {}}, "attempt": 1, "cost": 0.0, "error": None,
+            "args": {"args": [ANSWER], "kwargs": {}}, "attempt": 1, "cost": 0.0, "error": None,
             "irreversible": False, "kind": "llm", "reason": None, "settled_cost": 0.01,
             "state": "done", "step_id": "ask", "token": 1, "tokens_in": 11, "tokens_out": 7,
             "type": "llm", "key": steps["ask"].key, "args_hash": steps["ask"].args_hash,
-            "result": {"text": "ok", "usage": USAGE}, "tool": steps["ask"].tool,
+            "result": ANSWER, "tool": steps["ask"].tool,
         }  # fmt: skip
         assert {k: v for k, v in asked.data.items() if k != "elapsed_us"} == expected
-        # Its time is the row's start to the bit; it finished ``elapsed_us`` later.
+        # Its time is the row's start to the bit; it finished ``elapsed_us`` later (the
+        # call's time, to the microsecond).
         assert asked.at == steps["ask"].started_at
         finished = steps["ask"].finished_at
         assert finished is not None
-        assert finished == pytest.approx(asked.at + asked.data["elapsed_us"] / 1e6, abs=0.01)
+        assert asked.data["elapsed_us"] >= 50_000
+        assert finished == pytest.approx(asked.at + asked.data["elapsed_us"] / 1e6, abs=1e-5)
         assert steps["ask"].tokens_in == 11
         assert sql(store_url, "SELECT cost FROM steps WHERE step_id = 'ask'") == [(0.01,)]
         assert verify(store).ok

@@ -7,9 +7,9 @@ outcome of a retry policy sets the next attempt's time), ``unknown`` (the row ke
 first reason since the intent) and ``resolved`` are a person's business. A step recorded
 after it ran (a model call, a read) is one ``recorded`` entry, replayed as its intent
 followed by its outcome (whose cost it names ``settled_cost``); a ledger written before
-that holds the two entries, replayed as they are. Columns the
-runtime reads are all here; ``finished_at`` (shown, never read) is not. Records written
-before a column was journalled leave it unchecked.
+that holds the two entries, replayed as they are. Columns the runtime reads are all here;
+``finished_at`` (shown, never read) is not. Records written before a column was
+journalled leave it unchecked.
 
 Every step needs its run's row (``orphan_steps``): replay, leases and budgets reach a
 step through its run. Nothing but the schema's foreign key said so, and PostgreSQL's was
