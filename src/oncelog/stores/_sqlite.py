@@ -38,7 +38,8 @@ from .._exceptions import (
     StoreUnavailable,
 )
 from ..audit._chain import link
-from ..records._records import Halt, HaltScope, StepState
+from ..records._records import Halt, HaltScope, RunRecord, RunStatus, StepState
+from . import _sqlite_runs as sqlite_runs
 from ._migrations import pending
 from ._protocol import DURABILITY, Intent, Lease, NewStep, Outcome
 from ._shared import intent_json, outcome_json, recorded_json
@@ -255,6 +256,27 @@ class SQLiteStore(SQLStore):
         entry = intent_json(lease, step, 1, reason)
         tx.execute(STEP_JOURNAL_APPEND, (lease.run_id, step.seq, "intent", entry))
         return Intent(1, ())
+
+    def _create_leased(
+        self,
+        tx: Tx,
+        run_id: str,
+        owner: str,
+        ttl: float,
+        plan: tuple[str, ...] | None,
+        plan_json: str | None,
+        agent: str | None,
+    ) -> tuple[Lease, RunRecord] | None:
+        return sqlite_runs.create_leased(tx, run_id, owner, ttl, plan, plan_json, agent)
+
+    def finish(
+        self, lease: Lease, status: RunStatus, reason: str | None, stopped_by: str | None = None
+    ) -> None:
+        """The run's end, its fence in the update; the general path says why a lease that
+        does not hold is lost."""
+        with self._tx() as tx:
+            if not sqlite_runs.finish(tx, lease, status, reason, stopped_by):
+                self._finish(tx, lease, status, reason, stopped_by)
 
     def record_step(
         self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
