@@ -44,6 +44,10 @@ if TYPE_CHECKING:
     from .audit._verify import Report
 
 
+# What ``ledger.run(run_id)`` asks for, made once: it is immutable.
+_PLAIN = RunOptions()
+
+
 class Ledger(PersonDecisions):
     """A handle on one store. Thread-safe; open one per process and pass it around."""
 
@@ -111,8 +115,9 @@ class Ledger(PersonDecisions):
         check_name(run_id, "run_id")
         if agent is not None:
             check_name(agent, "agent", run_id=run_id)
-        options = RunOptions(plan, replace_plan, create, agent, budget)
-        return RunContext(self, run_id, options)
+        if plan is None and not replace_plan and create and agent is None and budget is None:
+            return RunContext(self, run_id, _PLAIN)
+        return RunContext(self, run_id, RunOptions(plan, replace_plan, create, agent, budget))
 
     def submit(
         self,

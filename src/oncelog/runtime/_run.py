@@ -45,6 +45,7 @@ from ._tools import ACTIVE_RUN, Caller, Tool, step_spec
 # Module constants: on Python 3.11 reading an enum member off its class costs about 1,000
 # instructions (a global: about 60), and replay reads one or two per step.
 _EFFECT, _READ, _LLM = StepType.EFFECT, StepType.READ, StepType.LLM
+_COMPLETED, _FAILED = RunStatus.COMPLETED, RunStatus.FAILED  # read at every run's end
 
 if TYPE_CHECKING:
     from ..audit._signing import Signer
@@ -266,7 +267,7 @@ class _Steps:
             except ReplayDivergence as found:
                 exc = divergence = found
         status, reason = _ending(exc)
-        if status is RunStatus.FAILED and self._refused_before_any_step(exc):
+        if status is _FAILED and self._refused_before_any_step(exc):
             status, reason = RunStatus.RUNNING, f"refused: {type(exc).__name__}: {exc}"
         HEARTBEATS.release(engine.lease)
         try:
@@ -319,7 +320,7 @@ def abandon(run: Run | AsyncRun) -> None:
 
 def _ending(exc: BaseException | None) -> tuple[RunStatus, str | None]:
     if exc is None:
-        return RunStatus.COMPLETED, None
+        return _COMPLETED, None
     if isinstance(exc, NeedsPerson):
         return RunStatus.HALTED, str(exc)
     if isinstance(exc, WaitingForPerson):
