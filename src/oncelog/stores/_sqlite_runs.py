@@ -1,14 +1,16 @@
 """SQLite's start and end of a run, in the fewest statements, between ``BEGIN IMMEDIATE``
-and ``COMMIT``; the general path (``SQLStore.acquire`` and ``finish``) takes over, in the
-same transaction, whenever a write here matches nothing.
+and ``COMMIT``; the general path (``SQLStore.acquire`` and ``_finish``) takes over, in
+the same transaction, whenever a write here matches nothing.
 
 A new run is inserted already leased: owner, lease and fencing token 1, which is what
 the general path's insert followed by its lease update (``SQLStore._take``) leaves, in
-one statement instead of two, with neither read of the run's row nor a ``RETURNING``
-(SQLite serves one through a temporary b-tree, about 48 k instructions). ``ON CONFLICT
-DO NOTHING`` writes nothing when the run exists; the general path then reads it and
-checks its holder, its agent and its plan. A budget (whose totals' triggers may have to
-be created first) takes the general path from the start.
+one statement instead of two, without a ``RETURNING`` (SQLite serves one through a
+temporary b-tree, about 48 k instructions). ``ON CONFLICT DO NOTHING`` writes nothing
+when the run exists; the general path then reads it and checks its holder, its agent
+and its plan. A budget (whose totals' triggers may have to be created first) takes the
+general path from the start. One read gives the new row's time and the head of the
+run's chain, so both journal records are linked here and written by one insert, instead
+of two inserts each calling ``oncelog_link`` back into Python.
 
 A run's end writes its row with the fence in the update's ``WHERE``: the single writer
 holds everything still from ``BEGIN IMMEDIATE``, so it sees what the general path's
