@@ -1,8 +1,9 @@
 """The heartbeat thread: it is woken only for a lease due before it would wake by itself,
 yet renews a short lease held while it sleeps on a long one; a thread that ended is
-replaced at the next hold; a forked child renews with a thread of its own; a lost lease
-does not keep the thread polling. Each test has a ``Heartbeats`` of its own and a real
-SQLite ledger, whose lease expiry the test reads with SQL of its own."""
+replaced at the next hold; a forked child renews with a thread of its own, and none of
+its parent's leases; a lost lease does not keep the thread polling. Each test has a
+``Heartbeats`` of its own and a real SQLite ledger, whose lease expiry the test reads with
+SQL of its own."""
 
 from __future__ import annotations
 
@@ -148,6 +149,29 @@ def test_a_forked_child_renews_with_a_thread_of_its_own(db_path: str, beats: Hea
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_forked_child_renews_none_of_its_parents_leases(db_path: str, beats: Heartbeats) -> None:
+    """A child that holds a lease of its own must not renew the ones it inherited: were
+    the parent killed, they would be kept alive by a process that is not running them."""
+    with closing(SQLiteStore(db_path)) as store:
+        lease = take(store, "parent", "w-parent", 0.6)
+        beats.hold(store, lease)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                child = SQLiteStore(db_path)
+                beats.hold(child, take(child, "child", "w-child", 0.6))
+                time.sleep(1.5)  # the parent's lease would be due for renewal 4 times
+                code = 0
+            finally:
+                os._exit(code)
+        beats.release(lease)  # the parent stops renewing it at once
+        before = expires_at(db_path, "parent")
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert expires_at(db_path, "parent") == before
 
 
 def test_a_lost_lease_does_not_keep_the_thread_polling(

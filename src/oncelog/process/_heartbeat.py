@@ -29,13 +29,15 @@ class _Beat:
 
 class Heartbeats:
     def __init__(self) -> None:
-        self._beats: dict[str, _Beat] = {}
         self._start_over()
         # A forked child has no thread of its parent's, and a lock some thread of the
-        # parent held stays locked in it: it starts over.
+        # parent held stays locked in it: it starts over. It holds none of its parent's
+        # leases either: renewing them would keep a killed parent's runs from being taken
+        # over for as long as the child lives.
         os.register_at_fork(after_in_child=self._start_over)
 
     def _start_over(self) -> None:
+        self._beats: dict[str, _Beat] = {}
         # A plain lock, taken directly: a run's start and end each take it once, and
         # entering the Condition (a method in Python) costs as much again.
         self._lock = threading.Lock()
