@@ -2,7 +2,8 @@
 the framework) on each contender, and the child process that runs it.
 
 A child runs ``python bench/peers.py --child NAME --db PATH --mode MODE --marker FILE``:
-- ``warm N``: one warm-up run, then N runs of fresh run ids; prints ms per run;
+- ``warm N``: one warm-up run, then N runs of fresh run ids; prints ms per run, wall
+  and CPU;
 - ``once``: one run, then exits (the parent times the whole process);
 - ``crash``: one run that kills itself (SIGKILL) as its last step starts;
 - ``resume``: resumes the crashed run; its last step writes ``time.time()`` to the
@@ -153,10 +154,11 @@ def child_main(name: str, db: str, mode: str, marker: str | None) -> int:
     if how == "warm":
         run("warm-up")
         runs = int(count)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for n in range(runs):
             run(f"run-{n}")
-        print(f"{(time.perf_counter() - start) / runs * 1000:.4f}")
+        wall_ms = (time.perf_counter() - start) / runs * 1000
+        print(f"{wall_ms:.4f} {(time.process_time() - cpu) / runs * 1000:.4f}")
     else:  # once, crash, resume
         run(CRASH_RUN if how in ("crash", "resume") else "once")
     os._exit(0)  # no framework's shutdown in the timed process's end (DBOS's threads)

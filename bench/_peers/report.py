@@ -3,6 +3,7 @@ measured in the same invocation, with the machine's load."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 from _blocks import write_block
@@ -18,14 +19,15 @@ def render(results: Results, header: list[str]) -> str:
     restart = {n: results.median(results.restart_s, n) * 1000 for n in AGENTS}
     lines = [
         *header,
-        "| contender | ms per 20-step run (warm) | overhead per step, ms | run / bare "
-        "| whole process, ms | / bare | restart to last step, ms | / bare |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| contender | ms per 20-step run (warm) | overhead per step, ms | of which CPU, ms "
+        "| run / bare | whole process, ms | / bare | restart to last step, ms | / bare |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name in AGENTS:
         overhead = "-" if name == bare else f"{results.step_overhead_ms(name):.3f}"
+        cpu = "-" if name == bare else f"{results.step_cpu_ms(name):.3f}"
         lines.append(
-            f"| {name} | {warm[name]:.2f} | {overhead} | {warm[name] / warm[bare]:.0f}x "
+            f"| {name} | {warm[name]:.2f} | {overhead} | {cpu} | {warm[name] / warm[bare]:.0f}x "
             f"| {process[name]:.0f} | {process[name] / process[bare]:.1f}x "
             f"| {restart[name]:.0f} | {restart[name] / restart[bare]:.1f}x |"
         )
@@ -36,7 +38,10 @@ def render(results: Results, header: list[str]) -> str:
         "",
         f"oncelog's overhead per step is {ours:.3f} ms; the cheapest peer's ({cheapest}) "
         f"{peers[cheapest]:.3f} ms ({ours / peers[cheapest]:.2f}x). Each step of the "
-        f"{STEPS}-step agent is recorded durably by every contender but the bare loop.",
+        f"{STEPS}-step agent is recorded durably by every contender but the bare loop. "
+        f"An fsync of 4 KiB took {statistics.median(results.fsync_ms):.3f} ms on this disk "
+        f"(median; {min(results.fsync_ms):.3f}-{max(results.fsync_ms):.3f} ms from one "
+        "repetition to the next): the overhead beyond the CPU is mostly waiting for it.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -3,6 +3,7 @@ turns within every repetition so that the machine's drift hits them alike."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -20,6 +21,8 @@ CHILD_TIMEOUT = 300.0
 @dataclass
 class Results:
     warm_ms: dict[str, list[float]] = field(default_factory=dict)  # ms per 20-step run
+    cpu_ms: dict[str, list[float]] = field(default_factory=dict)  # the same runs' CPU
+    fsync_ms: list[float] = field(default_factory=list)  # this disk, once per repetition
     process_s: dict[str, list[float]] = field(default_factory=dict)  # start to exit
     restart_s: dict[str, list[float]] = field(default_factory=dict)  # start to last step
 
@@ -30,6 +33,11 @@ class Results:
         """Per step, above the bare loop (medians)."""
         bare = self.median(self.warm_ms, "bare loop")
         return (self.median(self.warm_ms, name) - bare) / STEPS
+
+    def step_cpu_ms(self, name: str) -> float:
+        """Per step, the CPU above the bare loop's (medians): what no disk changes."""
+        bare = self.median(self.cpu_ms, "bare loop")
+        return (self.median(self.cpu_ms, name) - bare) / STEPS
 
 
 def child(name: str, db: Path, mode: str, marker: Path | None = None) -> str:
@@ -45,8 +53,25 @@ def slug(name: str) -> str:
     return name.split()[0].lower()
 
 
-def warm(name: str, folder: Path, rep: int, runs: int) -> float:
-    return float(child(name, folder / f"{slug(name)}-warm-{rep}.db", f"warm:{runs}"))
+def warm(name: str, folder: Path, rep: int, runs: int) -> tuple[float, float]:
+    wall, cpu = child(name, folder / f"{slug(name)}-warm-{rep}.db", f"warm:{runs}").split()
+    return float(wall), float(cpu)
+
+
+def fsync_ms(folder: Path, times: int = 50) -> float:
+    """What one fsync of a 4 KiB write costs on this disk now (median): the figure the
+    contenders' overheads move with, from hour to hour."""
+    spent = []
+    fd = os.open(folder / "fsync-probe", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for _ in range(times):
+            os.pwrite(fd, os.urandom(4096), 0)
+            start = time.perf_counter()
+            os.fdatasync(fd)
+            spent.append(time.perf_counter() - start)
+    finally:
+        os.close(fd)
+    return statistics.median(spent) * 1000
 
 
 def whole_process(name: str, folder: Path, rep: int) -> float:
@@ -69,9 +94,12 @@ def measure(folder: Path, reps: int, runs: int, log: Callable[[str], None]) -> R
     for rep in range(reps):
         order = list(AGENTS)[rep % len(AGENTS) :] + list(AGENTS)[: rep % len(AGENTS)]
         for name in order:
-            results.warm_ms.setdefault(name, []).append(warm(name, folder, rep, runs))
+            wall, cpu = warm(name, folder, rep, runs)
+            results.warm_ms.setdefault(name, []).append(wall)
+            results.cpu_ms.setdefault(name, []).append(cpu)
             results.process_s.setdefault(name, []).append(whole_process(name, folder, rep))
             results.restart_s.setdefault(name, []).append(restart(name, folder, rep))
+        results.fsync_ms.append(fsync_ms(folder))
         log(f"rep {rep + 1}/{reps}: " + ", ".join(
             f"{n} {results.warm_ms[n][-1]:.2f} ms/run" for n in AGENTS
         ))  # fmt: skip
