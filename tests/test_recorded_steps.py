@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -20,12 +19,14 @@ from oncelog import StepState, StepType
 from oncelog.audit._chain import canonical_head
 from oncelog.audit._verify import verify
 from oncelog.records._serialization import digest
-from oncelog.stores import Lease, NewStep, Outcome, Store, open_store
+from oncelog.stores import Lease, NewStep, Outcome, Store
 from oncelog.stores._postgres import PostgresStore
 from oncelog.stores._postgres_transitions import refusal
 from oncelog.stores._shared import intent_json, outcome_json
 from oncelog.stores._sqlite import SQLiteStore
 from oncelog.stores._sqlite_write import NOW_JOURNAL_APPEND, STEP_JOURNAL_APPEND, insert_recorded
+
+from .test_store_contract import alive, opened
 
 ARGS = '{"args":["hi"],"kwargs":{}}'
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "cost": 0.01}
@@ -37,19 +38,6 @@ RECORDED_FIELDS = {
     "kind", "reason", "result", "settled_cost", "state", "step_id", "token", "tokens_in",
     "tokens_out", "tool", "type",
 }  # fmt: skip
-
-
-def alive(owner: str) -> bool:
-    return False
-
-
-@contextmanager
-def opened(store_url: str) -> Iterator[Store]:
-    store = open_store(store_url)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def acquire(store: Store, run_id: str, **options: Any) -> Lease:

@@ -7,8 +7,7 @@ was. The ledger is read with SQL of its own, never through the store under test.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -16,10 +15,10 @@ import pytest
 import oncelog
 from oncelog import Budget, RunStatus
 from oncelog.records._records import RunRecord
-from oncelog.stores import Lease, SQLiteStore, Store, open_store
+from oncelog.stores import Lease, SQLiteStore, Store
 from oncelog.stores._sql_store import SQLStore
 
-from .test_store_contract import alive, dead, effect
+from .test_store_contract import alive, dead, effect, opened
 
 
 class GeneralPath(SQLiteStore):
@@ -32,15 +31,6 @@ class GeneralPath(SQLiteStore):
         self, lease: Lease, status: RunStatus, reason: str | None, stopped_by: str | None = None
     ) -> None:
         SQLStore.finish(self, lease, status, reason, stopped_by)
-
-
-@contextmanager
-def opened(store_url: str) -> Iterator[Store]:
-    store = open_store(store_url)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def take(store: Store, run_id: str, owner: str, **options: Any) -> tuple[Lease, RunRecord]:
