@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, NamedTuple
+from typing import Any
 
 from .._exceptions import (
     ConfigurationError,
-    LeaseLost,
     UnknownRun,
-    halted,
 )
 from ..controls._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
 from ..records._records import (
@@ -30,10 +28,8 @@ from ..records._records import (
     RunStatus,
     StepRecord,
     StepState,
-    StepType,
 )
 from ..records._serialization import encode
-from ..runtime import _crashpoints as crashpoints
 from . import _sql_approvals as approval_sql
 from . import _sql_controls as controls
 from . import _sql_evidence as evidence
@@ -44,10 +40,8 @@ from . import _sql_runs as runs
 from ._protocol import (
     BudgetDrift,
     DecisionFeed,
-    Intent,
     Lease,
     NewStep,
-    Outcome,
     OwnerCheck,
     PollingFeed,
 )
@@ -66,24 +60,11 @@ from ._shared import (
     IN_DOUBT,
     JOURNAL_COLUMNS,
     checkpoint_record,
-    duplicate_step,
-    intent_json,
     journal_entry,
-    outcome_json,
-    recorded_json,
-    step_changed,
 )
 from ._sql import NOW, Dialect, Tx
+from ._sql_steps import StepWrites
 from ._sql_tx import append, fence, lock_run
-
-
-class _Started(NamedTuple):
-    """A step written ``in_flight`` by the general path, before its journal entry."""
-
-    attempt: int
-    at: float  # its row's ``started_at``, which the entry's time must be to the bit
-    approval: int | None  # the approval it used, named in the entry
-    warnings: tuple[BudgetAlert, ...]
 
 
 def _never_dead(owner: str) -> bool:
@@ -141,7 +122,7 @@ _REPLAY_PAGE = {
 }
 
 
-class SQLStore:
+class SQLStore(StepWrites):
     """Everything but the connection: a subclass gives ``dialect``, ``_tx`` and
     ``_reading``."""
 
@@ -375,197 +356,10 @@ class SQLStore:
             found.append(EffectInDoubt(step, lapsed, row[-3], max(0.0, float(row[-1]))))
         return found
 
-    def _begin_step(
-        self,
-        tx: Tx,
-        lease: Lease,
-        step: NewStep,
-        previous: StepState | None,
-        reason: str | None = None,
-    ) -> Intent:
-        """Write the step as ``in_flight`` and journal its intent; return its attempt
-        number. A kill switch is checked here, under the shared halts lock, so no effect
-        starts after a halt was committed."""
-        if previous is None and not step.needs_approval and not lease.budgeted:
-            quick = self._insert_checked(tx, lease, step, reason)
-            if quick is not None:
-                return quick
-        started = self._start_step(tx, lease, step, previous, check_halt=True)
-        entry = intent_json(lease, step, started.attempt, reason, started.approval)
-        append(tx, lease.run_id, step.seq, "intent", entry, at=started.at)
-        return Intent(started.attempt, started.warnings)
-
-    def _start_step(
-        self, tx: Tx, lease: Lease, step: NewStep, previous: StepState | None, *, check_halt: bool
-    ) -> _Started:
-        """The general path of an intent without its journal entry: every check (the
-        fence, the kill switch with ``check_halt``, the approval, the budgets), then the
-        step's row written ``in_flight``. A model call or a read, recorded after it ran,
-        was checked against the kill switch before it ran."""
-        if check_halt:
-            tx.lock_halts(exclusive=False)
-        fence(tx, lease)
-        halt = controls.active_halt(tx, lease.run_id, lease.agent) if check_halt else None
-        if halt is not None:
-            raise halted(halt, lease.run_id, step.step_id)
-        approval = approval_sql.use_approval(tx, lease, step) if step.needs_approval else None
-        warnings: list[BudgetAlert] = []
-        if lease.budgeted:
-            warnings += controls.check_budget(tx, lease.run_id, step, new=previous is None)
-        if lease.agent is not None and step.type is StepType.EFFECT:
-            warnings += controls.check_agent_budget(tx, lease, step, new=previous is None)
-        if previous is None:
-            try:
-                started = tx.execute(
-                    "INSERT INTO steps (run_id, seq, step_id, type, tool, kind, key, "
-                    "args_hash, args, state, attempts, started_at, cost, irreversible) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_flight', 1, "
-                    f"{NOW} - CAST(? AS DOUBLE PRECISION), ?, ?) "
-                    "RETURNING attempts, started_at",
-                    (lease.run_id, step.seq, step.step_id, step.type.value, step.tool,
-                     step.kind, step.key, step.args_hash, step.args_json, step.elapsed,
-                     step.cost, int(step.irreversible)),
-                ).fetchone()  # fmt: skip
-            except self.dialect.unique_violation as exc:
-                raise duplicate_step(lease, step) from exc
-        else:
-            started = self._restart_step(tx, lease, step, previous)
-        attempt, at = started
-        return _Started(attempt, at, approval, tuple(warnings))
-
     def _keep_totals(self, tx: Tx) -> None:
         """Before a budget is written: make sure the budget totals are kept from this
         transaction on. Their triggers always exist on PostgreSQL; SQLite creates them
         when a ledger first has a budget (``_sqlite_totals``)."""
-
-    def _insert_checked(
-        self, tx: Tx, lease: Lease, step: NewStep, reason: str | None
-    ) -> Intent | None:
-        """A new step with no approval or run budget, written with its checks folded into
-        the insert, where a store can (SQLite): None to take the general path, which also
-        says which check refused."""
-        return None
-
-    @staticmethod
-    def _restart_step(tx: Tx, lease: Lease, step: NewStep, previous: StepState) -> Any:
-        """The step written ``in_flight`` again: its ``(attempts, started_at)``."""
-        row = tx.execute(
-            "UPDATE steps SET state = 'in_flight', attempts = attempts + 1, args_hash = ?, "
-            f"args = ?, started_at = {NOW} - CAST(? AS DOUBLE PRECISION), finished_at = NULL, "
-            "result = NULL, error = NULL, "
-            # SET reads the row as it was: the first attempt's start is kept at the second.
-            "retry_at = NULL, first_started_at = COALESCE(first_started_at, started_at), "
-            "reason = NULL, "
-            "cost = cost + ? WHERE run_id = ? AND seq = ? AND state = ? "
-            "RETURNING attempts, started_at",
-            (
-                step.args_hash,
-                step.args_json,
-                step.elapsed,
-                step.cost,
-                lease.run_id,
-                step.seq,
-                previous.value,
-            ),
-        ).fetchone()
-        if row is None:
-            raise LeaseLost(
-                "the step changed under this worker (resolved or taken over)",
-                run_id=lease.run_id, step_id=step.step_id, key=step.key,
-            )  # fmt: skip
-        return row
-
-    def _end_step(
-        self,
-        tx: Tx,
-        lease: Lease,
-        seq: int,
-        attempt: int,
-        outcome: Outcome,
-        *,
-        probed: bool = False,
-    ) -> None:
-        """Record the outcome of the attempt in flight, or, ``probed``, a probe's answer
-        for the attempt in doubt (``in_flight`` or already marked ``unknown``)."""
-        self._settle_step(tx, lease, seq, attempt, outcome, probed=probed)
-        append(
-            tx, lease.run_id, seq, "probed" if probed else "outcome",
-            outcome_json(outcome, attempt),
-        )  # fmt: skip
-
-    @staticmethod
-    def _settle_step(
-        tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome, *, probed: bool = False
-    ) -> None:
-        """The row's half of ``_end_step``: the outcome written, without its journal entry."""
-        accepted = IN_DOUBT if probed else (StepState.IN_FLIGHT.value,) * 2
-        cursor = tx.execute(
-            "UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, "
-            f"tokens_out = ?, cost = COALESCE(?, cost), finished_at = {NOW}, retry_at = ? "
-            "WHERE run_id = ? AND seq = ? AND attempts = ? AND state IN (?, ?)",
-            (outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
-             outcome.tokens_out, outcome.cost, outcome.retry_at, lease.run_id, seq, attempt,
-             *accepted),
-        )  # fmt: skip
-        if cursor.rowcount != 1:
-            raise step_changed(lease)
-
-    def write_intent(
-        self, lease: Lease, step: NewStep, previous: StepState | None, reason: str | None = None
-    ) -> Intent:
-        with self._tx() as tx:
-            intent = self._begin_step(tx, lease, step, previous, reason)
-            crashpoints.reach("before_intent_commit", step.step_id)
-        return intent
-
-    def write_outcome(self, lease: Lease, step: NewStep, attempt: int, outcome: Outcome) -> None:
-        with self._tx(durable=False) as tx:
-            self._outcome(tx, lease, step.seq, attempt, outcome)
-            crashpoints.reach("before_outcome_commit", step.step_id)
-
-    def _outcome(self, tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
-        """Fence, then record the outcome of the attempt in flight (a store may do both in
-        one statement)."""
-        fence(tx, lease)
-        self._end_step(tx, lease, seq, attempt, outcome)
-
-    def record_step(
-        self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
-    ) -> None:
-        with self._tx(durable=False) as tx:
-            self._record(tx, lease, step, previous, outcome)
-
-    def _record(
-        self, tx: Tx, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
-    ) -> None:
-        """A step recorded after it ran, by the general path: the intent's checks and row,
-        its outcome, and one journal entry for both (``recorded``), timed by its start."""
-        started = self._start_step(tx, lease, step, previous, check_halt=False)
-        self._settle_step(tx, lease, step.seq, started.attempt, outcome)
-        entry = recorded_json(lease, step, started.attempt, outcome, started.approval)
-        append(tx, lease.run_id, step.seq, "recorded", entry, at=started.at)
-
-    def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
-        with self._tx() as tx:
-            fence(tx, lease)
-            self._end_step(tx, lease, seq, attempt, outcome, probed=True)
-
-    def mark_unknown(self, lease: Lease, seq: int, reason: str) -> None:
-        with self._tx() as tx:
-            fence(tx, lease)
-            tx.execute(
-                # The first reason stays: a later recovery knows less than the error
-                # the call raised, and the operator needs that one.
-                "UPDATE steps SET state = 'unknown', reason = COALESCE(reason, ?) "
-                "WHERE run_id = ? AND seq = ? AND state IN (?, ?)",
-                (reason, lease.run_id, seq, *IN_DOUBT),
-            )
-            tx.execute(
-                f"UPDATE runs SET status = 'halted', reason = ?, updated_at = {NOW} "
-                "WHERE run_id = ?",
-                (reason, lease.run_id),
-            )
-            append(tx, lease.run_id, seq, "unknown", journal_json(reason=text(reason)))
 
     def resolve(
         self,
