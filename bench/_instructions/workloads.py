@@ -28,6 +28,8 @@ def _effect(idempotency_key: str = "") -> dict[str, Any]:
 
 
 def _open(db: Path) -> Any:
+    """The ledger, closed by each workload before it exits: a ledger left open leaves
+    SQLite's cleanup at exit to chance, a few ten thousand instructions either way."""
     import oncelog
 
     return oncelog.open(str(db))
@@ -35,17 +37,16 @@ def _open(db: Path) -> Any:
 
 def effects(db: Path, units: int) -> None:
     """``units`` effects in one run, durability ``intent``."""
-    ledger = _open(db)
-    tool = ledger.tool(kind="create", name="create_thing")(_effect)
-    with ledger.run("effects") as run:
-        for i in range(WARM + units):
-            run.effect(f"e{i}", tool)
+    with _open(db) as ledger:
+        tool = ledger.tool(kind="create", name="create_thing")(_effect)
+        with ledger.run("effects") as run:
+            for i in range(WARM + units):
+                run.effect(f"e{i}", tool)
 
 
 def model_calls(db: Path, units: int) -> None:
     """``units`` model calls in one run."""
-    ledger = _open(db)
-    with ledger.run("model calls") as run:
+    with _open(db) as ledger, ledger.run("model calls") as run:
         for i in range(WARM + units):
             run.llm(f"m{i}", _model)
 
@@ -61,22 +62,22 @@ def agent_runs(db: Path, units: int) -> None:
 
 def empty_runs(db: Path, units: int) -> None:
     """``units`` runs of no step: a run's start (its row, its lease) and its end."""
-    ledger = _open(db)
-    for i in range(WARM + units):
-        with ledger.run(f"empty {i}"):
-            pass
+    with _open(db) as ledger:
+        for i in range(WARM + units):
+            with ledger.run(f"empty {i}"):
+                pass
 
 
 def _replayed_run(db: Path, units: int) -> None:
     """A run of ``units`` steps, half effects, half model calls."""
-    ledger = _open(db)
-    tool = ledger.tool(kind="create", name="create_thing")(_effect)
-    with ledger.run("replayed") as run:
-        for i in range(units):
-            if i % 2:
-                run.effect(f"s{i}", tool)
-            else:
-                run.llm(f"s{i}", _model)
+    with _open(db) as ledger:
+        tool = ledger.tool(kind="create", name="create_thing")(_effect)
+        with ledger.run("replayed") as run:
+            for i in range(units):
+                if i % 2:
+                    run.effect(f"s{i}", tool)
+                else:
+                    run.llm(f"s{i}", _model)
 
 
 def record_for_replay(db: Path, units: int) -> None:
