@@ -24,8 +24,7 @@ from .test_store_contract import alive, dead, effect, opened
 class GeneralPath(SQLiteStore):
     """SQLite without the shortcuts of a run's start and end: the general path alone."""
 
-    def _create_leased(self, *args: Any) -> tuple[Lease, RunRecord] | None:
-        return None
+    _create_leased = staticmethod(SQLStore._create_leased)
 
     def finish(
         self, lease: Lease, status: RunStatus, reason: str | None, stopped_by: str | None = None

@@ -196,8 +196,8 @@ class SQLStore(StepWrites):
                 runs.replace_plan(tx, current, plan_json, replace_plan)
             return self._take(tx, run_id, owner, ttl)
 
+    @staticmethod
     def _create_leased(
-        self,
         tx: Tx,
         run_id: str,
         owner: str,

@@ -38,7 +38,7 @@ from .._exceptions import (
     StoreUnavailable,
 )
 from ..audit._chain import link
-from ..records._records import Halt, HaltScope, RunRecord, RunStatus, StepState
+from ..records._records import Halt, HaltScope, RunStatus, StepState
 from . import _sqlite_runs as sqlite_runs
 from ._migrations import pending
 from ._protocol import DURABILITY, Intent, Lease, NewStep, Outcome
@@ -257,17 +257,7 @@ class SQLiteStore(SQLStore):
         tx.execute(STEP_JOURNAL_APPEND, (lease.run_id, step.seq, "intent", entry))
         return Intent(1, ())
 
-    def _create_leased(
-        self,
-        tx: Tx,
-        run_id: str,
-        owner: str,
-        ttl: float,
-        plan: tuple[str, ...] | None,
-        plan_json: str | None,
-        agent: str | None,
-    ) -> tuple[Lease, RunRecord] | None:
-        return sqlite_runs.create_leased(tx, run_id, owner, ttl, plan, plan_json, agent)
+    _create_leased = staticmethod(sqlite_runs.create_leased)
 
     def finish(
         self, lease: Lease, status: RunStatus, reason: str | None, stopped_by: str | None = None

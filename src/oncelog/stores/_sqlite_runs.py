@@ -31,24 +31,11 @@ from ..records._records import RunRecord, RunStatus
 from ._protocol import Lease
 from ._rows import journal_json, text
 from ._sql import NOW, Tx
-from ._sqlite_write import LINK_FUNCTION
+from ._sqlite_write import RUN_JOURNAL_APPEND
 
 # Module constants: on Python 3.11 reading an enum member off its class costs about 1,000
 # instructions.
 _RUNNING, _COMPLETED = RunStatus.RUNNING, RunStatus.COMPLETED
-
-
-def _run_append(at: str) -> str:
-    """A journal record of the run itself (no position). Parameters: run_id, event, data,
-    then ``at``'s."""
-    return (
-        "INSERT INTO journal (run_id, seq, event, data, at, hash) VALUES (?1, NULL, ?2, ?3, "
-        f"{at}, {LINK_FUNCTION}(COALESCE((SELECT hash FROM journal WHERE run_id = ?1 "
-        f"ORDER BY id DESC LIMIT 1), '{GENESIS}'), ?1, NULL, ?2, ?3, {at}))"
-    )
-
-
-_NOW_APPEND = _run_append(f"CAST({NOW} AS REAL)")
 
 
 def _create(plan: bool, agent: bool) -> str:
@@ -141,10 +128,10 @@ def finish(
     if status is _COMPLETED and reason is None and stopped_by is None:
         if tx.execute(_COMPLETE, fence).rowcount != 1:
             return False
-        tx.execute(_NOW_APPEND, (lease.run_id, "run_completed", _COMPLETED_ENTRY))
+        tx.execute(RUN_JOURNAL_APPEND, (lease.run_id, "run_completed", _COMPLETED_ENTRY))
         return True
     if tx.execute(_END, (status.value, reason, stopped_by, *fence)).rowcount != 1:
         return False
     entry = journal_json(reason=text(reason), stopped_by=text(stopped_by))
-    tx.execute(_NOW_APPEND, (lease.run_id, "run_" + status.value, entry))
+    tx.execute(RUN_JOURNAL_APPEND, (lease.run_id, "run_" + status.value, entry))
     return True

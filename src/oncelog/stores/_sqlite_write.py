@@ -35,11 +35,14 @@ LINK_FUNCTION = "oncelog_link"
 _AT = f"CAST(COALESCE(?5, {NOW}) AS REAL)"
 
 
-def _journal_append(at: str) -> str:
+def _journal_append(at: str, *, positioned: bool = True) -> str:
+    """Parameters: run_id, the step's position (``positioned``; else the record is the
+    run's own, its position NULL), event, data, then ``at``'s."""
+    fields = "?2, ?3, ?4" if positioned else "NULL, ?2, ?3"
     return (
-        "INSERT INTO journal (run_id, seq, event, data, at, hash) VALUES (?1, ?2, ?3, ?4, "
+        f"INSERT INTO journal (run_id, seq, event, data, at, hash) VALUES (?1, {fields}, "
         f"{at}, {LINK_FUNCTION}(COALESCE((SELECT hash FROM journal WHERE run_id = ?1 "
-        f"ORDER BY id DESC LIMIT 1), '{GENESIS}'), ?1, ?2, ?3, ?4, {at}))"
+        f"ORDER BY id DESC LIMIT 1), '{GENESIS}'), ?1, {fields}, {at}))"
     )
 
 
@@ -54,6 +57,9 @@ NOW_JOURNAL_APPEND = _journal_append(f"CAST({NOW} AS REAL)")
 STEP_JOURNAL_APPEND = _journal_append(
     "(SELECT started_at FROM steps WHERE run_id = ?1 AND seq = ?2)"
 )
+# A record of the run itself (its end), timed by the clock. Parameters: run_id, event,
+# data.
+RUN_JOURNAL_APPEND = _journal_append(f"CAST({NOW} AS REAL)", positioned=False)
 
 # Parameters: run_id, owner, token, half the lease's ttl.
 _FENCED = (
