@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
+import time
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -284,6 +285,9 @@ def forge_extended(store_url: str, ledger: oncelog.Ledger, tool: Tool, provider:
     """An approval that lapsed, its expiry moved forward and set back to approved."""
     asked = waits(ledger, tool, "production")
     ledger.approve("r1", "delete", by="alice", request=asked.id, expires_in=0.001)
+    # The decision really lasts a millisecond: on a fast machine the next ask could come
+    # inside it, and then the approval is genuine, not forged.
+    time.sleep(0.05)
     tamper(
         store_url,
         "UPDATE approvals SET status = 'approved', expires_at = expires_at + 3600 WHERE id = ?",
