@@ -19,6 +19,7 @@ from oncelog import StepState, StepType
 from oncelog.audit._chain import canonical_head
 from oncelog.audit._verify import verify
 from oncelog.records._serialization import digest
+from oncelog.runtime._calls import usage
 from oncelog.stores import Lease, NewStep, Outcome, Store
 from oncelog.stores._postgres import PostgresStore
 from oncelog.stores._postgres_transitions import refusal
@@ -331,3 +332,21 @@ def test_an_approval_a_recorded_step_used_cannot_be_set_back_and_used_again(
             store.record_step(lease, step, StepState.FAILED, answered("ok"))
         said = "\n".join(p.message for p in verify(store).problems)
     assert "already used it" in said
+
+
+@pytest.mark.parametrize(
+    ("response", "counted"),
+    [
+        ({"usage": USAGE}, (11, 7, 0.01)),
+        ({"usage": {"input_tokens": 3, "output_tokens": True, "cost": 2}}, (3, 1, 2.0)),
+        # A name present but empty is not looked past to the other shape's.
+        ({"usage": {"prompt_tokens": None, "input_tokens": 4}}, (0, 0, None)),
+        ({"usage": {"prompt_tokens": "7", "completion_tokens": 2.9, "cost": "x"}}, (7, 2, None)),
+        ({"usage": []}, (0, 0, None)),
+        ("text", (0, 0, None)),
+    ],
+)
+def test_a_model_calls_usage_is_read_from_either_shape(
+    response: Any, counted: tuple[int, int, float | None]
+) -> None:
+    assert usage(response) == counted

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from hashlib import sha256
 from json.encoder import encode_basestring_ascii as _quote  # json.dumps's C escaper
 from typing import Any, NamedTuple
 
@@ -36,7 +37,8 @@ def idempotency_key(run_id: str, step_id: str, tool: str, namespace: str = "") -
     parts = f"{_quote(run_id)}, {_quote(step_id)}, {_quote(tool)}"
     if namespace:
         parts = f"{_quote(namespace)}, {parts}"
-    return KEY_PREFIX + digest(f"[{parts}]")[:40]
+    # ``digest`` without its call: once per live step.
+    return KEY_PREFIX + sha256(f"[{parts}]".encode()).hexdigest()[:40]
 
 
 @dataclass(slots=True)
@@ -173,13 +175,16 @@ def usage(result: Any) -> tuple[int, int, float | None]:
     usage = result.get("usage") if isinstance(result, dict) else None
     if not isinstance(usage, dict):
         return 0, 0, None
-    tokens_in = usage.get("prompt_tokens", usage.get("input_tokens", 0))
-    tokens_out = usage.get("completion_tokens", usage.get("output_tokens", 0))
+    # Each name looked up once, the other one only when it is absent (once per model call).
+    tokens_in = usage["prompt_tokens"] if "prompt_tokens" in usage else usage.get("input_tokens")
+    tokens_out = (
+        usage["completion_tokens"] if "completion_tokens" in usage else usage.get("output_tokens")
+    )
     cost = usage.get("cost")
     return (
-        int(tokens_in or 0),
-        int(tokens_out or 0),
-        float(cost) if isinstance(cost, (int, float)) else None,
+        tokens_in if type(tokens_in) is int else int(tokens_in or 0),
+        tokens_out if type(tokens_out) is int else int(tokens_out or 0),
+        None if cost is None else float(cost) if isinstance(cost, (int, float)) else None,
     )
 
 
