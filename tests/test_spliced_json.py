@@ -62,6 +62,18 @@ def test_the_idempotency_key_hashes_what_json_dumps_writes() -> None:
         assert idempotency_key(run, step, "tool", namespace) == expected
 
 
+def test_known_idempotency_keys_stay_as_they_are() -> None:
+    # Providers deduplicate on keys already sent: no change of the code may change one.
+    assert (
+        idempotency_key("run-1", "s1", "charge") == "ol1_ca85550063120636e627bbe3d186d05ae10489bb"
+    )
+    assert (
+        idempotency_key("run-1", "charge@3", "charge", "billing")
+        == "ol1_e159b35381088f965be5b4663cdf633e83090fbd"
+    )
+    assert idempotency_key("é€", 'x"y', "t\\") == "ol1_fb234d302b58e27a55a5491d6be2fee8728910db"
+
+
 def _intent_by_journal_json(
     lease: Lease, step: NewStep, reason: str | None, approval: int | None
 ) -> str:
