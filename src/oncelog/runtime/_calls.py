@@ -19,7 +19,7 @@ from ..process import _drain as drain
 from ..process._heartbeat import HEARTBEATS
 from ..records._records import StepState, StepType
 from ..records._redact import redact
-from ..records._serialization import MAX_DEPTH, digest, encode, encode_decoded
+from ..records._serialization import MAX_DEPTH, encode, encode_decoded
 from ..stores._protocol import Lease, NewStep
 from ._tools import ToolSpec
 
