@@ -200,15 +200,20 @@ def test_an_end_past_the_lease_of_its_owner_is_written(db_path: str) -> None:
 
 
 class Counting:
-    """The store's connection, keeping the start of each statement sent through it."""
+    """The store's connection or its cursor, keeping the start of each statement sent
+    through it (a script's one by one) in ``sent``, which both share."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: Any, sent: list[str]) -> None:
         self.db = db
-        self.sent: list[str] = []
+        self.sent = sent
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
         self.sent.append(" ".join(sql.split()[:3]))
-        return self.db.execute(sql, parameters)
+        return self.db.execute(sql, parameters)  # type: ignore[no-any-return]
+
+    def executescript(self, script: str, /) -> sqlite3.Cursor:
+        self.sent.extend(" ".join(sql.split()[:3]) for sql in script.split(";"))
+        return self.db.executescript(script)  # type: ignore[no-any-return]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.db, name)
@@ -219,12 +224,14 @@ def test_a_new_runs_start_and_end_are_a_statement_each_per_table(db_path: str) -
     time once; the end is its update and its record."""
     with closing(SQLiteStore(db_path)) as store:
         take(store, "warm", "w")  # the connection's synchronous levels are read back once
-        counting = Counting(store._db)
-        store._db = counting  # type: ignore[assignment]
+        sent: list[str] = []
+        store._db = Counting(store._db, sent)  # type: ignore[assignment]
+        store._cursor = Counting(store._cursor, sent)  # type: ignore[assignment]
         lease, _ = take(store, "r", "worker")
-        started, counting.sent = counting.sent, []
+        started = sent[:]
+        sent.clear()
         store.finish(lease, RunStatus.COMPLETED, None)
-        ended = counting.sent
+        ended = sent
     assert started == [
         "BEGIN IMMEDIATE", "INSERT INTO runs", "SELECT created_at, (SELECT", "INSERT INTO journal",
         "COMMIT",

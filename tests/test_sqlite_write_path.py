@@ -44,30 +44,37 @@ def acquire(store: SQLiteStore, run_id: str, **options: Any) -> Lease:
 
 
 class Counting:
-    """The store's connection, keeping the start of each statement sent through it."""
+    """The store's connection or its cursor, keeping the start of each statement sent
+    through it (a script's one by one) in ``sent``, which both share."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: Any, sent: list[str]) -> None:
         self.db = db
-        self.sent: list[str] = []
+        self.sent = sent
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
         self.sent.append(" ".join(sql.split())[:24])
-        return self.db.execute(sql, parameters)
+        return self.db.execute(sql, parameters)  # type: ignore[no-any-return]
+
+    def executescript(self, script: str, /) -> sqlite3.Cursor:
+        self.sent.extend(" ".join(sql.split())[:24] for sql in script.split(";"))
+        return self.db.executescript(script)  # type: ignore[no-any-return]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.db, name)
 
 
 @contextmanager
-def traced(store: SQLiteStore) -> Iterator[list[str]]:
-    """The statements the store sends SQLite (its triggers' are SQLite's own)."""
-    db = store._db
-    counting = Counting(db)
-    store._db = counting  # type: ignore[assignment]
+def traced(store: SQLiteStore, counting: type[Counting] = Counting) -> Iterator[list[str]]:
+    """The statements the store sends SQLite (its triggers' are SQLite's own), through its
+    connection and its cursor."""
+    db, cursor = store._db, store._cursor
+    sent: list[str] = []
+    store._db = counting(db, sent)  # type: ignore[assignment]
+    store._cursor = counting(cursor, sent)  # type: ignore[assignment]
     try:
-        yield counting.sent
+        yield sent
     finally:
-        store._db = db
+        store._db, store._cursor = db, cursor
 
 
 def effect_statements(db_path: str, durability: Literal["intent", "full"]) -> list[str]:
@@ -464,22 +471,18 @@ def test_an_effect_and_a_model_call_bind_no_none(db_path: str) -> None:
     store = ledger.store
     assert isinstance(store, SQLiteStore)
     bound: list[tuple[str, Any]] = []
-    db = store._db
 
     class Binding(Counting):
         def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
             bound.extend((sql[:24], value) for value in parameters)
-            return self.db.execute(sql, parameters)
+            return self.db.execute(sql, parameters)  # type: ignore[no-any-return]
 
     try:
         with ledger.run("r", agent="bot") as run:
             run.effect("first", send, to="alice")
-            store._db = Binding(db)  # type: ignore[assignment]
-            try:
+            with traced(store, Binding):
                 run.effect("second", send, to="alice")
                 run.llm("think", lambda: {"usage": {"input_tokens": 3, "output_tokens": 1}})
-            finally:
-                store._db = db
     finally:
         ledger.close()
     assert bound

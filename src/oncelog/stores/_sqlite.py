@@ -63,6 +63,8 @@ FULL, NORMAL = 2, 1
 # PRAGMA synchronous by durability mode: (a commit that must be durable when it returns,
 # one that may become durable with the next: an outcome, a model or read record).
 _SYNCHRONOUS = {"intent": (FULL, NORMAL), "full": (FULL, FULL), "process": (NORMAL, NORMAL)}
+_SET_SYNCHRONOUS = {level: f"PRAGMA synchronous = {level}" for level in (FULL, NORMAL)}
+_BEGIN_AT = {level: f"{_SET_SYNCHRONOUS[level]}; BEGIN IMMEDIATE" for level in (FULL, NORMAL)}
 _CLOCK = "((julianday('now') - 2440587.5) * 86400.0)"
 SQLITE = Dialect(
     name="sqlite",
@@ -165,6 +167,12 @@ class SQLiteStore(SQLStore):
             self._db = _connect(path, busy_timeout, create)
         except sqlite3.Error as exc:
             raise _store_error(exc, path) from exc
+        # The cursor of every write transaction and of the statements around them (as
+        # PostgreSQL's transactions share one): ``connection.execute`` makes a cursor for
+        # each statement, about 1 k instructions to build, register and free. Reads
+        # outside a transaction make their own, so a result left unread never holds a
+        # snapshot open.
+        self._cursor = self._db.cursor()
         # The journal's link, computed inside its insert (``_sqlite_write.JOURNAL_APPEND``).
         self._db.create_function(LINK_FUNCTION, 6, link, deterministic=True)
         try:
@@ -196,13 +204,31 @@ class SQLiteStore(SQLStore):
         statements per effect."""
         if wanted == self._synchronous:
             return
-        self._db.execute(f"PRAGMA synchronous = {wanted}")
+        self._cursor.execute(_SET_SYNCHRONOUS[wanted])
         if wanted not in self._levels_checked:
             got = self._db.execute("PRAGMA synchronous").fetchone()[0]
             if got != wanted:
                 raise ConfigurationError(f"{self.path}: PRAGMA synchronous is {got}, not {wanted}")
             self._levels_checked.add(wanted)
         self._synchronous = wanted
+
+    def _begin(self, durable: bool) -> None:
+        """``BEGIN IMMEDIATE``, at the level its commit needs (``_SYNCHRONOUS``)."""
+        wanted = self._levels[0 if durable else 1]
+        if wanted == self._synchronous:
+            self._cursor.execute("BEGIN IMMEDIATE")
+        elif wanted in self._levels_checked and not self._db.in_transaction:
+            # Both in one call: a PRAGMA takes effect as it is compiled, so SQLite compiles
+            # it again at every execution and the statement cache saves nothing, while
+            # ``executescript`` skips pysqlite's work per statement (about 5 k
+            # instructions an effect's level switch). Never inside a transaction, which
+            # ``executescript`` would commit first.
+            self._synchronous = -1  # unknown if the BEGIN fails after the PRAGMA
+            self._cursor.executescript(_BEGIN_AT[wanted])
+            self._synchronous = wanted
+        else:
+            self._set_synchronous(wanted)
+            self._cursor.execute("BEGIN IMMEDIATE")
 
     def _wal(self, busy_timeout: float) -> str:
         """Switch a new file to WAL (a file already in WAL mode says so without a lock).
@@ -303,7 +329,8 @@ class SQLiteStore(SQLStore):
         each call; the pragma costs about a third of the query."""
         with self._lock:
             try:
-                version = self._db.execute("PRAGMA data_version").fetchone()[0]
+                # One row: read, the statement is done, so the cursor holds nothing.
+                version = self._cursor.execute("PRAGMA data_version").fetchone()[0]
             except sqlite3.Error as exc:
                 raise _store_error(exc, self.path) from exc
             if self._no_halt == (version, run_id, agent):
@@ -346,14 +373,13 @@ class _Transaction:
         store = self._store
         store._lock.acquire()
         try:
-            store._set_synchronous(store._levels[0 if self._durable else 1])
-            store._db.execute("BEGIN IMMEDIATE")
+            store._begin(self._durable)
         except BaseException as exc:
             store._lock.release()
             if isinstance(exc, sqlite3.Error):
                 raise _store_error(exc, store.path) from exc
             raise
-        return Tx(store._db, SQLITE)
+        return Tx(store._cursor, SQLITE)
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
@@ -362,14 +388,14 @@ class _Transaction:
         try:
             if exc is None:
                 try:
-                    store._db.execute("COMMIT")
+                    store._cursor.execute("COMMIT")
                     return
                 except BaseException as failed:
                     exc = failed
             # A failed COMMIT (EIO on fsync, a full disk) can leave the transaction open;
             # roll back so the connection is usable and nothing half-done stays.
             with suppress(sqlite3.Error):
-                store._db.execute("ROLLBACK")
+                store._cursor.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error) and not isinstance(exc, sqlite3.IntegrityError):
                 raise _store_error(exc, store.path) from exc
             if exc is not None and kind is None:
