@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -105,6 +105,29 @@ def test_an_effect_sets_each_sync_level_once_more_by_default(db_path: str) -> No
     after the first time."""
     sent = effect_statements(db_path, "intent")
     assert sent == ["PRAGMA synchronous = 2", *INTENT, "PRAGMA synchronous = 1", *OUTCOME]
+
+
+def test_a_level_switch_never_commits_a_transaction_left_open(db_path: str) -> None:
+    """The switch and its BEGIN go through ``executescript``, which commits an open
+    transaction first: with one open, the write is refused and the transaction stays
+    open, its work uncommitted, as a PRAGMA inside a transaction was always refused."""
+    with closing(SQLiteStore(db_path)) as store:
+        lease = acquire(store, "r")  # NORMAL, read back
+        store.write_intent(lease, effect(0, "first"), None)  # FULL, read back
+        think = NewStep(1, "think", StepType.LLM, "model", "llm", "key-think", digest(ARGS), ARGS)
+        done = Outcome(StepState.DONE, '{"text":"hi"}')
+        store._db.execute("BEGIN IMMEDIATE")
+        store._db.execute("CREATE TABLE left_open (x)")
+        with pytest.raises(oncelog.StoreUnavailable, match="inside a transaction"):
+            store.record_step(lease, think, None, done)
+        assert store._db.in_transaction
+        store._db.execute("ROLLBACK")
+        tables = store._db.execute("SELECT name FROM sqlite_master WHERE name = 'left_open'")
+        assert tables.fetchall() == []
+        store.record_step(lease, think, None, done)  # the level is set anew
+        assert [step.state for step in store.steps("r", 0, 10)] == [
+            StepState.IN_FLIGHT, StepState.DONE,
+        ]  # fmt: skip
 
 
 def test_a_model_call_checks_the_kill_switch_once_and_writes_its_row_and_record_once(
