@@ -9,8 +9,9 @@ Writer settings, and why:
   written before it, so a ``NORMAL`` commit becomes durable with the next ``FULL`` one.
   ``full`` fsyncs every commit; ``intent`` (the default) fsyncs every commit except
   outcomes and model/read records, which ride on the next intent's or the run's end's
-  fsync: one fsync per effect; ``process`` fsyncs none. The setting is read back each time
-  it changes, because a PRAGMA that fails is silently ignored.
+  fsync: one fsync per effect; ``process`` fsyncs none. A switch is sent with the
+  ``BEGIN`` of the transaction it is for, never inside one; each level is read back the
+  first time it is set, because a PRAGMA that fails is silently ignored.
 - ``BEGIN IMMEDIATE``: a write transaction takes the write lock when it starts, so two
   processes cannot both read a state and then both act on it.
 - ``busy_timeout``: a writer waits for another instead of failing at once.
