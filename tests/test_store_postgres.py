@@ -235,9 +235,9 @@ def test_the_functions_plan_generically_by_the_sessions_setting(pg_url: str) -> 
         assert setting(store, "plan_cache_mode") == "force_generic_plan"
         schema = pg_url.rsplit("%3D", 1)[1]
         configs = execute(
-            "SELECT proname, proconfig FROM pg_proc WHERE pronamespace = %s::regnamespace "
-            "AND proname IN ('oncelog_intent', 'oncelog_outcome', 'oncelog_recorded') "
-            "ORDER BY proname",
+            "SELECT DISTINCT proname, proconfig FROM pg_proc WHERE pronamespace = "
+            "%s::regnamespace AND proname IN ('oncelog_intent', 'oncelog_outcome', "
+            "'oncelog_recorded') ORDER BY proname",
             (schema,),
         )
         assert configs == [
@@ -248,19 +248,50 @@ def test_the_functions_plan_generically_by_the_sessions_setting(pg_url: str) -> 
 
 
 @pytest.mark.parametrize("trigger", ["steps_count_insert", "steps_count_update"])
-def test_the_budget_triggers_when_reads_only_the_setting(pg_url: str, trigger: str) -> None:
-    """The WHEN of a trigger that counts a step is parsed again at every statement that
-    writes steps; it reads only the setting by which a writer says there is nothing to
-    count, and the trigger's function looks at what changed. The totals it keeps are held
-    to the steps by ``test_budget_totals.py``."""
+def test_the_budget_triggers_ask_the_setting_first_without_a_when(
+    pg_url: str, trigger: str
+) -> None:
+    """A trigger's WHEN is parsed again at every statement that writes steps: the triggers
+    that count a step have none, and their function asks first the setting by which a
+    writer says there is nothing to count. The totals it keeps are held to the steps by
+    ``test_budget_totals.py``."""
     oncelog.open(pg_url).close()
     schema = pg_url.rsplit("%3D", 1)[1]
-    [(definition,)] = execute(
-        "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = %s "
-        "AND tgrelid = %s::regclass",
+    [(definition, source)] = execute(
+        "SELECT pg_get_triggerdef(t.oid), p.prosrc FROM pg_trigger t "
+        "JOIN pg_proc p ON p.oid = t.tgfoid WHERE t.tgname = %s AND t.tgrelid = %s::regclass",
         (trigger, f"{schema}.steps"),
     )
-    when = definition.split(" WHEN ", 1)[1].split(" EXECUTE ", 1)[0]
-    assert when == (
-        "((current_setting('oncelog.uncounted'::text, true) IS DISTINCT FROM 'on'::text))"
-    )
+    assert " WHEN " not in definition
+    first = source.split("BEGIN", 1)[1].split("END IF;", 1)[0].split()
+    assert first[:3] == ["IF", "current_setting('oncelog.uncounted',", "true)"], first
+
+
+@oncelog.tool(kind="create", name="send")
+def send(n: int, *, idempotency_key: str) -> int:
+    return n
+
+
+@pytest.mark.parametrize("hint", ["past the run's last record", "another run's record"])
+def test_a_wrong_hint_for_the_chains_head_leaves_the_chain_whole(pg_url: str, hint: str) -> None:
+    """Each call tells the server where to start looking for the run's chain head: the id
+    of the journal record its previous call appended. From past the run's last record the
+    server finds none, and the call takes the store's transaction, which reads the head
+    itself; from another run's record it finds this run's last one all the same. Either
+    way the chain verifies, and the next calls are told where to look again."""
+    with oncelog.open(pg_url) as ledger:
+        store = ledger.store
+        assert isinstance(store, PostgresStore)
+        with ledger.run("other") as other:
+            other.effect("o-1", send, 0)
+        schema = pg_url.rsplit("%3D", 1)[1]
+        [(foreign,)] = execute(f"SELECT MAX(id) FROM {schema}.journal WHERE run_id = 'other'")
+        with ledger.run("r") as run:
+            run.effect("e-1", send, 1)
+            [key] = [key for key in store._appended if key[0] == "r"]
+            last = store._appended[key]
+            store._appended[key] = last + 1000 if hint.startswith("past") else foreign
+            assert run.effect("e-2", send, 2) == 2
+            assert run.llm("m-1", lambda: "ok") == "ok"
+            assert store._appended[key] > last
+        assert ledger.verify().problems == []

@@ -90,6 +90,10 @@ class PostgresStore(SQLStore):
         )
         # Per lease, the server's life of its commits not flushed yet (see the docstring).
         self._unflushed: dict[LeaseKey, str] = {}
+        # Per lease, the id of the journal record its last call appended: where the
+        # server starts looking for the chain's head (0022; only a hint, the head is
+        # found without it).
+        self._appended: dict[LeaseKey, int] = {}
         url, self.timeout = take_timeout(url, timeout)
         self.where = describe(url)
         self._migrate(url, create)
@@ -154,10 +158,14 @@ class PostgresStore(SQLStore):
                 return super().write_intent(lease, step, previous, reason)
         # The point before the commit is before the call: the call is the commit.
         crashpoints.reach("before_intent_commit", step.step_id)
-        params = intent_params(lease, step, reason)
+        key = _key(lease)
+        params = intent_params(lease, step, reason, self._appended.get(key))
         try:
-            life = self._calls.call(INTENT, params, refusal(lease, step), self._life(lease))
+            life, self._appended[key] = self._calls.call(
+                INTENT, params, refusal(lease, step), self._life(lease)
+            )
         except LongWay:
+            self._appended.pop(key, None)  # the server may have found no record from it
             with self._writing(lease), self._tx() as tx:  # the point above was passed
                 return self._begin_step(tx, lease, step, previous, reason)
         self._wrote(lease, life, flushed=self._flushes[0])
@@ -165,12 +173,14 @@ class PostgresStore(SQLStore):
 
     def write_outcome(self, lease: Lease, step: NewStep, attempt: int, outcome: Outcome) -> None:
         crashpoints.reach("before_outcome_commit", step.step_id)
-        params = outcome_params(lease, step, attempt, outcome)
+        key = _key(lease)
+        params = outcome_params(lease, step, attempt, outcome, self._appended.get(key))
         try:
-            life = self._calls.call(
+            life, self._appended[key] = self._calls.call(
                 self._outcome_sql, params, refusal(lease, None), self._life(lease)
             )
-        except LongWay:  # a time whose text is not Python's: the hash is made here
+        except LongWay:  # a time whose text is not Python's, no record from the hint
+            self._appended.pop(key, None)
             with self._writing(lease), self._tx(durable=False) as tx:  # the point was passed
                 fence(tx, lease)
                 self._end_step(tx, lease, step.seq, attempt, outcome)
@@ -181,15 +191,16 @@ class PostgresStore(SQLStore):
         self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
     ) -> None:
         if takes_function(lease, step, previous):
-            params = record_params(lease, step, outcome)
+            key = _key(lease)
+            params = record_params(lease, step, outcome, self._appended.get(key))
             try:
-                life = self._calls.call(
+                life, self._appended[key] = self._calls.call(
                     self._record_sql, params, refusal(lease, step), self._life(lease)
                 )
                 self._wrote(lease, life, flushed=self._flushes[1])
                 return
             except LongWay:
-                pass
+                self._appended.pop(key, None)
         with self._writing(lease):
             super().record_step(lease, step, previous, outcome)
 
@@ -202,6 +213,7 @@ class PostgresStore(SQLStore):
                 super().finish(lease, status, reason, stopped_by)
         finally:
             self._unflushed.pop(_key(lease), None)  # this process writes the run no more
+            self._appended.pop(_key(lease), None)
 
     @contextmanager
     def _reading(self) -> Iterator[Tx]:

@@ -286,11 +286,12 @@ class Calls:
 
     def call(
         self, sql: str, params: tuple[Any, ...], refused: Refusal, life: str | None = None
-    ) -> str:
+    ) -> tuple[str, Any]:
         """One statement in autocommit, its own transaction: a server-side function that
-        writes, in the server's ``life`` if one is named; the life it was written in. An
-        error the server raised is the store's (``refused``) or unavailability; a
-        connection that breaks during the call leaves its commit unknown."""
+        writes, in the server's ``life`` if one is named; the life it was written in and
+        the statement's first value. An error the server raised is the store's
+        (``refused``) or unavailability; a connection that breaks during the call leaves
+        its commit unknown."""
         # Written out, without _call's context managers: the call an effect makes twice.
         deadline = time.monotonic() + self.timeout
         try:
@@ -299,8 +300,8 @@ class Calls:
             raise self._error(exc, [], False) from exc
         guard = WATCHDOG.watch(conn, deadline)
         try:
-            conn.reused_cursor().execute(sql, params, prepare=True)
-            return conn.life
+            row = conn.reused_cursor().execute(sql, params, prepare=True).fetchone()
+            return conn.life, row[0] if row else None
         except psycopg.Error as exc:
             if _gone(conn, exc):
                 raise self._error(exc, [guard], True) from exc

@@ -1,6 +1,7 @@
 """An intent, an outcome and a step recorded after it ran on PostgreSQL in one round trip
 each: a call of a server-side function (``migrations/postgres/0013_transition_functions.sql``,
-written out flat by 0015, with fewer statements by 0016; ``oncelog_recorded`` by 0021) in
+written out flat by 0015, with fewer statements by 0016; ``oncelog_recorded`` by 0021; each
+told where to look for the chain's head by 0022) in
 autocommit, which does what ``SQLStore``'s transaction does, with the same locks in the
 same order.
 
@@ -10,7 +11,8 @@ switch was looked at before it ran: recorded without a second look, as
 ``SQLStore.record_step`` does, its row written as it ended and journalled as one
 ``recorded`` record). The rest, and whatever
 the function finds needs the store's Python logic (SQLSTATE ``OL000``: a halt that is on,
-an agent with a daily budget, a time whose text is not Python's), takes the transaction
+an agent with a daily budget, a time whose text is not Python's, no record of the run from
+the hint for its chain's head), takes the transaction
 of ``SQLStore``, which decides and raises as it always did. The errors the functions
 raise themselves are the store's own.
 """
@@ -36,15 +38,16 @@ LONG_WAY = "OL000"  # the transaction of SQLStore decides
 _FENCED = "OL001"
 _NOT_IN_FLIGHT = "OL003"
 
-_INTENT_ARGS = ", ".join(["%s"] * 19)
-_OUTCOME_ARGS = ", ".join(["%s"] * 16)
-INTENT = f"SELECT oncelog_intent({_INTENT_ARGS})"
-OUTCOME = f"SELECT oncelog_outcome({_OUTCOME_ARGS})"
+# Each function's last argument is where the server starts looking for the run's chain head
+# (0022): the id of a journal record of the run, the one the previous call appended; each
+# returns the id of the one it appended.
+INTENT = f"SELECT oncelog_intent({', '.join(['%s'] * 20)})"
+OUTCOME = f"SELECT oncelog_outcome({', '.join(['%s'] * 17)})"
 # Added to a call whose commit may ride on the next flushed one: one statement still (a
 # prepared one cannot be two); the setting is its transaction's, in force at the call's
 # own commit (in autocommit), and gone after it.
 UNFLUSHED = ", set_config('synchronous_commit', 'off', true)"
-RECORD = f"SELECT oncelog_recorded({', '.join(['%s'] * 25)})"
+RECORD = f"SELECT oncelog_recorded({', '.join(['%s'] * 26)})"
 
 
 class LongWay(Exception):
@@ -61,28 +64,33 @@ def _lease(lease: Lease) -> tuple[object, ...]:
     return (lease.run_id, lease.owner, lease.token, lease.ttl)
 
 
-def intent_params(lease: Lease, step: NewStep, reason: str | None) -> tuple[object, ...]:
-    """An effect's intent: the kill switch is checked (``p_check_halt``)."""
+def intent_params(
+    lease: Lease, step: NewStep, reason: str | None, after: int | None
+) -> tuple[object, ...]:
+    """An effect's intent: the kill switch is checked (``p_check_halt``). ``after``: the
+    id of a journal record of the run (None: none known)."""
     return (
         *_lease(lease), lease.agent, step.seq, step.step_id, step.type.value, step.tool,
         step.kind, step.key, step.args_hash, step.args_json, step.elapsed, step.cost,
         int(step.irreversible), intent_json(lease, step, 1, reason),
-        canonical_head(lease.run_id, step.seq, "intent"), True,
+        canonical_head(lease.run_id, step.seq, "intent"), True, after,
     )  # fmt: skip
 
 
 def outcome_params(
-    lease: Lease, step: NewStep, attempt: int, outcome: Outcome
+    lease: Lease, step: NewStep, attempt: int, outcome: Outcome, after: int | None
 ) -> tuple[object, ...]:
     return (
         *_lease(lease), step.seq, step.step_id, attempt, outcome.state.value,
         outcome.result_json, outcome.error_json, outcome.tokens_in, outcome.tokens_out,
         outcome.cost, outcome.retry_at, outcome_json(outcome, attempt),
-        canonical_head(lease.run_id, step.seq, "outcome"),
+        canonical_head(lease.run_id, step.seq, "outcome"), after,
     )  # fmt: skip
 
 
-def record_params(lease: Lease, step: NewStep, outcome: Outcome) -> tuple[object, ...]:
+def record_params(
+    lease: Lease, step: NewStep, outcome: Outcome, after: int | None
+) -> tuple[object, ...]:
     """A model call or a read: its kill switch was looked at before it ran (the runtime
     does), so it is recorded without a second look, as ``SQLStore.record_step`` does."""
     return (
@@ -91,7 +99,7 @@ def record_params(lease: Lease, step: NewStep, outcome: Outcome) -> tuple[object
         int(step.irreversible), outcome.state.value, outcome.result_json, outcome.error_json,
         outcome.tokens_in, outcome.tokens_out, outcome.cost, outcome.retry_at,
         recorded_json(lease, step, 1, outcome),
-        canonical_head(lease.run_id, step.seq, "recorded"),
+        canonical_head(lease.run_id, step.seq, "recorded"), after,
     )  # fmt: skip
 
 
