@@ -93,7 +93,7 @@ class PostgresStore(SQLStore):
         # Per lease, the id of the journal record its last call appended: where the
         # server starts looking for the chain's head (0022; only a hint, the head is
         # found without it).
-        self._appended: dict[LeaseKey, int] = {}
+        self._appended: dict[LeaseKey, int | None] = {}
         url, self.timeout = take_timeout(url, timeout)
         self.where = describe(url)
         self._migrate(url, create)

@@ -286,12 +286,12 @@ class Calls:
 
     def call(
         self, sql: str, params: tuple[Any, ...], refused: Refusal, life: str | None = None
-    ) -> tuple[str, Any]:
+    ) -> tuple[str, int | None]:
         """One statement in autocommit, its own transaction: a server-side function that
         writes, in the server's ``life`` if one is named; the life it was written in and
-        the statement's first value. An error the server raised is the store's
-        (``refused``) or unavailability; a connection that breaks during the call leaves
-        its commit unknown."""
+        the integer the function returned, if any. An error the server raised is the
+        store's (``refused``) or unavailability; a connection that breaks during the call
+        leaves its commit unknown."""
         # Written out, without _call's context managers: the call an effect makes twice.
         deadline = time.monotonic() + self.timeout
         try:
@@ -300,8 +300,11 @@ class Calls:
             raise self._error(exc, [], False) from exc
         guard = WATCHDOG.watch(conn, deadline)
         try:
-            row = conn.reused_cursor().execute(sql, params, prepare=True).fetchone()
-            return conn.life, row[0] if row else None
+            cursor = conn.reused_cursor()
+            cursor.execute(sql, params, prepare=True)
+            # Read from the result as sent (text) rather than through fetchone's loaders.
+            value = cursor.pgresult.get_value(0, 0) if cursor.pgresult else None
+            return conn.life, None if value is None else int(value)
         except psycopg.Error as exc:
             if _gone(conn, exc):
                 raise self._error(exc, [guard], True) from exc
