@@ -302,9 +302,10 @@ class Calls:
         try:
             cursor = conn.reused_cursor()
             cursor.execute(sql, params, prepare=True)
-            # Read from the result as sent (text) rather than through fetchone's loaders.
+            # Read from the result as sent (text) rather than through fetchone's loaders;
+            # a function that returns void sends an empty text.
             value = cursor.pgresult.get_value(0, 0) if cursor.pgresult else None
-            return conn.life, None if value is None else int(value)
+            return conn.life, int(value) if value else None
         except psycopg.Error as exc:
             if _gone(conn, exc):
                 raise self._error(exc, [guard], True) from exc

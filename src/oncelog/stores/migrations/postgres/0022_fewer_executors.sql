@@ -23,6 +23,10 @@
 -- - The budget trigger's WHEN was parsed from its text and prepared at the start of every
 --   statement that writes steps; the triggers now have none, and their function asks the
 --   same question (oncelog.uncounted, see 0016 and 0018) first (17,000).
+-- - The time's text (oncelog_at_text) is made inside the journal's INSERT, and one test
+--   of the hash it wrote hands the step back (OL000) both where the time's text is left
+--   to the client and where the hint found no record, rather than an assignment and a
+--   test of their own (11,000). The call's writes are rolled back with it, as before.
 --
 -- The functions of the same names with the previous arguments stay as they were: a
 -- process of the previous version may still call them.
@@ -102,7 +106,6 @@ DECLARE
     held RECORD;
     now_at DOUBLE PRECISION;
     at DOUBLE PRECISION;
-    at_text TEXT;
     locked TEXT;  -- what a lock's assignment leaves (nothing)
     appended BIGINT;
     chained TEXT;
@@ -138,20 +141,18 @@ BEGIN
             'in_flight', 1, date_part('epoch', clock_timestamp()) - p_elapsed, p_cost,
             p_irreversible)
     RETURNING started_at INTO at;
-    at_text := oncelog_at_text(at);
-    IF at_text IS NULL THEN
-        RAISE EXCEPTION 'time % is left to the client', at USING ERRCODE = 'OL000';
-    END IF;
     -- _sql_tx.append: the journal's head read after its lock
     locked := pg_advisory_xact_lock(1869507180, hashtext(p_run_id));
     INSERT INTO journal (run_id, seq, event, data, at, hash)
     VALUES (p_run_id, p_seq, 'intent', p_data, at, encode(sha256(convert_to(
         (SELECT COALESCE(hash, repeat('0', 64)) FROM journal
          WHERE run_id = p_run_id AND id >= COALESCE(p_after, 0) ORDER BY id DESC LIMIT 1)
-        || p_chain_head || to_json(p_data)::text || ',' || at_text || ']', 'UTF8')), 'hex'))
+        || p_chain_head || to_json(p_data)::text || ',' || oncelog_at_text(at) || ']',
+        'UTF8')), 'hex'))
     RETURNING id, hash INTO appended, chained;
     IF chained IS NULL THEN
-        RAISE EXCEPTION 'no record of the run from %', p_after USING ERRCODE = 'OL000';
+        RAISE EXCEPTION 'time % is left to the client, or no record of the run from %',
+            at, p_after USING ERRCODE = 'OL000';
     END IF;
     RETURN appended;
 END;
@@ -167,7 +168,6 @@ LANGUAGE plpgsql AS $$
 DECLARE
     held RECORD;
     now_at DOUBLE PRECISION;
-    at_text TEXT;
     locked TEXT;  -- what a lock's assignment leaves (nothing)
     appended BIGINT;
     chained TEXT;
@@ -196,18 +196,16 @@ BEGIN
     END IF;
     locked := pg_advisory_xact_lock(1869507180, hashtext(p_run_id));
     now_at := date_part('epoch', clock_timestamp());
-    at_text := oncelog_at_text(now_at);
-    IF at_text IS NULL THEN
-        RAISE EXCEPTION 'time % is left to the client', now_at USING ERRCODE = 'OL000';
-    END IF;
     INSERT INTO journal (run_id, seq, event, data, at, hash)
     VALUES (p_run_id, p_seq, 'outcome', p_data, now_at, encode(sha256(convert_to(
         (SELECT COALESCE(hash, repeat('0', 64)) FROM journal
          WHERE run_id = p_run_id AND id >= COALESCE(p_after, 0) ORDER BY id DESC LIMIT 1)
-        || p_chain_head || to_json(p_data)::text || ',' || at_text || ']', 'UTF8')), 'hex'))
+        || p_chain_head || to_json(p_data)::text || ',' || oncelog_at_text(now_at) || ']',
+        'UTF8')), 'hex'))
     RETURNING id, hash INTO appended, chained;
     IF chained IS NULL THEN
-        RAISE EXCEPTION 'no record of the run from %', p_after USING ERRCODE = 'OL000';
+        RAISE EXCEPTION 'time % is left to the client, or no record of the run from %',
+            now_at, p_after USING ERRCODE = 'OL000';
     END IF;
     RETURN appended;
 END;
@@ -227,7 +225,6 @@ DECLARE
     held RECORD;
     now_at DOUBLE PRECISION;
     at DOUBLE PRECISION;
-    at_text TEXT;
     locked TEXT;  -- what a lock's assignment leaves (nothing)
     appended BIGINT;
     chained TEXT;
@@ -250,10 +247,6 @@ BEGIN
         UPDATE runs SET lease_expires_at = now_at + p_ttl WHERE run_id = p_run_id;
     END IF;
     at := now_at - p_elapsed;
-    at_text := oncelog_at_text(at);
-    IF at_text IS NULL THEN
-        RAISE EXCEPTION 'time % is left to the client', at USING ERRCODE = 'OL000';
-    END IF;
     INSERT INTO steps (run_id, seq, step_id, type, tool, kind, key, args_hash, args, result,
                        error, state, attempts, tokens_in, tokens_out, started_at, finished_at,
                        cost, irreversible, retry_at)
@@ -266,10 +259,12 @@ BEGIN
     VALUES (p_run_id, p_seq, 'recorded', p_data, at, encode(sha256(convert_to(
         (SELECT COALESCE(hash, repeat('0', 64)) FROM journal
          WHERE run_id = p_run_id AND id >= COALESCE(p_after, 0) ORDER BY id DESC LIMIT 1)
-        || p_chain_head || to_json(p_data)::text || ',' || at_text || ']', 'UTF8')), 'hex'))
+        || p_chain_head || to_json(p_data)::text || ',' || oncelog_at_text(at) || ']',
+        'UTF8')), 'hex'))
     RETURNING id, hash INTO appended, chained;
     IF chained IS NULL THEN
-        RAISE EXCEPTION 'no record of the run from %', p_after USING ERRCODE = 'OL000';
+        RAISE EXCEPTION 'time % is left to the client, or no record of the run from %',
+            at, p_after USING ERRCODE = 'OL000';
     END IF;
     RETURN appended;
 END;
