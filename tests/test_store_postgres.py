@@ -290,8 +290,11 @@ def test_a_wrong_hint_for_the_chains_head_leaves_the_chain_whole(pg_url: str, hi
             run.effect("e-1", send, 1)
             [key] = [key for key in store._appended if key[0] == "r"]
             last = store._appended[key]
+            assert last is not None
             store._appended[key] = last + 1000 if hint.startswith("past") else foreign
             assert run.effect("e-2", send, 2) == 2
             assert run.llm("m-1", lambda: "ok") == "ok"
-            assert store._appended[key] > last
+            appended = store._appended[key]
+            assert appended is not None
+            assert appended > last
         assert ledger.verify().problems == []
