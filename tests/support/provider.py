@@ -147,18 +147,35 @@ def ledger_state(ledger_path: str | None, run: str, key: str) -> str | None:
     return None if row is None else str(row[0])
 
 
+# How long the provider looks at a PostgreSQL ledger before it answers without knowing: a
+# server frozen (SIGSTOP) after the connection was made would hold the query for ever, and
+# the agent waiting on this answer with it.
+LOOK_SECONDS = 5.0
+
+
 def postgres_ledger_state(url: str, run: str, key: str) -> str | None:
-    """The same, from a PostgreSQL ledger: committed rows only, as any other session."""
+    """The same, from a PostgreSQL ledger: committed rows only, as any other session. The
+    look runs in a thread of its own, given up after ``LOOK_SECONDS``: ``connect_timeout``
+    bounds only the connecting, and a frozen server accepts the query's packets without
+    ever answering them."""
     import psycopg
 
-    try:
-        with psycopg.connect(url, autocommit=True, connect_timeout=5) as db:
-            row = db.execute(
-                "SELECT state FROM steps WHERE run_id = %s AND key = %s", (run, key)
-            ).fetchone()
-    except psycopg.Error as exc:
-        return f"error: {exc}"
-    return None if row is None else str(row[0])
+    answer: list[str | None] = []
+
+    def look() -> None:
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=5) as db:
+                row = db.execute(
+                    "SELECT state FROM steps WHERE run_id = %s AND key = %s", (run, key)
+                ).fetchone()
+            answer.append(None if row is None else str(row[0]))
+        except psycopg.Error as exc:
+            answer.append(f"error: {exc}")
+
+    looking = threading.Thread(target=look, name="ledger look", daemon=True)
+    looking.start()
+    looking.join(LOOK_SECONDS)
+    return answer[0] if answer else f"error: no answer from the ledger in {LOOK_SECONDS:g} s"
 
 
 def kill_and_wait(pid: int) -> None:
