@@ -184,7 +184,7 @@ def usage(result: Any) -> tuple[int, int, float | None]:
     return (
         tokens_in if type(tokens_in) is int else int(tokens_in or 0),
         tokens_out if type(tokens_out) is int else int(tokens_out or 0),
-        None if cost is None else float(cost) if isinstance(cost, (int, float)) else None,
+        float(cost) if isinstance(cost, (int, float)) else None,
     )
 
 

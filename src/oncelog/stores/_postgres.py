@@ -33,7 +33,7 @@ from ..runtime import _crashpoints as crashpoints
 from ._postgres_deadline import WATCHDOG
 from ._postgres_listen import decisions
 from ._postgres_migrate import migrate
-from ._postgres_pool import POSTGRES, Calls, connect, describe, store_error
+from ._postgres_pool import POSTGRES, Calls, Refusal, connect, describe, store_error
 from ._postgres_settings import take_timeout
 from ._postgres_transitions import (
     INTENT,
@@ -150,6 +150,21 @@ class PostgresStore(SQLStore):
     # An intent, an outcome and a model call's or a read's record: one round trip each
     # (``_postgres_transitions``).
 
+    def _transition(
+        self, lease: Lease, sql: str, params: tuple[object, ...], refused: Refusal, flushed: bool
+    ) -> None:
+        """One call of a transition function, told where its chain head is (``_appended``,
+        its last argument); ``LongWay`` if it hands the step back."""
+        key = _key(lease)
+        try:
+            life, self._appended[key] = self._calls.call(
+                sql, (*params, self._appended.get(key)), refused, self._life(lease)
+            )
+        except LongWay:
+            self._appended.pop(key, None)  # the server may have found no record from it
+            raise
+        self._wrote(lease, life, flushed=flushed)
+
     def write_intent(
         self, lease: Lease, step: NewStep, previous: StepState | None, reason: str | None = None
     ) -> Intent:
@@ -158,49 +173,38 @@ class PostgresStore(SQLStore):
                 return super().write_intent(lease, step, previous, reason)
         # The point before the commit is before the call: the call is the commit.
         crashpoints.reach("before_intent_commit", step.step_id)
-        key = _key(lease)
-        params = intent_params(lease, step, reason, self._appended.get(key))
+        params = intent_params(lease, step, reason)
         try:
-            life, self._appended[key] = self._calls.call(
-                INTENT, params, refusal(lease, step), self._life(lease)
-            )
+            self._transition(lease, INTENT, params, refusal(lease, step), self._flushes[0])
         except LongWay:
-            self._appended.pop(key, None)  # the server may have found no record from it
             with self._writing(lease), self._tx() as tx:  # the point above was passed
                 return self._begin_step(tx, lease, step, previous, reason)
-        self._wrote(lease, life, flushed=self._flushes[0])
         return Intent(1, ())
 
     def write_outcome(self, lease: Lease, step: NewStep, attempt: int, outcome: Outcome) -> None:
         crashpoints.reach("before_outcome_commit", step.step_id)
-        key = _key(lease)
-        params = outcome_params(lease, step, attempt, outcome, self._appended.get(key))
+        params = outcome_params(lease, step, attempt, outcome)
         try:
-            life, self._appended[key] = self._calls.call(
-                self._outcome_sql, params, refusal(lease, None), self._life(lease)
+            self._transition(
+                lease, self._outcome_sql, params, refusal(lease, None), self._flushes[1]
             )
         except LongWay:  # a time whose text is not Python's, no record from the hint
-            self._appended.pop(key, None)
             with self._writing(lease), self._tx(durable=False) as tx:  # the point was passed
                 fence(tx, lease)
                 self._end_step(tx, lease, step.seq, attempt, outcome)
-            return
-        self._wrote(lease, life, flushed=self._flushes[1])
 
     def record_step(
         self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
     ) -> None:
         if takes_function(lease, step, previous):
-            key = _key(lease)
-            params = record_params(lease, step, outcome, self._appended.get(key))
+            params = record_params(lease, step, outcome)
             try:
-                life, self._appended[key] = self._calls.call(
-                    self._record_sql, params, refusal(lease, step), self._life(lease)
+                self._transition(
+                    lease, self._record_sql, params, refusal(lease, step), self._flushes[1]
                 )
-                self._wrote(lease, life, flushed=self._flushes[1])
                 return
             except LongWay:
-                self._appended.pop(key, None)
+                pass
         with self._writing(lease):
             super().record_step(lease, step, previous, outcome)
 

@@ -40,7 +40,7 @@ _NOT_IN_FLIGHT = "OL003"
 
 # Each function's last argument is where the server starts looking for the run's chain head
 # (0022): the id of a journal record of the run, the one the previous call appended; each
-# returns the id of the one it appended.
+# returns the id of the one it appended. The store adds it after the parameters below.
 INTENT = f"SELECT oncelog_intent({', '.join(['%s'] * 20)})"
 OUTCOME = f"SELECT oncelog_outcome({', '.join(['%s'] * 17)})"
 # Added to a call whose commit may ride on the next flushed one: one statement still (a
@@ -64,33 +64,28 @@ def _lease(lease: Lease) -> tuple[object, ...]:
     return (lease.run_id, lease.owner, lease.token, lease.ttl)
 
 
-def intent_params(
-    lease: Lease, step: NewStep, reason: str | None, after: int | None
-) -> tuple[object, ...]:
-    """An effect's intent: the kill switch is checked (``p_check_halt``). ``after``: the
-    id of a journal record of the run (None: none known)."""
+def intent_params(lease: Lease, step: NewStep, reason: str | None) -> tuple[object, ...]:
+    """An effect's intent: the kill switch is checked (``p_check_halt``)."""
     return (
         *_lease(lease), lease.agent, step.seq, step.step_id, step.type.value, step.tool,
         step.kind, step.key, step.args_hash, step.args_json, step.elapsed, step.cost,
         int(step.irreversible), intent_json(lease, step, 1, reason),
-        canonical_head(lease.run_id, step.seq, "intent"), True, after,
+        canonical_head(lease.run_id, step.seq, "intent"), True,
     )  # fmt: skip
 
 
 def outcome_params(
-    lease: Lease, step: NewStep, attempt: int, outcome: Outcome, after: int | None
+    lease: Lease, step: NewStep, attempt: int, outcome: Outcome
 ) -> tuple[object, ...]:
     return (
         *_lease(lease), step.seq, step.step_id, attempt, outcome.state.value,
         outcome.result_json, outcome.error_json, outcome.tokens_in, outcome.tokens_out,
         outcome.cost, outcome.retry_at, outcome_json(outcome, attempt),
-        canonical_head(lease.run_id, step.seq, "outcome"), after,
+        canonical_head(lease.run_id, step.seq, "outcome"),
     )  # fmt: skip
 
 
-def record_params(
-    lease: Lease, step: NewStep, outcome: Outcome, after: int | None
-) -> tuple[object, ...]:
+def record_params(lease: Lease, step: NewStep, outcome: Outcome) -> tuple[object, ...]:
     """A model call or a read: its kill switch was looked at before it ran (the runtime
     does), so it is recorded without a second look, as ``SQLStore.record_step`` does."""
     return (
@@ -99,7 +94,7 @@ def record_params(
         int(step.irreversible), outcome.state.value, outcome.result_json, outcome.error_json,
         outcome.tokens_in, outcome.tokens_out, outcome.cost, outcome.retry_at,
         recorded_json(lease, step, 1, outcome),
-        canonical_head(lease.run_id, step.seq, "recorded"), after,
+        canonical_head(lease.run_id, step.seq, "recorded"),
     )  # fmt: skip
 
 
