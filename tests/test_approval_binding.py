@@ -17,6 +17,11 @@ import pytest
 
 import oncelog
 from oncelog.audit._verify import verify
+from oncelog.stores._postgres import PostgresStore
+from oncelog.stores._rows import journal_json
+from oncelog.stores._rows import text as quoted
+from oncelog.stores._sql_tx import append
+from oncelog.stores._sqlite import SQLiteStore
 
 from .support import oncelog_cli
 from .support.launch import run_python
@@ -300,9 +305,9 @@ def forge_extended(store_url: str, ledger: oncelog.Ledger, tool: Tool, provider:
     [
         (forge_status, "without anyone named"),
         (forge_named_status, "no such decision"),
-        (forge_insert, "without anyone named"),
-        (forge_copy, "no such decision"),
-        (forge_moved, "no such decision"),
+        (forge_insert, "the journal has no such request"),
+        (forge_copy, "the journal has no such request"),
+        (forge_moved, "the journal's request 1 asked about step 'delete' with arguments"),
         (forge_reused, "already used it"),
         (forge_extended, "expiry"),
     ],
@@ -358,6 +363,53 @@ def test_the_cli_says_what_it_cuts_and_json_shows_it_whole(store_url: str) -> No
     assert "x" * 5000 in whole
 
 
+def test_a_request_no_agent_asked_is_never_shown_as_its_question(store_url: str) -> None:
+    """A pending row inserted by hand before the agent asks: a person cannot decide it,
+    the agent does not wait on it but asks anew, and verify reports it."""
+    provider = Provider()
+    with oncelog.open(store_url) as ledger:
+        tool = delete_tool(ledger, provider)
+        with pytest.raises(oncelog.ApprovalRequired):
+            ask(ledger, tool, "staging")
+        tamper(
+            store_url,
+            "INSERT INTO approvals (run_id, step_id, tool, args_hash, args, status, requested_at) "
+            "VALUES ('r1', 'delete', 'delete_env', ?, ?, 'pending', 0)",
+            (production_hash(), PRODUCTION),
+        )
+        [planted] = [a for a in ledger.approvals() if a.args_json == PRODUCTION]
+        with pytest.raises(oncelog.CorruptRecord, match="not in the journal: no agent asked it"):
+            ledger.approve("r1", "delete", by="alice", request=planted.id)
+        with pytest.raises(oncelog.ApprovalRequired):
+            ask(ledger, tool, "production")  # asks anew instead of waiting on the planted row
+        [genuine] = [a for a in ledger.approvals() if a.args_json == PRODUCTION and a != planted]
+        ledger.approve("r1", "delete", by="dana", request=genuine.id)
+        assert ask(ledger, tool, "production") == "production"
+    assert provider.deleted == ["production"]
+    assert any(f"approval {planted.id} of step 'delete': the journal has no such request" in p
+               for p in state_problems(store_url))  # fmt: skip
+
+
+def test_a_request_moved_to_other_arguments_cannot_be_approved(store_url: str) -> None:
+    """The staging request's row rewritten, arguments and hash together, to production:
+    what it shows would be what it approves, but no agent asked it."""
+    provider = Provider()
+    with oncelog.open(store_url) as ledger:
+        tool = delete_tool(ledger, provider)
+        staging = waits(ledger, tool, "staging")
+        tamper(
+            store_url,
+            "UPDATE approvals SET args_hash = ?, args = ? WHERE id = ?",
+            (production_hash(), PRODUCTION, staging.id),
+        )
+        with pytest.raises(oncelog.CorruptRecord, match="no agent asked it"):
+            ledger.approve("r1", "delete", by="alice", request=staging.id)
+        with pytest.raises(oncelog.ApprovalRequired):
+            ask(ledger, tool, "production")
+    assert provider.deleted == []
+    assert any("the journal's request" in p for p in state_problems(store_url))
+
+
 def test_arguments_edited_apart_from_their_hash_cannot_be_approved(store_url: str) -> None:
     """The page would show staging while the decision bound production's hash."""
     provider = Provider()
@@ -372,3 +424,31 @@ def test_arguments_edited_apart_from_their_hash_cannot_be_approved(store_url: st
             ask(ledger, tool, "production")
     assert provider.deleted == []
     assert any("do not match its arguments hash" in p for p in state_problems(store_url))
+
+
+def test_a_request_journalled_before_requests_were_named_is_still_decidable(
+    store_url: str,
+) -> None:
+    """Ledgers written before ``approval_requested`` named its request id: such a row is
+    matched by run, step and arguments hash, so verify is quiet and a person decides it."""
+    with oncelog.open(store_url) as ledger:
+        store = ledger.store
+        assert isinstance(store, SQLiteStore | PostgresStore)
+        with store._tx() as tx:
+            tx.execute(
+                "INSERT INTO runs (run_id, status, created_at, updated_at) "
+                "VALUES ('old', 'waiting', 0, 0)"
+            )
+            tx.execute(
+                "INSERT INTO approvals (run_id, step_id, tool, args_hash, args, status, "
+                "requested_at) VALUES ('old', 'delete', 'delete_env', ?, ?, 'pending', 0)",
+                (production_hash(), PRODUCTION),
+            )
+            # The record as that version wrote it: no ``request``.
+            old_request = journal_json(
+                step_id=quoted("delete"), args_hash=quoted(production_hash()), args=PRODUCTION
+            )
+            append(tx, "old", 0, "approval_requested", old_request)
+        [old] = ledger.approvals()
+        assert ledger.approve("old", "delete", by="alice", request=old.id).decided_by == "alice"
+    assert [p for p in state_problems(store_url) if "approval" in p] == []

@@ -376,16 +376,17 @@ def test_the_oldest_of_more_than_100000_approvals_is_checked(
         "INSERT INTO approvals (run_id, step_id, tool, args_hash, args, status, "
         "requested_at, decided_by) SELECT run_id, 'w', 'wipe', args_hash, args, "
         "'approved', 1, 'mallory' FROM approvals",
-        # Pending requests whose arguments match their hash: nothing for verify to report.
+        # Pending requests no agent asked: each reported on its own.
         _HUNDRED_THOUSAND + "INSERT INTO approvals (run_id, step_id, tool, args_hash, args, "
         f"status, requested_at) SELECT 'w', 'x' || i, 'wipe', '{digest('{}')}', '{{}}', "
         "'pending', 1 FROM n",
     )
     for report in reports(store_url, keys[1]):
-        assert [p.kind for p in report.problems] == ["state"]
-        assert "mallory approved it; the journal has no such decision" in (
-            report.problems[0].message
-        )
+        assert {p.kind for p in report.problems} == {"state"}
+        forged = [p for p in report.problems if "of step 'w'" in p.message]
+        assert len(forged) == 1, report.problems[:3]
+        assert "the journal has no such request" in forged[0].message
+        assert len(report.problems) == 100_001
 
 
 def test_the_oldest_of_more_than_100000_active_halts_is_checked(

@@ -5,11 +5,13 @@ The runtime lets an effect through on an approval row only when the journal back
 learns of the attempt: a row approved, used, expired or denied with no journalled decision
 of that request, for those arguments, by the person it names (a status set by hand, a row
 inserted, a copy attached to other arguments), a used approval set back to approved, an
-approval whose expiry was moved past the one its decision set, and a request whose shown
-arguments were edited apart from the hash a decision binds.
+approval whose expiry was moved past the one its decision set, a request whose shown
+arguments were edited apart from the hash a decision binds, and a row of any status that no
+journalled request asked (inserted by hand, or moved to another step or arguments).
 
 Decisions journalled before requests were named (no ``request`` field) are matched by run,
-step and person only, as they were then.
+step and person only, as they were then; requests journalled then, by run, step and
+arguments hash.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class ApprovalCheck:
         self._decisions: dict[tuple[str, int], _Decision] = {}  # by run and request id
         self._unnamed: set[tuple[str, str, str, str]] = set()  # run, step, status, by
         self._used: set[tuple[str, int]] = set()  # run and approval id, from intents
+        self._asked: dict[tuple[str, int], tuple[str, str]] = {}  # step, args by run, request
+        self._asked_unnamed: set[tuple[str, str, str]] = set()  # run, step, args hash
 
     def feed(self, entry: JournalEntry) -> None:
         """Note a decision or an intent that used an approval; skip a malformed record
@@ -71,6 +75,12 @@ class ApprovalCheck:
                     None if lasts is None else entry.at + float(lasts),
                 )  # fmt: skip
                 self._decisions[(entry.run_id, int(data["request"]))] = decided
+            elif entry.event == "approval_requested":
+                asked = (str(data["step_id"]), str(data["args_hash"]))
+                if "request" in data:
+                    self._asked[(entry.run_id, int(data["request"]))] = asked
+                else:
+                    self._asked_unnamed.add((entry.run_id, *asked))
             elif entry.event in USING and data.get("approval") is not None:
                 self._used.add((entry.run_id, int(data["approval"])))
         except (KeyError, TypeError, ValueError):
@@ -84,9 +94,28 @@ class ApprovalCheck:
                 found("state", approval.run_id, f"approval {approval.id} of step "
                       f"{approval.step_id!r}: {wrong}", None)  # fmt: skip
 
+    def _unasked(self, approval: Approval) -> str | None:
+        """Why no journalled request asked ``approval``, or None if one did."""
+        asked = self._asked.get((approval.run_id, approval.id))
+        if asked is None:
+            legacy = (approval.run_id, approval.step_id, approval.args_hash)
+            if legacy in self._asked_unnamed:
+                return None
+            return "the journal has no such request: the row was added behind its back"
+        if asked != (approval.step_id, approval.args_hash):
+            return (
+                f"it asks about step {approval.step_id!r} with arguments {approval.args_hash}; "
+                f"the journal's request {approval.id} asked about step {asked[0]!r} with "
+                f"arguments {asked[1]}"
+            )
+        return None
+
     def _wrong(self, approval: Approval) -> str | None:
         if digest(approval.args_json) != approval.args_hash:
             return "its arguments do not match its arguments hash: the row was edited"
+        unasked = self._unasked(approval)
+        if unasked:
+            return unasked
         status = _DECIDED.get(approval.status)
         if status is None:
             if approval.decided_by is not None:

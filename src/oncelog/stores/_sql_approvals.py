@@ -5,7 +5,8 @@ The approvals table is what the runtime reads, so it is not trusted alone: an ap
 lets an effect run only if the journal (append-only, hash-chained) holds the decision of
 that very request, for those arguments, by the person the row names, still unexpired,
 and no intent has used it yet. A row set to ``approved``, inserted, copied to other
-arguments or set back from ``used`` behind the journal's back lets nothing run.
+arguments or set back from ``used`` behind the journal's back lets nothing run; nor is a
+pending row the journal has no request of ever put to a person as the agent's question.
 
 Each function runs inside a transaction its caller opened, holding the run's row lock.
 """
@@ -41,9 +42,12 @@ def request_approval(tx: Tx, lease: Lease, step: NewStep) -> Approval:
     ).fetchall()
     for row in rows:
         live = approval_record(row)
-        # An approval the journal does not back is passed over, so the step asks anew
-        # instead of waiting for ever on a row that can never be used.
-        if live.status is not ApprovalStatus.APPROVED or _unusable(tx, live, step.seq) is None:
+        # A row the journal does not back is passed over, so the step asks anew instead
+        # of waiting for ever on a row that can never be used or decided.
+        if live.status is ApprovalStatus.APPROVED:
+            if _unusable(tx, live, step.seq) is None:
+                return live
+        elif live.status is not ApprovalStatus.PENDING or _asked(tx, live):
             return live
     others = [
         r[0]
@@ -207,7 +211,7 @@ def _chosen(
     ]  # fmt: skip
     pending = [a for a in named if a.status is ApprovalStatus.PENDING]
     if pending:
-        return _as_shown(pending[-1])
+        return _as_shown(tx, pending[-1])
     if not named:
         raise UnknownApproval(_no_such(step_id, request, args_hash), **where)
     last = named[-1]
@@ -226,17 +230,44 @@ def _chosen(
     )
 
 
-def _as_shown(request: Approval) -> Approval:
-    """``request``, if the arguments a person reads are the ones its hash binds: a
+def _as_shown(tx: Tx, request: Approval) -> Approval:
+    """``request``, if the arguments a person reads are the ones its hash binds (a
     decision binds the hash, so arguments edited alone would show one thing and approve
-    another."""
+    another) and the agent asked it (a row inserted by hand is no agent's question)."""
     if digest(request.args_json) != request.args_hash:
         raise CorruptRecord(
             f"the arguments of request {request.id} do not match its arguments hash: the "
             "row was edited, and what it shows is not what it would approve",
             run_id=request.run_id, step_id=request.step_id,
         )  # fmt: skip
+    if not _asked(tx, request):
+        raise CorruptRecord(
+            f"request {request.id} of step {request.step_id!r} is not in the journal: no "
+            "agent asked it, the row was added behind the ledger's back; it is not decided",
+            run_id=request.run_id, step_id=request.step_id,
+        )  # fmt: skip
     return request
+
+
+def _asked(tx: Tx, request: Approval) -> bool:
+    """Does the journal hold the ``approval_requested`` record of ``request``: its id,
+    step and arguments hash (a record written before requests were named matches by step
+    and arguments hash)? Read on a person's decision and when a step would wait on a
+    pending row, never on a step's usual path."""
+    named = f"CAST({tx.dialect.json_text('data', 'request')} AS TEXT)"
+    rows = tx.execute(
+        "SELECT data FROM journal WHERE run_id = ? AND event = 'approval_requested' "
+        f"AND ({named} = ? OR {named} IS NULL)",
+        (request.run_id, str(request.id)),
+    ).fetchall()
+    for (text,) in rows:
+        try:
+            data = decode(text)
+            if (data.get("step_id"), data.get("args_hash")) == (request.step_id, request.args_hash):
+                return True
+        except (ValueError, AttributeError):
+            continue  # a malformed record asks nothing; verify reports its broken link
+    return False
 
 
 def _no_such(step_id: str, request: int | None, args_hash: str | None) -> str:
