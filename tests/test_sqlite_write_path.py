@@ -45,7 +45,7 @@ def acquire(store: SQLiteStore, run_id: str, **options: Any) -> Lease:
 
 class Counting:
     """The store's connection or its cursor, keeping the start of each statement sent
-    through it (a script's one by one) in ``sent``, which both share."""
+    through it in ``sent``, which both share."""
 
     def __init__(self, db: Any, sent: list[str]) -> None:
         self.db = db
@@ -54,10 +54,6 @@ class Counting:
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
         self.sent.append(" ".join(sql.split())[:24])
         return self.db.execute(sql, parameters)  # type: ignore[no-any-return]
-
-    def executescript(self, script: str, /) -> sqlite3.Cursor:
-        self.sent.extend(" ".join(sql.split())[:24] for sql in script.split(";"))
-        return self.db.executescript(script)  # type: ignore[no-any-return]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.db, name)
@@ -84,7 +80,7 @@ def effect_statements(db_path: str, durability: Literal["intent", "full"]) -> li
     assert isinstance(store, SQLiteStore)
     try:
         with ledger.run("r") as run:
-            run.effect("first", send, to="alice")  # the connection's levels are set once
+            run.effect("first", send, to="alice")
             with traced(store) as sent:
                 run.effect("second", send, to="alice")
         return sent
@@ -96,35 +92,30 @@ INTENT = ["BEGIN IMMEDIATE", "INSERT OR IGNORE INTO st", "INSERT INTO journal (r
 OUTCOME = ["BEGIN IMMEDIATE", "UPDATE steps SET state =", "INSERT INTO journal (run", "COMMIT"]
 
 
-def test_an_effect_is_eight_statements_at_durability_full(db_path: str) -> None:
-    assert effect_statements(db_path, "full") == INTENT + OUTCOME
+@pytest.mark.parametrize("durability", ["intent", "full"])
+def test_an_effect_is_eight_statements(db_path: str, durability: Literal["intent", "full"]) -> None:
+    """Whatever the durability: the sync level is the connection's, never switched (the
+    intent's fsync by default is counted in ``test_power_loss``)."""
+    assert effect_statements(db_path, durability) == INTENT + OUTCOME
 
 
-def test_an_effect_sets_each_sync_level_once_more_by_default(db_path: str) -> None:
-    """Intent mode switches between FULL and NORMAL: one PRAGMA each, never read back
-    after the first time."""
-    sent = effect_statements(db_path, "intent")
-    assert sent == ["PRAGMA synchronous = 2", *INTENT, "PRAGMA synchronous = 1", *OUTCOME]
-
-
-def test_a_level_switch_never_commits_a_transaction_left_open(db_path: str) -> None:
-    """The switch and its BEGIN go through ``executescript``, which commits an open
-    transaction first: with one open, the write is refused and the transaction stays
-    open, its work uncommitted, as a PRAGMA inside a transaction was always refused."""
+def test_a_write_never_commits_a_transaction_left_open(db_path: str) -> None:
+    """With a transaction left open on the connection, a write is refused and the
+    transaction stays open, its work uncommitted."""
     with closing(SQLiteStore(db_path)) as store:
-        lease = acquire(store, "r")  # NORMAL, read back
-        store.write_intent(lease, effect(0, "first"), None)  # FULL, read back
+        lease = acquire(store, "r")
+        store.write_intent(lease, effect(0, "first"), None)
         think = NewStep(1, "think", StepType.LLM, "model", "llm", "key-think", digest(ARGS), ARGS)
         done = Outcome(StepState.DONE, '{"text":"hi"}')
         store._db.execute("BEGIN IMMEDIATE")
         store._db.execute("CREATE TABLE left_open (x)")
-        with pytest.raises(oncelog.StoreUnavailable, match="inside a transaction"):
+        with pytest.raises(oncelog.StoreUnavailable, match="within a transaction"):
             store.record_step(lease, think, None, done)
         assert store._db.in_transaction
         store._db.execute("ROLLBACK")
         tables = store._db.execute("SELECT name FROM sqlite_master WHERE name = 'left_open'")
         assert tables.fetchall() == []
-        store.record_step(lease, think, None, done)  # the level is set anew
+        store.record_step(lease, think, None, done)
         assert [step.state for step in store.steps("r", 0, 10)] == [
             StepState.IN_FLIGHT, StepState.DONE,
         ]  # fmt: skip

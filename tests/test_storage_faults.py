@@ -11,18 +11,21 @@ runs under ``fiu-run -x``; its failure points are named after the call, e.g.
 arms the point itself, through libfiu's control API, immediately before the commit under
 test: arming from the start would fail the ledger's own open, and arming from outside
 (``fiu-ctrl`` with the pid) would need a handshake to hit the same instant. Debian's SQLite
-(which CPython's ``sqlite3`` links) appends WAL frames with ``pwrite64`` and makes a commit
-durable with one ``fdatasync`` of the WAL (``synchronous=FULL``); nothing between the arming
-and that commit syncs or writes, so the failing call is exactly the commit's. ``failinfo``
-sets errno (EIO); ``onetime`` fails that one call and lets everything after it succeed.
+(which CPython's ``sqlite3`` links) appends WAL frames with ``pwrite64``. A commit is made
+durable with one ``fdatasync`` of the WAL: inside the commit with ``synchronous=FULL``
+(durability ``full``), right after it by the store by default (durability ``intent``);
+nothing between the arming and that commit syncs or writes, so the failing call is exactly
+the commit's. ``failinfo`` sets errno (EIO); ``onetime`` fails that one call and lets
+everything after it succeed.
 
-Why both endings of a failed fsync are tested. The WAL frames were written, only not synced;
-SQLite does not publish them, but its recovery at the next open accepts every frame whose
-checksum is valid. So a commit that reported an error reappears after a restart unless
-something overwrote it. If the process goes on (the fault was one call, or only syncs fail)
-its next commit overwrites those frames and the intent is gone; if the process dies right
-after the failure, the intent reappears and the step is in doubt. Each case pins which
-ending SQLite produces, so the in-doubt path is really exercised, and checks that ending.
+Why the endings differ. By default the intent's commit is published before its fsync, so
+a failed fsync leaves it committed whatever follows: the step is in doubt at the next run.
+With ``FULL`` the frames were written, only not synced; SQLite does not publish them, but
+its recovery at the next open accepts every frame whose checksum is valid. So such a
+commit reappears after a restart unless something overwrote it: if the process goes on,
+its next commit overwrites those frames and the outcome is gone; if the process dies right
+after the failure, it reappears. Each case pins which ending SQLite produces, so the
+in-doubt path is really exercised, and checks that ending.
 """
 
 from __future__ import annotations
@@ -209,15 +212,13 @@ def assert_failed_commit(ending: Ending, case: FaultCase, expected_text: str) ->
 
 
 INTENT_FAULTS = {
-    # The next commit (the run marked failed) overwrites the unsynced intent frames.
-    "fdatasync-once": FaultCase(FDATASYNC, once=True, dies=False, commit_survives=False),
+    # The intent was committed before its fsync failed: it stays, whatever comes next (the
+    # run marked failed, every later sync failing too, or the process killed).
+    "fdatasync-once": FaultCase(FDATASYNC, once=True, dies=False, commit_survives=True),
     "fdatasync-once-async": FaultCase(
-        FDATASYNC, once=True, dies=False, commit_survives=False, use_async=True
+        FDATASYNC, once=True, dies=False, commit_survives=True, use_async=True
     ),
-    # Syncs keep failing: the run-failed commit and the close's checkpoint fail too, yet
-    # the run-failed frames overwrite the intent's, and they are what recovery finds.
-    "fdatasync-always": FaultCase(FDATASYNC, once=False, dies=False, commit_survives=False),
-    # Nothing overwrites the written but unsynced intent: recovery brings it back.
+    "fdatasync-always": FaultCase(FDATASYNC, once=False, dies=False, commit_survives=True),
     "fdatasync-then-killed": FaultCase(FDATASYNC, once=False, dies=True, commit_survives=True),
     # A failed write leaves no complete frame to recover.
     "pwrite-once": FaultCase(PWRITE, once=True, dies=False, commit_survives=False),

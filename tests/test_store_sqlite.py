@@ -17,7 +17,7 @@ from .support.launch import python
 
 
 @pytest.mark.parametrize(
-    ("durability", "synchronous"), [("intent", 2), ("full", 2), ("process", 1)]
+    ("durability", "synchronous"), [("intent", 1), ("full", 2), ("process", 1)]
 )
 def test_durability_sets_and_verifies_synchronous(
     db_path: str, durability: str, synchronous: int

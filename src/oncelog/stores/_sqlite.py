@@ -2,16 +2,18 @@
 
 Writer settings, and why:
 - ``journal_mode=WAL``: readers never block the writer, and a commit appends to one file.
-- ``synchronous``, set per commit by the durability mode (``_SYNCHRONOUS``): ``FULL``
-  fsyncs the WAL at the commit, so the commit survives a power loss; ``NORMAL`` writes the
-  commit to the WAL (the OS has it: it survives the process being killed) and fsyncs it
-  only with the next ``FULL`` commit or at a checkpoint. An fsync covers every frame
-  written before it, so a ``NORMAL`` commit becomes durable with the next ``FULL`` one.
-  ``full`` fsyncs every commit; ``intent`` (the default) fsyncs every commit except
-  outcomes and model/read records, which ride on the next intent's or the run's end's
-  fsync: one fsync per effect; ``process`` fsyncs none. A switch is sent with the
-  ``BEGIN`` of the transaction it is for, never inside one; each level is read back the
-  first time it is set, because a PRAGMA that fails is silently ignored.
+- ``synchronous``, set once by the durability mode (``_SYNCHRONOUS``) and read back,
+  because a PRAGMA that fails is silently ignored. ``NORMAL`` writes a commit to the WAL
+  (the OS has it: it survives the process being killed) and fsyncs the WAL only at a
+  checkpoint; ``FULL`` also fsyncs it inside each commit. ``full`` is ``FULL``: every
+  commit is durable before it is visible. ``intent`` (the default) is ``NORMAL``, and a
+  commit that must be durable when it returns (an intent, a run's end) is followed by one
+  ``fdatasync`` of the WAL (``_sync_wal``), after SQLite's write lock is released, so
+  other writers need not wait for this one's disk. An fsync covers every frame written
+  before it, so the outcomes and model/read records committed since the last one ride on
+  it: one fsync per effect. Such a commit is visible to other connections a moment before
+  it is durable; nothing acts on it in that moment (the lease holder, who alone calls the
+  tool, waits for the sync). ``process`` is ``NORMAL`` and syncs nothing.
 - ``BEGIN IMMEDIATE``: a write transaction takes the write lock when it starts, so two
   processes cannot both read a state and then both act on it.
 - ``busy_timeout``: a writer waits for another instead of failing at once.
@@ -61,12 +63,11 @@ from ._sqlite_write import (
 # statements use.
 MINIMUM_VERSION = (3, 39, 0)
 FULL, NORMAL = 2, 1
-# PRAGMA synchronous by durability mode: (a commit that must be durable when it returns,
-# one that may become durable with the next: an outcome, a model or read record).
-_SYNCHRONOUS = {"intent": (FULL, NORMAL), "full": (FULL, FULL), "process": (NORMAL, NORMAL)}
-_SET_SYNCHRONOUS = {level: f"PRAGMA synchronous = {level}" for level in (FULL, NORMAL)}
-_BEGIN_AT = {level: f"{_SET_SYNCHRONOUS[level]}; BEGIN IMMEDIATE" for level in (FULL, NORMAL)}
+# By durability mode: (PRAGMA synchronous, whether a commit that must be durable when it
+# returns is followed by an fdatasync of the WAL).
+_SYNCHRONOUS = {"intent": (NORMAL, True), "full": (FULL, False), "process": (NORMAL, False)}
 _CLOCK = "((julianday('now') - 2440587.5) * 86400.0)"
+_fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has only fsync, as SQLite uses there
 SQLITE = Dialect(
     name="sqlite",
     now=_CLOCK,
@@ -156,9 +157,8 @@ class SQLiteStore(SQLStore):
             )
         self.path = path
         self.durability = durability
-        self._levels = _SYNCHRONOUS[durability]
-        self._synchronous = -1  # none set yet
-        self._levels_checked: set[int] = set()
+        self._synchronous, self._sync_durable = _SYNCHRONOUS[durability]
+        self._wal_fd: int | None = None  # the WAL's descriptor, for ``_sync_wal``
         # (data_version, run_id, agent) when no switch was on for them (``active_halt``).
         self._no_halt: tuple[int, str, str | None] | None = None
         self._lock = threading.RLock()
@@ -193,43 +193,30 @@ class SQLiteStore(SQLStore):
         mode = self._wal(busy_timeout)
         if mode != "wal" and self.path != ":memory:":
             raise ConfigurationError(f"{self.path}: SQLite refused WAL mode (got {mode!r})")
-        self._set_synchronous(self._levels[0])
+        db.execute(f"PRAGMA synchronous = {self._synchronous}")
+        got = db.execute("PRAGMA synchronous").fetchone()[0]
+        if got != self._synchronous:
+            raise ConfigurationError(
+                f"{self.path}: PRAGMA synchronous is {got}, not {self._synchronous}"
+            )
         db.execute("PRAGMA foreign_keys = ON")
 
-    def _set_synchronous(self, wanted: int) -> None:
-        """Set the level for the next commit (outside a transaction: a commit syncs as the
-        level was when it began), unless it is already set. Read back the first time each
-        level is set: what could make SQLite ignore it (a build that lacks it, an open
-        transaction, which ``_tx`` never leaves) does not come and go, and in the default
-        mode each effect sets two levels, so a read back each time would be two more
-        statements per effect."""
-        if wanted == self._synchronous:
-            return
-        self._cursor.execute(_SET_SYNCHRONOUS[wanted])
-        if wanted not in self._levels_checked:
-            got = self._db.execute("PRAGMA synchronous").fetchone()[0]
-            if got != wanted:
-                raise ConfigurationError(f"{self.path}: PRAGMA synchronous is {got}, not {wanted}")
-            self._levels_checked.add(wanted)
-        self._synchronous = wanted
-
-    def _begin(self, durable: bool) -> None:
-        """``BEGIN IMMEDIATE``, at the level its commit needs (``_SYNCHRONOUS``)."""
-        wanted = self._levels[0 if durable else 1]
-        if wanted == self._synchronous:
-            self._cursor.execute("BEGIN IMMEDIATE")
-        elif wanted in self._levels_checked and not self._db.in_transaction:
-            # Both in one call: a PRAGMA takes effect as it is compiled, so SQLite compiles
-            # it again at every execution and the statement cache saves nothing, while
-            # ``executescript`` skips pysqlite's work per statement (about 5 k
-            # instructions an effect's level switch). Never inside a transaction, which
-            # ``executescript`` would commit first.
-            self._synchronous = -1  # unknown if the BEGIN fails after the PRAGMA
-            self._cursor.executescript(_BEGIN_AT[wanted])
-            self._synchronous = wanted
-        else:
-            self._set_synchronous(wanted)
-            self._cursor.execute("BEGIN IMMEDIATE")
+    def _sync_wal(self) -> None:
+        """Make every commit so far durable: one ``fdatasync`` of the WAL, as ``FULL``
+        would have made inside the last commit. SQLite keeps the WAL while any connection
+        is open, so the descriptor, opened at the first sync, stays the file's. A failure
+        raises ``StoreUnavailable``: the commit is in the WAL but perhaps not on the disk,
+        so whether it was recorded is unknown (a later run finds an intent in doubt)."""
+        try:
+            if self._wal_fd is None:
+                self._wal_fd = os.open(self.path + "-wal", os.O_RDWR | os.O_CLOEXEC)
+            _fdatasync(self._wal_fd)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"the ledger at {self.path} cannot be used: disk I/O error (the commit "
+                f"was written but its fsync failed: {exc.strerror or exc}); whether it "
+                "was recorded is unknown"
+            ) from exc
 
     def _wal(self, busy_timeout: float) -> str:
         """Switch a new file to WAL (a file already in WAL mode says so without a lock).
@@ -357,6 +344,9 @@ class SQLiteStore(SQLStore):
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            if self._wal_fd is not None:
+                os.close(self._wal_fd)
+                self._wal_fd = None
 
 
 class _Transaction:
@@ -364,17 +354,21 @@ class _Transaction:
     transactions, and a generator-based context manager costs several times as much to
     enter and leave."""
 
-    __slots__ = ("_durable", "_store")
+    __slots__ = ("_changes", "_durable", "_store")
 
     def __init__(self, store: SQLiteStore, durable: bool) -> None:
         self._store = store
-        self._durable = durable
+        # Only a commit that wrote is synced, as ``FULL`` syncs only a commit with frames
+        # (every store open runs its migrations' transaction, most often writing nothing).
+        self._durable = durable and store._sync_durable
+        self._changes = 0
 
     def __enter__(self) -> Tx:
         store = self._store
         store._lock.acquire()
         try:
-            store._begin(self._durable)
+            store._cursor.execute("BEGIN IMMEDIATE")
+            self._changes = store._db.total_changes
         except BaseException as exc:
             store._lock.release()
             if isinstance(exc, sqlite3.Error):
@@ -390,9 +384,12 @@ class _Transaction:
             if exc is None:
                 try:
                     store._cursor.execute("COMMIT")
-                    return
                 except BaseException as failed:
                     exc = failed
+                else:
+                    if self._durable and store._db.total_changes != self._changes:
+                        store._sync_wal()
+                    return
             # A failed COMMIT (EIO on fsync, a full disk) can leave the transaction open;
             # roll back so the connection is usable and nothing half-done stays.
             with suppress(sqlite3.Error):
