@@ -108,14 +108,15 @@ class Start(Protocol):
 
 
 @contextmanager
-def agents(tmp_path: Path) -> Iterator[Start]:
-    """Start agent processes; whatever happens, none outlives the test."""
+def agents(tmp_path: Path, db: str | None = None) -> Iterator[Start]:
+    """Start agent processes on ``db`` (the SQLite file ``ledger.db`` in ``tmp_path`` if
+    not given); whatever happens, none outlives the test."""
     started: list[Racer] = []
     env = {k: v for k, v in os.environ.items() if k != "ONCELOG_CRASH_AT"}
 
     def start(*args: str, fds: tuple[int, ...] = ()) -> Racer:
         proc = subprocess.Popen(
-            python(str(AGENT), str(tmp_path / "ledger.db"), *args),
+            python(str(AGENT), db or str(tmp_path / "ledger.db"), *args),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
