@@ -19,7 +19,7 @@ from .support import oncelog_cli
 from .test_halts import finish, looper, sent
 
 AGENTS = 3
-ENOUGH = 20  # effects each agent has made before the halt: all of them are in full flow
+ENOUGH = 5  # effects each agent has made before the halt: all of them are in full flow
 
 
 @pytest.mark.parametrize("scope", [("--global",), ("--agent", "support")])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import oncelog
@@ -76,3 +77,39 @@ def test_racing_takers_of_a_stopped_owners_payment_only_halt(
     assert marker_lines(marker) == [f"{owner.pid} {key}"]
     with oncelog.open(store_url) as ledger:
         assert ledger.verify().ok
+
+
+def test_a_decision_after_the_stopped_owners_lease_expired_is_not_written_over(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Nobody took the run over: a person decides once the stopped owner's lease has
+    expired by the store's clock (refused until then). The owner, woken, is inside the
+    tool; its heartbeat and its outcome must not take the run back from the decision."""
+    marker = tmp_path / "marker"
+    common = ("r", "--kind", "payment", "--marker", str(marker), "--lease-ttl", "1")
+    with agents(tmp_path, store_url) as start:
+        owner = start(*common, "--stop-in", "tool")
+        owner.wait_until_stopped()
+        deadline = time.monotonic() + 60
+        with oncelog.open(store_url) as ledger:
+            while True:
+                try:
+                    ledger.resolve("r", "charge", "done", by="alice", result={"id": "ch_1"})
+                    break
+                except oncelog.RunLeased:
+                    assert time.monotonic() < deadline, "the lease never expired"
+                    time.sleep(0.05)
+        os.kill(owner.pid, signal.SIGCONT)
+        woken = owner.end()
+        assert woken.code == oncelog.EXIT_TRY_LATER, (woken.code, woken.stderr)
+        assert "LeaseLost" in woken.stderr
+        with oncelog.open(store_url) as ledger:
+            charge = ledger.steps("r")[-1]
+            assert (charge.state, charge.result) == (oncelog.StepState.DONE, {"id": "ch_1"})
+            assert ledger.verify().ok
+        last = start(*common).end()
+    assert last.code == 0, last.stderr
+    assert last.report is not None
+    assert (last.report["result"], last.report["called"]) == ({"id": "ch_1"}, False)
+    key = oncelog.idempotency_key("r", "charge", "append_marker")
+    assert marker_lines(marker) == [f"{owner.pid} {key}"]

@@ -3,13 +3,15 @@ file before anything else, so a test reads every attempt that reached the provid
 when, whatever the ledger says.
 
 Usage: flaky.py LEDGER RUN_ID TRIES [--kind K] [--approval] [--fail-first N --backoff S]
-       [--dedupe-window S] [--cost C --budget B]
+       [--dedupe-window S] [--cost C --budget B] [--store-timeout S] [--hold FILE]
 
 ``--fail-first N`` makes the first N attempts (counted in the tries file) fail with an
 error classified ``NOT_PERFORMED``, under a retry policy of 3 attempts ``--backoff``
 seconds apart without jitter. ``--cost`` is what each attempt costs, ``--budget`` the
-run's limit of cost (``on_exceed="stop"``). It prints the effect's result as one JSON line and exits
-through ``oncelog.run_main`` (3 halted, 4 waiting for a person).
+run's limit of cost (``on_exceed="stop"``). ``--hold`` keeps the tool inside the provider,
+after its try is written, until the file exists. It prints the effect's result as one
+JSON line and exits through ``oncelog.run_main`` (3 halted, 4 waiting for a person, 75
+try later).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def classify(error: BaseException) -> Failure | None:
     return Failure.NOT_PERFORMED if isinstance(error, NotSent) else None
 
 
-def main() -> None:
+def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("ledger")
     parser.add_argument("run_id")
@@ -45,8 +47,12 @@ def main() -> None:
     parser.add_argument("--dedupe-window", type=float, default=None)
     parser.add_argument("--cost", type=float, default=None)
     parser.add_argument("--budget", type=float, default=None)
-    options = parser.parse_args()
-    ledger = oncelog.open(options.ledger)
+    parser.add_argument("--store-timeout", type=float, default=None)
+    parser.add_argument("--hold", type=Path, help="the tool returns once this file exists")
+    return parser.parse_args()
+
+
+def charge_tool(ledger: oncelog.Ledger, options: argparse.Namespace) -> oncelog.Tool[..., Any]:
     retrying = options.fail_first > 0
     window = options.dedupe_window
 
@@ -60,17 +66,25 @@ def main() -> None:
     def charge(amount: int, *, idempotency_key: str) -> dict[str, Any]:
         with options.tries.open("a") as tries:
             tries.write(f"{time.time()!r} {idempotency_key}\n")
+        while options.hold is not None and not options.hold.exists():
+            time.sleep(0.01)
         if len(options.tries.read_text().splitlines()) <= options.fail_first:
             raise NotSent("connection refused")
         return {"charged": amount, "key": idempotency_key}
 
-    def agent() -> None:
+    return charge
+
+
+def agent(options: argparse.Namespace) -> None:
+    # The ledger is opened inside run_main, so a store that cannot be used at start
+    # exits 75 too (opened before it, StoreUnavailable would end the process with 1).
+    with oncelog.open(options.ledger, store_timeout=options.store_timeout) as ledger:
+        charge = charge_tool(ledger, options)
         limit = None if options.budget is None else oncelog.Budget(cost=options.budget)
         with ledger.run(options.run_id, budget=limit) as run:
             print(json.dumps(run.effect("charge", charge, 100)), flush=True)
 
-    oncelog.run_main(agent)
-
 
 if __name__ == "__main__":
-    main()
+    parsed = parse()
+    oncelog.run_main(lambda: agent(parsed))

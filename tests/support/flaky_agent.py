@@ -18,10 +18,11 @@ class Try:
 
 
 def flaky(
-    store_url: str, tries: Path, *options: str, crash_at: str | None = None
+    store_url: str, tries: Path, *options: str, crash_at: str | None = None, **env: str
 ) -> tuple[int, str]:
-    """One start of the agent on run ``r``: its exit code and what it wrote."""
-    done = run_python(FLAKY, store_url, "r", tries, *options, env=environment(crash_at))
+    """One start of the agent on run ``r``, with ``env`` added to its environment: its
+    exit code and what it wrote."""
+    done = run_python(FLAKY, store_url, "r", tries, *options, env=environment(crash_at, **env))
     return done.returncode, done.stdout + done.stderr
 
 
