@@ -48,37 +48,6 @@ def test_racing_takers_of_a_stopped_owners_run_call_the_upsert_once(
     assert tokens == sorted(set(tokens)), "every taking of the run has a new token"
 
 
-def test_racing_takers_of_a_stopped_owners_payment_only_halt(
-    store_url: str, tmp_path: Path
-) -> None:
-    """A payment in flight is in doubt: every taker halts; none calls it, nor does the
-    woken owner record it. A person's `done` then lets a last start complete by replay."""
-    marker = tmp_path / "marker"
-    common = ("r", "--kind", "payment", "--marker", str(marker), "--lease-ttl", "1")
-    with agents(tmp_path, store_url) as start:
-        owner = start(*common, "--stop-in", "tool")
-        owner.wait_until_stopped()
-        takers = [start(*common, "--retry-leased", "30") for _ in range(TAKERS)]
-        ended = [taker.end() for taker in takers]
-        os.kill(owner.pid, signal.SIGCONT)
-        woken = owner.end()
-        assert woken.code == oncelog.EXIT_TRY_LATER, woken.stderr
-        assert {e.code for e in ended} == {oncelog.EXIT_HALTED}, [e.stderr for e in ended]
-        key = oncelog.idempotency_key("r", "charge", "append_marker")
-        assert marker_lines(marker) == [f"{owner.pid} {key}"]
-        with oncelog.open(store_url) as ledger:
-            charge = ledger.steps("r")[-1]
-            assert (charge.state, charge.attempts) == (oncelog.StepState.UNKNOWN, 1)
-            ledger.resolve("r", "charge", "done", by="alice", result={"paid": True})
-        last = start(*common).end()
-    assert last.code == 0, last.stderr
-    assert last.report is not None
-    assert (last.report["result"], last.report["called"]) == ({"paid": True}, False)
-    assert marker_lines(marker) == [f"{owner.pid} {key}"]
-    with oncelog.open(store_url) as ledger:
-        assert ledger.verify().ok
-
-
 def test_a_decision_after_the_stopped_owners_lease_expired_is_not_written_over(
     store_url: str, tmp_path: Path
 ) -> None:

@@ -29,17 +29,17 @@ def charge_step(store_url: str) -> oncelog.StepRecord:
 def test_a_crash_loop_in_the_backoff_neither_hastens_nor_resets_the_retry(
     store_url: str, tmp_path: Path
 ) -> None:
-    """The first attempt is not performed, with 2 s until the next; the process dies just
+    """The first attempt is not performed, with 1.5 s until the next; the process dies just
     after recording that, and every restart is SIGKILLed while it waits. The next attempt
     still comes no sooner than the recorded time, and counts as the second."""
-    tries, options = tmp_path / "tries", ("--fail-first", "1", "--backoff", "2")
+    tries, options = tmp_path / "tries", ("--fail-first", "1", "--backoff", "1.5")
     code, out = flaky(store_url, tries, *options, crash_at="after_outcome_commit@charge")
     assert code == -signal.SIGKILL, out
     failed = charge_step(store_url)
     assert (failed.state, failed.attempts) == (oncelog.StepState.NOT_DONE, 1)
     assert failed.retry_at is not None
     [first] = tries_made(tries)
-    assert failed.retry_at >= first.at + 2
+    assert failed.retry_at >= first.at + 1.5
     for _ in range(3):  # each killed while it waits for the recorded time
         waiter = subprocess.Popen(python(FLAKY, store_url, "r", tries, *options),
                                   env=environment(), stdout=subprocess.DEVNULL,
