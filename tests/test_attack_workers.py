@@ -52,6 +52,7 @@ def test_racing_workers_on_postgres_claim_each_run_once(pg_world: World) -> None
     assert len(pg_world.performed()) == RUNS * EFFECTS
     with oncelog.open(pg_world.db_path) as ledger:
         runs = ledger.runs()
+        assert len(runs) == RUNS
         assert {r.status for r in runs} == {oncelog.RunStatus.COMPLETED}
         owners = {r.run_id: {e.data["owner"] for e in ledger.journal(r.run_id)
                              if e.event == "lease_acquired"} for r in runs}  # fmt: skip
