@@ -390,40 +390,49 @@ def test_a_request_no_agent_asked_is_never_shown_as_its_question(store_url: str)
                for p in state_problems(store_url))  # fmt: skip
 
 
-def test_a_request_moved_to_other_arguments_cannot_be_approved(store_url: str) -> None:
+def move_to_production(store_url: str, asked: oncelog.Approval) -> None:
     """The staging request's row rewritten, arguments and hash together, to production:
     what it shows would be what it approves, but no agent asked it."""
+    tamper(
+        store_url,
+        "UPDATE approvals SET args_hash = ?, args = ? WHERE id = ?",
+        (production_hash(), PRODUCTION, asked.id),
+    )
+
+
+def show_staging(store_url: str, asked: oncelog.Approval) -> None:
+    """The production request's arguments edited apart from their hash: the page would
+    show staging while the decision bound production's hash."""
+    tamper(store_url, "UPDATE approvals SET args = ?", ('{"args":["staging"],"kwargs":{}}',))
+
+
+@pytest.mark.parametrize(
+    ("asked_for", "tamper_with", "refused", "verify_says"),
+    [
+        ("staging", move_to_production, "no agent asked it", "the journal's request"),
+        ("production", show_staging, "do not match its arguments hash",
+         "do not match its arguments hash"),
+    ],
+    ids=["moved", "edited-apart"],
+)  # fmt: skip
+def test_a_request_edited_behind_the_ledger_cannot_be_approved(
+    store_url: str,
+    asked_for: str,
+    tamper_with: Callable[[str, oncelog.Approval], None],
+    refused: str,
+    verify_says: str,
+) -> None:
     provider = Provider()
     with oncelog.open(store_url) as ledger:
         tool = delete_tool(ledger, provider)
-        staging = waits(ledger, tool, "staging")
-        tamper(
-            store_url,
-            "UPDATE approvals SET args_hash = ?, args = ? WHERE id = ?",
-            (production_hash(), PRODUCTION, staging.id),
-        )
-        with pytest.raises(oncelog.CorruptRecord, match="no agent asked it"):
-            ledger.approve("r1", "delete", by="alice", request=staging.id)
-        with pytest.raises(oncelog.ApprovalRequired):
-            ask(ledger, tool, "production")
-    assert provider.deleted == []
-    assert any("the journal's request" in p for p in state_problems(store_url))
-
-
-def test_arguments_edited_apart_from_their_hash_cannot_be_approved(store_url: str) -> None:
-    """The page would show staging while the decision bound production's hash."""
-    provider = Provider()
-    with oncelog.open(store_url) as ledger:
-        tool = delete_tool(ledger, provider)
-        asked = waits(ledger, tool, "production")
-        staging = '{"args":["staging"],"kwargs":{}}'
-        tamper(store_url, "UPDATE approvals SET args = ?", (staging,))
-        with pytest.raises(oncelog.CorruptRecord, match="do not match its arguments hash"):
+        asked = waits(ledger, tool, asked_for)
+        tamper_with(store_url, asked)
+        with pytest.raises(oncelog.CorruptRecord, match=refused):
             ledger.approve("r1", "delete", by="alice", request=asked.id)
         with pytest.raises(oncelog.ApprovalRequired):
             ask(ledger, tool, "production")
     assert provider.deleted == []
-    assert any("do not match its arguments hash" in p for p in state_problems(store_url))
+    assert any(verify_says in p for p in state_problems(store_url))
 
 
 def test_a_request_journalled_before_requests_were_named_is_still_decidable(

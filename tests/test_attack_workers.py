@@ -6,8 +6,6 @@ the provider's own records say which effects happened and how often each was ask
 
 from __future__ import annotations
 
-import os
-import signal
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +16,7 @@ import oncelog
 
 from .conftest import require
 from .support.postgres import POSTGRES_REASON, fresh_schema, postgres_is_up
-from .test_workers import TIMEOUT, World, ended
+from .test_workers import World, ended
 
 WORKERS, RUNS, EFFECTS = 3, 24, 2
 
@@ -31,11 +29,7 @@ def pg_world(tmp_path: Path) -> Iterator[World]:
     with fresh_schema() as url:
         made = World(url, provider)
         yield made
-        for worker in made.workers:
-            if worker.poll() is None:
-                os.kill(worker.pid, signal.SIGCONT)
-                worker.kill()
-            worker.communicate(timeout=TIMEOUT)
+        made.stop()
 
 
 def test_racing_workers_on_postgres_claim_each_run_once(pg_world: World) -> None:

@@ -35,6 +35,14 @@ class World:
         self.provider = provider
         self.workers: list[subprocess.Popen[str]] = []
 
+    def stop(self) -> None:
+        """Kill the workers still running (a stopped one is woken first) and reap all."""
+        for worker in self.workers:
+            if worker.poll() is None:
+                os.kill(worker.pid, signal.SIGCONT)
+                worker.kill()
+            worker.communicate(timeout=TIMEOUT)
+
     def start_worker(self, *options: str) -> subprocess.Popen[str]:
         worker = subprocess.Popen(
             [PYTHON, "-m", "oncelog", "worker", HANDLER, "--db", self.db_path,
@@ -71,11 +79,7 @@ def world(db_path: str, tmp_path: Path) -> Iterator[World]:
     provider.mkdir()
     made = World(db_path, provider)
     yield made
-    for worker in made.workers:
-        if worker.poll() is None:
-            os.kill(worker.pid, signal.SIGCONT)
-            worker.kill()
-        worker.communicate(timeout=TIMEOUT)
+    made.stop()
 
 
 def ended(worker: subprocess.Popen[str]) -> tuple[int, str]:
