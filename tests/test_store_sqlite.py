@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import time
@@ -115,3 +116,47 @@ def test_the_store_timeout_is_sqlites_busy_timeout(db_path: str) -> None:
             other.execute("ROLLBACK")
     with pytest.raises(oncelog.ConfigurationError, match="timeout"):
         oncelog.open(db_path, store_timeout=0)
+
+
+def synced_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What the store's own WAL syncs reach, by the path of each synced descriptor."""
+    from oncelog.stores import _sqlite
+
+    synced: list[str] = []
+
+    def fdatasync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        os.fdatasync(fd)
+
+    monkeypatch.setattr(_sqlite, "_fdatasync", fdatasync)
+    return synced
+
+
+def send_once(ledger: oncelog.Ledger) -> None:
+    send = ledger.tool(kind="create", name="send")(lambda *, idempotency_key: {"sent": 1})
+    with ledger.run("r") as run:
+        assert run.effect("send", send) == {"sent": 1}
+
+
+def test_a_ledger_opened_through_a_symbolic_link_syncs_the_wal_sqlite_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite keeps the WAL beside the file a link points to, not beside the link: an
+    intent's sync must reach that file, or it would sync nothing (or fail)."""
+    real = tmp_path / "real" / "ledger.db"
+    real.parent.mkdir()
+    oncelog.open(str(real)).close()
+    link = tmp_path / "link.db"
+    link.symlink_to(real)
+    synced = synced_files(monkeypatch)
+    with oncelog.open(str(link)) as ledger:
+        send_once(ledger)
+    assert set(synced) == {f"{real}-wal"}  # and not empty
+    assert not (tmp_path / "link.db-wal").exists()
+
+
+def test_an_in_memory_ledger_has_no_wal_to_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    synced = synced_files(monkeypatch)
+    with oncelog.open(":memory:") as ledger:
+        send_once(ledger)
+    assert synced == []

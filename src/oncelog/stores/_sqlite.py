@@ -158,7 +158,8 @@ class SQLiteStore(SQLStore):
         self.path = path
         self.durability = durability
         self._synchronous, self._sync_durable = _SYNCHRONOUS[durability]
-        self._wal_fd: int | None = None  # the WAL's descriptor, for ``_sync_wal``
+        self._wal_path = ""  # where SQLite keeps the WAL, once it has opened the file
+        self._wal_fd: int | None = None  # its descriptor, for ``_sync_wal``
         # (data_version, run_id, agent) when no switch was on for them (``active_halt``).
         self._no_halt: tuple[int, str, str | None] | None = None
         self._lock = threading.RLock()
@@ -200,6 +201,13 @@ class SQLiteStore(SQLStore):
                 f"{self.path}: PRAGMA synchronous is {got}, not {self._synchronous}"
             )
         db.execute("PRAGMA foreign_keys = ON")
+        # Beside the file SQLite opened, which is the target of a symbolic link: SQLite
+        # resolves the path it was given, and so must the sync. In memory, there is none.
+        opened = db.execute("PRAGMA database_list").fetchone()[2]
+        if opened:
+            self._wal_path = opened + "-wal"
+        else:
+            self._sync_durable = False
 
     def _sync_wal(self) -> None:
         """Make every commit so far durable: one ``fdatasync`` of the WAL, as ``FULL``
@@ -209,7 +217,7 @@ class SQLiteStore(SQLStore):
         so whether it was recorded is unknown (a later run finds an intent in doubt)."""
         try:
             if self._wal_fd is None:
-                self._wal_fd = os.open(self.path + "-wal", os.O_RDWR | os.O_CLOEXEC)
+                self._wal_fd = os.open(self._wal_path, os.O_RDWR | os.O_CLOEXEC)
             _fdatasync(self._wal_fd)
         except OSError as exc:
             raise StoreUnavailable(
