@@ -5,8 +5,8 @@ timeout with ``StoreUnavailable`` (exit 75), with the consequences of a failed c
 tool is not called, or, once it was, its effect is in doubt and never called again
 without a person.
 
-And the same promise met before ``run_main`` can say it: an agent shaped as the tutorial
-writes it, which opens its ledger at import, when the store cannot be used at start.
+And the same promise when the store cannot be used at start: the tutorial's agent opens
+its ledger under ``run_main`` (not at import), so that it exits 75 then too.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import pytest
 
 import oncelog
 
@@ -105,11 +103,6 @@ def test_a_writer_stopped_while_the_tool_runs_leaves_the_effect_in_doubt(
         assert ledger.verify().ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="oncelog.open() at import, as the tutorial and README write it, raises "
-    "StoreUnavailable before run_main is entered: the process ends with exit 1",
-)
 def test_the_tutorial_agent_exits_75_when_its_store_cannot_be_used_at_start(
     tmp_path: Path,
 ) -> None:

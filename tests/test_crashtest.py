@@ -183,9 +183,9 @@ def tutorial_agent() -> tuple[str, str, str]:
     deduplication window."""
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs/tutorial.md").read_text(), re.S)
     agent_code, probe_code, dedupe_code = blocks
-    refund = probe_code[probe_code.index("@ledger.tool") :].replace(", probe=find_refund", "")
+    refund = probe_code[probe_code.index("@oncelog.tool") :].replace(", probe=find_refund", "")
     assert refund in agent_code
-    find_refund = probe_code[: probe_code.index("@ledger.tool")]
+    find_refund = probe_code[: probe_code.index("@oncelog.tool")]
     return (
         agent_code,
         agent_code.replace(refund, probe_code),

@@ -154,9 +154,9 @@ def test_the_tutorial_agent_does_what_the_tutorial_says(tmp_path: Path) -> None:
 
 def test_the_tutorial_fragments_fit_their_agent(tmp_path: Path) -> None:
     [(_, agent), (_, probe), (_, deduplicated)] = tutorial_blocks()
-    refund = re.search(r"@ledger.tool\(kind=\"payment\"\)\ndef refund.*?\n\n\n", agent, re.S)
+    refund = re.search(r"@oncelog.tool\(kind=\"payment\"\)\ndef refund.*?\n\n\n", agent, re.S)
     assert refund is not None
-    find_refund = probe[: probe.index("@ledger.tool")]
+    find_refund = probe[: probe.index("@oncelog.tool")]
     for replacement in (probe, find_refund + deduplicated):
         (tmp_path / "refund_agent.py").write_text(
             agent.replace(refund.group(0), replacement + "\n\n")
