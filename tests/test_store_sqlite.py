@@ -6,6 +6,7 @@ import os
 import sqlite3
 import subprocess
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,16 @@ def test_an_in_memory_ledger_has_no_wal_to_sync(monkeypatch: pytest.MonkeyPatch)
     with oncelog.open(":memory:") as ledger:
         send_once(ledger)
     assert synced == []
+
+
+def test_an_up_to_date_ledger_opens_while_another_writer_holds_the_lock(db_path: str) -> None:
+    """Opening reads the schema's version and writes only to migrate: a writer stopped
+    inside its transaction does not hold every open back for the busy timeout."""
+    oncelog.open(db_path).close()
+    with closing(sqlite3.connect(db_path, isolation_level=None)) as writer:
+        writer.execute("BEGIN IMMEDIATE")
+        began = time.monotonic()
+        with oncelog.open(db_path, store_timeout=5) as ledger:
+            assert ledger.runs() == []
+        assert time.monotonic() - began < 2.5
+        writer.execute("ROLLBACK")

@@ -245,6 +245,14 @@ class SQLiteStore(SQLStore):
         return mode
 
     def _migrate(self) -> None:
+        # A ledger that is up to date is read, not written: the write transaction below
+        # would wait for any other writer, so a writer stopped inside its transaction
+        # would hold every open back for the whole busy timeout.
+        with suppress(sqlite3.OperationalError):  # no such table: a new file
+            # fetchall: the statement runs to its end, so no read stays open.
+            [(found,)] = self._db.execute("SELECT MAX(version) FROM schema_migrations").fetchall()
+            if not pending("sqlite", found or 0, self.path):
+                return
         with self._tx() as tx:
             tx.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
