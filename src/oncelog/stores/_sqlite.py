@@ -157,8 +157,9 @@ class SQLiteStore(SQLStore):
             )
         self.path = path
         self.durability = durability
-        self._synchronous, self._sync_durable = _SYNCHRONOUS[durability]
-        self._wal_path = ""  # where SQLite keeps the WAL, once it has opened the file
+        # The WAL the store fsyncs after a durable commit; none where SQLite's level does
+        # it (``full``), where nothing must (``process``) or in memory.
+        self._wal_path = ""
         self._wal_fd: int | None = None  # its descriptor, for ``_sync_wal``
         # (data_version, run_id, agent) when no switch was on for them (``active_halt``).
         self._no_halt: tuple[int, str, str | None] | None = None
@@ -194,20 +195,17 @@ class SQLiteStore(SQLStore):
         mode = self._wal(busy_timeout)
         if mode != "wal" and self.path != ":memory:":
             raise ConfigurationError(f"{self.path}: SQLite refused WAL mode (got {mode!r})")
-        db.execute(f"PRAGMA synchronous = {self._synchronous}")
+        level, syncs_wal = _SYNCHRONOUS[self.durability]
+        db.execute(f"PRAGMA synchronous = {level}")
         got = db.execute("PRAGMA synchronous").fetchone()[0]
-        if got != self._synchronous:
-            raise ConfigurationError(
-                f"{self.path}: PRAGMA synchronous is {got}, not {self._synchronous}"
-            )
+        if got != level:
+            raise ConfigurationError(f"{self.path}: PRAGMA synchronous is {got}, not {level}")
         db.execute("PRAGMA foreign_keys = ON")
         # Beside the file SQLite opened, which is the target of a symbolic link: SQLite
         # resolves the path it was given, and so must the sync. In memory, there is none.
         opened = db.execute("PRAGMA database_list").fetchone()[2]
-        if opened:
+        if syncs_wal and opened:
             self._wal_path = opened + "-wal"
-        else:
-            self._sync_durable = False
 
     def _sync_wal(self) -> None:
         """Make every commit so far durable: one ``fdatasync`` of the WAL, as ``FULL``
@@ -370,13 +368,11 @@ class _Transaction:
     transactions, and a generator-based context manager costs several times as much to
     enter and leave."""
 
-    __slots__ = ("_changes", "_durable", "_store")
+    __slots__ = ("_changes", "_store", "_syncs")
 
     def __init__(self, store: SQLiteStore, durable: bool) -> None:
         self._store = store
-        # Only a commit that wrote is synced, as ``FULL`` syncs only a commit with frames
-        # (every store open runs its migrations' transaction, most often writing nothing).
-        self._durable = durable and store._sync_durable
+        self._syncs = durable and bool(store._wal_path)  # the store fsyncs after the commit
         self._changes = 0
 
     def __enter__(self) -> Tx:
@@ -403,7 +399,8 @@ class _Transaction:
                 except BaseException as failed:
                     exc = failed
                 else:
-                    if self._durable and store._db.total_changes != self._changes:
+                    # Only a commit that wrote, as ``FULL`` syncs only a commit with frames.
+                    if self._syncs and store._db.total_changes != self._changes:
                         store._sync_wal()
                     return
             # A failed COMMIT (EIO on fsync, a full disk) can leave the transaction open;
