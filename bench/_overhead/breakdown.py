@@ -25,7 +25,6 @@ COMMIT_LABEL = "COMMIT (the fsync)"
 STATEMENTS = (
     ("BEGIN", "BEGIN IMMEDIATE"),
     ("COMMIT", COMMIT_LABEL),
-    ("PRAGMA synchronous", "PRAGMA synchronous (durability intent)"),
     ("SELECT owner, fencing_token", "SELECT runs: fence"),
     ("UPDATE runs SET lease_expires_at", "UPDATE runs: lease extension"),
     ("INSERT OR IGNORE INTO steps", "INSERT steps: intent row, checks in its values"),
@@ -37,25 +36,22 @@ STATEMENTS = (
 WAL_EFFECTS = 200  # effects whose WAL pages are counted
 
 
-class TimedConnection:
-    """Wraps a connection and adds up the time of each statement, by kind. Benchmark-only
-    instrumentation: it replaces the store's connection object, not the store's code."""
+class StatementTimes:
+    """Adds up the time of each statement, by kind, of every executor wrapped by ``timed``
+    (benchmark-only instrumentation: proxies replace the store's objects, not its code)."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
+    def __init__(self) -> None:
         self._labels: dict[str, str] = {}  # by SQL text: the store reuses its strings
         self.ns: dict[str, int] = {}
         self.count: dict[str, int] = {}
 
-    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
-        start = time.perf_counter_ns()
-        try:
-            return self._db.execute(sql, parameters)
-        finally:
-            elapsed = time.perf_counter_ns() - start
-            label = self._labels.get(sql) or self._label(sql)
-            self.ns[label] = self.ns.get(label, 0) + elapsed
-            self.count[label] = self.count.get(label, 0) + 1
+    def timed(self, executor: Any) -> Timed:
+        return Timed(executor, self)
+
+    def add(self, sql: str, elapsed: int) -> None:
+        label = self._labels.get(sql) or self._label(sql)
+        self.ns[label] = self.ns.get(label, 0) + elapsed
+        self.count[label] = self.count.get(label, 0) + 1
 
     def _label(self, sql: str) -> str:
         flat = " ".join(sql.split())
@@ -74,8 +70,24 @@ class TimedConnection:
             for label in sorted(self.ns, key=lambda k: -self.ns[k])
         }
 
+
+class Timed:
+    """A connection or cursor whose ``execute`` is timed into ``times``."""
+
+    def __init__(self, executor: Any, times: StatementTimes) -> None:
+        self._executor = executor
+        self._times = times
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        start = time.perf_counter_ns()
+        try:
+            result: sqlite3.Cursor = self._executor.execute(sql, parameters)
+            return result
+        finally:
+            self._times.add(sql, time.perf_counter_ns() - start)
+
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._db, name)
+        return getattr(self._executor, name)
 
 
 @dataclass(frozen=True)
@@ -91,17 +103,21 @@ def store_connection(ledger: oncelog.Ledger) -> sqlite3.Connection:
     return cast(SQLiteStore, ledger.store)._db
 
 
-def time_store_statements(ledger: oncelog.Ledger) -> TimedConnection:
-    """Put a timing wrapper in place of the store's connection."""
-    timed = TimedConnection(store_connection(ledger))
-    setattr(ledger.store, "_db", timed)  # noqa: B010 (mypy: the proxy is not a Connection)
-    return timed
+def time_store_statements(ledger: oncelog.Ledger) -> StatementTimes:
+    """Put timing proxies in place of the store's connection and of the cursor it keeps
+    for its transactions (most statements go through the cursor)."""
+    times = StatementTimes()
+    store = cast(SQLiteStore, ledger.store)
+    # mypy: the proxies are not a Connection and a Cursor.
+    setattr(store, "_db", times.timed(store._db))  # noqa: B010
+    setattr(store, "_cursor", times.timed(store._cursor))  # noqa: B010
+    return times
 
 
-def time_floor_statements(floor: Floor) -> TimedConnection:
-    timed = TimedConnection(floor.connection)
-    floor.db = timed
-    return timed
+def time_floor_statements(floor: Floor) -> StatementTimes:
+    times = StatementTimes()
+    floor.db = times.timed(floor.connection)
+    return times
 
 
 def alternate(
