@@ -1,6 +1,6 @@
 """oncelog beside its peers: the same 20-step agent (12 model calls, 8 effects) with a bare
-loop, oncelog (SQLite, the default durability), DBOS on SQLite and a LangGraph graph
-with its SQLite checkpointer, in one invocation.
+loop, oncelog (SQLite, the default durability), oncelog's own statements replayed raw,
+DBOS on SQLite and a LangGraph graph with its SQLite checkpointer, in one invocation.
 
     python bench/peers.py [--quick] [--write docs/benchmarks.md] [--dir DIR] [--keep]
 
@@ -9,7 +9,14 @@ child processes taking turns: the time of a warm 20-step run (per-step overhead 
 bare loop), the whole process (start, import, open, one run, exit) and the time from
 restarting a process killed as its last step began to that last step running again.
 Every figure is shown beside its ratio to the bare loop measured in the same invocation;
-nothing here is a timed assertion. Parts in ``bench/_peers/``.
+nothing here is a timed assertion.
+
+"oncelog's statements, raw" is a floor, not a peer: the exact SQL statements oncelog
+executed for one run of the agent, with their parameters, replayed on a plain ``sqlite3``
+connection with the same fsyncs of the WAL (``bench/_peers/replay.py``). oncelog's
+per-step overhead is also shown as a ratio to it, wall time and CPU: what is beyond it is
+oncelog's Python, the rest SQLite, the kernel and the disk, on whatever machine this runs.
+Only the warm measurement applies to it. Parts in ``bench/_peers/``.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ A child runs ``python bench/peers.py --child NAME --db PATH --mode MODE --marker
 - ``crash``: one run that kills itself (SIGKILL) as its last step starts;
 - ``resume``: resumes the crashed run; its last step writes ``time.time()`` to the
   marker, so the parent knows when the restarted process reached it.
+oncelog's statements replayed raw (``replay``) run only ``warm``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+
+if TYPE_CHECKING:
+    import oncelog
 
 STEPS = 20
 EFFECTS = frozenset(i for i in range(STEPS) if i % 5 in (1, 3))  # 8 effects
@@ -77,7 +81,10 @@ def bare(db: Path, marks: Marks) -> Runner:
 def oncelog_agent(db: Path, marks: Marks) -> Runner:
     import oncelog
 
-    ledger = oncelog.open(str(db))
+    return oncelog_steps(oncelog.open(str(db)), marks)
+
+
+def oncelog_steps(ledger: oncelog.Ledger, marks: Marks) -> Runner:
     steps = [step_function(i, marks) for i in range(STEPS)]
     tools = {i: ledger.tool(kind="create", name=f"effect_{i}")(steps[i]) for i in EFFECTS}
 
@@ -90,6 +97,14 @@ def oncelog_agent(db: Path, marks: Marks) -> Runner:
                     run.llm(f"s{i}", steps[i])
 
     return run
+
+
+def oncelog_raw(db: Path, marks: Marks) -> Runner:
+    """oncelog's run recorded, then its statements replayed on a plain connection
+    (``replay``): warm runs only, it starts none of its own."""
+    from .replay import replayed
+
+    return replayed(db, lambda ledger: oncelog_steps(ledger, marks))
 
 
 def dbos_agent(db: Path, marks: Marks) -> Runner:
@@ -140,9 +155,14 @@ def langgraph_agent(db: Path, marks: Marks) -> Runner:
     return run
 
 
+RAW = "oncelog's statements, raw"
+# Contenders only the warm measurement applies to: a replay has no start or restart of its
+# own to time.
+WARM_ONLY = frozenset({RAW})
 AGENTS: dict[str, Callable[[Path, Marks], Runner]] = {
     "bare loop": bare,
     "oncelog": oncelog_agent,
+    RAW: oncelog_raw,
     "DBOS (SQLite)": dbos_agent,
     "LangGraph (SqliteSaver)": langgraph_agent,
 }

@@ -4,6 +4,7 @@ turns within every repetition so that the machine's drift hits them alike."""
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .agents import AGENTS, STEPS
+from .agents import AGENTS, STEPS, WARM_ONLY
 
 SCRIPT = Path(__file__).parents[1] / "peers.py"
 CHILD_TIMEOUT = 300.0
@@ -23,8 +24,9 @@ class Results:
     warm_ms: dict[str, list[float]] = field(default_factory=dict)  # ms per 20-step run
     cpu_ms: dict[str, list[float]] = field(default_factory=dict)  # the same runs' CPU
     fsync_ms: list[float] = field(default_factory=list)  # this disk, once per repetition
-    process_s: dict[str, list[float]] = field(default_factory=dict)  # start to exit
-    restart_s: dict[str, list[float]] = field(default_factory=dict)  # start to last step
+    # Start to exit, and restart to last step; not for ``WARM_ONLY`` contenders.
+    process_s: dict[str, list[float]] = field(default_factory=dict)
+    restart_s: dict[str, list[float]] = field(default_factory=dict)
 
     def median(self, table: dict[str, list[float]], name: str) -> float:
         return statistics.median(table[name])
@@ -50,7 +52,8 @@ def child(name: str, db: Path, mode: str, marker: Path | None = None) -> str:
 
 
 def slug(name: str) -> str:
-    return name.split()[0].lower()
+    """A file name's part for ``name``: letters and digits."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def warm(name: str, folder: Path, rep: int, runs: int) -> tuple[float, float]:
@@ -97,6 +100,8 @@ def measure(folder: Path, reps: int, runs: int, log: Callable[[str], None]) -> R
             wall, cpu = warm(name, folder, rep, runs)
             results.warm_ms.setdefault(name, []).append(wall)
             results.cpu_ms.setdefault(name, []).append(cpu)
+            if name in WARM_ONLY:
+                continue
             results.process_s.setdefault(name, []).append(whole_process(name, folder, rep))
             results.restart_s.setdefault(name, []).append(restart(name, folder, rep))
         results.fsync_ms.append(fsync_ms(folder))
