@@ -31,8 +31,12 @@ def test_budgets_runs(tmp_path: Path) -> None:
 def test_peers_runs(tmp_path: Path) -> None:
     out = bench("peers.py", "--reps", "1", "--runs", "1", "--dir", str(tmp_path),
                 "--allow-tmpfs")  # fmt: skip
-    for contender in ("bare loop", "oncelog", "DBOS (SQLite)", "LangGraph (SqliteSaver)"):
+    contenders = ("bare loop", "oncelog", "oncelog's statements, raw", "DBOS (SQLite)",
+                  "LangGraph (SqliteSaver)")  # fmt: skip
+    for contender in contenders:
         assert f"| {contender} |" in out
+    # The replay's child compared its replayed run with oncelog's, row by row, or failed.
+    assert "its own statements replayed raw" in out
 
 
 def test_postgres_effect_runs() -> None:
