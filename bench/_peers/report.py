@@ -56,7 +56,7 @@ def cell(ms: dict[str, float], name: str) -> str:
 
 
 def floor_line(results: Results) -> str:
-    """oncelog's per-step overhead beside its own statements' replayed raw: how much of a
+    """oncelog's per-step overhead beside that of its own statements replayed raw: how much of a
     step is oncelog's Python, how much SQLite, the kernel and the disk."""
     ours, raw = results.step_overhead_ms("oncelog"), results.step_overhead_ms(RAW)
     ours_cpu, raw_cpu = results.step_cpu_ms("oncelog"), results.step_cpu_ms(RAW)
