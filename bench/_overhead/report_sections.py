@@ -108,11 +108,11 @@ def breakdown_section(effects: EffectResults) -> list[str]:
     b = effects.breakdown
     out = [
         "#### Where the time of a guarded effect goes (durability full)\n",
-        f"Each SQL statement timed through a wrapper around the store's connection, "
-        f"{b.effects} effects after as many warm-up ones, guarded and floor alternating; the "
-        "rest is Python. The wrapper itself adds about 1 us per statement (counted in the "
-        f"Python rows). Total: guarded {b.guarded_total_us:.0f} us per effect, floor "
-        f"{b.floor_total_us:.0f} us.\n",
+        "Each SQL statement timed through wrappers around the store's connection and the "
+        f"cursor it keeps, {b.effects} effects after as many warm-up ones, guarded and floor "
+        "alternating; the rest is Python. The wrapper itself adds about 1 us per statement "
+        f"(counted in the Python rows). Total: guarded {b.guarded_total_us:.0f} us per "
+        f"effect, floor {b.floor_total_us:.0f} us.\n",
         "| path | part | us per effect | statements per effect |\n|---|---|---:|---:|",
     ]
     for who, total, parts in (
