@@ -125,7 +125,8 @@ class FakeProvider:
 
         declare = tool(
             kind=kind, name=name, refusals=(Refused,),
-            probe=self.probe if probe else None, key_ttl=self.key_ttl if probe else None,
+            probe=self.probe if probe else None,
+            dedupe_window=self.key_ttl if probe else None,
         )  # fmt: skip
         return declare(perform)
 
