@@ -81,6 +81,10 @@ TABLE: list[tuple[str, Situation, Action]] = [
     ("in doubt, key young: resend", replace(DEDUPED, recorded=IN_FLIGHT), Action.RESEND),
     ("unknown, key young: resend", replace(DEDUPED, recorded=UNKNOWN), Action.RESEND),
     ("in doubt, key too old", replace(DEDUPED, recorded=IN_FLIGHT, key_age=60), Action.HALT),
+    ("in doubt, key's age unknown (the store's clock is behind its first send)",
+     replace(DEDUPED, recorded=IN_FLIGHT, key_age=None), Action.HALT),
+    ("in doubt, key's age negative", replace(DEDUPED, recorded=IN_FLIGHT, key_age=-1.0),
+     Action.HALT),
     ("in doubt, key young, other arguments",
      replace(DEDUPED, recorded=IN_FLIGHT, same_args=False), Action.DRIFT),
     ("in doubt, key young, other arguments, drift warns",
@@ -120,6 +124,9 @@ TABLE: list[tuple[str, Situation, Action]] = [
     ("probe: not found, key expired",
      replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND, dedupe_window=60, key_age=60),
      Action.HALT),
+    ("probe: not found, key's age unknown",
+     replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND, dedupe_window=60, key_age=None),
+     Action.HALT),
     ("probe: not found, attempts used up",
      replace(PROBED, recorded=IN_FLIGHT, probe=NOT_FOUND, attempts=2, max_attempts=2),
      Action.HALT),
@@ -158,6 +165,34 @@ TABLE: list[tuple[str, Situation, Action]] = [
      replace(DEDUPED, failure=Failure.IN_DOUBT, attempts=3, max_attempts=3), Action.HALT),
     ("in doubt, key too old",
      replace(DEDUPED, failure=Failure.IN_DOUBT, key_age=60, max_attempts=3), Action.HALT),
+    ("in doubt, key's age unknown",
+     replace(DEDUPED, failure=Failure.IN_DOUBT, key_age=None, max_attempts=3), Action.HALT),
+    ("in doubt, key's age negative",
+     replace(DEDUPED, failure=Failure.IN_DOUBT, key_age=-1.0), Action.HALT),
+    # -- the call raised in doubt, a probe declared: asked at once, as a restart would --
+    ("in doubt, probe not asked", replace(PROBED, failure=Failure.IN_DOUBT), Action.ASK_PROBE),
+    ("in doubt, probe found it",
+     replace(PROBED, failure=Failure.IN_DOUBT, probe=Found({"id": 1})), Action.SETTLE_DONE),
+    ("in doubt, probe: not found, no policy",
+     replace(PROBED, failure=Failure.IN_DOUBT, probe=NOT_FOUND), Action.STOP_RESEND_LATER),
+    ("in doubt, probe: not found, attempts left",
+     replace(PROBED, failure=Failure.IN_DOUBT, probe=NOT_FOUND, attempts=1, max_attempts=3),
+     Action.RESEND_LATER),
+    ("in doubt, probe: not found, attempts used up",
+     replace(PROBED, failure=Failure.IN_DOUBT, probe=NOT_FOUND, attempts=3, max_attempts=3),
+     Action.HALT),
+    ("in doubt, probe: not found, key expired",
+     replace(PROBED, failure=Failure.IN_DOUBT, probe=NOT_FOUND, dedupe_window=60, key_age=60),
+     Action.HALT),
+    ("in doubt, probe cannot tell",
+     replace(PROBED, failure=Failure.IN_DOUBT, probe=CANNOT_TELL), Action.HALT),
+    ("in doubt, probe cannot tell, key young",
+     replace(DEDUPED, failure=Failure.IN_DOUBT, probe_declared=True, probe=CANNOT_TELL),
+     Action.STOP_RESEND_LATER),
+    ("refused, probe declared: not asked", replace(PROBED, failure=Failure.REFUSED),
+     Action.RECORD_REFUSED),
+    ("not performed, probe declared: not asked",
+     replace(PROBED, failure=Failure.NOT_PERFORMED), Action.RECORD_NOT_DONE),
     ("still in progress at the provider", replace(EFFECT, failure=Failure.IN_PROGRESS),
      Action.STOP_RESEND_LATER),
 ]  # fmt: skip
@@ -194,7 +229,7 @@ SITUATIONS = st.builds(
     preflight=st.sampled_from([None, NOT_FOUND, CANNOT_TELL, Found(1), Conflict("x")]),
     probe_declared=st.booleans(),
     probe=ANSWERS,
-    key_age=st.sampled_from([0.0, 59.0, 60.0, 1e9]),
+    key_age=st.sampled_from([None, -1.0, 0.0, 59.0, 60.0, 1e9]),
     dedupe_window=st.none() | st.just(60.0),
     same_args=st.booleans(),
     drift_error=st.booleans(),
@@ -210,13 +245,27 @@ def test_an_effect_in_doubt_is_sent_again_only_when_something_decided(s: Situati
     deduplication window, with the recorded arguments, and within the retry policy."""
     action = decide(s)
     in_doubt = s.failure is None and s.recorded in (IN_FLIGHT, UNKNOWN)
+    # An age that is unknown or negative cannot be true: never inside a window.
+    age, window = s.key_age, s.dedupe_window
+    young = window is not None and age is not None and 0 <= age < window
+    honoured = window is None or young
     if in_doubt and not s.idempotent and action in SENDS:
-        honoured = s.dedupe_window is None or s.key_age < s.dedupe_window
-        young = s.dedupe_window is not None and s.key_age < s.dedupe_window
         assert (s.probe is NOT_FOUND and honoured) or (young and s.same_args)
         assert s.max_attempts is None or s.attempts < s.max_attempts
     if action is Action.RESEND:
         assert s.same_args
+    if s.failure is Failure.IN_DOUBT and action in {Action.RESEND_LATER, Action.STOP_RESEND_LATER}:
+        assert s.idempotent is False
+        assert young or (s.probe is NOT_FOUND and honoured)
+
+
+@given(SITUATIONS)
+def test_a_call_failing_in_doubt_asks_a_declared_probe_before_anything(s: Situation) -> None:
+    """A non-idempotent effect whose call failed in doubt is neither halted nor sent again
+    before its declared probe is asked (as a later start would ask it)."""
+    asked = s.probe_declared and s.probe is None and not s.idempotent
+    if s.failure is Failure.IN_DOUBT and s.step_type is StepType.EFFECT and asked:
+        assert decide(s) is Action.ASK_PROBE
 
 
 @given(SITUATIONS)

@@ -93,7 +93,7 @@ def test_a_proxy_config_gives_kinds_and_where_runs_come_from(tmp_path: Path) -> 
     config = {"tools": {"refund": {"kind": "payment", "key_ttl": 60}}, "run_argument": "ticket"}
     path.write_text(json.dumps(config))
     loaded = mcp_proxy.load_config(path)
-    assert loaded.policy("refund") == Policy("payment", key_ttl=60)
+    assert loaded.policy("refund") == Policy("payment", dedupe_window=60)  # key_ttl, mapped
     assert loaded.policy("lookup") is None
     assert loaded.run_argument == "ticket"
 

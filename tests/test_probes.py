@@ -98,6 +98,24 @@ def test_a_probe_that_cannot_tell_halts_for_a_person(
     assert "probe" in unknown.data["reason"]
 
 
-def test_key_ttl_must_be_positive(ledger: oncelog.Ledger) -> None:
-    with pytest.raises(oncelog.ConfigurationError):
-        ledger.tool(kind="payment", key_ttl=0)(FakeProvider().call)
+def keyed_pay(cents: int, *, idempotency_key: str) -> int:
+    return cents
+
+
+def test_a_dedupe_window_must_be_positive(ledger: oncelog.Ledger) -> None:
+    with pytest.raises(oncelog.ConfigurationError, match="positive"):
+        ledger.tool(kind="payment", dedupe_window=0)(keyed_pay)
+
+
+def test_a_dedupe_window_needs_a_tool_that_takes_the_key(ledger: oncelog.Ledger) -> None:
+    """Sent again without a key, a resend is a new request to the provider."""
+    with pytest.raises(oncelog.ConfigurationError, match="takes no idempotency_key"):
+        ledger.tool(kind="payment", name="pay", dedupe_window=60)(lambda cents: cents)
+
+
+def test_key_ttl_warns_that_it_now_resends(ledger: oncelog.Ledger) -> None:
+    """Once it only bounded a probe's "not found"; as ``dedupe_window`` it resends an effect
+    in doubt without a probe, where a tool so declared used to halt."""
+    with pytest.warns(DeprecationWarning, match="sent again with the same key"):
+        pay = ledger.tool(kind="payment", key_ttl=60)(keyed_pay)
+    assert pay.spec.dedupe_window == 60

@@ -98,7 +98,7 @@ def test_past_the_window_it_halts(ledger: oncelog.Ledger) -> None:
     provider = Provider()
     provider.script = [Killed()]
     pay = ledger.tool(kind="payment", name="pay", dedupe_window=60)(provider.act)
-    ledger.surroundings = Surroundings(clock=lambda: 1e12)  # far later
+    ledger.surroundings = Surroundings(key_clock=lambda: 1e12)  # keys aged: far later
     with pytest.raises(oncelog.AmbiguousOutcome):
         kill_then_resume(ledger, pay)
     assert provider.calls == 1

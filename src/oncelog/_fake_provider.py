@@ -116,7 +116,8 @@ class FakeProvider:
         self, *, kind: Kind | KindName = "create", name: str = "fake", probe: bool = True
     ) -> Tool[..., Any]:
         """An oncelog tool calling this provider: ``run.effect(step, tool, request)``,
-        with this provider's ``probe`` and ``key_ttl`` declared unless ``probe=False``.
+        with this provider's ``probe``, and its ``key_ttl`` as the tool's ``dedupe_window``,
+        declared unless ``probe=False``.
         Give the ledger the same clock (``oncelog.testing.use_clock``) so that it judges
         a key's age as the provider does."""
 
@@ -125,7 +126,8 @@ class FakeProvider:
 
         declare = tool(
             kind=kind, name=name, refusals=(Refused,),
-            probe=self.probe if probe else None, key_ttl=self.key_ttl if probe else None,
+            probe=self.probe if probe else None,
+            dedupe_window=self.key_ttl if probe else None,
         )  # fmt: skip
         return declare(perform)
 

@@ -45,5 +45,7 @@ def abandon(run: Run | AsyncRun) -> None:
 
 def use_clock(ledger: Ledger, clock: Callable[[], float]) -> None:
     """Have the runs this ledger starts from now on judge time by ``clock`` (a
-    ``FakeClock``): the age of an idempotency key, the wait before a retry."""
-    ledger.surroundings = replace(ledger.surroundings, clock=clock)
+    ``FakeClock``): the age of an idempotency key (instead of the store's clock; a
+    reading before the key's first send counts as no time passed), the wait before a
+    retry."""
+    ledger.surroundings = replace(ledger.surroundings, clock=clock, key_clock=clock)

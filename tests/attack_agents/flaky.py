@@ -3,11 +3,14 @@ file before anything else, so a test reads every attempt that reached the provid
 when, whatever the ledger says.
 
 Usage: flaky.py LEDGER RUN_ID TRIES [--kind K] [--approval] [--fail-first N --backoff S]
-       [--dedupe-window S] [--cost C --budget B] [--store-timeout S] [--hold FILE]
+       [--dedupe-window S] [--lose-answer N] [--probe] [--cost C --budget B]
+       [--store-timeout S] [--hold FILE]
 
 ``--fail-first N`` makes the first N attempts (counted in the tries file) fail with an
 error classified ``NOT_PERFORMED``, under a retry policy of 3 attempts ``--backoff``
-seconds apart without jitter. ``--cost`` is what each attempt costs, ``--budget`` the
+seconds apart without jitter. ``--lose-answer N`` makes the first N attempts perform
+and then lose their answer (an unclassified error: in doubt); ``--probe`` declares a probe
+that finds a key in the tries file. ``--cost`` is what each attempt costs, ``--budget`` the
 run's limit of cost (``on_exceed="stop"``). ``--hold`` keeps the tool inside the provider,
 after its try is written, until the file exists. It prints the effect's result as one
 JSON line and exits through ``oncelog.run_main`` (3 halted, 4 waiting for a person, 75
@@ -45,11 +48,23 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--fail-first", type=int, default=0)
     parser.add_argument("--backoff", type=float, default=0.0)
     parser.add_argument("--dedupe-window", type=float, default=None)
+    parser.add_argument("--lose-answer", type=int, default=0)
+    parser.add_argument("--probe", action="store_true")
     parser.add_argument("--cost", type=float, default=None)
     parser.add_argument("--budget", type=float, default=None)
     parser.add_argument("--store-timeout", type=float, default=None)
     parser.add_argument("--hold", type=Path, help="the tool returns once this file exists")
     return parser.parse_args()
+
+
+def probe_tries(tries: Path) -> oncelog.Probe:
+    """A probe that asks the provider's record: found once a try with the key was made."""
+
+    def probe(key: str, amount: int) -> oncelog.ProbeAnswer:
+        made = tries.read_text().split() if tries.exists() else []
+        return oncelog.Found({"charged": amount, "key": key}) if key in made else oncelog.NOT_FOUND
+
+    return probe
 
 
 def charge_tool(ledger: oncelog.Ledger, options: argparse.Namespace) -> oncelog.Tool[..., Any]:
@@ -61,15 +76,18 @@ def charge_tool(ledger: oncelog.Ledger, options: argparse.Namespace) -> oncelog.
         failures=classify if retrying else None,
         retry=oncelog.Retry(3, options.backoff, jitter=0.0) if retrying else None,
         dedupe_window=None if window is None else timedelta(seconds=window),
-        cost=options.cost or 0.0,
+        cost=options.cost or 0.0, probe=probe_tries(options.tries) if options.probe else None,
     )  # fmt: skip
     def charge(amount: int, *, idempotency_key: str) -> dict[str, Any]:
         with options.tries.open("a") as tries:
             tries.write(f"{time.time()!r} {idempotency_key}\n")
         while options.hold is not None and not options.hold.exists():
             time.sleep(0.01)
-        if len(options.tries.read_text().splitlines()) <= options.fail_first:
+        made = len(options.tries.read_text().splitlines())
+        if made <= options.fail_first:
             raise NotSent("connection refused")
+        if made <= options.lose_answer:
+            raise ConnectionResetError("the connection dropped before the answer")
         return {"charged": amount, "key": idempotency_key}
 
     return charge

@@ -52,7 +52,7 @@ def declare_charge(ledger: oncelog.Ledger) -> oncelog.Tool[..., dict[str, Any]]:
         kind="payment",
         name="charge",
         probe=find_payment,
-        key_ttl=timedelta(hours=24),
+        dedupe_window=timedelta(hours=24),
         refusals=(stripe.CardError,),
     )
     def charge(customer: str, cents: int, card: str, *, idempotency_key: str) -> dict[str, Any]:

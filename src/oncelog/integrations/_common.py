@@ -37,7 +37,7 @@ class Policy:
     for a tool someone else defined. A plain kind name (``"create"``) is the short form.
 
     A probe is called as ``probe(idempotency_key, arguments)`` with the arguments dict the
-    model gave the tool."""
+    model gave the tool. ``key_ttl`` is the older name of ``dedupe_window`` and warns."""
 
     kind: Kind | KindName
     probe: Probe | None = None
@@ -46,6 +46,7 @@ class Policy:
     approval: bool | None = None
     cost: float | Callable[..., float] = 0.0
     result_schema: dict[str, Any] | None = None
+    dedupe_window: timedelta | float | None = None  # last: positional fields keep their place
 
     def __post_init__(self) -> None:
         try:
@@ -59,7 +60,8 @@ class Policy:
         """``fn`` declared as the oncelog tool ``name`` under this policy."""
         declare = tool(
             kind=self.kind, name=name, refusals=self.refusals, probe=self.probe,
-            key_ttl=self.key_ttl, approval=self.approval, cost=self.cost,
+            dedupe_window=self.dedupe_window, key_ttl=self.key_ttl, approval=self.approval,
+            cost=self.cost,
             result_schema=self.result_schema,
         )  # fmt: skip
         return declare(fn)

@@ -22,7 +22,7 @@ doubt, a kill switch, a budget) is a tool error too, naming the reason.
         "search_tickets": "read",
         "send_email": "create",
         "delete_account": {"kind": "destructive"},
-        "refund": {"kind": "payment", "key_ttl": 86400}
+        "refund": {"kind": "payment", "dedupe_window": 86400}
       },
       "default_kind": null,
       "run_argument": "ticket_id",
@@ -65,7 +65,7 @@ log = logging.getLogger("oncelog")
 
 RUN_META = "oncelog/run_id"
 KEY_META = "oncelog/idempotency_key"
-_POLICY_KEYS = {"kind", "approval", "key_ttl"}
+_POLICY_KEYS = {"kind", "approval", "dedupe_window", "key_ttl"}
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,17 @@ def _policy(tool: str, value: Any) -> Policy:
         raise ConfigurationError(
             f"tool {tool!r}: a kind, or an object with {sorted(_POLICY_KEYS)} and a kind"
         )
-    return Policy(value["kind"], approval=value.get("approval"), key_ttl=value.get("key_ttl"))
+    window = value.get("dedupe_window")
+    if "key_ttl" in value:
+        if window is not None:
+            raise ConfigurationError(f"tool {tool!r}: key_ttl is the older name of dedupe_window")
+        window = value["key_ttl"]
+        log.warning(
+            "tool %r: key_ttl is now dedupe_window: an effect in doubt inside it is sent again "
+            "with the same key, without a probe or a person; write dedupe_window",
+            tool,
+        )
+    return Policy(value["kind"], approval=value.get("approval"), dedupe_window=window)
 
 
 async def serve(

@@ -101,6 +101,9 @@ class Surroundings:
     lease_lost: Callable[[Lease], bool] = HEARTBEATS.lost
     observers: Sequence[observe.Observer] = field(default_factory=lambda: observe.OBSERVERS)
     clock: Callable[[], float] = time.time
+    # What a key's age is measured by: None, the store's clock, which wrote the first send
+    # (a worker's clock may lag the server's); a test's own clock (``use_clock``) instead.
+    key_clock: Callable[[], float] | None = None
     sleep: Callable[[float], object] = drain.wait  # returns early when draining starts
     random: Callable[[], float] = _uniform  # the jitter of retry waits
 
@@ -142,7 +145,6 @@ class Pending:
     call: Call
     attempt: int
     previous: StepState | None
-    first_sent_at: float  # when this effect's key was first sent (now, for a new one)
     observers: Sequence[observe.Observer] = ()
     observed: list[Any] | None = None  # what observers returned when it started
     # Taken just before the call: a model call or a read is recorded after it, in one

@@ -15,7 +15,12 @@ recorded for it, what its tool declares and what the provider said. No I/O happe
 Before any attempt a declared preflight may find the effect done (recorded done without a
 call) or in conflict (a person decides). A visit starts with no probe or preflight answer;
 ``ASK_PROBE`` and ``ASK_PREFLIGHT`` mean: ask, then decide again with the answer. A failed
-call is decided with its ``failure``.
+call is decided with its ``failure``; one that leaves the effect in doubt asks a declared
+probe first, as a later start would.
+
+A key's age is measured by one clock, the store's (which wrote the first send), unless a
+test hands the engine its own; None when that clock reads earlier than a time it recorded
+for the step: the age cannot be known, so the key is not taken as deduplicated.
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ class Situation:
     preflight: PreflightAnswer | None = None  # the preflight's answer, once asked
     probe_declared: bool = False
     probe: ProbeAnswer | None = None  # the probe's answer, once asked
-    key_age: float = 0.0  # seconds since the key was first sent
+    key_age: float | None = 0.0  # seconds since the key was first sent (None: unknown)
     dedupe_window: float | None = None  # seconds the provider deduplicates on the key
     same_args: bool = True  # the step is asked with the arguments recorded for it
     drift_error: bool = True  # the tool's drift policy is "error"
@@ -140,16 +145,28 @@ def _in_doubt(s: Situation) -> Action:
     return Action.HALT
 
 
+def key_age(now: float, first_sent_at: float, last_started_at: float) -> float | None:
+    """The key's age by a clock that reads ``now``; None when that is before a time the
+    same clock recorded for the step (it was stepped back, or the step was written by
+    another clock): such an age cannot be true."""
+    return None if now < max(first_sent_at, last_started_at) else now - first_sent_at
+
+
 def deduplicated(s: Situation) -> bool:
     """Whether the provider answers a repeat of the key with the first request's result
     (or refuses it while that request runs) instead of acting again."""
-    return s.dedupe_window is not None and s.key_age < s.dedupe_window
+    return s.dedupe_window is not None and _within(s.key_age, s.dedupe_window)
 
 
 def key_honoured(s: Situation) -> bool:
     """After a probe's definite "not found": whether a retry the provider has not finished
     processing would still be caught as a duplicate (no window declared: assumed so)."""
-    return s.dedupe_window is None or s.key_age < s.dedupe_window
+    return s.dedupe_window is None or _within(s.key_age, s.dedupe_window)
+
+
+def _within(age: float | None, window: float) -> bool:
+    """An unknown or negative age is never taken to be inside the window."""
+    return age is not None and 0.0 <= age < window
 
 
 def attempts_left(s: Situation) -> bool:
@@ -171,7 +188,12 @@ def _after_failure(s: Situation) -> Action:
         return (
             Action.RECORD_FAILED if s.failure is Failure.NOT_PERFORMED else Action.RECORD_NOT_DONE
         )
-    if not deduplicated(s):
+    # In doubt: ask a declared probe now, as a later start would, and act on its answer.
+    if s.probe_declared and s.probe is None:
+        return Action.ASK_PROBE
+    if isinstance(s.probe, Found):
+        return Action.SETTLE_DONE
+    if not (deduplicated(s) or (s.probe is NOT_FOUND and key_honoured(s))):
         return Action.HALT
     if s.max_attempts is None:
         return Action.STOP_RESEND_LATER

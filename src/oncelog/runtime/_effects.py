@@ -191,7 +191,7 @@ class Engine:
         if action is _RUN:
             # The common step: nothing to ask anyone, nothing to say, nothing in doubt.
             step = self._new_step(seq, step_id, call)
-            return self._go_live(_RUN, step, call, None, self.surroundings.clock(), None)
+            return self._go_live(_RUN, step, call, None, None)
         return self._visit(seq, step_id, call, None, situation)
 
     def _recorded(self, seq: int, step_id: str, call: Call) -> Replayed | Pending | None:
@@ -276,8 +276,8 @@ class Engine:
         if record is None:
             return self._situation_new(call)[0]
         surroundings, spec = self.surroundings, call.spec
-        now = surroundings.clock()
         in_doubt = record.state in (StepState.IN_FLIGHT, StepState.UNKNOWN)
+        aged = in_doubt and spec.dedupe_window is not None and not call.idempotent
         return Situation(
             call.step_type,
             call.idempotent,
@@ -287,10 +287,10 @@ class Engine:
             lease_lost=surroundings.lease_lost(self.lease),
             attempts=record.attempts,
             max_attempts=None if spec.retry is None else spec.retry.attempts,
-            retry_wait=0.0 if record.retry_at is None else record.retry_at - now,
+            retry_wait=0.0 if record.retry_at is None else record.retry_at - surroundings.clock(),
             preflight_declared=spec.preflight is not None,
             probe_declared=spec.probe is not None,
-            key_age=now - record.first_sent_at,
+            key_age=outcomes.key_age_of(self, record.seq) if aged else 0.0,
             dedupe_window=spec.dedupe_window,
             same_args=not in_doubt or self._same_args(record, call),
             drift_error=call.drift == "error",
@@ -369,8 +369,7 @@ class Engine:
             )  # fmt: skip
         if action in (Action.RECORD_FOUND, Action.HALT_CONFLICT):
             return self._before_call(action, step, call, previous, found, said)
-        first_sent = self.surroundings.clock() if record is None else record.first_sent_at
-        return self._go_live(action, step, call, previous, first_sent, said or None)
+        return self._go_live(action, step, call, previous, said or None)
 
     def _go_live(
         self,
@@ -378,7 +377,6 @@ class Engine:
         step: NewStep,
         call: Call,
         previous: StepState | None,
-        first_sent_at: float,
         reason: str | None,
     ) -> Pending:
         if action is not _RUN:
@@ -407,7 +405,7 @@ class Engine:
         else:
             attempt = self._write_intent(step, previous, reason)
         observers = self.surroundings.observers
-        pending = Pending(step, call, attempt, previous, first_sent_at, observers)
+        pending = Pending(step, call, attempt, previous, observers)
         if observers:
             pending.observed = observe.started(observers, pending.info(self.run_id))
         return pending

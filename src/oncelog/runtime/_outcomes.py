@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from .._exceptions import (
@@ -24,7 +25,9 @@ from ..records._serialization import encode_decoded
 from ..stores._protocol import Lease, Outcome, Store, new_outcome, timed_step
 from . import _crashpoints as crashpoints
 from ._calls import Again, Pending, Surroundings, error_json, failure_of, usage
-from ._decide import Action, Situation, decide, deduplicated
+from ._decide import Action, Situation, decide, deduplicated, key_age
+from ._probes import CANNOT_TELL, Conflict, Found
+from ._reconcile import ask
 from ._replay import ReplayCursor
 
 P = ParamSpec("P")
@@ -90,14 +93,29 @@ def fail(engine: Engine, pending: Pending, exc: Exception) -> Exception | Again:
     ``Again`` when the attempt is to be made again at this position."""
     step, call, spec = pending.step, pending.call, pending.call.spec
     clock = engine.surroundings.clock
+    failure = failure_of(spec, exc)
+    aged = spec.dedupe_window is not None and failure is Failure.IN_DOUBT
     situation = Situation(
         call.step_type, call.idempotent, StepState.IN_FLIGHT,
         attempts=pending.attempt,
         max_attempts=None if spec.retry is None else spec.retry.attempts,
-        key_age=clock() - pending.first_sent_at, dedupe_window=spec.dedupe_window,
-        failure=failure_of(spec, exc),
+        probe_declared=spec.probe is not None,
+        key_age=key_age_of(engine, step.seq) if aged else 0.0,
+        dedupe_window=spec.dedupe_window, failure=failure,
     )  # fmt: skip
     action = decide(situation)
+    said = ""
+    if action is Action.ASK_PROBE:
+        answer, said = ask(spec.probe, step.key, call.payload, "probe")
+        probed = CANNOT_TELL if isinstance(answer, Conflict) else answer  # not a probe's
+        situation = replace(situation, probe=probed)
+        action = decide(situation)
+    if action is Action.SETTLE_DONE:
+        assert isinstance(situation.probe, Found)
+        _settle(engine, pending, situation.probe)
+        pending.ended(engine.run_id, "done")
+        engine.cursor.reread()
+        return Again()  # replays what the probe found
     if action is Action.RAISE:
         pending.ended(engine.run_id, "error", exc)
         return exc
@@ -124,6 +142,8 @@ def fail(engine: Engine, pending: Pending, exc: Exception) -> Exception | Again:
         )  # fmt: skip
     pending.ended(engine.run_id, "unknown", exc)
     doubt = f"{call.kind} effect {step.step_id!r} raised {type(exc).__name__}: {exc}"
+    if said:
+        doubt += f"; {said}"
     if action is Action.RESEND_LATER:
         log.warning("%s; sending it again with the same key", doubt)
         engine.surroundings.sleep(_backoff(engine, pending))
@@ -141,6 +161,33 @@ def fail(engine: Engine, pending: Pending, exc: Exception) -> Exception | Again:
     reason = f"{doubt}; it may or may not have happened"
     engine._store(engine.store.mark_unknown, engine.lease, step.seq, reason)
     return in_doubt(reason, engine.run_id, step.step_id, step.key)
+
+
+def key_age_of(engine: Engine, seq: int) -> float | None:
+    """The age of the key of the step at ``seq``, by the clock that wrote its first send,
+    the store's (one read), or by a test's own clock (``Surroundings.key_clock``)."""
+    times = engine._store(engine.store.key_times, engine.run_id, seq)
+    if times is None:
+        return None
+    key_clock = engine.surroundings.key_clock
+    if key_clock is None:
+        return key_age(*times)
+    # A test's clock is the authority: a reading before the first send is no time passed.
+    return max(0.0, key_clock() - times.first_sent_at)
+
+
+def _settle(engine: Engine, pending: Pending, found: Found) -> None:
+    """The probe found the effect whose answer the call lost: record it done with the
+    provider's answer, which the next ``prepare`` replays."""
+    call = pending.call
+    try:
+        result_json, _ = encode_decoded(
+            call.recordable(found.result), what="probe result", limit=engine.payload_limit
+        )
+        outcome = Outcome(StepState.DONE, result_json)
+    except InvalidPayload as exc:  # replayed as ResultNotRecorded
+        outcome = Outcome(StepState.DONE, error_json=error_json(exc))
+    engine._store(engine.store.settle, engine.lease, pending.step.seq, pending.attempt, outcome)
 
 
 def _backoff(engine: Engine, pending: Pending) -> float:

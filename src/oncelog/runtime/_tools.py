@@ -6,6 +6,7 @@ import contextvars
 import enum
 import functools
 import inspect
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -147,6 +148,15 @@ def make_spec(
         check_name(name, "a tool's name")
     if dedupe_window is not None and key_ttl is not None:
         raise ConfigurationError("key_ttl is the older name of dedupe_window: give one of them")
+    if key_ttl is not None:
+        # It once only bounded a probe's "not found"; as dedupe_window it also resends an
+        # effect in doubt without a probe, where a tool so declared used to halt.
+        warnings.warn(
+            "key_ttl is now dedupe_window: an effect in doubt inside it is sent again with "
+            "the same key, without a probe or a person; declare dedupe_window instead",
+            DeprecationWarning,
+            stacklevel=3,
+        )
     if retry is not None and not isinstance(retry, Retry):
         raise ConfigurationError(f"retry must be an oncelog.Retry, not {retry!r}")
     params = inspect.signature(fn).parameters
@@ -154,6 +164,11 @@ def make_spec(
         p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
     )
     takes_token = "fencing_token" in params
+    if (dedupe_window is not None or key_ttl is not None) and not takes_key:
+        raise ConfigurationError(
+            f"{name or fn.__qualname__!r} declares a dedupe_window but takes no "
+            "idempotency_key: a resend would reach the provider with no key to deduplicate"
+        )
     return ToolSpec(
         name=name or fn.__qualname__,
         kind=kind,
@@ -228,7 +243,8 @@ def tool(
     repeated idempotency key with the first request's result, for that long after the
     key was first sent (Stripe: 24 hours): an effect in doubt younger than that is sent
     again with the same key and arguments instead of halting; older, it is not called
-    again on a probe's "not found" alone (``key_ttl`` is its older name). ``preflight``
+    again on a probe's "not found" alone; the tool must take ``idempotency_key``.
+    (``key_ttl``, its older name, warns: it once only bounded a probe.) ``preflight``
     is asked before each attempt (``Found``: recorded done, not called; ``Conflict``:
     a person decides). ``failures`` says what an exception of the call means (see
     ``oncelog.failures``); ``retry`` (an ``oncelog.Retry``) makes again, with the same

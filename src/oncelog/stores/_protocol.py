@@ -151,6 +151,14 @@ class Intent(NamedTuple):
     warnings: tuple[BudgetAlert, ...] = ()
 
 
+class KeyTimes(NamedTuple):
+    """A step's key's times, by the store's clock: now, its first send, its latest start."""
+
+    now: float
+    first_sent_at: float
+    last_started_at: float
+
+
 class DecisionFeed(Protocol):
     def wait(self, timeout: float) -> None:
         """Return when a person may have decided something, after ``timeout`` seconds
@@ -220,6 +228,11 @@ class Store(Protocol):
 
     def steps(self, run_id: str, from_seq: int, limit: int) -> list[StepRecord]:
         """Recorded steps at positions ``>= from_seq``, in order (a read, no lock)."""
+        ...
+
+    def key_times(self, run_id: str, seq: int) -> KeyTimes | None:
+        """The times a key's age is measured from, read with the store's clock's now in
+        one read (no lock); None if nothing is recorded at ``seq``."""
         ...
 
     def replay_page(self, run_id: str, from_seq: int, to_seq: int) -> ReplayPage:

@@ -40,6 +40,7 @@ from . import _sql_runs as runs
 from ._protocol import (
     BudgetDrift,
     DecisionFeed,
+    KeyTimes,
     Lease,
     NewStep,
     OwnerCheck,
@@ -311,6 +312,14 @@ class SQLStore(StepWrites):
             (run_id, from_seq, limit),
         )  # fmt: skip
         return [step_record(r) for r in rows]
+
+    def key_times(self, run_id: str, seq: int) -> KeyTimes | None:
+        rows = self._read(
+            f"SELECT {NOW}, COALESCE(first_started_at, started_at), started_at FROM steps "
+            "WHERE run_id = ? AND seq = ?",
+            (run_id, seq),
+        )
+        return KeyTimes(*map(float, rows[0])) if rows else None
 
     def replay_page(self, run_id: str, from_seq: int, to_seq: int) -> ReplayPage:
         ordered, page = _REPLAY_PAGE[self.dialect.name]

@@ -180,7 +180,7 @@ def oncelog_tools(ledger: oncelog.Ledger, world: Clients) -> Tools:
             kind="payment",
             name="charge",
             probe=find_payment,
-            key_ttl=timedelta(hours=24),  # how long Stripe honours an idempotency key
+            dedupe_window=timedelta(hours=24),  # how long Stripe honours an idempotency key
             refusals=(stripe.CardError,),  # a decline: definitely not charged
         )(world.payments.charge),
         send_email=ledger.tool(kind="create", name="send_email")(world.mail.send_email),
