@@ -24,7 +24,8 @@ from .support.flaky_agent import FLAKY, flaky, tries_made
 from .support.launch import environment, python
 from .support.postgres import POSTGRES_REASON, fresh_schema, postgres_is_up
 
-LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+# Debian's faketime package, wherever its multiarch folder puts it.
+LIBFAKETIMES = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
 
 
 def charge_step(store_url: str) -> oncelog.StepRecord:
@@ -97,8 +98,8 @@ def test_killed_resends_never_stretch_the_window_past_the_first_send(
 def behind(seconds: float) -> dict[str, str]:
     """The environment of a process whose clocks (Python's and SQLite's) read ``seconds``
     behind this one's: libfaketime, preloaded."""
-    require(LIBFAKETIME.exists(), "libfaketime is not installed (apt-get install faketime)")
-    return {"LD_PRELOAD": str(LIBFAKETIME), "FAKETIME": f"-{seconds:g}s"}
+    require(bool(LIBFAKETIMES), "libfaketime is not installed (apt-get install faketime)")
+    return {"LD_PRELOAD": str(LIBFAKETIMES[0]), "FAKETIME": f"-{seconds:g}s"}
 
 
 def past_the_window(first_send: float, window: float) -> None:
