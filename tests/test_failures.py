@@ -210,3 +210,18 @@ def test_a_refusal_is_not_performed_only_through_the_clients_own_transport() -> 
     opener = urllib.request.build_opener(Handler)
     opened = raised(lambda: opener.open(url, data=b"", timeout=10))
     assert urllib_failures.classify(opened) is Failure.IN_DOUBT
+
+
+def test_a_refused_proxy() -> None:
+    """Refused by the proxy, the request never left: not performed for httpx and urllib;
+    requests' ``ProxyError`` stays in doubt (it also covers a proxy that failed later)."""
+    proxy = refused_port().removesuffix("/charge")
+    url = "http://127.0.0.1:9/charge"
+    with httpx.Client(proxy=proxy) as client:
+        assert httpx_failures.classify(raised(lambda: client.post(url))) is Failure.NOT_PERFORMED
+    refused = raised(lambda: requests.post(url, proxies={"http": proxy}, timeout=10))
+    assert isinstance(refused, requests.exceptions.ProxyError)
+    assert requests_failures.classify(refused) is Failure.IN_DOUBT
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy}))
+    opened = raised(lambda: opener.open(url, data=b"", timeout=10))
+    assert urllib_failures.classify(opened) is Failure.NOT_PERFORMED
