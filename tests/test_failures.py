@@ -3,11 +3,12 @@ answers from a local server; and importing a classification imports no client.""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -15,6 +16,7 @@ import httpx
 import pytest
 import requests
 import stripe
+import urllib3
 
 from oncelog.failures import Failure, by_status, first
 from oncelog.failures import httpx as httpx_failures
@@ -56,6 +58,14 @@ def server() -> Iterator[str]:
 def raised(call: Any) -> BaseException:
     try:
         call()
+    except Exception as exc:
+        return exc
+    raise AssertionError("the call did not raise")
+
+
+async def raised_async(call: Awaitable[Any]) -> BaseException:
+    try:
+        await call
     except Exception as exc:
         return exc
     raise AssertionError("the call did not raise")
@@ -149,6 +159,69 @@ def test_others_are_not_classified_and_first_combines() -> None:
         urllib_failures.classify,
     )
     assert mine(KeyError("x")) is Failure.REFUSED
-    assert mine(ConnectionRefusedError()) is Failure.NOT_PERFORMED
+    assert mine(ConnectionRefusedError()) is Failure.IN_DOUBT  # bare: raised who knows where
     assert mine(ValueError()) is None
     assert urllib_failures.classify(urllib.error.URLError("no route")) is Failure.IN_DOUBT
+
+
+def test_a_refusal_is_not_performed_only_through_the_clients_own_transport() -> None:
+    """A refused first connection is not performed through each client's own transport,
+    with retries that only connect (httpcore's ``retries``, a urllib3 ``Retry`` meeting
+    only refusals); through a transport, adapter or handler of someone else's, which may
+    have sent the request before and be retrying it, it is in doubt."""
+    url = refused_port()
+
+    async def async_post() -> BaseException:
+        async with httpx.AsyncClient() as client:
+            return await raised_async(client.post(url))
+
+    class Wrapping(httpx.BaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx.HTTPTransport()
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            return self.inner.handle_request(request)
+
+    def through(transport: httpx.BaseTransport) -> BaseException:
+        with httpx.Client(transport=transport) as client:
+            return raised(lambda: client.post(url))
+
+    assert httpx_failures.classify(through(httpx.HTTPTransport(retries=2))) is Failure.NOT_PERFORMED
+    assert httpx_failures.classify(asyncio.run(async_post())) is Failure.NOT_PERFORMED
+    assert httpx_failures.classify(through(Wrapping())) is Failure.IN_DOUBT
+
+    class Adapter(requests.adapters.HTTPAdapter):
+        def send(self, *args: Any, **kwargs: Any) -> requests.Response:
+            return super().send(*args, **kwargs)
+
+    def mounted(adapter: requests.adapters.HTTPAdapter) -> BaseException:
+        with requests.Session() as session:
+            session.mount("http://", adapter)
+            return raised(lambda: session.post(url, timeout=10))
+
+    retrying = requests.adapters.HTTPAdapter(max_retries=urllib3.Retry(2, allowed_methods=None))
+    assert requests_failures.classify(mounted(retrying)) is Failure.NOT_PERFORMED
+    assert requests_failures.classify(mounted(Adapter())) is Failure.IN_DOUBT
+
+    class Handler(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> Any:
+            return super().http_open(req)
+
+    opener = urllib.request.build_opener(Handler)
+    opened = raised(lambda: opener.open(url, data=b"", timeout=10))
+    assert urllib_failures.classify(opened) is Failure.IN_DOUBT
+
+
+def test_a_refused_proxy() -> None:
+    """Refused by the proxy, the request never left: not performed for httpx and urllib;
+    requests' ``ProxyError`` stays in doubt (it also covers a proxy that failed later)."""
+    proxy = refused_port().removesuffix("/charge")
+    url = "http://127.0.0.1:9/charge"
+    with httpx.Client(proxy=proxy) as client:
+        assert httpx_failures.classify(raised(lambda: client.post(url))) is Failure.NOT_PERFORMED
+    refused = raised(lambda: requests.post(url, proxies={"http": proxy}, timeout=10))
+    assert isinstance(refused, requests.exceptions.ProxyError)
+    assert requests_failures.classify(refused) is Failure.IN_DOUBT
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy}))
+    opened = raised(lambda: opener.open(url, data=b"", timeout=10))
+    assert urllib_failures.classify(opened) is Failure.NOT_PERFORMED

@@ -22,7 +22,7 @@ import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from importlib.util import find_spec
 from pathlib import Path
@@ -44,6 +44,7 @@ if HAVE_CLIENTS:
         PaymentFinder,
         create_payment,
         find_payment,
+        payment_tool,
     )
 
 AGENTS = Path(__file__).parent / "stripe_agents"
@@ -119,6 +120,15 @@ def customer(client: stripe.StripeClient) -> str:
 def payments_with_key(url: str, key: str) -> list[dict[str, Any]]:
     """The PaymentIntents localstripe holds with ``key`` in their metadata, read with
     plain HTTP page by page: the provider's own record, independent of the probe."""
+    return [intent for intent in all_payments(url) if intent["metadata"].get(METADATA_KEY) == key]
+
+
+def payments_of(url: str, customer: str) -> list[dict[str, Any]]:
+    """The same record, by customer: it counts payments made without the key too."""
+    return [intent for intent in all_payments(url) if intent["customer"] == customer]
+
+
+def all_payments(url: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     query: dict[str, str] = {"limit": "100"}
     while True:
@@ -128,7 +138,7 @@ def payments_with_key(url: str, key: str) -> list[dict[str, Any]]:
         )
         with urllib.request.urlopen(request, timeout=30) as response:
             page = json.loads(response.read())
-        found += [intent for intent in page["data"] if intent["metadata"].get(METADATA_KEY) == key]
+        found += page["data"]
         if not page["has_more"]:
             return found
         query["starting_after"] = page["data"][-1]["id"]
@@ -168,12 +178,18 @@ def test_a_payment_is_found_with_what_create_returned(
     assert answer == oncelog.Found(created)
 
 
-def test_no_payment_with_the_key_is_not_found(
+def test_no_payment_with_the_key_is_not_found_only_by_the_probe_of_its_tool(
     localstripe: LocalStripe, client: stripe.StripeClient, customer: str
 ) -> None:
+    """Declared with ``create_payment`` by ``payment_tool``, the probe knows every payment
+    of its tool carries the key; declared apart, it cannot know, and cannot tell."""
     pay(client, customer, "ol1_someone_else")  # the list is not empty
     assert payments_with_key(localstripe.url, "ol1_never_paid") == []
-    assert PaymentFinder(client)("ol1_never_paid") is oncelog.NOT_FOUND
+    charge = payment_tool(name="charge", finder=PaymentFinder(client))
+    assert charge.spec.probe is not None
+    assert charge.spec.probe("ol1_never_paid", 500, "eur") is oncelog.NOT_FOUND
+    assert PaymentFinder(client)("ol1_never_paid") is oncelog.CANNOT_TELL
+    assert PaymentFinder(client).preflight("ol1_never_paid") is oncelog.NOT_FOUND
 
 
 def test_two_payments_with_one_key_cannot_tell(
@@ -313,12 +329,13 @@ class PaymentAgent:
     run_id: str
     customer: str
     key_namespace: str = ""
+    direct: bool = False
 
     def start(self, stripe_url: str, crash_at: str | None = None) -> AgentExit:
         env = environment(crash_at, ONCELOG_KEY_NAMESPACE=self.key_namespace)
         argv = python(str(AGENT_SCRIPT), "--ledger", str(self.ledger))
         argv += ["--run", self.run_id, "--stripe", stripe_url, "--customer", self.customer]
-        argv += ["--card", CARD]
+        argv += ["--card", CARD, *(["--direct"] if self.direct else [])]
         with subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         ) as process:
@@ -441,3 +458,23 @@ def test_another_service_reusing_the_run_id_is_not_taken_for_this_charge(
     ]
     assert [p["customer"] for p in payments_with_key(localstripe.url, key)] == [second_customer]
     assert second.charge_step().result["customer"] == second_customer
+
+
+def test_a_probe_beside_a_tool_it_cannot_see_never_charges_twice(
+    localstripe: LocalStripe, agent: PaymentAgent
+) -> None:
+    """The tool creates the PaymentIntent itself, with Stripe's idempotency key and no
+    marker; ``find_payment``, declared beside it, cannot see that payment. It must not
+    answer "not found" (the charge would run again: a second PaymentIntent here, where
+    localstripe ignores the key, and at Stripe once the key is forgotten); it cannot
+    tell, and the run halts for a person at every restart."""
+    direct = replace(agent, direct=True)
+    crash(direct, localstripe.url, "after_call")
+    [made] = payments_of(localstripe.url, direct.customer)
+
+    for _ in range(2):
+        resumed = direct.start(localstripe.url)
+        assert [p["id"] for p in payments_of(localstripe.url, direct.customer)] == [made["id"]]
+        assert resumed.returncode == oncelog.EXIT_HALTED, resumed
+
+    assert direct.charge_step().state is oncelog.StepState.UNKNOWN

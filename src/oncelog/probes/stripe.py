@@ -6,21 +6,25 @@ found: the step's idempotency key goes to Stripe as the ``Idempotency-Key`` (Str
 answers a repeat with the first result for 24 hours, then forgets the key) *and* into
 ``metadata["oncelog_key"]``, which stays on the PaymentIntent. ``find_payment`` is the
 probe that looks for it; ``check_payment`` is the same lookup asked as a preflight,
-before each attempt::
+before each attempt.
+
+A probe that finds no marker can say the payment was not made only if the tool writes the
+marker: ``payment_tool`` declares the two as one, ``create_payment`` as the tool and its
+finder as the probe, and only that probe answers ``NOT_FOUND``::
 
     import stripe
-    from datetime import timedelta
-    import oncelog.failures.stripe
-    from oncelog.probes.stripe import check_payment, create_payment, find_payment
+    from oncelog.probes.stripe import payment_tool
 
-    stripe.api_key = "sk_live_..."   # or pass client=stripe.StripeClient(...)
+    stripe.api_key = "sk_live_..."   # or payment_tool(..., finder=PaymentFinder(client))
 
-    @ledger.tool(kind="payment", probe=find_payment, preflight=check_payment,
-                 dedupe_window=timedelta(hours=24), failures=oncelog.failures.stripe.classify)
-    def charge(customer: str, cents: int, card: str, *, idempotency_key: str) -> dict:
-        return create_payment(cents, "eur", customer, idempotency_key=idempotency_key,
-                              payment_method=card, payment_method_types=["card"],
-                              confirm=True)
+    charge = payment_tool(name="charge", preflight=True)
+    run.effect("charge", charge, 500, "eur", "cus_...", payment_method=card,
+               payment_method_types=["card"], confirm=True)
+
+``find_payment`` (or a ``PaymentFinder``) declared beside a tool of your own cannot know
+that tool wrote the marker (``stripe.PaymentIntent.create(..., idempotency_key=key)``
+writes none): where it finds none it answers ``CANNOT_TELL``, never ``NOT_FOUND``, so a
+payment it cannot see is never made again on its word.
 
 What each answer of ``find_payment`` relies on
 ----------------------------------------------
@@ -35,23 +39,24 @@ during an outage), while the list endpoints read what was written.
     and probe hand the agent the same shape; the values are Stripe's as of now (``status``
     may have moved on, from ``processing`` to ``succeeded`` say).
 ``NOT_FOUND``
-    Every page was read, the last one said there are no more, and none carried the key.
-    That is definitive only if the payment could only have been made by
-    ``create_payment`` (it writes the key in the request that creates the PaymentIntent,
-    so no PaymentIntent of this step exists without it), in the account the client is
-    for, and nobody removed the metadata since. With ``lookback`` only the PaymentIntents
-    created in that window are read: choose it longer than the tool's ``dedupe_window`` plus
-    any clock skew, so that a payment too old to be seen is also too old for oncelog to
-    retry on NOT_FOUND. A request of the killed process that Stripe is still executing
-    may be missed; the retry that follows NOT_FOUND carries the same key, so Stripe
-    answers it with that request's result (or refuses it while that request runs, and
-    the run halts) instead of paying twice. That is why oncelog retries only while the
-    key is valid (``dedupe_window``).
+    Only from the probe of ``payment_tool``: every page was read, the last one said there
+    are no more, and none carried the key. That is definitive because the payment could
+    only have been made by ``create_payment`` (it writes the key in the request that
+    creates the PaymentIntent, so no PaymentIntent of this step exists without it), in
+    the account the client is for, and if nobody removed the metadata since. With
+    ``lookback`` only the PaymentIntents created in that window are read: choose it
+    longer than the tool's ``dedupe_window`` plus any clock skew, so that a payment too
+    old to be seen is also too old for oncelog to retry on NOT_FOUND. A request of the
+    killed process that Stripe is still executing may be missed; the retry that follows
+    NOT_FOUND carries the same key, so Stripe answers it with that request's result (or
+    refuses it while that request runs, and the run halts) instead of paying twice. That
+    is why oncelog retries only while the key is valid (``dedupe_window``).
 ``CANNOT_TELL``
     Stripe could not be asked (network, authentication, rate limit, server error, a
-    filter the server refuses); the list is longer than ``max_pages`` pages; more than
-    one PaymentIntent carries the key (something paid twice: a person must look); or the
-    one found was declined, where the call itself would have raised ``stripe.CardError``,
+    filter the server refuses); none carries the key and the probe was not declared with
+    its tool; the list is longer than ``max_pages`` pages; more than one PaymentIntent
+    carries the key (something paid twice: a person must look); or the one found was
+    declined, where the call itself would have raised ``stripe.CardError``,
     which no probe answer can say. The run halts for a person; the reason is logged on
     the ``oncelog.probes.stripe`` logger.
 
@@ -65,7 +70,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -84,6 +89,8 @@ from oncelog import (
     Found,
     PreflightAnswer,
     ProbeAnswer,
+    Tool,
+    tool,
 )
 
 if TYPE_CHECKING:
@@ -97,6 +104,7 @@ __all__ = [
     "default_client",
     "find_payment",
     "payment_result",
+    "payment_tool",
 ]
 
 log = logging.getLogger(__name__)
@@ -198,12 +206,15 @@ class PaymentFinder:
     defaults. ``client``: ``default_client()`` when None. ``lookback``: read only the
     PaymentIntents created in that window (Stripe's ``created[gte]``; see the module's
     docstring for how long it must be). ``page_size`` and ``max_pages`` bound the work:
-    a longer list cannot tell."""
+    a longer list cannot tell. ``sees_its_tool`` is set by ``payment_tool`` only: it
+    promises that every payment of the probed tool is made by ``create_payment``, and
+    lets a search that finds nothing answer ``NOT_FOUND``."""
 
     client: stripe.StripeClient | None = None
     lookback: timedelta | None = None
     page_size: int = MAX_PAGE_SIZE
     max_pages: int = 50
+    sees_its_tool: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.page_size <= MAX_PAGE_SIZE:
@@ -221,6 +232,10 @@ class PaymentFinder:
             matches = self._carrying(key, client)
         except (stripe.StripeError, _CannotTell) as exc:
             return _cannot_tell(key, f"{type(exc).__name__}: {exc}")
+        if not matches and not self.sees_its_tool:
+            return _cannot_tell(key, "no PaymentIntent carries it, and a probe declared apart "
+                                "from its tool cannot know the tool marks its payments: "
+                                "declare both with oncelog.probes.stripe.payment_tool")  # fmt: skip
         if not matches:
             return NOT_FOUND
         if len(matches) > 1:
@@ -237,7 +252,8 @@ class PaymentFinder:
         was declined (the call with this key gets Stripe's decline again, or, once Stripe
         forgot the key, tries the card anew): ``NOT_FOUND``, the tool is called; several:
         ``Conflict`` naming them, a person decides; Stripe out of reach: ``CANNOT_TELL``,
-        nothing is sent now."""
+        nothing is sent now. Its ``NOT_FOUND`` needs no pairing with the tool: it lets
+        oncelog call the tool only where it would without a preflight."""
         client = self.client or default_client()
         try:
             matches = self._carrying(key, client)
@@ -283,9 +299,47 @@ def _cannot_tell(key: str, reason: str) -> ProbeAnswer:
 _FIND_PAYMENT = PaymentFinder()
 
 
+def payment_tool(
+    *, name: str, finder: PaymentFinder = _FIND_PAYMENT, preflight: bool = False, **options: Any
+) -> Tool[..., dict[str, Any]]:
+    """``create_payment`` declared as a ``payment`` tool named ``name`` with the probe
+    that sees what it makes: ``finder`` (its client makes the payments too), answering
+    ``NOT_FOUND`` where no PaymentIntent carries the key; with ``preflight`` the same
+    lookup is also asked before each attempt. Stripe's 24-hour key window
+    (``dedupe_window``) and ``refusals=(stripe.CardError,)`` are declared unless
+    ``options`` say otherwise; other ``options`` (``failures``, ``retry``, ``cost``, ...)
+    go to ``oncelog.tool``. The tool is called as ``create_payment`` is, without the key:
+    ``run.effect(step, charge, amount, currency, customer, **params)``."""
+    probe = replace(finder, sees_its_tool=True)
+    if "dedupe_window" not in options and "key_ttl" not in options:
+        options["dedupe_window"] = timedelta(hours=24)
+    options.setdefault("refusals", (stripe.CardError,))
+
+    def create(
+        amount: int,
+        currency: str,
+        customer: str | None = None,
+        *,
+        idempotency_key: str,
+        **params: Any,
+    ) -> dict[str, Any]:
+        return create_payment(
+            amount, currency, customer, idempotency_key=idempotency_key, client=probe.client,
+            **params,
+        )  # fmt: skip
+
+    declare = tool(
+        kind="payment", name=name, probe=probe,
+        preflight=probe.preflight if preflight else None, **options,
+    )  # fmt: skip
+    return declare(create)
+
+
 def find_payment(key: str, *args: Any, **kwargs: Any) -> ProbeAnswer:
-    """The probe for a payment made by ``create_payment`` with ``idempotency_key=key``,
-    using ``default_client()``; see the module's docstring for what each answer means."""
+    """A probe for a payment made by ``create_payment`` with ``idempotency_key=key``,
+    using ``default_client()``. Declared beside a tool of your own it answers ``Found`` or
+    ``CANNOT_TELL``, never ``NOT_FOUND``: ``payment_tool`` declares the tool with the
+    probe that may; see the module's docstring for what each answer means."""
     return _FIND_PAYMENT(key, *args, **kwargs)
 
 
