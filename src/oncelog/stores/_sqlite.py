@@ -151,7 +151,7 @@ def _check_is_ledger(db: sqlite3.Connection, path: str) -> None:
 def _refuse_damaged(db: sqlite3.Connection, path: str) -> None:
     """A damaged page is found before anything is written, not when a read first meets it
     (after this process may have written, and called a provider, beside it). The check
-    reads the whole file: about 3 ms per 1,000 steps (docs/guarantees.md)."""
+    reads the whole file: about 2 ms per 1,000 steps (docs/guarantees.md)."""
     try:
         problems = [str(row[0]) for row in db.execute("PRAGMA quick_check(3)").fetchall()]
     except sqlite3.DatabaseError as exc:
