@@ -312,9 +312,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(mount_point)], check=True, timeout=60)
 
 
-def fill(folder: Path) -> Path:
+def fill(folder: Path, name: str = "filler") -> Path:
     """Write a file until the file system refuses another byte."""
-    filler = folder / "filler"
+    filler = folder / name
     fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         for size in (1 << 16, 1 << 12, 1):
@@ -366,7 +366,10 @@ def test_full_disk_never_runs_the_effect(tmp_path: Path, small_disk: Path) -> No
     assert "disk is full" in failed.message
     assert executions(files) == Counter({"a": 1}), "the effect ran without a durable intent"
 
-    # Restarted while the disk is still full: the same clear error, nothing runs.
+    # Restarted while the disk is still full (the agent's exit moved its WAL into the
+    # ledger and removed it, which may have freed a few pages): the same clear error,
+    # nothing runs.
+    refill = fill(small_disk, "refill")
     again = run_agent(files)
     assert (again.returncode, again.error_type) == (EXIT_TRY_LATER, "StoreUnavailable")
     assert again.message is not None
@@ -374,6 +377,7 @@ def test_full_disk_never_runs_the_effect(tmp_path: Path, small_disk: Path) -> No
     assert executions(files) == Counter({"a": 1})
 
     filler.unlink()
+    refill.unlink()
     steps = reopen_consistent(files.ledger)
     assert list(steps) == ["a"]  # a commit refused for space left no recoverable intent
     assert_completed_once_each(files, run_agent(files))

@@ -128,7 +128,8 @@ class ConfigurationError(UsageError):
 
 class LedgerNotFound(ConfigurationError):
     """``oncelog.open(..., create=False)`` found no ledger there (no file, an empty one,
-    an empty PostgreSQL schema); nothing was created."""
+    an empty PostgreSQL schema), or any ``oncelog.open`` a zero-byte SQLite file, which may
+    be a ledger truncated to nothing; nothing was created or written."""
 
 
 class UnguardedTool(ConfigurationError):

@@ -339,7 +339,10 @@ def open(
     """Open the ledger at ``url``: a SQLite path or ``sqlite:///`` URL; by default
     ``$ONCELOG_URL``, else ``./.oncelog/ledger.db``. A new ledger is created there unless
     ``create=False``: then only an existing one is opened, nothing is created (no folder,
-    file or table), and a place without a ledger raises ``LedgerNotFound``.
+    file or table), and a place without a ledger raises ``LedgerNotFound``. A zero-byte
+    file is ``LedgerNotFound`` either way (it may be a ledger truncated to nothing), and
+    an existing SQLite file is checked (``PRAGMA quick_check``) before anything is
+    written: a damaged one raises ``CorruptRecord``.
 
     ``durability="intent"`` (one fsync per effect) keeps every intent through a power
     loss, and an outcome once the next intent or the run's end is committed; an outcome

@@ -38,6 +38,7 @@ from .._exceptions import (
     ConfigurationError,
     CorruptRecord,
     LedgerNotFound,
+    OnceLogError,
     StoreUnavailable,
 )
 from ..audit._chain import link
@@ -83,16 +84,30 @@ SQLITE = Dialect(
 )
 
 
+def _is_damage(exc: sqlite3.Error) -> bool:
+    message = str(exc)
+    return "malformed" in message or "not a database" in message
+
+
 def _store_error(exc: sqlite3.Error, path: str) -> Exception:
     message = str(exc)
-    if "malformed" in message or "not a database" in message:
+    if _is_damage(exc):
         return CorruptRecord(f"the ledger at {path} is damaged: {message}")
     if "unable to open" in message:
         return StoreUnavailable(
             f"cannot open or create the ledger file {path} ({message}): can this process "
             "write to its folder?"
         )
+    if "disk I/O error" in message and _disk_full(path):
+        message += " (the disk is full)"  # what SQLite says when its shared memory cannot grow
     return StoreUnavailable(f"the ledger at {path} cannot be used: {message}")
+
+
+def _disk_full(path: str) -> bool:
+    try:
+        return os.statvfs(os.path.dirname(path) or ".").f_bavail == 0
+    except (OSError, AttributeError):  # no statvfs on Windows
+        return False
 
 
 def _make_folder(path: str) -> None:
@@ -133,6 +148,23 @@ def _check_is_ledger(db: sqlite3.Connection, path: str) -> None:
         raise LedgerNotFound(f"no ledger at {path}: the file holds no oncelog ledger")
 
 
+def _refuse_damaged(db: sqlite3.Connection, path: str) -> None:
+    """A damaged page is found before anything is written, not when a read first meets it
+    (after this process may have written, and called a provider, beside it). The check
+    reads the whole file: about 2 ms per 1,000 steps (docs/guarantees.md)."""
+    try:
+        problems = [str(row[0]) for row in db.execute("PRAGMA quick_check(3)").fetchall()]
+    except sqlite3.DatabaseError as exc:
+        if not _is_damage(exc):  # a full disk, an I/O error: not the file's fault
+            raise
+        problems = [str(exc)]  # a page too damaged for the check to walk past
+    if problems != ["ok"]:
+        raise CorruptRecord(
+            f"the ledger at {path} is damaged ({'; '.join(problems)}); nothing was written "
+            "to it. Restore it from a backup"
+        )
+
+
 class SQLiteStore(SQLStore):
     """One connection per store object, shared by its threads under a lock."""
 
@@ -166,6 +198,42 @@ class SQLiteStore(SQLStore):
         self._lock = threading.RLock()
         if path != ":memory:" and create:
             _make_folder(path)
+            if not os.path.lexists(path):
+                self._create(busy_timeout)
+        self._open(busy_timeout, create)
+
+    def _create(self, busy_timeout: float) -> None:
+        """Make a new ledger appear at ``self.path`` whole or not at all: it is made and
+        migrated under another name beside it, then linked into place. SQLite itself would
+        create an empty file first, which a kill would leave there for every later open to
+        refuse (a kill here leaves only a ``.new`` file beside it). A ledger another
+        process linked there first is the one used. Where the ledger cannot be made beside
+        it or linked (no hard links), it is created in place after all: that says what
+        stops it, naming the ledger's own path."""
+        path = self.path
+        self.path = f"{path}.{os.getpid()}-{os.urandom(4).hex()}.new"
+        try:
+            self._open(busy_timeout, create=True)
+            self.close()  # the last connection: SQLite copies the WAL in and removes it
+            os.link(self.path, path)
+        except (OnceLogError, OSError):
+            pass
+        finally:
+            for made in (self.path, f"{self.path}-wal", f"{self.path}-shm"):
+                with suppress(FileNotFoundError):
+                    os.unlink(made)
+            self.path, self._wal_path = path, ""
+
+    def _open(self, busy_timeout: float, create: bool) -> None:
+        path = self.path
+        existing = path != ":memory:" and os.path.isfile(path)
+        if existing and os.path.getsize(path) == 0:
+            raise LedgerNotFound(
+                f"no ledger at {path}: the file is empty (zero bytes), so it holds no "
+                "oncelog ledger. A ledger truncated to nothing looks the same, and every "
+                "effect in it would run again: restore it from a backup; if no ledger was "
+                "ever there, delete the file and the next open creates one"
+            )
         try:
             self._db = _connect(path, busy_timeout, create)
         except sqlite3.Error as exc:
@@ -179,6 +247,8 @@ class SQLiteStore(SQLStore):
         # The journal's link, computed inside its insert (``_sqlite_write.JOURNAL_APPEND``).
         self._db.create_function(LINK_FUNCTION, 6, link, deterministic=True)
         try:
+            if existing:
+                _refuse_damaged(self._db, path)
             if not create:
                 _check_is_ledger(self._db, path)
             self._configure(busy_timeout)

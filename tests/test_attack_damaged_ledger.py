@@ -1,0 +1,87 @@
+"""Attacks on an agent through its ledger file: the file truncated to nothing, or a page
+in its middle overwritten. An agent process (``race_agents/racer.py``, whose tool appends
+to a marker file: the provider's own record) started on it refuses before it writes
+anything or calls the provider, and the file is left exactly as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import oncelog
+
+from .support.launch import run_python
+from .test_race import AGENT, marker_lines
+
+PAGE = 4096  # SQLite's default page size, which the ledger keeps
+
+
+def agent(db: Path, run_id: str, marker: Path) -> subprocess.CompletedProcess[str]:
+    return run_python(AGENT, db, run_id, "--kind", "payment", "--marker", marker)
+
+
+def fingerprint(db: Path) -> tuple[str, list[str]]:
+    """The file's bytes, and what lies beside it (a WAL would hold writes not yet in it)."""
+    beside = sorted(p.name for p in db.parent.iterdir() if p.name.startswith(db.name))
+    return hashlib.sha256(db.read_bytes()).hexdigest(), beside
+
+
+def test_a_ledger_truncated_to_nothing_runs_no_effect_again(tmp_path: Path) -> None:
+    db, marker = tmp_path / "ledger.db", tmp_path / "marker"
+    first = agent(db, "r", marker)
+    assert first.returncode == 0, first.stderr
+    os.truncate(db, 0)  # a restore that failed, a copy cut short, a `> ledger.db`
+    before = fingerprint(db)
+    again = agent(db, "r", marker)
+    assert len(marker_lines(marker)) == 1, "the provider was called again"
+    assert again.returncode != 0
+    assert "LedgerNotFound" in again.stderr, again.stderr
+    assert "zero bytes" in again.stderr
+    assert fingerprint(db) == before
+
+
+def note(text: str, *, idempotency_key: str) -> dict[str, str]:
+    return {"note": text}
+
+
+def test_a_ledger_with_a_damaged_page_is_refused_before_any_write(tmp_path: Path) -> None:
+    db, marker = tmp_path / "ledger.db", tmp_path / "marker"
+    with oncelog.open(str(db), durability="process") as ledger:
+        upsert = ledger.tool(kind=oncelog.Kind.UPSERT, name="note")(note)
+        for r in range(40):
+            with ledger.run(f"old-{r}") as run:
+                for i in range(10):
+                    run.effect(f"s{i}", upsert, "x" * 200)
+    pages = db.stat().st_size // PAGE
+    assert pages > 20, "the ledger is large enough to have a middle"
+    with db.open("r+b") as f:  # a page in the middle: a bad sector, a stray write
+        f.seek(pages // 2 * PAGE)
+        f.write(b"\xff" * PAGE)
+    before = fingerprint(db)
+    started = agent(db, "new", marker)
+    assert marker_lines(marker) == [], "the agent called the provider"
+    assert started.returncode != 0
+    assert "CorruptRecord" in started.stderr, started.stderr
+    assert "nothing was written" in started.stderr
+    assert fingerprint(db) == before, "the agent wrote to the damaged ledger"
+
+
+def test_a_kill_while_the_ledger_is_created_leaves_nothing_to_refuse(tmp_path: Path) -> None:
+    """A new ledger is made beside its path and linked into place: a process killed just
+    before the link leaves no file there (SQLite, creating in place, would leave an empty
+    one, which every later open refuses). The next agent creates the ledger and runs."""
+    db, marker = tmp_path / "ledger.db", tmp_path / "marker"
+    killed = run_python(
+        "-c",
+        "import os, signal, oncelog; "
+        "os.link = lambda *_: os.kill(os.getpid(), signal.SIGKILL); "
+        f"oncelog.open({str(db)!r})",
+    )
+    assert killed.returncode == -9, killed.stderr
+    assert not db.exists()
+    started = agent(db, "r", marker)
+    assert started.returncode == 0, started.stderr
+    assert len(marker_lines(marker)) == 1
