@@ -14,6 +14,7 @@ import typing as _typing
 
 from ._exceptions import (
     AlreadyResolved,
+    AttemptMismatch,
     AmbiguousOutcome,
     ApprovalDenied,
     ApprovalRequired,
@@ -158,6 +159,7 @@ __all__ = [
     "AgentBudget",
     "AgentBudgetSetting",
     "AlreadyResolved",
+    "AttemptMismatch",
     "AmbiguousOutcome",
     "Approval",
     "ApprovalDenied",
