@@ -14,11 +14,11 @@ import typing as _typing
 
 from ._exceptions import (
     AlreadyResolved,
-    AttemptMismatch,
     AmbiguousOutcome,
     ApprovalDenied,
     ApprovalRequired,
     ArgumentDrift,
+    AttemptMismatch,
     BudgetExceeded,
     BudgetPaused,
     ConfigurationError,
@@ -159,7 +159,6 @@ __all__ = [
     "AgentBudget",
     "AgentBudgetSetting",
     "AlreadyResolved",
-    "AttemptMismatch",
     "AmbiguousOutcome",
     "Approval",
     "ApprovalDenied",
@@ -167,6 +166,7 @@ __all__ = [
     "ApprovalStatus",
     "ArgumentDrift",
     "AsyncRun",
+    "AttemptMismatch",
     "Budget",
     "BudgetAlert",
     "BudgetExceeded",
