@@ -72,9 +72,9 @@ def _why_in_flight(doubt: oncelog.EffectInDoubt) -> str:
     step = doubt.step
     return (
         "orphaned: its run's lease has expired, so nobody is running it; it may or may not "
-        f"have happened. Decide: oncelog resolve {shlex.quote(step.run_id)} "
-        f"{shlex.quote(step.step_id)} done --result JSON (or not_done, or abandon) --by NAME "
-        f"--attempt {step.attempts}, or start the run again to let its probe look"
+        f"have happened. Decide: oncelog resolve {step.run_id} {step.step_id} done "
+        f"--result JSON (or not_done, or abandon) --by NAME --attempt {step.attempts}, or "
+        "start the run again to let its probe look"
     )
 
 
