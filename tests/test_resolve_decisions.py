@@ -350,18 +350,28 @@ def test_an_attempt_that_is_not_a_count_from_one_is_refused(
 
 
 def test_the_cli_without_an_attempt_decides_a_first_attempt_only(store_url: str) -> None:
+    def typed(*words: str) -> subprocess.CompletedProcess[str]:
+        return oncelog_cli("resolve", "r", "charge", *words, "--by", "al", "--db", store_url)
+
     with oncelog.open(store_url) as ledger:
         in_doubt(ledger)
-    first = oncelog_cli("resolve", "r", "charge", "not_done", "--by", "al", "--db", store_url)
-    assert first.returncode == 0, first.stderr
+    assert typed("not_done").returncode == 0
     with oncelog.open(store_url) as ledger:
         run_again_into_doubt(ledger)
         before = ledger.journal("r")
-    typed = ("resolve", "r", "charge", "done", "--by", "al", "--text", "sent ok", "--correct")
-    refused = oncelog_cli(*typed, "--db", store_url)
+    refused = typed("done", "--text", "sent ok")
     assert refused.returncode == 6, refused.stderr
-    pasted = "oncelog resolve r charge done --by al --text 'sent ok' --correct --attempt 2"
+    pasted = "oncelog resolve r charge done --by al --text 'sent ok' --attempt 2"
     assert f"{pasted} --db {shlex.quote(store_url)}" in refused.stderr
+    with oncelog.open(store_url) as ledger:
+        assert ledger.journal("r") == before
+        ledger.resolve("r", "charge", "abandon", by="bo", attempt=2)
+        before = ledger.journal("r")
+    refused = typed("not_done", "--correct")
+    assert "oncelog resolve r charge not_done --by al --correct --attempt 2" in refused.stderr
+    settled = typed("not_done")  # nothing to name: says who settled it
+    assert settled.returncode == 6, settled.stderr
+    assert "AlreadyResolved: step 'charge' of run r is not in doubt: bo" in settled.stderr
     with oncelog.open(store_url) as ledger:
         assert ledger.journal("r") == before
 

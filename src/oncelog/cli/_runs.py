@@ -156,7 +156,7 @@ def resolve(
     result = _result_given(oncelog.Resolution(resolution), given, no_result)
     with opened(db, create=False) as ledger:
         if attempt is None:
-            attempt = _only_attempt(ledger, run_id, step_id)
+            attempt = _only_attempt(ledger, run_id, step_id, correct=correct)
         step = ledger.resolve(
             run_id, step_id, oncelog.Resolution(resolution), by=by, result=result, note=note,
             force=force, correct=correct, attempt=attempt,
@@ -167,14 +167,19 @@ def resolve(
     print_next(after)
 
 
-def _only_attempt(ledger: oncelog.Ledger, run_id: str, step_id: str) -> int:
+_IN_DOUBT = (oncelog.StepState.IN_FLIGHT, oncelog.StepState.UNKNOWN)
+
+
+def _only_attempt(ledger: oncelog.Ledger, run_id: str, step_id: str, *, correct: bool) -> int:
     """The attempt a decision that names none is about: the step's first, if it has had
     no other, as then no older attempt can be the one the person looked at (and the
     decision is still bound to it, should the step move on before it is written).
     Otherwise ``AttemptMismatch``, with the command that names the attempt there now."""
     step = next((s for s in ledger.steps(run_id) if s.step_id == step_id), None)
-    if step is None or step.attempts == 1:
-        return 1  # a step not there is refused by the decision itself, saying so
+    if step is None:
+        return 1  # refused by the decision itself, which lists the run's steps
+    if step.attempts == 1 or (step.state not in _IN_DOUBT and not correct):
+        return step.attempts  # a settled step's refusal says who settled it, and when
     pasted = _command_naming(step.attempts)
     raise oncelog.AttemptMismatch(
         f"{step_id!r} has had {step.attempts} attempts: it is at attempt {step.attempts} now "
