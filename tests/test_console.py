@@ -40,6 +40,8 @@ ACTIONS = [
     "/budgets/agent",
 ]
 FOREIGN = "http://evil.example"
+# The hidden fields of r-mail's resolve form: its step, and the attempt the page shows.
+MAIL_FORM = {"run_id": "r-mail", "step_id": "email", "attempt": "1"}
 
 
 @pytest.fixture
@@ -284,7 +286,7 @@ def test_resolve_as_done_records_the_result_and_who(busy: oncelog.Ledger, person
     unknown = person.get("/unknown").text
     assert "no answer from the mail provider" in unknown  # the recorded reason
     assert "a@example.com" in unknown  # the intent's arguments
-    form = {"run_id": "r-mail", "step_id": "email", "resolution": "done", "by": "bob"}
+    form = {**MAIL_FORM, "resolution": "done", "by": "bob"}
     response = person.post("/unknown/resolve", {**form, "result": '{"id": "msg_1"}'})
     assert response.status_code == 303
     [step] = busy.steps("r-mail")
@@ -311,7 +313,12 @@ def test_resolve_an_effect_left_by_a_killed_process(
     effect_killed_in_flight(db_path, tmp_path)
     with console_client(ledger) as person:
         assert "its outcome was never recorded" in person.get("/unknown").text
-        form = {"run_id": "r-killed", "step_id": "email-0", "resolution": resolution}
+        form = {
+            "run_id": "r-killed",
+            "step_id": "email-0",
+            "attempt": "1",
+            "resolution": resolution,
+        }
         assert person.post("/unknown/resolve", {**form, "by": "dan"}).status_code == 303
     [step] = ledger.steps("r-killed")
     assert step.state is state
@@ -323,7 +330,7 @@ def test_done_with_no_result_gives_the_agent_no_result(
     busy: oncelog.Ledger, person: Person
 ) -> None:
     assert "oncelog.NO_RESULT" in person.get("/unknown").text
-    form = {"run_id": "r-mail", "step_id": "email", "resolution": "done", "by": "bob"}
+    form = {**MAIL_FORM, "resolution": "done", "by": "bob"}
     assert person.post("/unknown/resolve", {**form, "no_result": "yes"}).status_code == 303
     [step] = busy.steps("r-mail")
     assert (step.state, step.result) == (oncelog.StepState.DONE, oncelog.NO_RESULT)
@@ -337,7 +344,7 @@ def test_done_with_a_plain_text_result_gives_the_agent_that_string(
     busy: oncelog.Ledger, person: Person, typed: str
 ) -> None:
     assert 'name="as_text"' in person.get("/unknown").text
-    form = {"run_id": "r-mail", "step_id": "email", "resolution": "done", "by": "bob"}
+    form = {**MAIL_FORM, "resolution": "done", "by": "bob"}
     assert (
         person.post("/unknown/resolve", {**form, "result": typed, "as_text": "yes"}).status_code
         == 303
@@ -356,7 +363,13 @@ def test_a_step_a_live_process_is_running_is_resolved_only_by_force(
 
         @ledger.tool(kind="create", name="send")
         def send(*, idempotency_key: str) -> str:
-            form = {"run_id": "r-live", "step_id": "send", "resolution": "not_done", "by": "b"}
+            form = {
+                "run_id": "r-live",
+                "step_id": "send",
+                "attempt": "1",
+                "resolution": "not_done",
+                "by": "b",
+            }
             page = person.get("/unknown").text
             answers.append((page, person.post("/unknown/resolve", form)))
             answers.append((page, person.post("/unknown/resolve", {**form, "force": "yes"})))
@@ -375,7 +388,7 @@ def test_a_step_a_live_process_is_running_is_resolved_only_by_force(
 
 def test_bad_input_is_explained_and_changes_nothing(busy: oncelog.Ledger, person: Person) -> None:
     before = store_state(busy)
-    resolve = {"run_id": "r-mail", "step_id": "email", "resolution": "done", "by": "bob"}
+    resolve = {**MAIL_FORM, "resolution": "done", "by": "bob"}
     cases = [
         ("/unknown/resolve", {**resolve, "result": "{not json"}, "not JSON"),
         ("/unknown/resolve", {**resolve, "by": "  "}, "by is required"),
@@ -389,6 +402,9 @@ def test_bad_input_is_explained_and_changes_nothing(busy: oncelog.Ledger, person
         ("/unknown/resolve", {**resolve, "as_text": "yes", "no_result": "yes"},
          "not with “no result”"),
         ("/unknown/resolve", {**resolve, "as_text": "yes"}, "needs the provider's result"),
+        ("/unknown/resolve", {**resolve, "attempt": ""}, "attempt is required"),
+        ("/unknown/resolve", {**resolve, "attempt": "0"}, "not a number from 1"),
+        ("/unknown/resolve", {**resolve, "attempt": "²"}, "not a number from 1"),
         ("/approvals/decide", decision(busy, "a", "approve", expires_in_minutes="-1"), ">= 0"),
         ("/approvals/decide", {**decision(busy, "a", "approve"), "request": ""},
          "request is required"),
@@ -506,7 +522,13 @@ def test_an_orphaned_effect_and_a_result_its_tool_refuses(ledger: oncelog.Ledger
         page = person.get("/unknown").text
         assert 'class="state state-orphaned">orphaned</span>' in page
         assert "nobody is running it" in page
-        form = {"run_id": "r-orphan", "step_id": "mail", "resolution": "done", "by": "eve"}
+        form = {
+            "run_id": "r-orphan",
+            "step_id": "mail",
+            "attempt": "1",
+            "resolution": "done",
+            "by": "eve",
+        }
         refused = person.post("/unknown/resolve", {**form, "result": '"sent"'})
         assert "expected object, got str" in html.unescape(refused.text)
         assert ledger.steps("r-orphan")[0].state is oncelog.StepState.IN_FLIGHT
@@ -522,7 +544,7 @@ def test_a_halted_runs_page_has_the_resolve_form(busy: oncelog.Ledger, person: P
     page = person.get("/runs/r-mail").text
     assert 'action="/unknown/resolve"' in page
     assert 'name="step_id" value="email"' in page
-    form = {"run_id": "r-mail", "step_id": "email", "resolution": "not_done", "by": "bob"}
+    form = {**MAIL_FORM, "resolution": "not_done", "by": "bob"}
     response = person.post("/unknown/resolve", form)
     assert response.status_code == 303
     assert 'action="/unknown/resolve"' not in person.get("/runs/r-mail").text

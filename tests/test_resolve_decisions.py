@@ -15,6 +15,7 @@ import json
 import os
 import pickle
 import select
+import shlex
 import sqlite3
 import subprocess
 import time
@@ -294,3 +295,88 @@ def test_verify_tells_no_result_from_a_recorded_null(
         problems = verify_journal(ledger.store).problems
     assert [p.kind for p in problems] == ["state"]
     assert "result" in problems[0].message
+
+
+# -- a decision names the attempt it was made on -------------------------------------------
+
+
+def second_attempt_in_doubt(ledger: oncelog.Ledger) -> None:
+    """Attempt 1 in doubt, resolved not_done by alice; attempt 2 in doubt too."""
+    charge = in_doubt(ledger)
+    ledger.resolve("r", "charge", "not_done", by="alice", attempt=1)
+    with pytest.raises(oncelog.AmbiguousOutcome) as again, ledger.run("r") as run:
+        run.effect("charge", charge, 500)
+    assert again.value.attempt == 2
+    assert pickle.loads(pickle.dumps(again.value)).attempt == 2
+    assert "--attempt 2" in again.value.message
+
+
+def test_a_decision_on_an_attempt_the_step_moved_past_is_refused(ledger: oncelog.Ledger) -> None:
+    second_attempt_in_doubt(ledger)
+    before = ledger.journal("r")
+    with pytest.raises(oncelog.AttemptMismatch) as refused:
+        ledger.resolve("r", "charge", "not_done", by="bob", attempt=1)
+    assert "attempt 2 now (unknown)" in refused.value.message
+    assert refused.value.exit_code == 6
+    assert ledger.journal("r") == before
+    ledger.resolve("r", "charge", "abandon", by="bob", attempt=2)
+    assert [e.get("attempt") for e in resolved_entries(ledger, "r")] == [1, 2]
+    assert ledger.verify().ok
+
+
+def test_a_correction_names_the_attempt_whose_decision_it_replaces(
+    ledger: oncelog.Ledger,
+) -> None:
+    second_attempt_in_doubt(ledger)
+    ledger.resolve("r", "charge", "abandon", by="carol", attempt=2)
+    before = ledger.journal("r")
+    with pytest.raises(oncelog.AttemptMismatch):  # bob corrects what alice decided on 1
+        ledger.resolve("r", "charge", "done", by="bob", result={}, correct=True, attempt=1)
+    assert ledger.journal("r") == before
+    ledger.resolve("r", "charge", "done", by="bob", result={}, correct=True, attempt=2)
+    assert ledger.steps("r")[0].state is oncelog.StepState.DONE
+    assert ledger.verify().ok
+
+
+@pytest.mark.parametrize("attempt", [0, -1, True, 2.0, "2"])
+def test_an_attempt_that_is_not_a_count_from_one_is_refused(
+    ledger: oncelog.Ledger, attempt: Any
+) -> None:
+    in_doubt(ledger)
+    with pytest.raises(oncelog.InvalidResolution) as refused:
+        ledger.resolve("r", "charge", "not_done", by="alice", attempt=attempt)
+    assert not isinstance(refused.value, oncelog.AttemptMismatch)
+    assert resolved_entries(ledger, "r") == []
+
+
+def test_the_cli_without_an_attempt_decides_a_first_attempt_only(store_url: str) -> None:
+    def typed(*words: str) -> subprocess.CompletedProcess[str]:
+        return oncelog_cli("resolve", "r", "charge", *words, "--by", "al", "--db", store_url)
+
+    with oncelog.open(store_url) as ledger:
+        in_doubt(ledger)
+    assert typed("not_done").returncode == 0
+    with oncelog.open(store_url) as ledger:
+        run_again_into_doubt(ledger)
+        before = ledger.journal("r")
+    refused = typed("done", "--text", "sent ok")
+    assert refused.returncode == 6, refused.stderr
+    pasted = "oncelog resolve r charge done --by al --text 'sent ok' --attempt 2"
+    assert f"{pasted} --db {shlex.quote(store_url)}" in refused.stderr
+    with oncelog.open(store_url) as ledger:
+        assert ledger.journal("r") == before
+        ledger.resolve("r", "charge", "abandon", by="bo", attempt=2)
+        before = ledger.journal("r")
+    refused = typed("not_done", "--correct")
+    assert "oncelog resolve r charge not_done --by al --correct --attempt 2" in refused.stderr
+    settled = typed("not_done")  # nothing to name: says who settled it
+    assert settled.returncode == 6, settled.stderr
+    assert "AlreadyResolved: step 'charge' of run r is not in doubt: bo" in settled.stderr
+    with oncelog.open(store_url) as ledger:
+        assert ledger.journal("r") == before
+
+
+def run_again_into_doubt(ledger: oncelog.Ledger) -> None:
+    """The run of ``in_doubt``, resolved not_done, started again: attempt 2 in doubt."""
+    with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("r") as run:
+        run.effect("charge", Charges([]).tool(ledger), 500)

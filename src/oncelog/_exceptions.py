@@ -21,7 +21,8 @@
     ├── ConflictError              exit 6: the request disagrees with what is recorded
     │   ├── InputMismatch          a run id submitted again with other input
     │   └── InvalidResolution      a decision the step cannot take
-    │       └── AlreadyResolved    the step is not in doubt (any more); says who decided
+    │       ├── AlreadyResolved    the step is not in doubt (any more); says who decided
+    │       └── AttemptMismatch    the decision names another attempt than the step's, or none
     ├── RunStopped                 the run cannot go on; see ``exit_code``
     │   ├── NeedsPerson            exit 3: a person must act
     │   │   ├── RunHalted          a kill switch is on (global, agent or run)
@@ -226,6 +227,12 @@ class AlreadyResolved(InvalidResolution):
     message says who and when)."""
 
 
+class AttemptMismatch(InvalidResolution):
+    """The decision was made on another attempt of the step than the one it is at now
+    (the step was run again since the person looked), or names none where one is needed:
+    the message names the step's attempt and state now."""
+
+
 class RunStopped(OnceLogError):
     """The run cannot continue in this process."""
 
@@ -277,17 +284,43 @@ class BudgetExceeded(_OverBudget, NeedsPerson):
 
 
 class AmbiguousOutcome(NeedsPerson):
-    """An effect's intent is recorded but not its outcome: it may have happened."""
+    """An effect's intent is recorded but not its outcome: it may have happened.
+    ``attempt`` is the attempt in doubt, which a person's decision names."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        step_id: str | None = None,
+        key: str | None = None,
+        attempt: int | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id, step_id=step_id, key=key)
+        self.attempt = attempt
+
+    def _state(self) -> dict[str, Any]:
+        return {**self._fields(), "attempt": self.attempt}
 
 
-def in_doubt(reason: str, run_id: str, step_id: str, key: str) -> AmbiguousOutcome:
+def in_doubt(reason: str, run_id: str, step_id: str, key: str, attempt: int) -> AmbiguousOutcome:
     """The error for an effect whose outcome is unknown: ``reason``, then the command a
     person runs once they have found out at the provider."""
     return AmbiguousOutcome(
-        f"{reason}. Look key {key} up at the provider, then decide: oncelog resolve "
-        f"{shlex.quote(run_id)} {shlex.quote(step_id)} done|not_done|abandon --by NAME",
-        run_id=run_id, step_id=step_id, key=key,
+        f"{reason}. Look key {key} up at the provider, then decide: "
+        f"{resolve_command(run_id, step_id, attempt)}",
+        run_id=run_id, step_id=step_id, key=key, attempt=attempt,
     )  # fmt: skip
+
+
+def resolve_command(run_id: str, step_id: str, attempt: int) -> str:
+    """The ``oncelog resolve`` command of a decision on ``attempt`` of a step, shell-quoted
+    to paste as printed: every command oncelog prints for a person's decision names the
+    attempt the person was shown, so that it is refused once the step has moved on."""
+    return (
+        f"oncelog resolve {shlex.quote(run_id)} {shlex.quote(step_id)} "
+        f"done|not_done|abandon --by NAME --attempt {attempt}"
+    )
 
 
 class PreflightConflict(NeedsPerson):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 from typing import Protocol
 
+from ._exceptions import resolve_command
 from .records._records import (
     Approval,
     Halt,
@@ -67,7 +68,7 @@ def _taken_by(run: RunRecord) -> str:
 
 def _commands(ledger: Reads, run: RunRecord, q: str) -> list[str]:
     commands = [
-        f"oncelog resolve {q} {shlex.quote(s.step_id)} done|not_done|abandon --by NAME"
+        resolve_command(run.run_id, s.step_id, s.attempts)
         for s in ledger.steps(run.run_id)
         if s.state in _IN_DOUBT
     ]

@@ -54,6 +54,7 @@ class PersonDecisions:
         note: str | None = None,
         force: bool = False,
         correct: bool = False,
+        attempt: int | None = None,
     ) -> StepRecord:
         """Decide an effect in doubt: ``done`` with ``result``, the provider's answer (or
         ``result=oncelog.NO_RESULT`` if it cannot be known: the agent then gets
@@ -66,8 +67,15 @@ class PersonDecisions:
         tool's output schema; an MCP tool also takes a plain text), else
         ``InvalidResolution`` says why. ``correct=True`` replaces a person's earlier
         resolution of the run's last step, as long as nothing has acted on it (no later
-        step, the run not completed); the journal keeps both."""
+        step, the run not completed); the journal keeps both.
+
+        ``attempt`` names the attempt of the step the person looked at (``StepRecord.attempts``
+        as they were shown it), and the decision is refused (``AttemptMismatch``) if the
+        step has been run again since: what they found at the provider is about an older
+        send. The CLI and the console always send it; None (the default, for code that
+        reads the step and decides in one go) checks none."""
         _check_decision("resolve", by, note, run_id, step_id)
+        _check_attempt(attempt, run_id, step_id)
         resolution = _resolution(resolution, run_id, step_id)
         if resolution is Resolution.DONE and result is not _UNSET and result is not NO_RESULT:
             result = self._person_result(run_id, step_id, result)
@@ -75,7 +83,7 @@ class PersonDecisions:
         decide = self.store.correct_resolution if correct else self.store.resolve
         return decide(
             run_id, step_id, resolution, result_json=result_json, by=by, note=note,
-            force=force, owner_is_dead=leases.is_dead,
+            force=force, owner_is_dead=leases.is_dead, attempt=attempt,
         )  # fmt: skip
 
     def _resolution_result(
@@ -267,6 +275,16 @@ def _resolution(value: Resolution | str, run_id: str, step_id: str) -> Resolutio
             run_id=run_id,
             step_id=step_id,
         ) from None
+
+
+def _check_attempt(attempt: int | None, run_id: str, step_id: str) -> None:
+    """An attempt is counted from 1; anything else names none a person could have seen."""
+    if attempt is None or (type(attempt) is int and attempt >= 1):
+        return
+    raise InvalidResolution(
+        f"attempt must be a whole number from 1 (an attempt of the step), not {attempt!r}",
+        run_id=run_id, step_id=step_id,
+    )  # fmt: skip
 
 
 def _switch(run: str | None, agent: str | None) -> tuple[HaltScope, str]:

@@ -62,7 +62,7 @@ def unknown(db: str | None, as_json: bool) -> None:
 def _resolve_command(step: oncelog.StepRecord) -> str:
     return (
         f"oncelog resolve {shlex.quote(step.run_id)} {shlex.quote(step.step_id)} "
-        "done|not_done|abandon --by NAME"
+        f"done|not_done|abandon --by NAME --attempt {step.attempts}"
     )
 
 
@@ -73,8 +73,8 @@ def _why_in_flight(doubt: oncelog.EffectInDoubt) -> str:
     return (
         "orphaned: its run's lease has expired, so nobody is running it; it may or may not "
         f"have happened. Decide: oncelog resolve {step.run_id} {step.step_id} done "
-        "--result JSON (or not_done, or abandon) --by NAME, or start the run again to let "
-        "its probe look"
+        f"--result JSON (or not_done, or abandon) --by NAME --attempt {step.attempts}, or "
+        "start the run again to let its probe look"
     )
 
 
@@ -123,6 +123,13 @@ def _age(seconds: float) -> str:
     is_flag=True,
     help="Replace a wrong resolution of the run's last step, before the run goes on.",
 )
+@click.option(
+    "--attempt",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The attempt you decided on, as `oncelog unknown` showed it: refused if the step "
+    "has been run again since. Needed once the step has had more than one attempt.",
+)
 @click.option("--note", default=None)
 @db_option
 def resolve(
@@ -135,25 +142,70 @@ def resolve(
     force: bool,
     text: str | None,
     correct: bool,
+    attempt: int | None,
     note: str | None,
     db: str | None,
 ) -> None:
     """Decide an effect in doubt: done (it happened), not_done (run it again) or abandon.
-    Refused while a live process holds the run's lease, unless --force. With --correct,
-    change a resolution that was wrong while nothing has acted on it."""
+    Refused while a live process holds the run's lease, unless --force, and if the step
+    has been run again since the attempt named by --attempt. With --correct, change a
+    resolution that was wrong while nothing has acted on it."""
     given = result_json if text is None else json.dumps(text)
     if result_json is not None and text is not None:
         raise click.UsageError("give --result JSON or --text TEXT, not both")
     result = _result_given(oncelog.Resolution(resolution), given, no_result)
     with opened(db, create=False) as ledger:
+        if attempt is None:
+            attempt = _only_attempt(ledger, run_id, step_id, correct=correct)
         step = ledger.resolve(
             run_id, step_id, oncelog.Resolution(resolution), by=by, result=result, note=note,
-            force=force, correct=correct,
+            force=force, correct=correct, attempt=attempt,
         )  # fmt: skip
         after = ledger.what_next(run_id)
     fixed = " (corrected)" if correct else ""
     click.echo(f"{run_id} {step_id}: {step.state.value}{fixed} (by {by})")
     print_next(after)
+
+
+_IN_DOUBT = (oncelog.StepState.IN_FLIGHT, oncelog.StepState.UNKNOWN)
+
+
+def _only_attempt(ledger: oncelog.Ledger, run_id: str, step_id: str, *, correct: bool) -> int:
+    """The attempt a decision that names none is about: the step's first, if it has had
+    no other, as then no older attempt can be the one the person looked at (and the
+    decision is still bound to it, should the step move on before it is written).
+    Otherwise ``AttemptMismatch``, with the command that names the attempt there now."""
+    step = next((s for s in ledger.steps(run_id) if s.step_id == step_id), None)
+    if step is None:
+        return 1  # refused by the decision itself, which lists the run's steps
+    if step.attempts == 1 or (step.state not in _IN_DOUBT and not correct):
+        return step.attempts  # a settled step's refusal says who settled it, and when
+    pasted = _command_naming(step.attempts)
+    raise oncelog.AttemptMismatch(
+        f"{step_id!r} has had {step.attempts} attempts: it is at attempt {step.attempts} now "
+        f"({step.state.value}), so a decision must name the attempt it was made on. If what "
+        f"you found at the provider (key {step.key}) is about attempt {step.attempts}, run: "
+        f"{pasted}",
+        run_id=run_id, step_id=step_id, key=step.key,
+    )  # fmt: skip
+
+
+def _command_naming(attempt: int) -> str:
+    """The ``oncelog resolve`` command being run, as given, with ``--attempt`` added."""
+    context = click.get_current_context()
+    given = context.params
+    words = ["oncelog", "resolve", given["run_id"], given["step_id"], given["resolution"]]
+    words += ["--by", given["by"]]
+    for option, name in (("--result", "result_json"), ("--text", "text"), ("--note", "note")):
+        if given[name] is not None:
+            words += [option, given[name]]
+    for flag in ("no_result", "force", "correct"):
+        if given[flag]:
+            words.append(f"--{flag.replace('_', '-')}")
+    words += ["--attempt", str(attempt)]
+    if context.get_parameter_source("db") is click.core.ParameterSource.COMMANDLINE:
+        words += ["--db", given["db"]]
+    return shlex.join(words)
 
 
 def _result_given(resolution: oncelog.Resolution, result_json: str | None, no_result: bool) -> Any:

@@ -43,11 +43,14 @@ def decide_approval(form: Form, ledger: Ledger) -> tuple[str, str | None]:
 
 
 def resolve_effect(form: Form, ledger: Ledger) -> tuple[str, str | None]:
+    """Decide the attempt the page showed: its number comes with the form, so a decision
+    made while looking at an attempt the step has since moved past is refused."""
     run_id, step_id = form.exact("run_id", required=True), form.exact("step_id", required=True)
+    attempt = form.counted("attempt")
     resolution = Resolution(form.choice("resolution", tuple(r.value for r in Resolution)))
     ledger.resolve(
         run_id, step_id, resolution, by=form.person(), result=_result_of(form, resolution),
-        note=form.optional("note"), force=form.flag("force"),
+        note=form.optional("note"), force=form.flag("force"), attempt=attempt,
     )  # fmt: skip
     return "resolved", run_id
 

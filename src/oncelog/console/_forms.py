@@ -56,6 +56,13 @@ class Form:
             raise FormError(f"{name.replace('_', ' ')}: {text!r} is not a request id")
         return int(text)
 
+    def counted(self, name: str) -> int:
+        """A count from 1 (an attempt), sent by the page that showed it."""
+        text = self.exact(name, required=True)
+        if not text.isascii() or not text.isdigit() or int(text) < 1:
+            raise FormError(f"{name.replace('_', ' ')}: {text!r} is not a number from 1")
+        return int(text)
+
     def person(self) -> str:
         """Who acts: required on every change, and recorded by the ledger with it."""
         return self.text("by", required=True, limit=MAX_NAME_CHARS)

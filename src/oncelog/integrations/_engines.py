@@ -61,7 +61,8 @@ def _command_for(exc: OnceLogError) -> str:
     run, step = exc.run_id or "RUN_ID", exc.step_id or "STEP_ID"
     if isinstance(exc, AmbiguousOutcome):
         ask = f"look the key {exc.key} up at the provider, then " if exc.key else ""
-        return f"{ask}oncelog resolve {run} {step} done|not_done|abandon --by NAME"
+        attempt = f" --attempt {exc.attempt}" if exc.attempt is not None else ""
+        return f"{ask}oncelog resolve {run} {step} done|not_done|abandon --by NAME{attempt}"
     if isinstance(exc, ApprovalRequired):
         return f"oncelog approve {run} {step} --by NAME (or oncelog deny)"
     if isinstance(exc, RunHalted):

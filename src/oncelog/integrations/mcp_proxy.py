@@ -216,7 +216,8 @@ class _Proxy:
             return _error(
                 f"oncelog: AmbiguousOutcome in run {exc.run_id!r}: {exc.message}. A person "
                 f"decides: oncelog resolve {exc.run_id} {exc.step_id} done --text 'WHAT IT "
-                "RETURNED' --by NAME (or not_done, or abandon); then call this tool again."
+                f"RETURNED' --by NAME --attempt {exc.attempt} (or not_done, or abandon); then "
+                "call this tool again."
             )
         except OnceLogError as exc:
             return _error(f"oncelog: {type(exc).__name__}: {exc.message}")

@@ -489,7 +489,7 @@ class Engine:
             raise PreflightConflict(
                 reason, run_id=self.run_id, step_id=record.step_id, key=record.key
             )
-        raise in_doubt(reason, self.run_id, record.step_id, record.key)
+        raise in_doubt(reason, self.run_id, record.step_id, record.key, record.attempts)
 
     def _before_call(
         self,

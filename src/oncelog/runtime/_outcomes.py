@@ -160,7 +160,7 @@ def fail(engine: Engine, pending: Pending, exc: Exception) -> Exception | Again:
         )  # fmt: skip
     reason = f"{doubt}; it may or may not have happened"
     engine._store(engine.store.mark_unknown, engine.lease, step.seq, reason)
-    return in_doubt(reason, engine.run_id, step.step_id, step.key)
+    return in_doubt(reason, engine.run_id, step.step_id, step.key, pending.attempt)
 
 
 def key_age_of(engine: Engine, seq: int) -> float | None:

@@ -346,11 +346,14 @@ class Store(Protocol):
         note: str | None,
         force: bool = False,
         owner_is_dead: OwnerCheck = ...,
+        attempt: int | None = None,
     ) -> StepRecord:
         """A person's decision on an effect in doubt; ``result_json`` None with ``done``
         means without the provider's answer. ``RunLeased`` while a live owner holds the
         run's lease (by the store's clock), unless ``force``: then, as always, the
-        decision fences off any current owner, and the journal names the one overridden."""
+        decision fences off any current owner, and the journal names the one overridden.
+        ``AttemptMismatch`` if ``attempt`` (the attempt the person saw) is not the step's
+        latest; None checks none."""
         ...
 
     def correct_resolution(
@@ -364,10 +367,12 @@ class Store(Protocol):
         note: str | None,
         force: bool = False,
         owner_is_dead: OwnerCheck = ...,
+        attempt: int | None = None,
     ) -> StepRecord:
         """Change a person's resolution of the run's last step, before anything acted on
         it (``InvalidResolution`` otherwise), as ``resolve`` decides: ``RunLeased`` while a
-        live owner holds the run, unless ``force``. Journalled as ``corrected``."""
+        live owner holds the run, unless ``force``; ``attempt`` as for ``resolve``. Journalled
+        as ``corrected``."""
         ...
 
     def set_result_contract(self, tool: str, contract_json: str) -> None:

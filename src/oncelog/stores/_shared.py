@@ -162,12 +162,18 @@ def plan_replaced_json(current: RunRecord, plan_json: str | None, replace: bool)
 
 
 def resolved_json(
-    resolution: Resolution, by: str, note: str | None, result_json: str | None, forced: str | None
+    resolution: Resolution,
+    by: str,
+    note: str | None,
+    result_json: str | None,
+    forced: str | None,
+    attempt: int | None = None,
 ) -> str:
     """The journal entry of a person's decision. ``no_result`` marks ``done`` without the
     provider's answer (the agent gets ``oncelog.NO_RESULT``), as ``result`` null cannot
     tell it from a recorded None; ``forced`` names the live owner a forced decision
-    overrode. Either is there only when it applies."""
+    overrode; ``attempt`` the attempt the person decided on, as they named it. Each is
+    there only when it applies."""
     fields: dict[str, str | None] = {
         "resolution": text(resolution.value), "by": text(by), "note": text(note),
         "result": result_json,
@@ -176,6 +182,8 @@ def resolved_json(
         fields["no_result"] = "true"
     if forced is not None:
         fields["forced"] = text(forced)
+    if attempt is not None:
+        fields["attempt"] = str(attempt)
     return journal_json(**fields)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .._exceptions import InvalidResolution, RunLeased, UnknownRun
+from .._exceptions import AttemptMismatch, InvalidResolution, RunLeased, UnknownRun
 from ..records._records import Resolution, StepRecord
 from . import _sql_queue as queue
 from . import _sql_refusals as refusals
@@ -30,6 +30,7 @@ class Decision(NamedTuple):
     note: str | None
     force: bool
     owner_is_dead: OwnerCheck
+    attempt: int | None  # the attempt the person saw; None: not checked
 
 
 def resolve(tx: Tx, run_id: str, step_id: str, decision: Decision) -> StepRecord:
@@ -63,13 +64,29 @@ def _decide(
     if not lock_run(tx, run_id):
         raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
     step = find(tx, run_id, step_id)
+    _check_attempt(step, decision.attempt)
     overridden = _live_holder(tx, step, decision.owner_is_dead, force=decision.force)
     return step, overridden, _decide_step(tx, step, decision.resolution, decision.result_json)
 
 
 def _entry(decision: Decision, overridden: str | None) -> str:
     d = decision
-    return resolved_json(d.resolution, d.by, d.note, d.result_json, overridden)
+    return resolved_json(d.resolution, d.by, d.note, d.result_json, overridden, d.attempt)
+
+
+def _check_attempt(step: StepRecord, attempt: int | None) -> None:
+    """Refuse a decision made on another attempt than the step's latest: the step was run
+    again since the person looked, and what they found out is about an earlier send (as
+    an approval is bound to the request it was given for)."""
+    if attempt is None or attempt == step.attempts:
+        return
+    raise AttemptMismatch(
+        f"the decision names attempt {attempt} of {step.step_id!r}, but the step has been "
+        f"run again since: it is at attempt {step.attempts} now ({step.state.value}). Look "
+        f"attempt {step.attempts} up at the provider (key {step.key}), then decide on it "
+        f"(--attempt {step.attempts})",
+        run_id=step.run_id, step_id=step.step_id, key=step.key,
+    )  # fmt: skip
 
 
 def _step_resolved_last(tx: Tx, run_id: str, step_id: str) -> StepRecord:

@@ -381,8 +381,11 @@ class SQLStore(StepWrites):
         note: str | None,
         force: bool = False,
         owner_is_dead: OwnerCheck = _never_dead,
+        attempt: int | None = None,
     ) -> StepRecord:
-        decision = resolutions.Decision(resolution, result_json, by, note, force, owner_is_dead)
+        decision = resolutions.Decision(
+            resolution, result_json, by, note, force, owner_is_dead, attempt
+        )
         with self._tx() as tx:
             return resolutions.resolve(tx, run_id, step_id, decision)
 
@@ -397,8 +400,11 @@ class SQLStore(StepWrites):
         note: str | None,
         force: bool = False,
         owner_is_dead: OwnerCheck = _never_dead,
+        attempt: int | None = None,
     ) -> StepRecord:
-        decision = resolutions.Decision(resolution, result_json, by, note, force, owner_is_dead)
+        decision = resolutions.Decision(
+            resolution, result_json, by, note, force, owner_is_dead, attempt
+        )
         with self._tx() as tx:
             return resolutions.correct(tx, run_id, step_id, decision)
 

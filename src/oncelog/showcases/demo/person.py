@@ -39,11 +39,14 @@ def settle_in_doubt(
                 decision = oncelog.Resolution.DONE
                 result = {"message_id": message_id, "to": found["To"]}
                 seen = f"message {message_id} is in the mail server's store"
-            ledger.resolve(step.run_id, step.step_id, decision, result=result, by=WHO, note=seen)
+            ledger.resolve(
+                step.run_id, step.step_id, decision, result=result, by=WHO, note=seen,
+                attempt=step.attempts,
+            )  # fmt: skip
             say(f"  operator  (the demo plays the operator here) {seen}, so it resolves:")
             command = f"oncelog resolve {step.run_id} {step.step_id} {decision.value} --by {WHO}"
             if result is not None:
                 command += f" --result {shlex.quote(json.dumps(result, sort_keys=True))}"
-            command += f" --note {shlex.quote(seen)} --db {db}"
+            command += f" --note {shlex.quote(seen)} --attempt {step.attempts} --db {db}"
             say(f"            {command}")
             typed += [f"oncelog show {step.run_id} --db {db}", command]
