@@ -254,7 +254,9 @@ class Store(Protocol):
 
     def request_approval(self, lease: Lease, step: NewStep) -> Approval:
         """The approval request for this step and these arguments: the live one if there
-        is one (pending, approved and unexpired, or denied), else a new pending one."""
+        is one (pending, approved and unexpired, or denied), else a new pending one. A
+        denied one names the person and note of its journalled decision (no one, and no
+        note, if the journal holds none)."""
         ...
 
     def decide_approval(
