@@ -112,7 +112,7 @@ FORGERIES = {
     "approval note": ("UPDATE approvals SET note = 'go ahead'", "state", "other note"),
     "approval tool": ("UPDATE approvals SET tool = 'send'", "state", "other tool"),
     "result contract loosened": (
-        "UPDATE result_contracts SET contract = '{\"form\":\"json\",\"schema\":null}'",
+        'UPDATE result_contracts SET contract = \'{"form":"json","schema":null}\'',
         "state",
         "other contract",
     ),

@@ -25,6 +25,7 @@ STATE_TABLES: dict[str, tuple[str, str, str | None]] = {
     "halts": ("id", HALT_COLUMNS, "scope = 'run' AND target = ?"),
     "approvals": ("id", APPROVAL_COLUMNS, "run_id = ?"),
     "agent_budgets": ("agent", "agent, budget, set_by", None),
+    "result_contracts": ("tool", "tool, contract", None),
 }
 
 

@@ -31,6 +31,7 @@ from ..records._records import (
 )
 from ..records._serialization import encode
 from . import _sql_approvals as approval_sql
+from . import _sql_contracts as contracts
 from . import _sql_controls as controls
 from . import _sql_evidence as evidence
 from . import _sql_notices as notices
@@ -395,16 +396,11 @@ class SQLStore(StepWrites):
 
     def set_result_contract(self, tool: str, contract_json: str) -> None:
         with self._tx() as tx:
-            tx.execute(
-                "INSERT INTO result_contracts (tool, contract, updated_at) "
-                f"VALUES (?, ?, {NOW}) ON CONFLICT (tool) DO UPDATE SET "
-                f"contract = excluded.contract, updated_at = {NOW}",
-                (tool, contract_json),
-            )
+            contracts.declare(tx, tool, contract_json)
 
     def result_contract(self, tool: str) -> str | None:
-        rows = self._read("SELECT contract FROM result_contracts WHERE tool = ?", (tool,))
-        return None if not rows else str(rows[0][0])
+        with self._reading() as tx:
+            return contracts.contract(tx, tool)
 
     # -- approvals, the kill switch and budgets (SQL in _sql_approvals, _sql_controls) --
 
