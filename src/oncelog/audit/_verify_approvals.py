@@ -6,12 +6,15 @@ learns of the attempt: a row approved, used, expired or denied with no journalle
 of that request, for those arguments, by the person it names (a status set by hand, a row
 inserted, a copy attached to other arguments), a used approval set back to approved, an
 approval whose expiry was moved past the one its decision set, a request whose shown
-arguments were edited apart from the hash a decision binds, and a row of any status that no
-journalled request asked (inserted by hand, or moved to another step or arguments).
+arguments were edited apart from the hash a decision binds, a row of any status that no
+journalled request asked (inserted by hand, or moved to another step or arguments), a
+tool other than the journalled request's, and a note other than the journalled decision's
+(a denied step's agent receives the note; the runtime gives it the journalled one).
 
 Decisions journalled before requests were named (no ``request`` field) are matched by run,
-step and person only, as they were then; requests journalled then, by run, step and
-arguments hash.
+step and person only, as they were then (their note unchecked); requests journalled then,
+by run, step and arguments hash; a request journalled before it named its tool leaves the
+tool unchecked.
 """
 
 from __future__ import annotations
