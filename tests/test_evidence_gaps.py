@@ -137,3 +137,32 @@ def test_each_value_a_process_reads_is_held_to_the_journal(
     for report in reports(store_url, keys[1]):
         assert {p.kind for p in report.problems} == {kind}, report.problems
         assert says in messages(report, kind), report.problems
+
+
+LEASE_FORGERIES = {
+    "lease a year longer": (
+        "UPDATE runs SET lease_expires_at = lease_expires_at + 31536000 WHERE run_id = 'held'",
+        "lease that runs out in",
+    ),
+    "lease on a run no one holds": (
+        "UPDATE runs SET lease_expires_at = 4102444800 WHERE run_id = 'paid'",
+        "no one holds it",
+    ),
+}
+
+
+@pytest.mark.parametrize(("tamper_sql", "says"), LEASE_FORGERIES.values(), ids=LEASE_FORGERIES)
+def test_a_lease_no_heartbeat_could_set_is_found(
+    store_url: str, keys: tuple[Path, Path], tamper_sql: str, says: str
+) -> None:
+    """A lease forged to run out later than its holder's renewal sets it keeps every other
+    worker (and a person's decision, without --force) off the run once its holder died on
+    another machine; only its holder's next renewal would set it back."""
+    build(store_url, keys[0])
+    with oncelog.open(store_url) as ledger, ledger.run("held"):
+        for report in reports(store_url, keys[1]):
+            assert report.ok, report.problems
+        tamper(store_url, tamper_sql)
+        for report in reports(store_url, keys[1]):
+            assert {p.kind for p in report.problems} == {"state"}, report.problems
+            assert says in messages(report, "state"), report.problems

@@ -52,6 +52,7 @@ from ._rows import (
     RUN_COLUMNS,
     STEP_COLUMNS,
     journal_json,
+    number,
     run_record,
     step_record,
     text,
@@ -227,7 +228,7 @@ class SQLStore(StepWrites):
         assert record is not None
         append(
             tx, run_id, None, "lease_acquired",
-            journal_json(owner=text(owner), token=str(record.fencing_token)),
+            journal_json(owner=text(owner), token=str(record.fencing_token), ttl=number(ttl)),
         )  # fmt: skip
         lease = Lease(
             run_id, owner, record.fencing_token, ttl, record.agent, record.budget is not None
