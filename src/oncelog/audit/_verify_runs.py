@@ -86,7 +86,6 @@ class RunsCheck:
             found("state", named, f"run {named!r} is in the journal but not in the runs "
                   "table: it was deleted", None)  # fmt: skip
 
-
     def _wrong_lease(self, row: dict[str, Any]) -> str | None:
         """Why the row's lease cannot be one its holder set, or None. The expiry moves
         with every renewal, which is not journalled, but a renewal sets it to the
