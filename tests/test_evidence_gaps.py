@@ -166,3 +166,23 @@ def test_a_lease_no_heartbeat_could_set_is_found(
         for report in reports(store_url, keys[1]):
             assert {p.kind for p in report.problems} == {"state"}, report.problems
             assert says in messages(report, "state"), report.problems
+
+
+def test_a_result_contract_record_edited_in_the_journal_refuses_the_resolution(
+    store_url: str,
+) -> None:
+    with oncelog.open(store_url) as ledger:
+
+        @ledger.tool(kind="payment", name="charge", result_schema=RECEIPT)
+        def charge(*, idempotency_key: str) -> dict[str, str]:
+            raise KeyboardInterrupt  # the process stops before recording an outcome
+
+        with pytest.raises(KeyboardInterrupt), ledger.run("r") as run:
+            run.effect("charge", charge)
+    tamper(store_url, """UPDATE journal SET data = '{"tool":"charge"}' """
+                      "WHERE event = 'result_declared'")  # fmt: skip
+    with oncelog.open(store_url) as ledger:
+        with pytest.raises(oncelog.CorruptRecord, match="result contract of tool 'charge'"):
+            ledger.resolve("r", "charge", "done", result={"anything": 1}, by="bob")
+        assert ledger.steps("r")[0].state is oncelog.StepState.IN_FLIGHT
+        assert {p.kind for p in ledger.verify().problems} == {"broken_link"}

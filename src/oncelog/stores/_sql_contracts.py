@@ -13,8 +13,10 @@ contract again (any process that uses the tool does).
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from typing import Any
 
+from .._exceptions import CorruptRecord
 from ..records._serialization import decode
 from ._rows import journal_json
 from ._rows import text as quoted
@@ -28,8 +30,9 @@ def declare(tx: Tx, tool: str, contract_json: str) -> None:
     """Store ``tool``'s contract (canonical JSON) and journal it, unless it is the one
     journalled last (every process declares its tools' contracts as it uses them)."""
     tx.lock_journal(_GLOBAL)  # declarers one at a time: the last journalled is the row's
-    if _journalled(tx, tool) == decode(contract_json):
-        return
+    with suppress(CorruptRecord):  # a malformed record is declared over
+        if _journalled(tx, tool) == decode(contract_json):
+            return
     tx.execute(
         "INSERT INTO result_contracts (tool, contract, updated_at) "
         f"VALUES (?, ?, {NOW}) ON CONFLICT (tool) DO UPDATE SET "
@@ -54,10 +57,23 @@ _NONE = object()  # no contract of the tool journalled
 
 
 def _journalled(tx: Tx, tool: str) -> Any:
-    """The last contract journalled for ``tool``, decoded, or ``_NONE``."""
+    """The last contract journalled for ``tool``, decoded, or ``_NONE``; ``CorruptRecord``
+    if that record holds none (its broken link is verify's to report): a person's result
+    is then refused rather than checked against the row."""
     row = tx.execute(
         "SELECT data FROM journal WHERE run_id = ? AND event = 'result_declared' "
         f"AND {tx.dialect.json_text('data', 'tool')} = ? ORDER BY id DESC LIMIT 1",
         (_GLOBAL, tool),
     ).fetchone()
-    return _NONE if row is None else decode(row[0])["contract"]
+    if row is None:
+        return _NONE
+    try:
+        contract = decode(row[0])["contract"]
+    except (ValueError, KeyError, TypeError):
+        contract = None
+    if not isinstance(contract, dict):
+        raise CorruptRecord(
+            f"the journal's last result contract of tool {tool!r} is malformed: the journal "
+            "was edited (oncelog verify says where)"
+        )
+    return contract
