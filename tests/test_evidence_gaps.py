@@ -16,6 +16,12 @@ import pytest
 
 import oncelog
 from oncelog.audit._signing import new_key_pair
+from oncelog.records._serialization import digest
+from oncelog.stores._postgres import PostgresStore
+from oncelog.stores._rows import journal_json
+from oncelog.stores._rows import text as quoted
+from oncelog.stores._sql_tx import append
+from oncelog.stores._sqlite import SQLiteStore
 
 from .support import oncelog_cli
 from .support.launch import environment, run_python
@@ -186,3 +192,36 @@ def test_a_result_contract_record_edited_in_the_journal_refuses_the_resolution(
             ledger.resolve("r", "charge", "done", result={"anything": 1}, by="bob")
         assert ledger.steps("r")[0].state is oncelog.StepState.IN_FLIGHT
         assert {p.kind for p in ledger.verify().problems} == {"broken_link"}
+
+
+def test_records_written_before_these_values_were_journalled_still_verify(
+    store_url: str,
+) -> None:
+    """A lease taken before ``lease_acquired`` carried its ttl, and a request journalled
+    before ``approval_requested`` named its tool: verify checks only what was journalled."""
+    args = '{"args":["production"],"kwargs":{}}'
+    with oncelog.open(store_url) as ledger:
+        store = ledger.store
+        assert isinstance(store, SQLiteStore | PostgresStore)
+        with store._tx() as tx:
+            tx.execute(
+                "INSERT INTO runs (run_id, status, created_at, updated_at, owner, "
+                "lease_expires_at, fencing_token) VALUES ('old', 'running', 0, 0, 'h|1|2|n', "
+                "4102444800, 1)"
+            )
+            append(tx, "old", None, "run_created", journal_json(plan=None, agent=None))
+            append(
+                tx, "old", None, "lease_acquired", journal_json(owner=quoted("h|1|2|n"), token="1")
+            )
+            [(request,)] = tx.execute(
+                "INSERT INTO approvals (run_id, step_id, tool, args_hash, args, status, "
+                "requested_at) VALUES ('old', 'delete', 'whatever', ?, ?, 'pending', 0) "
+                "RETURNING id",
+                (digest(args), args),
+            ).fetchall()
+            asked = journal_json(
+                request=str(request), step_id=quoted("delete"), args_hash=quoted(digest(args)),
+                args=args,
+            )  # fmt: skip
+            append(tx, "old", 0, "approval_requested", asked)
+        assert ledger.verify().ok, ledger.verify().problems
