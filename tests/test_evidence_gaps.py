@@ -225,3 +225,19 @@ def test_records_written_before_these_values_were_journalled_still_verify(
             )  # fmt: skip
             append(tx, "old", 0, "approval_requested", asked)
         assert ledger.verify().ok, ledger.verify().problems
+
+
+def test_a_lease_forged_far_ahead_is_reported_and_keeps_no_one_off_a_holder_dead_here(
+    store_url: str, tmp_path: Path
+) -> None:
+    """On the holder's own machine a dead holder is known dead whatever its lease says;
+    elsewhere only verify tells (docs/evidence.md, ``lease_expires_at``)."""
+    charges = tmp_path / "charges"
+    code, out = receipt_agent(store_url, charges, crash_at="after_call@charge")
+    assert code == -signal.SIGKILL, out
+    tamper(store_url, "UPDATE runs SET lease_expires_at = 4102444800 WHERE run_id = 'r'")
+    with oncelog.open(store_url) as ledger:
+        assert "has a lease that runs out in" in messages(ledger.verify(), "state")
+    code, out = receipt_agent(store_url, charges)  # taken over: the charge is in doubt
+    assert code == oncelog.EXIT_HALTED, out
+    assert len(charges_made(charges)) == 1
