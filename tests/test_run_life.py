@@ -105,7 +105,8 @@ def test_a_new_run_is_what_its_record_and_its_journal_say(store_url: str) -> Non
             "run_created", {"agent": "billing", "budget": None, "plan": ["a", "b"]}
         )  # fmt: skip
         assert created.at == record.created_at
-        assert (leased.event, leased.data) == ("lease_acquired", {"owner": "worker", "token": 1})
+        leased_data = {"owner": "worker", "token": 1, "ttl": 30.0}  # verify bounds its expiry
+        assert (leased.event, leased.data) == ("lease_acquired", leased_data)
         store.finish(lease, RunStatus.COMPLETED, None)
         ended = store.get_run("r")
         assert (ended.status, ended.owner, ended.fencing_token) == (RunStatus.COMPLETED, None, 1)

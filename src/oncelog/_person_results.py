@@ -25,7 +25,9 @@ class ResultContract(NamedTuple):
     schema: dict[str, Any] | None = None  # for "mcp": the tool's output schema
 
     def to_json(self) -> str:
-        return json.dumps({"form": self.form, "schema": self.schema}, sort_keys=True)
+        # Canonical, as the journal records it (``result_declared``).
+        contract = {"form": self.form, "schema": self.schema}
+        return json.dumps(contract, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> ResultContract:

@@ -153,6 +153,8 @@ def check_budget_totals(store: Store, report: Report, run_id: str | None) -> Non
     difference means a table was edited outside oncelog; budgets would be judged on it."""
     for drift in store.budget_drift(run_id):
         whose = f"run {drift.target!r}" if drift.scope == "run" else f"agent {drift.target!r}"
+        if drift.day is not None:
+            whose += f" for the day to come that starts at {drift.day} (UTC, Unix seconds)"
         report.problems.append(Problem(
             "budget_totals", drift.target if drift.scope == "run" else "",
             f"the budget totals of {whose} are {list(drift.kept)} but its steps count "

@@ -6,12 +6,15 @@ learns of the attempt: a row approved, used, expired or denied with no journalle
 of that request, for those arguments, by the person it names (a status set by hand, a row
 inserted, a copy attached to other arguments), a used approval set back to approved, an
 approval whose expiry was moved past the one its decision set, a request whose shown
-arguments were edited apart from the hash a decision binds, and a row of any status that no
-journalled request asked (inserted by hand, or moved to another step or arguments).
+arguments were edited apart from the hash a decision binds, a row of any status that no
+journalled request asked (inserted by hand, or moved to another step or arguments), a
+tool other than the journalled request's, and a note other than the journalled decision's
+(a denied step's agent receives the note; the runtime gives it the journalled one).
 
 Decisions journalled before requests were named (no ``request`` field) are matched by run,
-step and person only, as they were then; requests journalled then, by run, step and
-arguments hash.
+step and person only, as they were then (their note unchecked); requests journalled then,
+by run, step and arguments hash; a request journalled before it named its tool leaves the
+tool unchecked.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class _Decision:
     args_hash: str
     by: str
     lapses_at: float | None = None  # when the approval expires, by the journalled decision
+    note: str | None = None  # what the person said: a denied step's agent receives it
 
 
 class ApprovalCheck:
@@ -56,7 +60,9 @@ class ApprovalCheck:
         self._decisions: dict[tuple[str, int], _Decision] = {}  # by run and request id
         self._unnamed: set[tuple[str, str, str, str]] = set()  # run, step, status, by
         self._used: set[tuple[str, int]] = set()  # run and approval id, from intents
-        self._asked: dict[tuple[str, int], tuple[str, str]] = {}  # step, args by run, request
+        # step, arguments hash and tool (None: journalled before requests named it), by run
+        # and request id
+        self._asked: dict[tuple[str, int], tuple[str, str, str | None]] = {}
         self._asked_unnamed: set[tuple[str, str, str]] = set()  # run, step, args hash
 
     def feed(self, entry: JournalEntry) -> None:
@@ -70,15 +76,19 @@ class ApprovalCheck:
                     self._unnamed.add((entry.run_id, str(data["step_id"]), status, by))
                     return
                 lasts = data.get("expires_in")
+                note = data.get("note")
                 decided = _Decision(
                     status, str(data["step_id"]), str(data["args_hash"]), by,
                     None if lasts is None else entry.at + float(lasts),
+                    None if note is None else str(note),
                 )  # fmt: skip
                 self._decisions[(entry.run_id, int(data["request"]))] = decided
             elif entry.event == "approval_requested":
                 asked = (str(data["step_id"]), str(data["args_hash"]))
                 if "request" in data:
-                    self._asked[(entry.run_id, int(data["request"]))] = asked
+                    tool = data.get("tool")
+                    named = (*asked, None if tool is None else str(tool))
+                    self._asked[(entry.run_id, int(data["request"]))] = named
                 else:
                     self._asked_unnamed.add((entry.run_id, *asked))
             elif entry.event in USING and data.get("approval") is not None:
@@ -102,11 +112,16 @@ class ApprovalCheck:
             if legacy in self._asked_unnamed:
                 return None
             return "the journal has no such request: the row was added behind its back"
-        if asked != (approval.step_id, approval.args_hash):
+        if asked[:2] != (approval.step_id, approval.args_hash):
             return (
                 f"it asks about step {approval.step_id!r} with arguments {approval.args_hash}; "
                 f"the journal's request {approval.id} asked about step {asked[0]!r} with "
                 f"arguments {asked[1]}"
+            )
+        if asked[2] is not None and asked[2] != approval.tool:
+            return (
+                f"it holds other tool ({approval.tool!r}) than the journal's request "
+                f"{approval.id} ({asked[2]!r}): the row was edited"
             )
         return None
 
@@ -120,6 +135,8 @@ class ApprovalCheck:
         if status is None:
             if approval.decided_by is not None:
                 return f"{approval.status.value}, yet it names {approval.decided_by} as deciding it"
+            if approval.note is not None:
+                return f"{approval.status.value}, yet it holds a note: nobody decided it"
             return None  # pending or superseded: nobody decided it
         if approval.decided_by is None:
             return f"{approval.status.value} without anyone named; the journal has no such decision"
@@ -140,6 +157,8 @@ class ApprovalCheck:
             self._used
         ):
             return "approved, but an intent already used it: it was set back behind the journal"
+        if approval.note != decided.note:
+            return "it holds other note than its journalled decision: the row was edited"
         if decided.lapses_at is not None and (
             approval.expires_at is None or approval.expires_at > decided.lapses_at + CLOCK_SLACK
         ):

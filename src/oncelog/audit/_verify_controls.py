@@ -3,6 +3,10 @@
 Kill switches: every row of ``halts`` is one ``halt_set`` of its switch, in order, with its
 reason and who set it, and, once cleared, the ``halt_cleared`` that says who cleared it and
 why. Agents' daily budgets: each row is the last ``agent_budget_set`` of its agent.
+Result contracts: each row of a tool whose contract is journalled is the last
+``result_declared`` of that tool (a row declared before contracts were journalled is not
+checked: nothing tells it from one inserted by hand, and ``resolve`` reads the journalled
+one wherever there is one).
 Approvals: each decision in the table is a person's decision of that request, for those
 arguments, in the journal (``_verify_approvals``). The times of
 halts and agent budgets (``set_at``, ``cleared_at``) are shown, never read, and not
@@ -31,6 +35,7 @@ class ControlsCheck:
         self._halts: dict[Switch, list[dict[str, Any]]] = {}  # each time it was set
         self._agent_budgets: dict[str, dict[str, Any] | None] = {}
         self._approvals = ApprovalCheck()
+        self._contracts: dict[str, Any] = {}  # the last journalled contract, by tool
 
     def feed(self, entry: JournalEntry) -> None:
         self._approvals.feed(entry)
@@ -44,6 +49,8 @@ class ControlsCheck:
             times = self._halts.get((str(data["scope"]), str(data["target"])))
             if times:
                 times[-1].update(cleared_by=data["by"], note=data["note"], cleared=True)
+        elif event == "result_declared":
+            self._contracts[str(data["tool"])] = data["contract"]
         elif event == "agent_budget_set":
             budget = data["budget"]
             self._agent_budgets[str(data["agent"])] = (
@@ -54,6 +61,7 @@ class ControlsCheck:
         self._compare_halts(store, run_id, found)
         self._compare_agent_budgets(store, run_id, found)
         self._compare_approvals(store, run_id, found)
+        self._compare_contracts(store, run_id, found)
 
     def _compare_halts(self, store: Store, run_id: str | None, found: Found) -> None:
         seen: Counter[Switch] = Counter()
@@ -97,6 +105,17 @@ class ControlsCheck:
             if expected is not None:
                 found("state", "", f"agent {agent!r} has a daily budget in the journal but not "
                       "in the agent_budgets table: it was removed", None)  # fmt: skip
+
+    def _compare_contracts(self, store: Store, run_id: str | None, found: Found) -> None:
+        for tool, contract in table(store, "result_contracts", run_id):
+            if tool not in self._contracts:
+                continue  # declared before contracts were journalled
+            if decoded(contract) != self._contracts.pop(tool):
+                found("state", "", f"the result contract of tool {tool!r} holds other "
+                      "contract than its journal says: the table was edited", None)  # fmt: skip
+        for tool in sorted(self._contracts):
+            found("state", "", f"the result contract of tool {tool!r} is in the journal but "
+                  "not in the result_contracts table: it was deleted", None)  # fmt: skip
 
     def _compare_approvals(self, store: Store, run_id: str | None, found: Found) -> None:
         self._approvals.compare(_approvals(table(store, "approvals", run_id), found), found)

@@ -445,11 +445,16 @@ class Engine:
         consumes an approval in its own transaction."""
         approval = self._store(self.store.request_approval, self.lease, step)
         if approval.status is ApprovalStatus.DENIED:
-            raise ApprovalDenied(
+            # Who and why come from the journalled decision (request_approval): a row
+            # edited behind the ledger's back says nothing to the agent.
+            said = (
                 f"{approval.decided_by} denied {step.step_id!r} with these arguments"
-                + (f": {approval.note}" if approval.note else ""),
-                run_id=self.run_id, step_id=step.step_id, key=step.key,
-            )  # fmt: skip
+                + (f": {approval.note}" if approval.note else "")
+                if approval.decided_by is not None
+                else f"request {approval.id} of {step.step_id!r} is marked denied, but the "
+                "journal holds no such decision: the row was edited behind the ledger's back"
+            )
+            raise ApprovalDenied(said, run_id=self.run_id, step_id=step.step_id, key=step.key)
         if approval.status is not ApprovalStatus.APPROVED:
             raise ApprovalRequired(
                 f"{step.tool} {step.step_id!r} waits for approval of request {approval.id}: "

@@ -126,13 +126,14 @@ def new_outcome(
 
 class BudgetDrift(NamedTuple):
     """A budget's running totals, as kept and as counted afresh from the steps: a run's
-    ``steps, tokens, cost, irreversible`` or an agent's today ``calls, cost,
-    irreversible``."""
+    ``steps, tokens, cost, irreversible`` or an agent's ``calls, cost, irreversible``
+    of today or of a day to come."""
 
     scope: str  # run | agent
     target: str  # the run id or the agent's name
     kept: tuple[float, ...]
     counted: tuple[float, ...]
+    day: int | None = None  # an agent's day to come (midnight UTC), None for today's
 
     @property
     def agrees(self) -> bool:
@@ -267,7 +268,9 @@ class Store(Protocol):
 
     def request_approval(self, lease: Lease, step: NewStep) -> Approval:
         """The approval request for this step and these arguments: the live one if there
-        is one (pending, approved and unexpired, or denied), else a new pending one."""
+        is one (pending, approved and unexpired, or denied), else a new pending one. A
+        denied one names the person and note of its journalled decision (no one, and no
+        note, if the journal holds none)."""
         ...
 
     def decide_approval(
@@ -305,7 +308,8 @@ class Store(Protocol):
     def budget_drift(self, run_id: str | None) -> list[BudgetDrift]:
         """Where the budgets' running totals (kept as steps are written, read by every
         intent) disagree with the steps they count: each run with a budget (or only
-        ``run_id``), and, without ``run_id``, today's totals of each agent with one.
+        ``run_id``), and, without ``run_id``, the totals of each agent with one for today
+        and for each day to come that has a row (the day it comes, a budget reads it).
         One read; for ``verify``."""
         ...
 
@@ -376,10 +380,14 @@ class Store(Protocol):
         ...
 
     def set_result_contract(self, tool: str, contract_json: str) -> None:
-        """Declare (or replace) what a person's result for ``tool`` must look like."""
+        """Declare (or replace) what a person's result for ``tool`` must look like
+        (journalled when it changes)."""
         ...
 
-    def result_contract(self, tool: str) -> str | None: ...
+    def result_contract(self, tool: str) -> str | None:
+        """What a person's result for ``tool`` must look like, as last journalled (as
+        stored, if declared before contracts were journalled); None if undeclared."""
+        ...
 
     def get_run(self, run_id: str) -> RunRecord: ...
 

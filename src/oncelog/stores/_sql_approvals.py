@@ -14,6 +14,7 @@ Each function runs inside a transaction its caller opened, holding the run's row
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from .._exceptions import ApprovalRequired, CorruptRecord, UnknownApproval
@@ -47,7 +48,9 @@ def request_approval(tx: Tx, lease: Lease, step: NewStep) -> Approval:
         if live.status is ApprovalStatus.APPROVED:
             if _unusable(tx, live, step.seq) is None:
                 return live
-        elif live.status is not ApprovalStatus.PENDING or _asked(tx, live):
+        elif live.status is ApprovalStatus.DENIED:
+            return _journalled_denial(tx, live)
+        elif _asked(tx, live):
             return live
     others = [
         r[0]
@@ -70,7 +73,7 @@ def request_approval(tx: Tx, lease: Lease, step: NewStep) -> Approval:
     append(
         tx, lease.run_id, step.seq, "approval_requested",
         journal_json(request=str(asked.id), step_id=quoted(step.step_id),
-                     args_hash=quoted(step.args_hash), args=step.args_json,
+                     tool=quoted(step.tool), args_hash=quoted(step.args_hash), args=step.args_json,
                      superseded="[" + ",".join(str(i) for i in others) + "]"),
     )  # fmt: skip
     return asked
@@ -145,6 +148,30 @@ def _backs(approval: Approval, row: Sequence[Any]) -> bool:
         )
     except (ValueError, TypeError, AttributeError):
         return False  # a malformed record backs nothing; verify reports its broken link
+
+
+def _journalled_denial(tx: Tx, denial: Approval) -> Approval:
+    """``denial`` as the journal holds it: the note the agent receives is the one the
+    person's journalled decision of this request carries, never the row's. A row the
+    journal holds no such denial of (by the person it names, for these arguments) keeps
+    stopping the effect, but names nobody and says nothing (``decided_by`` None). A
+    decision journalled before requests were named matches by step and person."""
+    named = f"CAST({tx.dialect.json_text('data', 'request')} AS TEXT)"
+    rows = tx.execute(
+        "SELECT data FROM journal WHERE run_id = ? AND event = 'approval_denied' "
+        f"AND ({named} = ? OR {named} IS NULL) ORDER BY id DESC",
+        (denial.run_id, str(denial.id)),
+    ).fetchall()
+    for (text,) in rows:
+        try:
+            data = decode(text)
+            if (data.get("step_id"), data.get("by")) == (denial.step_id, denial.decided_by) and (
+                "request" not in data or data.get("args_hash") == denial.args_hash
+            ):
+                return replace(denial, note=data.get("note"))
+        except (ValueError, AttributeError):
+            continue  # a malformed record decides nothing; verify reports its broken link
+    return replace(denial, decided_by=None, note=None)
 
 
 def decide_approval(

@@ -132,12 +132,13 @@ def _run_counted(total: str) -> str:
     )
 
 
-def _agent_counted(total: str, agent: str) -> str:
-    """``total`` over today's effects of ``agent`` (a column or a placeholder)."""
+def _agent_counted(total: str, agent: str, since: str = TODAY) -> str:
+    """``total`` over the effects of ``agent`` (a column or a placeholder) that started
+    ``since`` (today's midnight) or later."""
     return (
         f"(SELECT {total} FROM steps JOIN runs ON runs.run_id = steps.run_id "
         f"WHERE runs.agent = {agent} AND steps.type = 'effect' AND steps.state != 'failed' "
-        f"AND steps.started_at >= {TODAY})"
+        f"AND steps.started_at >= {since})"
     )
 
 
@@ -257,7 +258,27 @@ def budget_drift(tx: Tx, run_id: str | None) -> list[BudgetDrift]:
             f"LEFT JOIN agent_usage u ON u.agent = b.agent AND u.day = {TODAY} ORDER BY b.agent"
         ).fetchall()
         drift += [BudgetDrift("agent", row[0], tuple(row[1:4]), tuple(row[4:])) for row in rows]
+        drift += _days_to_come(tx)
     return [found for found in drift if not found.agrees]
+
+
+def _days_to_come(tx: Tx) -> list[BudgetDrift]:
+    """The rows of days to come of each agent with a budget: a budget reads one as today
+    once its day comes, so it must hold what that day's effects so far count (an effect
+    starts by the store's clock, so none yet). Past days' rows are read by nothing."""
+    day_counted = ", ".join(
+        f"{_agent_counted(total, 'u.agent', 'u.day')} - "
+        f"{_agent_counted(total, 'u.agent', 'u.day + 86400')}"
+        for _, total in _AGENT_TOTALS
+    )
+    rows = tx.execute(
+        f"SELECT u.agent, u.day, u.calls, u.cost, u.irreversible, {day_counted} "
+        f"FROM agent_usage u JOIN agent_budgets b ON b.agent = u.agent WHERE u.day > {TODAY} "
+        "ORDER BY u.agent, u.day"
+    ).fetchall()
+    return [
+        BudgetDrift("agent", row[0], tuple(row[2:5]), tuple(row[5:]), int(row[1])) for row in rows
+    ]
 
 
 def record_alert(tx: Tx, alert: BudgetAlert) -> bool:

@@ -18,13 +18,14 @@ STATE_TABLES: dict[str, tuple[str, str, str | None]] = {
     "runs": (
         "run_id",
         "run_id, status, plan, reason, created_at, owner, fencing_token, agent, budget, "
-        "input, stopped_by",
+        f"input, stopped_by, lease_expires_at - {NOW}",
         "run_id = ?",
     ),
     "steps": ("run_id, seq", f"{STEP_COLUMNS}, cost, irreversible", "run_id = ?"),
     "halts": ("id", HALT_COLUMNS, "scope = 'run' AND target = ?"),
     "approvals": ("id", APPROVAL_COLUMNS, "run_id = ?"),
     "agent_budgets": ("agent", "agent, budget, set_by", None),
+    "result_contracts": ("tool", "tool, contract", None),
 }
 
 

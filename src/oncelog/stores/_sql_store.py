@@ -31,6 +31,7 @@ from ..records._records import (
 )
 from ..records._serialization import encode
 from . import _sql_approvals as approval_sql
+from . import _sql_contracts as contracts
 from . import _sql_controls as controls
 from . import _sql_evidence as evidence
 from . import _sql_notices as notices
@@ -52,6 +53,7 @@ from ._rows import (
     RUN_COLUMNS,
     STEP_COLUMNS,
     journal_json,
+    number,
     run_record,
     step_record,
     text,
@@ -227,7 +229,7 @@ class SQLStore(StepWrites):
         assert record is not None
         append(
             tx, run_id, None, "lease_acquired",
-            journal_json(owner=text(owner), token=str(record.fencing_token)),
+            journal_json(owner=text(owner), token=str(record.fencing_token), ttl=number(ttl)),
         )  # fmt: skip
         lease = Lease(
             run_id, owner, record.fencing_token, ttl, record.agent, record.budget is not None
@@ -410,16 +412,11 @@ class SQLStore(StepWrites):
 
     def set_result_contract(self, tool: str, contract_json: str) -> None:
         with self._tx() as tx:
-            tx.execute(
-                "INSERT INTO result_contracts (tool, contract, updated_at) "
-                f"VALUES (?, ?, {NOW}) ON CONFLICT (tool) DO UPDATE SET "
-                f"contract = excluded.contract, updated_at = {NOW}",
-                (tool, contract_json),
-            )
+            contracts.declare(tx, tool, contract_json)
 
     def result_contract(self, tool: str) -> str | None:
-        rows = self._read("SELECT contract FROM result_contracts WHERE tool = ?", (tool,))
-        return None if not rows else str(rows[0][0])
+        with self._reading() as tx:
+            return contracts.contract(tx, tool)
 
     # -- approvals, the kill switch and budgets (SQL in _sql_approvals, _sql_controls) --
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from ..audit._chain import GENESIS, link
 from ..records._records import RunRecord, RunStatus
 from ._protocol import Lease
-from ._rows import journal_json, text
+from ._rows import journal_json, number, text
 from ._sql import NOW, Tx
 from ._sqlite_write import RUN_JOURNAL_APPEND
 
@@ -96,7 +96,7 @@ def create_leased(
     created_hash = link(
         GENESIS if head is None else head, run_id, None, "run_created", created_entry, created
     )
-    leased_entry = journal_json(owner=text(owner), token="1")
+    leased_entry = journal_json(owner=text(owner), token="1", ttl=number(ttl))
     leased_hash = link(created_hash, run_id, None, "lease_acquired", leased_entry, created)
     tx.execute(_STARTED, (run_id, created_entry, created, created_hash, leased_entry, leased_hash))
     # One statement wrote both times: the row was created and last updated at once.
