@@ -59,9 +59,9 @@ attributes to show beside it (the CLI and ``run_main`` print them as ``run: ...`
 
 from __future__ import annotations
 
-import shlex
 from typing import Any, ClassVar
 
+from ._commands import oncelog_command, option
 from ._exit_codes import (
     EXIT_CONFLICT,
     EXIT_ERROR,
@@ -243,7 +243,7 @@ def halted(halt: Any, run_id: str, step_id: str | None = None) -> RunHalted:
     """The error for a step refused by ``halt`` (an ``oncelog.Halt``)."""
     scope = halt.scope.value
     where = "global" if scope == "global" else f"{scope} {halt.target!r}"
-    switch = "--global" if scope == "global" else f"--{scope} {shlex.quote(halt.target)}"
+    switch = "--global" if scope == "global" else option(f"--{scope}", halt.target)
     return RunHalted(
         f"the {where} kill switch is on ({halt.reason}; set by {halt.set_by}); a person "
         f"clears it with: oncelog resume {switch} --by NAME",
@@ -283,8 +283,9 @@ def in_doubt(reason: str, run_id: str, step_id: str, key: str) -> AmbiguousOutco
     """The error for an effect whose outcome is unknown: ``reason``, then the command a
     person runs once they have found out at the provider."""
     return AmbiguousOutcome(
-        f"{reason}. Look key {key} up at the provider, then decide: oncelog resolve "
-        f"{shlex.quote(run_id)} {shlex.quote(step_id)} done|not_done|abandon --by NAME",
+        f"{reason}. Look key {key} up at the provider, then decide: "
+        + oncelog_command("resolve", [run_id, step_id], then="done|not_done|abandon",
+                          options="--by NAME"),
         run_id=run_id, step_id=step_id, key=key,
     )  # fmt: skip
 

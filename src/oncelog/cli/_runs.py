@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import shlex
 from typing import Any
 
 import click
 
 import oncelog
+from oncelog._commands import oncelog_command
 
 from ._options import db_option, emit, json_option, opened, print_next
 from ._show import run_row, shown, step_row, when
@@ -60,9 +60,8 @@ def unknown(db: str | None, as_json: bool) -> None:
 
 
 def _resolve_command(step: oncelog.StepRecord) -> str:
-    return (
-        f"oncelog resolve {shlex.quote(step.run_id)} {shlex.quote(step.step_id)} "
-        "done|not_done|abandon --by NAME"
+    return oncelog_command(
+        "resolve", [step.run_id, step.step_id], then="done|not_done|abandon", options="--by NAME"
     )
 
 
@@ -72,9 +71,11 @@ def _why_in_flight(doubt: oncelog.EffectInDoubt) -> str:
     step = doubt.step
     return (
         "orphaned: its run's lease has expired, so nobody is running it; it may or may not "
-        f"have happened. Decide: oncelog resolve {step.run_id} {step.step_id} done "
-        "--result JSON (or not_done, or abandon) --by NAME, or start the run again to let "
-        "its probe look"
+        "have happened. Decide: "
+        + oncelog_command(
+            "resolve", [step.run_id, step.step_id], then="done", options="--result JSON --by NAME"
+        )
+        + " (or not_done, or abandon), or start the run again to let its probe look"
     )
 
 

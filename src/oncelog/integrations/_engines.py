@@ -28,6 +28,7 @@ from oncelog import (
     RunHalted,
     exit_code_for,
 )
+from oncelog._commands import oncelog_command
 
 
 class Stop(enum.Enum):
@@ -58,17 +59,23 @@ def told(exc: OnceLogError) -> OnceLogError:
 
 
 def _command_for(exc: OnceLogError) -> str:
-    run, step = exc.run_id or "RUN_ID", exc.step_id or "STEP_ID"
+    if exc.run_id is None:  # no run to name: the placeholders the person fills in
+        run, step = ["RUN_ID"], ["STEP_ID"]
+    else:
+        run, step = [exc.run_id], [exc.step_id or "STEP_ID"]
     if isinstance(exc, AmbiguousOutcome):
         ask = f"look the key {exc.key} up at the provider, then " if exc.key else ""
-        return f"{ask}oncelog resolve {run} {step} done|not_done|abandon --by NAME"
+        resolve = oncelog_command(
+            "resolve", run + step, then="done|not_done|abandon", options="--by NAME"
+        )
+        return f"{ask}{resolve}"
     if isinstance(exc, ApprovalRequired):
-        return f"oncelog approve {run} {step} --by NAME (or oncelog deny)"
+        return f"{oncelog_command('approve', run + step, options='--by NAME')} (or oncelog deny)"
     if isinstance(exc, RunHalted):
         return "oncelog halts, then oncelog resume --run|--agent|--global --by NAME"
     if isinstance(exc, (BudgetExceeded, BudgetPaused)):
-        return f"oncelog budgets {run}, then raise its budget"
-    return f"oncelog show {run}"
+        return f"{oncelog_command('budgets', run)}, then raise its budget"
+    return oncelog_command("show", run)
 
 
 class PerProcess:
