@@ -56,7 +56,7 @@ def test_restarted_client_gets_recorded_results_and_waits_for_approval(
     waiting = outputs(second.stdout)[-1]
     assert waiting["tool"] == "delete_account"
     assert waiting["error"]
-    assert "oncelog approve ticket-5 delete_account#1" in waiting["text"]
+    assert "oncelog approve ticket-5 'delete_account#1'" in waiting["text"]
     assert Counter(e["tool"] for e in log.entries()) == {"send_email": 1}
 
     oncelog_cli(str(ledger), "approve", "ticket-5", "delete_account#1", "--by", "alice")

@@ -21,7 +21,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["MASK", "escape_invisible", "exact_json", "redact", "visible"]
+__all__ = ["MASK", "escape_invisible", "exact_json", "printable", "redact", "visible"]
 
 # Keys whose text values are never shown. ``token`` as a word only: ``access_token`` and
 # ``accessToken`` are credentials, ``prompt_tokens`` and ``max_tokens`` are counts.
@@ -77,6 +77,24 @@ def escape_invisible(json_text: str) -> str:
     # Only string contents can hold such characters (JSON's own layout is spaces and
     # newlines), and a \u escape there stands for the same character.
     return "".join(c if c.isprintable() or c in "\n " else _u(c) for c in json_text)
+
+
+def printable(text: str) -> str:
+    """``text`` fit for a terminal or a log line: every character that does not show
+    (C0 and C1 controls, DEL, ESC, CR, LF, tab, right-to-left overrides and other format
+    characters) written as an escape (``\\n``, ``\\x1b``, ``\\u202e``), so what an agent
+    recorded cannot move the cursor, recolour the screen, reorder a line or start a new
+    row of a listing. Print each line through it, not text holding several."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(char: str) -> str:
+    return _NAMED.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else _u(char))
 
 
 def _u(char: str) -> str:

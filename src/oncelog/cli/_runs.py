@@ -9,8 +9,9 @@ import click
 
 import oncelog
 from oncelog._commands import oncelog_command
+from oncelog.display import visible
 
-from ._options import db_option, emit, json_option, opened, print_next
+from ._options import db_option, emit, json_option, opened, print_next, say
 from ._show import run_row, shown, step_row, when
 
 
@@ -27,8 +28,8 @@ def runs(status: str | None, limit: int, db: str | None, as_json: bool) -> None:
         emit([run_row(r) for r in found])
         return
     for r in found:
-        click.echo(
-            f"{r.run_id:<30} {r.status.value:<10} {r.next_seq:>5} steps  "
+        say(
+            f"{visible(r.run_id):<30} {r.status.value:<10} {r.next_seq:>5} steps  "
             f"{when(r.updated_at)}  {r.reason or ''}"
         )
 
@@ -50,13 +51,13 @@ def unknown(db: str | None, as_json: bool) -> None:
         click.echo("no effects in doubt")
     for d, why in found:
         s = d.step
-        click.echo(f"{s.run_id} {s.step_id} ({s.tool}, {s.kind}) {d.state} key={s.key}")
-        click.echo(f"    arguments: {shown(s.args_json)}")
-        click.echo(f"    started:   {_age(d.age)} ago; lease owner {d.lease_owner or '-'}")
-        click.echo(f"    why:       {why}")
-        click.echo(f"    decide:    {_resolve_command(s)}")
+        say(f"{visible(s.run_id)} {visible(s.step_id)} ({s.tool}, {s.kind}) {d.state} key={s.key}")
+        say(f"    arguments: {shown(s.args_json)}")
+        say(f"    started:   {_age(d.age)} ago; lease owner {d.lease_owner or '-'}")
+        say(f"    why:       {why}")
+        say(f"    decide:    {_resolve_command(s)}")
     for run_id, lines in released.items():
-        click.echo(f"{run_id}: decided, not moved yet: {lines[0]}")
+        say(f"{visible(run_id)}: decided, not moved yet: {lines[0]}")
 
 
 def _resolve_command(step: oncelog.StepRecord) -> str:
