@@ -5,7 +5,11 @@ nothing written; what reached the provider is read from the tool's tries file.""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,3 +90,62 @@ def test_a_listing_limit_past_int64_is_a_usage_error(store_url: str, limit: str)
     assert code == EXIT_USAGE, out
     assert "Traceback" not in out
     assert "limit" in out
+
+
+# -- the API's own boundaries (in process) -----------------------------------------------
+
+BAD_NUMBERS = [math.nan, math.inf, -math.inf, -1, True, "10", 10**400]
+
+
+@pytest.mark.parametrize("value", BAD_NUMBERS, ids=repr)
+def test_an_approval_that_expires_in_a_bad_number_writes_nothing(
+    store_url: str, tmp_path: Path, value: object
+) -> None:
+    code, out = flaky(store_url, tmp_path / "tries", "--approval")
+    assert code == oncelog.EXIT_WAITING, out
+    before = _journal_size(store_url)
+    with oncelog.open(store_url) as ledger:
+        with pytest.raises(oncelog.ConfigurationError, match="expires_in"):
+            ledger.approve("r", "charge", by="alice", expires_in=value)  # type: ignore[arg-type]
+        assert _journal_size(store_url) == before
+        assert ledger.approve("r", "charge", by="alice", expires_in=timedelta(hours=1)).id == 1
+        assert ledger.verify().ok
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [{"steps": 1.5}, {"steps": True}, {"tokens": 2**63}, {"cost": math.nan},
+     {"cost": math.inf}, {"wall_clock": math.nan}, {"irreversible": -1}, {"warn_at": math.nan}],
+    ids=repr,
+)  # fmt: skip
+def test_a_budget_with_a_bad_number_is_refused(limits: dict[str, Any]) -> None:
+    with pytest.raises(oncelog.ConfigurationError):
+        oncelog.Budget(**limits)
+
+
+def test_whole_numbers_given_as_floats_are_stored_whole() -> None:
+    budget = oncelog.Budget(steps=3.0, cost=2)  # type: ignore[arg-type]  # as --set sends them
+    assert (budget.steps, type(budget.steps), budget.cost) == (3, int, 2.0)
+    assert oncelog.AgentBudget(calls=4.0).calls == 4  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: oncelog.Retry(attempts=2.5), lambda: oncelog.Retry(backoff=math.nan),  # type: ignore[arg-type]
+     lambda: oncelog.Retry(cap=math.inf)],
+)  # fmt: skip
+def test_a_retry_policy_with_a_bad_number_is_refused(make: Callable[[], object]) -> None:
+    with pytest.raises(oncelog.ConfigurationError):
+        make()
+
+
+@pytest.mark.parametrize("option", ["dedupe_window", "cost"])
+def test_a_tool_declared_with_a_bad_number_is_refused(option: str) -> None:
+    with pytest.raises(oncelog.ConfigurationError, match=option):
+        oncelog.tool(kind="payment", **{option: math.nan})(lambda: None)
+
+
+@pytest.mark.parametrize("limit", [10**30, -1, 2.5, True])
+def test_a_listing_limit_that_is_not_a_count_is_refused(store_url: str, limit: Any) -> None:
+    with oncelog.open(store_url) as ledger, pytest.raises(oncelog.ConfigurationError):
+        ledger.runs(limit=limit)

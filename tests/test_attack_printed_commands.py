@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import oncelog
+from oncelog._commands import oncelog_command, option, quoted
 
 from .support.flaky_agent import flaky, tries_made
 
@@ -70,3 +71,26 @@ def test_the_printed_resume_command_clears_exactly_that_runs_switch(
     code, out = flaky(store_url, tries, "--run-id-from-env", **env)
     assert code == 0, out
     assert len(tries_made(tries)) == 1
+
+
+# -- the quoting itself (in process), every word through bash ----------------------------
+
+WORDS = [*RUN_IDS, "plain-id", "é€😀", "tab\there", "\x1b[31mred", "admin\u202egpj", "\x9b", "\\'"]
+
+
+@pytest.mark.parametrize("word", WORDS)
+def test_a_quoted_word_is_that_word_to_bash_and_shows_on_one_line(word: str) -> None:
+    printed = quoted(word)
+    assert printed.isprintable()
+    echoed = subprocess.run(
+        ["bash", "-c", f"printf %s {printed}"], capture_output=True, timeout=10, check=True
+    )
+    assert echoed.stdout.decode() == word
+
+
+def test_a_command_puts_ids_with_a_leading_dash_after_its_options() -> None:
+    assert oncelog_command("approve", ["-rf", "s"], options="--by NAME") == (
+        "oncelog approve --by NAME -- -rf s"
+    )
+    assert oncelog_command("show", ["r 1"]) == "oncelog show 'r 1'"
+    assert option("--run", "-rf") == "--run=-rf"

@@ -16,6 +16,7 @@ from urllib.parse import urljoin
 import pytest
 
 import oncelog
+from oncelog.display import printable
 
 from .support.console_client import BASE, console_client
 from .support.flaky_agent import flaky, tries_made
@@ -82,3 +83,10 @@ def test_a_console_link_opens_exactly_its_run(store_url: str, tmp_path: Path, ru
             [title] = re.findall(r"<h1>Run <code>(.*?)</code></h1>", response.text, re.S)
             opened[href] = html.unescape(title)
         assert sorted(opened.values()) == sorted(["other", "victim", run_id])
+
+
+def test_printable_escapes_only_what_does_not_show() -> None:
+    assert printable("plain é 😀 a\\b") == "plain é 😀 a\\b"
+    assert printable("a\nb\r\t\x1b[2J\x7f\x9b\u202e\u2066\u200f") == (
+        "a\\nb\\r\\t\\x1b[2J\\x7f\\x9b\\u202e\\u2066\\u200f"
+    )
