@@ -142,7 +142,8 @@ def test_a_retry_policy_with_a_bad_number_is_refused(make: Callable[[], object])
 @pytest.mark.parametrize("option", ["dedupe_window", "cost"])
 def test_a_tool_declared_with_a_bad_number_is_refused(option: str) -> None:
     with pytest.raises(oncelog.ConfigurationError, match=option):
-        oncelog.tool(kind="payment", **{option: math.nan})(lambda: None)
+        settings: dict[str, Any] = {option: math.nan}
+        oncelog.tool(kind="payment", **settings)(lambda: None)
 
 
 @pytest.mark.parametrize("limit", [10**30, -1, 2.5, True])
