@@ -13,7 +13,11 @@ digits passing the Luhn check, as text or as a number). Other numbers are always
 
 The arguments of an approval request are the exception: a person approves exactly what
 they read, so those are shown whole and unmasked (``exact_json``; declared secrets are
-keyed hashes already), and ids as they are stored (``visible``)."""
+keyed hashes already), and ids as they are stored (``visible``).
+
+On a terminal or in a log, text from the ledger is printed through ``printable``, and a
+command for a person to paste is built by ``oncelog_command``, which quotes its ids for
+the shell."""
 
 from __future__ import annotations
 
@@ -21,7 +25,11 @@ import json
 import re
 from typing import Any
 
-__all__ = ["MASK", "escape_invisible", "exact_json", "printable", "redact", "visible"]
+from ._commands import oncelog_command
+
+__all__ = [
+    "MASK", "escape_invisible", "exact_json", "oncelog_command", "printable", "redact", "visible",
+]  # fmt: skip
 
 # Keys whose text values are never shown. ``token`` as a word only: ``access_token`` and
 # ``accessToken`` are credentials, ``prompt_tokens`` and ``max_tokens`` are counts.

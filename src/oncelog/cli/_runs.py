@@ -8,8 +8,7 @@ from typing import Any
 import click
 
 import oncelog
-from oncelog._commands import oncelog_command
-from oncelog.display import visible
+from oncelog.display import oncelog_command, visible
 
 from ._options import db_option, emit, json_option, opened, print_next, say
 from ._show import run_row, shown, step_row, when

@@ -28,7 +28,7 @@ from oncelog import (
     RunHalted,
     exit_code_for,
 )
-from oncelog._commands import oncelog_command
+from oncelog.display import oncelog_command
 
 
 class Stop(enum.Enum):

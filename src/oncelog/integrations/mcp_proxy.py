@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from oncelog import AmbiguousOutcome, ApprovalRequired, ConfigurationError, Ledger, OnceLogError
-from oncelog._commands import oncelog_command
+from oncelog.display import oncelog_command
 
 from ._common import Policy
 from ._common import missing_extra as _missing
