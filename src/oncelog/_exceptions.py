@@ -61,7 +61,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ._commands import oncelog_command, option
 from ._exit_codes import (
     EXIT_CONFLICT,
     EXIT_ERROR,
@@ -241,6 +240,8 @@ class RunHalted(NeedsPerson):
 
 def halted(halt: Any, run_id: str, step_id: str | None = None) -> RunHalted:
     """The error for a step refused by ``halt`` (an ``oncelog.Halt``)."""
+    from ._commands import option  # when a run meets a halt: ``import oncelog`` stays small
+
     scope = halt.scope.value
     where = "global" if scope == "global" else f"{scope} {halt.target!r}"
     switch = "--global" if scope == "global" else option(f"--{scope}", halt.target)
@@ -282,6 +283,8 @@ class AmbiguousOutcome(NeedsPerson):
 def in_doubt(reason: str, run_id: str, step_id: str, key: str) -> AmbiguousOutcome:
     """The error for an effect whose outcome is unknown: ``reason``, then the command a
     person runs once they have found out at the provider."""
+    from ._commands import oncelog_command  # as ``halted`` imports it
+
     return AmbiguousOutcome(
         f"{reason}. Look key {key} up at the provider, then decide: "
         + oncelog_command("resolve", [run_id, step_id], then="done|not_done|abandon",
