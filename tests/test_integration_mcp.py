@@ -56,7 +56,7 @@ def test_restarted_client_gets_recorded_results_and_waits_for_approval(
     waiting = outputs(second.stdout)[-1]
     assert waiting["tool"] == "delete_account"
     assert waiting["error"]
-    assert "oncelog approve ticket-5 delete_account#1" in waiting["text"]
+    assert "oncelog approve ticket-5 'delete_account#1'" in waiting["text"]
     assert Counter(e["tool"] for e in log.entries()) == {"send_email": 1}
 
     oncelog_cli(str(ledger), "approve", "ticket-5", "delete_account#1", "--by", "alice")
@@ -255,7 +255,7 @@ def test_a_person_resolves_an_mcp_call_with_text_and_corrects_it(tmp_path: Path)
     assert in_doubt.is_error
     said = text_of(in_doubt)
     assert "AmbiguousOutcome in run 'ticket-8'" in said
-    assert "oncelog resolve ticket-8 send_email#1 done --text" in said
+    assert "oncelog resolve ticket-8 'send_email#1' done --text" in said
 
     oncelog_cli(db, "resolve", "ticket-8", "send_email#1", "done", "--text", "sent", "--by", "al")
     fixed = oncelog_cli(

@@ -237,7 +237,7 @@ def test_a_dead_agents_effect_pages_once_its_lease_expires(tmp_path: Path) -> No
     assert (row["step_id"], row["state"], row["orphaned"]) == ("charge#1", "in_flight", True)
     assert row["lease_owner"]  # the dead agent's: host|pid|start|namespace|nonce
     assert "orphaned: its run's lease has expired" in row["reason"]
-    assert "oncelog resolve ticket-9 charge#1" in row["reason"]
+    assert "oncelog resolve ticket-9 'charge#1'" in row["reason"]
     shown = oncelog_cli(db, "unknown")
     assert "ticket-9 charge#1 (charge, payment) orphaned" in shown
     assert "lease owner " in shown

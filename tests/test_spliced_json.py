@@ -89,7 +89,7 @@ def _intent_by_journal_json(
 @pytest.mark.parametrize("step_type", list(StepType))
 def test_an_intent_entry_is_journal_json_in_sorted_order(step_type: StepType) -> None:
     for step_id, cost, irreversible, reason, approval, token in itertools.product(
-        ['s1', 'é"x'], [0.0, 1.5, float("nan"), 3], [True, False], [None, 'why "é"'],
+        ['s1', 'é"x'], [0.0, 1.5, 3], [True, False], [None, 'why "é"'],
         [None, 7], [1, 99],
     ):  # fmt: skip
         lease = Lease("r", "o", token, 30.0)
@@ -121,7 +121,7 @@ def test_a_recorded_entry_is_journal_json_in_sorted_order(state: StepState) -> N
     """The one entry of a step recorded after it ran: the intent's fields and the
     outcome's, the outcome's cost as ``settled_cost``, and the call's ``elapsed_us``."""
     for step_id, cost, settled, result, error, retry_at, elapsed, approval in itertools.product(
-        ['s1', 'é"x'], [0.0, 1.5, 3], [None, 0.25, float("nan")], [None, '{"a":1}'],
+        ['s1', 'é"x'], [0.0, 1.5, 3], [None, 0.25], [None, '{"a":1}'],
         [None, '{"e":"x"}'], [None, 1764612345.5], [0.0, 1.25e-05, 2, 3.2e-7, 7.5e-7], [None, 7],
     ):  # fmt: skip
         lease = Lease("r", "o", 12, 30.0)
@@ -156,3 +156,12 @@ def test_payloads_are_what_json_dumps_writes_and_refuses() -> None:
     circular.append(circular)
     with pytest.raises(UnserializableValue, match="nested more than"):  # as it always was
         encode(circular, what="v", limit=1 << 20)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_number_json_cannot_hold_is_refused_not_spliced(value: float) -> None:
+    """JSON has no text for NaN or an infinity: an entry holding one would not decode."""
+    with pytest.raises(UnserializableValue):
+        number(value)
+    with pytest.raises(UnserializableValue):
+        encode({"cost": value}, what="v", limit=1 << 20, exact=False)

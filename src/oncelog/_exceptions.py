@@ -60,7 +60,6 @@ attributes to show beside it (the CLI and ``run_main`` print them as ``run: ...`
 
 from __future__ import annotations
 
-import shlex
 from typing import Any, ClassVar
 
 from ._exit_codes import (
@@ -249,9 +248,11 @@ class RunHalted(NeedsPerson):
 
 def halted(halt: Any, run_id: str, step_id: str | None = None) -> RunHalted:
     """The error for a step refused by ``halt`` (an ``oncelog.Halt``)."""
+    from ._commands import option  # when a run meets a halt: ``import oncelog`` stays small
+
     scope = halt.scope.value
     where = "global" if scope == "global" else f"{scope} {halt.target!r}"
-    switch = "--global" if scope == "global" else f"--{scope} {shlex.quote(halt.target)}"
+    switch = "--global" if scope == "global" else option(f"--{scope}", halt.target)
     return RunHalted(
         f"the {where} kill switch is on ({halt.reason}; set by {halt.set_by}); a person "
         f"clears it with: oncelog resume {switch} --by NAME",
@@ -313,14 +314,21 @@ def in_doubt(reason: str, run_id: str, step_id: str, key: str, attempt: int) -> 
     )  # fmt: skip
 
 
-def resolve_command(run_id: str, step_id: str, attempt: int) -> str:
-    """The ``oncelog resolve`` command of a decision on ``attempt`` of a step, shell-quoted
-    to paste as printed: every command oncelog prints for a person's decision names the
+def resolve_command(
+    run_id: str,
+    step_id: str,
+    attempt: int | None,
+    *,
+    then: str = "done|not_done|abandon",
+    options: str = "--by NAME",
+) -> str:
+    """The ``oncelog resolve`` command of a decision on ``attempt`` of a step, quoted to
+    paste as printed: every command oncelog prints for a person's decision names the
     attempt the person was shown, so that it is refused once the step has moved on."""
-    return (
-        f"oncelog resolve {shlex.quote(run_id)} {shlex.quote(step_id)} "
-        f"done|not_done|abandon --by NAME --attempt {attempt}"
-    )
+    from ._commands import oncelog_command  # as ``halted`` imports it
+
+    named = options if attempt is None else f"{options} --attempt {attempt}"
+    return oncelog_command("resolve", [run_id, step_id], then=then, options=named)
 
 
 class PreflightConflict(NeedsPerson):

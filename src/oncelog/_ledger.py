@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import _next as next_steps
+from . import _numbers as numbers
 from ._exceptions import ConfigurationError, UnknownRun
 from ._person_decisions import PersonDecisions
 from .audit import _pages as pages
@@ -66,8 +67,9 @@ class Ledger(PersonDecisions):
         alert_webhook: str | None = None,
         url: str | None = None,
     ) -> None:
-        if lease_ttl <= 0 or max_payload_bytes <= 0:
-            raise ConfigurationError("lease_ttl and max_payload_bytes must be positive")
+        numbers.seconds(lease_ttl, "lease_ttl")
+        numbers.count(max_payload_bytes, "max_payload_bytes", least=1)
+        numbers.seconds(approval_poll, "approval_poll")
         self.store = store
         # The process's drain flag, heartbeats and observers, handed to each run's engine.
         self.surroundings = Surroundings()
@@ -215,7 +217,8 @@ class Ledger(PersonDecisions):
         return self.store.get_run(run_id)
 
     def runs(self, status: RunStatus | str | None = None, *, limit: int = 100) -> list[RunRecord]:
-        return self.store.list_runs(None if status is None else RunStatus(status), limit)
+        chosen = None if status is None else RunStatus(status)
+        return self.store.list_runs(chosen, numbers.count(limit, "limit"))
 
     def steps(self, run_id: str) -> list[StepRecord]:
         """Every recorded step of a run, in order."""
@@ -229,13 +232,13 @@ class Ledger(PersonDecisions):
 
     def in_doubt(self, *, limit: int = 100) -> list[StepRecord]:
         """Effects whose outcome is unknown or not yet recorded, oldest first."""
-        return self.store.steps_in_doubt(limit)
+        return self.store.steps_in_doubt(numbers.count(limit, "limit"))
 
     def effects_in_doubt(self, *, limit: int = 100) -> list[EffectInDoubt]:
         """``in_doubt()`` with who may still be running each effect: an in-flight effect
         whose run's lease has lapsed (by the store's clock) is orphaned, since nobody is
         running it; each comes with the lease's last owner and its age."""
-        return self.store.effects_in_doubt(limit)
+        return self.store.effects_in_doubt(numbers.count(limit, "limit"))
 
     def what_next(self, run_id: str) -> list[str]:
         """What happens next for the run, in words a person acts on: the first line says
@@ -252,6 +255,7 @@ class Ledger(PersonDecisions):
         self, run_id: str | None = None, *, after: int = 0, limit: int = 1000
     ) -> list[JournalEntry]:
         """One page of the journal: at most ``limit`` records after id ``after``."""
+        after, limit = numbers.count(after, "after"), numbers.count(limit, "limit")
         return self.store.journal(run_id, after, limit)
 
     def iter_journal(
@@ -260,6 +264,7 @@ class Ledger(PersonDecisions):
         """Every journal record after id ``after`` (of one run; ``""`` for those of no
         run, such as kill switches and agent budgets; all with None), in order, read
         ``page`` at a time as the iterator advances: nothing is left out however long."""
+        after, page = numbers.count(after, "after"), numbers.count(page, "page", least=1)
         return pages.journal(self.store, run_id, after, page)
 
     def verify(
@@ -281,6 +286,7 @@ class Ledger(PersonDecisions):
     ) -> Iterator[str]:
         """The journal as JSON lines (records after ``after_id``, then the checkpoints),
         for keeping it outside this machine and verifying it there."""
+        after_id = numbers.count(after_id, "after_id")
         return export_lines(self.store, run_id=run_id, after_id=after_id, checkpoints=checkpoints)
 
     def redaction_key_for(self, tool_name: str) -> bytes:
@@ -306,6 +312,7 @@ class Ledger(PersonDecisions):
     def checkpoints(
         self, run_id: str | None = None, *, after_id: int = 0, limit: int = 1000
     ) -> list[Checkpoint]:
+        after_id, limit = numbers.count(after_id, "after_id"), numbers.count(limit, "limit")
         return self.store.checkpoints(run_id, after_id, limit)
 
     def close(self) -> None:

@@ -5,9 +5,9 @@ only reads, through the ledger's public reads (``Reads``)."""
 
 from __future__ import annotations
 
-import shlex
 from typing import Protocol
 
+from ._commands import oncelog_command, option, quoted
 from ._exceptions import resolve_command
 from .records._records import (
     Approval,
@@ -38,7 +38,7 @@ def what_next(ledger: Reads, run_id: str) -> list[str]:
     """Lines saying what happens next for ``run_id``: the first says what the run does, any
     others are commands a person runs."""
     run = ledger.get_run(run_id)
-    q = shlex.quote(run_id)
+    q = quoted(run_id)
     if run.status is RunStatus.COMPLETED:
         return ["the run is completed: nothing is left to do"]
     if run.owner is not None and run.status in (RunStatus.RUNNING, RunStatus.WAITING):
@@ -50,11 +50,11 @@ def what_next(ledger: Reads, run_id: str) -> list[str]:
         return [_taken_by(run)]
     if run.status is RunStatus.FAILED:
         return [f"the run failed ({run.reason}); run it again under the same id to retry"]
-    return [f"the run is still {run.status.value}: a person must act", *_commands(ledger, run, q)]
+    return [f"the run is still {run.status.value}: a person must act", *_commands(ledger, run)]
 
 
 def _taken_by(run: RunRecord) -> str:
-    q = shlex.quote(run.run_id)
+    q = quoted(run.run_id)
     if run.input_json is not None:
         return (
             f"the run {q} is queued: an `oncelog worker` takes it and resumes it where it "
@@ -66,24 +66,29 @@ def _taken_by(run: RunRecord) -> str:
     )
 
 
-def _commands(ledger: Reads, run: RunRecord, q: str) -> list[str]:
+def _commands(ledger: Reads, run: RunRecord) -> list[str]:
     commands = [
         resolve_command(run.run_id, s.step_id, s.attempts)
         for s in ledger.steps(run.run_id)
         if s.state in _IN_DOUBT
-    ]
+    ]  # fmt: skip
     for a in ledger.approvals("pending", limit=1000):
         if a.run_id == run.run_id:
-            commands.append(f"oncelog approve {q} {shlex.quote(a.step_id)} --by NAME   (or deny)")
+            approve = oncelog_command("approve", [run.run_id, a.step_id], options="--by NAME")
+            commands.append(f"{approve}   (or deny)")
     for h in ledger.halts(limit=1000):
         if h.scope.value == "run" and h.target == run.run_id:
-            commands.append(f"oncelog resume --run {q} --by NAME")
+            commands.append(f"oncelog resume {option('--run', run.run_id)} --by NAME")
         elif h.scope.value == "agent" and h.target == run.agent:
-            commands.append(f"oncelog resume --agent {shlex.quote(h.target)} --by NAME")
+            commands.append(f"oncelog resume {option('--agent', h.target)} --by NAME")
         elif h.scope.value == "global":
             commands.append("oncelog resume --global --by NAME")
     if run.stopped_by in ("BudgetExceeded", "BudgetPaused"):
-        commands.append(f"oncelog budgets {q} --set LIMIT=NEW_LIMIT --by NAME")
+        budgets = oncelog_command(
+            "budgets", [run.run_id], options="--set LIMIT=NEW_LIMIT --by NAME"
+        )
+        commands.append(budgets)
     if run.stopped_by in _FIX_THE_CODE:
-        commands.append(f"fix the agent's code (oncelog show {q}), then restart it")
+        show = oncelog_command("show", [run.run_id])
+        commands.append(f"fix the agent's code ({show}), then restart it")
     return commands

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
+from . import _numbers as numbers
 from ._exceptions import ConfigurationError, InvalidPayload, InvalidResolution
 from ._person_results import Form, ResultContract
 from .controls import _waiting as waiting
@@ -118,7 +119,7 @@ class PersonDecisions:
         process starts draining (SIGTERM) meanwhile. The run holds no lease while it
         waits. On PostgreSQL the decision wakes the waiter at once (LISTEN/NOTIFY);
         otherwise it looks every ``approval_poll`` seconds."""
-        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        seconds = numbers.seconds(timeout, "timeout", positive=False)
         return waiting.wait_for_decision(
             self.store, run_id, seconds, self.approval_poll, self.notices.redeliver
         )
@@ -202,7 +203,8 @@ class PersonDecisions:
         than one set of arguments, and a request superseded by a newer one can no longer
         be decided."""
         _check_decision("approve", by, note, run_id, step_id)
-        seconds = expires_in.total_seconds() if isinstance(expires_in, timedelta) else expires_in
+        seconds = None if expires_in is None else numbers.seconds(expires_in, "expires_in")
+        _check_request(request)
         return self.store.decide_approval(
             run_id, step_id, ApprovalStatus.APPROVED, by=by, expires_in=seconds, note=note,
             request=request, args_hash=args_hash,
@@ -221,6 +223,7 @@ class PersonDecisions:
         """Deny one pending request of a step (named as for ``approve``): the agent gets
         ``ApprovalDenied`` there, now and on every replay, for those arguments."""
         _check_decision("deny", by, note, run_id, step_id)
+        _check_request(request)
         return self.store.decide_approval(
             run_id, step_id, ApprovalStatus.DENIED, by=by, expires_in=None, note=note,
             request=request, args_hash=args_hash,
@@ -230,7 +233,8 @@ class PersonDecisions:
         self, status: ApprovalStatus | str | None = "pending", *, limit: int = 100
     ) -> list[Approval]:
         """Approval requests, newest first (by default the pending ones)."""
-        return self.store.approvals(None if status is None else ApprovalStatus(status), limit)
+        chosen = None if status is None else ApprovalStatus(status)
+        return self.store.approvals(chosen, numbers.count(limit, "limit"))
 
     # -- the kill switch ----------------------------------------------------------------
 
@@ -263,7 +267,7 @@ class PersonDecisions:
 
     def halts(self, *, active_only: bool = True, limit: int = 100) -> list[Halt]:
         """Kill switches, newest first; with ``active_only=False`` the cleared ones too."""
-        return self.store.halts(active_only=active_only, limit=limit)
+        return self.store.halts(active_only=active_only, limit=numbers.count(limit, "limit"))
 
 
 def _resolution(value: Resolution | str, run_id: str, step_id: str) -> Resolution:
@@ -309,3 +313,9 @@ def _check_decision(
         check_name(step_id, "step_id", run_id=run_id)
     check_text(by, "by", run_id=run_id, step_id=step_id)
     check_text(text, "the note" if verb != "halt" else "the reason", run_id=run_id)
+
+
+def _check_request(request: int | None) -> None:
+    """A request id, if one is named, is a stored row's id."""
+    if request is not None:
+        numbers.count(request, "request", least=1)

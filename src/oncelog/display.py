@@ -13,7 +13,11 @@ digits passing the Luhn check, as text or as a number). Other numbers are always
 
 The arguments of an approval request are the exception: a person approves exactly what
 they read, so those are shown whole and unmasked (``exact_json``; declared secrets are
-keyed hashes already), and ids as they are stored (``visible``)."""
+keyed hashes already), and ids as they are stored (``visible``).
+
+On a terminal or in a log, text from the ledger is printed through ``printable``, and a
+command for a person to paste is built by ``oncelog_command``, which quotes its ids for
+the shell."""
 
 from __future__ import annotations
 
@@ -21,7 +25,13 @@ import json
 import re
 from typing import Any
 
-__all__ = ["MASK", "escape_invisible", "exact_json", "redact", "visible"]
+from ._commands import oncelog_command
+from ._exceptions import resolve_command
+
+__all__ = [
+    "MASK", "escape_invisible", "exact_json", "oncelog_command", "printable", "redact",
+    "resolve_command", "visible",
+]  # fmt: skip
 
 # Keys whose text values are never shown. ``token`` as a word only: ``access_token`` and
 # ``accessToken`` are credentials, ``prompt_tokens`` and ``max_tokens`` are counts.
@@ -77,6 +87,24 @@ def escape_invisible(json_text: str) -> str:
     # Only string contents can hold such characters (JSON's own layout is spaces and
     # newlines), and a \u escape there stands for the same character.
     return "".join(c if c.isprintable() or c in "\n " else _u(c) for c in json_text)
+
+
+def printable(text: str) -> str:
+    """``text`` fit for a terminal or a log line: every character that does not show
+    (C0 and C1 controls, DEL, ESC, CR, LF, tab, right-to-left overrides and other format
+    characters) written as an escape (``\\n``, ``\\x1b``, ``\\u202e``), so what an agent
+    recorded cannot move the cursor, recolour the screen, reorder a line or start a new
+    row of a listing. Print each line through it, not text holding several."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(char: str) -> str:
+    return _NAMED.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else _u(char))
 
 
 def _u(char: str) -> str:

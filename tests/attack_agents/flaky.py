@@ -4,7 +4,7 @@ when, whatever the ledger says.
 
 Usage: flaky.py LEDGER RUN_ID TRIES [--kind K] [--approval] [--fail-first N --backoff S]
        [--dedupe-window S] [--lose-answer N] [--probe] [--cost C --budget B]
-       [--store-timeout S] [--hold FILE]
+       [--store-timeout S] [--hold FILE] [--run-id-from-env]
 
 ``--fail-first N`` makes the first N attempts (counted in the tries file) fail with an
 error classified ``NOT_PERFORMED``, under a retry policy of 3 attempts ``--backoff``
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -54,6 +55,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--budget", type=float, default=None)
     parser.add_argument("--store-timeout", type=float, default=None)
     parser.add_argument("--hold", type=Path, help="the tool returns once this file exists")
+    parser.add_argument("--run-id-from-env", action="store_true", help="$ONCELOG_RUN_ID")
     return parser.parse_args()
 
 
@@ -99,7 +101,9 @@ def agent(options: argparse.Namespace) -> None:
     with oncelog.open(options.ledger, store_timeout=options.store_timeout) as ledger:
         charge = charge_tool(ledger, options)
         limit = None if options.budget is None else oncelog.Budget(cost=options.budget)
-        with ledger.run(options.run_id, budget=limit) as run:
+        # An id no command line carries whole (a leading dash) comes from the environment.
+        run_id = os.environ["ONCELOG_RUN_ID"] if options.run_id_from_env else options.run_id
+        with ledger.run(run_id, budget=limit) as run:
             print(json.dumps(run.effect("charge", charge, 100)), flush=True)
 
 

@@ -12,7 +12,7 @@ import click
 from oncelog import Approval
 from oncelog.display import escape_invisible, visible
 
-from ._options import db_option, emit, json_option, opened, print_next
+from ._options import db_option, emit, json_option, opened, print_next, say
 
 F = TypeVar("F", bound=Callable[..., Any])
 SHOWN_CHARS = 2000  # longer arguments are cut, and the listing says how to read them whole
@@ -34,7 +34,7 @@ def approvals(everything: bool, db: str | None, as_json: bool) -> None:
     for a in found:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a.requested_at))
         decided = f" by {a.decided_by}" if a.decided_by else ""
-        click.echo(
+        say(
             f"request {a.id}: {visible(a.run_id)} {visible(a.step_id)} ({a.tool}) "
             f"{a.status.value}{decided}, "
             f"asked {when}"
@@ -108,7 +108,7 @@ def approve(
             expires_in=expires_in, note=note,
         )  # fmt: skip
         after = ledger.what_next(run_id)
-    click.echo(_decided(found))
+    say(_decided(found))
     print_next(after)
 
 
@@ -132,5 +132,5 @@ def deny(
     with opened(db, create=False) as ledger:
         found = ledger.deny(run_id, step_id, by=by, request=request, args_hash=args_hash, note=note)
         after = ledger.what_next(run_id)
-    click.echo(_decided(found))
+    say(_decided(found))
     print_next(after)

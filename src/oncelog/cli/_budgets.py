@@ -7,8 +7,9 @@ import dataclasses
 import click
 
 import oncelog
+from oncelog.display import visible
 
-from ._options import db_option, emit, json_option, opened, print_next
+from ._options import db_option, emit, json_option, opened, print_next, say
 
 _LIMITS = list(oncelog.Budget().limits())
 _POLICY = ("on_exceed", "warn_at", "webhook")
@@ -74,9 +75,9 @@ def budgets(
         emit({"run_id": run_id, "limits": rows, "policy": policy})
         return
     if budget is None:
-        click.echo(f"run {run_id} has no budget")
+        say(f"run {visible(run_id)} has no budget")
     else:
-        click.echo("  ".join(f"{name}={value}" for name, value in (policy or {}).items()))
+        say("  ".join(f"{name}={value}" for name, value in (policy or {}).items()))
     for name, row in rows.items():
         limit = "-" if row["limit"] is None else f"{row['limit']:g}"
         click.echo(f"{name:<13} used {row['used']:>10.6g}   limit {limit}")

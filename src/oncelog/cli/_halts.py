@@ -10,8 +10,9 @@ from typing import Any, TypeVar
 import click
 
 import oncelog
+from oncelog.display import visible
 
-from ._options import db_option, emit, json_option, opened, print_next
+from ._options import db_option, emit, json_option, opened, print_next, say
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,7 +37,9 @@ def _one(run: str | None, agent: str | None, every: bool) -> None:
 
 def _describe(halt: oncelog.Halt) -> str:
     where = (
-        "global" if halt.scope is oncelog.HaltScope.GLOBAL else f"{halt.scope.value} {halt.target}"
+        "global"
+        if halt.scope is oncelog.HaltScope.GLOBAL
+        else f"{halt.scope.value} {visible(halt.target)}"
     )
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(halt.set_at))
     line = f"{where}: {halt.reason} (set by {halt.set_by} at {when})"
@@ -57,7 +60,7 @@ def halt(
     _one(run, agent, every)
     with opened(db) as ledger:
         found = ledger.halt(reason, by=by, run=run, agent=agent)
-    click.echo(f"halted: {_describe(found)}")
+    say(f"halted: {_describe(found)}")
 
 
 @click.command()
@@ -78,7 +81,7 @@ def resume(
             else ["restart the halted agents it covered; each resumes where it stopped "
                   "(oncelog runs --status queued lists them)"]
         )  # fmt: skip
-    click.echo(f"cleared: {_describe(found)}")
+    say(f"cleared: {_describe(found)}")
     print_next(after)
 
 
@@ -96,4 +99,4 @@ def halts(everything: bool, db: str | None, as_json: bool) -> None:
     if not found:
         click.echo("no kill switch is on")
     for h in found:
-        click.echo(_describe(h))
+        say(_describe(h))

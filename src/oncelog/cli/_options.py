@@ -11,6 +11,7 @@ import click
 
 import oncelog
 
+from ..display import printable
 from ..process._process import explain
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -58,8 +59,14 @@ def emit(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
+def say(line: str) -> None:
+    """Print one line that holds text from the ledger: what does not show is escaped
+    (``display.printable``), so an id cannot forge a row or drive the terminal."""
+    click.echo(printable(line))
+
+
 def print_next(lines: list[str]) -> None:
     """What happens next for a run, after a decision (``Ledger.what_next``)."""
-    click.echo(f"next: {lines[0]}")
+    say(f"next: {lines[0]}")
     for command in lines[1:]:
-        click.echo(f"  {command}")
+        say(f"  {command}")

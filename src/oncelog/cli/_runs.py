@@ -9,8 +9,9 @@ from typing import Any
 import click
 
 import oncelog
+from oncelog.display import oncelog_command, resolve_command, visible
 
-from ._options import db_option, emit, json_option, opened, print_next
+from ._options import db_option, emit, json_option, opened, print_next, say
 from ._show import run_row, shown, step_row, when
 
 
@@ -27,8 +28,8 @@ def runs(status: str | None, limit: int, db: str | None, as_json: bool) -> None:
         emit([run_row(r) for r in found])
         return
     for r in found:
-        click.echo(
-            f"{r.run_id:<30} {r.status.value:<10} {r.next_seq:>5} steps  "
+        say(
+            f"{visible(r.run_id):<30} {r.status.value:<10} {r.next_seq:>5} steps  "
             f"{when(r.updated_at)}  {r.reason or ''}"
         )
 
@@ -50,20 +51,17 @@ def unknown(db: str | None, as_json: bool) -> None:
         click.echo("no effects in doubt")
     for d, why in found:
         s = d.step
-        click.echo(f"{s.run_id} {s.step_id} ({s.tool}, {s.kind}) {d.state} key={s.key}")
-        click.echo(f"    arguments: {shown(s.args_json)}")
-        click.echo(f"    started:   {_age(d.age)} ago; lease owner {d.lease_owner or '-'}")
-        click.echo(f"    why:       {why}")
-        click.echo(f"    decide:    {_resolve_command(s)}")
+        say(f"{visible(s.run_id)} {visible(s.step_id)} ({s.tool}, {s.kind}) {d.state} key={s.key}")
+        say(f"    arguments: {shown(s.args_json)}")
+        say(f"    started:   {_age(d.age)} ago; lease owner {d.lease_owner or '-'}")
+        say(f"    why:       {why}")
+        say(f"    decide:    {_resolve_command(s)}")
     for run_id, lines in released.items():
-        click.echo(f"{run_id}: decided, not moved yet: {lines[0]}")
+        say(f"{visible(run_id)}: decided, not moved yet: {lines[0]}")
 
 
 def _resolve_command(step: oncelog.StepRecord) -> str:
-    return (
-        f"oncelog resolve {shlex.quote(step.run_id)} {shlex.quote(step.step_id)} "
-        f"done|not_done|abandon --by NAME --attempt {step.attempts}"
-    )
+    return resolve_command(step.run_id, step.step_id, step.attempts)
 
 
 def _why_in_flight(doubt: oncelog.EffectInDoubt) -> str:
@@ -72,10 +70,13 @@ def _why_in_flight(doubt: oncelog.EffectInDoubt) -> str:
     step = doubt.step
     return (
         "orphaned: its run's lease has expired, so nobody is running it; it may or may not "
-        f"have happened. Decide: oncelog resolve {step.run_id} {step.step_id} done "
-        f"--result JSON (or not_done, or abandon) --by NAME --attempt {step.attempts}, or "
-        "start the run again to let its probe look"
-    )
+        "have happened. Decide: "
+        + resolve_command(
+            step.run_id, step.step_id, step.attempts, then="done",
+            options="--result JSON --by NAME",
+        )
+        + " (or not_done, or abandon), or start the run again to let its probe look"
+    )  # fmt: skip
 
 
 def _doubt_row(doubt: oncelog.EffectInDoubt, why: str) -> dict[str, Any]:
@@ -194,8 +195,7 @@ def _command_naming(attempt: int) -> str:
     """The ``oncelog resolve`` command being run, as given, with ``--attempt`` added."""
     context = click.get_current_context()
     given = context.params
-    words = ["oncelog", "resolve", given["run_id"], given["step_id"], given["resolution"]]
-    words += ["--by", given["by"]]
+    words = ["--by", given["by"]]
     for option, name in (("--result", "result_json"), ("--text", "text"), ("--note", "note")):
         if given[name] is not None:
             words += [option, given[name]]
@@ -205,7 +205,10 @@ def _command_naming(attempt: int) -> str:
     words += ["--attempt", str(attempt)]
     if context.get_parameter_source("db") is click.core.ParameterSource.COMMANDLINE:
         words += ["--db", given["db"]]
-    return shlex.join(words)
+    return oncelog_command(
+        "resolve", [given["run_id"], given["step_id"]], then=given["resolution"],
+        options=shlex.join(words),
+    )  # fmt: skip
 
 
 def _result_given(resolution: oncelog.Resolution, result_json: str | None, no_result: bool) -> Any:

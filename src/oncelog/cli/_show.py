@@ -12,9 +12,9 @@ from typing import Any
 import click
 
 import oncelog
-from oncelog.display import redact
+from oncelog.display import redact, visible
 
-from ._options import db_option, emit, json_option, opened
+from ._options import db_option, emit, json_option, opened, say
 
 # The journal records that are a person's (or a detector's) decision about the run.
 DECISIONS = {
@@ -125,15 +125,15 @@ def show(run_id: str, with_journal: bool, db: str | None, as_json: bool) -> None
         return
     _print_run(run, steps)
     _print_decisions(decisions, switches)
-    click.echo("next:")
+    say("next:")
     for line in after:
-        click.echo(f"  {line}")
+        say(f"  {line}")
     if with_journal:
-        click.echo("journal:")
+        say("journal:")
         for e in journal:
             row = _journal_row(e)
             data = json.dumps(row["data"], ensure_ascii=False, sort_keys=True)
-            click.echo(f"  {e.id:>6} {when(e.at)} {'-' if e.seq is None else e.seq:>4} "
+            say(f"  {e.id:>6} {when(e.at)} {'-' if e.seq is None else e.seq:>4} "
                        f"{e.event:<18} {data}")  # fmt: skip
 
 
@@ -143,31 +143,34 @@ def _journal_row(entry: oncelog.JournalEntry) -> dict[str, Any]:
 
 
 def _print_run(run: oncelog.RunRecord, steps: list[oncelog.StepRecord]) -> None:
-    click.echo(f"run {run.run_id}: {run.status.value}" + (f" ({run.reason})" if run.reason else ""))
+    say(
+        f"run {visible(run.run_id)}: {run.status.value}"
+        + (f" ({run.reason})" if run.reason else "")
+    )
     if run.plan:
-        click.echo(f"plan: {', '.join(run.plan)}")
+        say(f"plan: {', '.join(run.plan)}")
     for s in steps:
         took = "" if s.finished_at is None else f" {1000 * (s.finished_at - s.started_at):.0f} ms"
-        click.echo(
-            f"{s.seq:>4} {s.step_id:<20} {s.type.value:<6} {s.kind:<11} "
+        say(
+            f"{s.seq:>4} {visible(s.step_id):<20} {s.type.value:<6} {s.kind:<11} "
             f"{s.state.value:<9} x{s.attempts} {s.key}  {when(s.started_at)}{took}"
         )
-        click.echo(f"       arguments: {shown(s.args_json)}")
+        say(f"       arguments: {shown(s.args_json)}")
         if s.result_json is not None:
-            click.echo(f"       result:    {shown(s.result_json)}")
+            say(f"       result:    {shown(s.result_json)}")
         elif s.result is oncelog.NO_RESULT:
-            click.echo("       result:    oncelog.NO_RESULT (resolved done without it)")
+            say("       result:    oncelog.NO_RESULT (resolved done without it)")
         if s.error_json is not None:
-            click.echo(f"       error:     {shown(s.error_json)}")
+            say(f"       error:     {shown(s.error_json)}")
 
 
 def _print_decisions(decisions: list[dict[str, Any]], switches: list[oncelog.Halt]) -> None:
     if decisions:
-        click.echo("decisions:")
+        say("decisions:")
     for d in decisions:
         step = f" {d['step_id']}" if d["step_id"] else ""
         note = f": {d['note']}" if d["note"] else ""
-        click.echo(f"  {when(d['at'])} {d['what']}{step} by {d['by']}{note}")
+        say(f"  {when(d['at'])} {d['what']}{step} by {d['by']}{note}")
     for h in switches:
         where = "global" if h.scope is oncelog.HaltScope.GLOBAL else f"agent {h.target}"
-        click.echo(f"kill switch on ({where}): {h.reason} (set by {h.set_by} at {when(h.set_at)})")
+        say(f"kill switch on ({where}): {h.reason} (set by {h.set_by} at {when(h.set_at)})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from importlib import resources
+from urllib.parse import quote
 
 import jinja2
 from starlette.applications import Starlette
@@ -59,10 +60,17 @@ def _environment() -> jinja2.Environment:
     )
     env.filters.update(
         shown=shown, shown_entry=shown_entry, when=_when, duration=_duration, number=_number,
-        approved=approved, visible=visible,
+        approved=approved, visible=visible, run_path=run_path,
     )  # fmt: skip
     env.globals["shown_chars"] = SHOWN_CHARS
     return env
+
+
+def run_path(run_id: str) -> str:
+    """The path of a run's page. Every character but letters, digits and ``_.-~`` is
+    percent-encoded, ``/`` included: a run id ``other/../victim`` stays one segment, which
+    a browser does not resolve into the page of the run ``victim``."""
+    return "/runs/" + quote(run_id, safe="")
 
 
 def _when(ts: float | None) -> str:

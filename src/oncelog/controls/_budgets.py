@@ -15,11 +15,13 @@ must look), ``pause`` it until a person raises the limit, or ``escalate``: tell 
 from __future__ import annotations
 
 import json
-import shlex
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from datetime import timedelta
 from typing import Any, Literal
 
+from .. import _numbers as numbers
+from .._commands import oncelog_command
 from .._exceptions import BudgetExceeded, BudgetPaused, ConfigurationError
 
 Policy = Literal["stop", "pause", "escalate"]
@@ -39,7 +41,7 @@ class _Policy:
             raise ConfigurationError(
                 f"on_exceed must be one of {', '.join(POLICIES)}, not {self.on_exceed!r}"
             )
-        if self.warn_at is not None and not 0 < self.warn_at < 1:
+        if self.warn_at is not None and not 0 < numbers.amount(self.warn_at, "warn_at") < 1:
             raise ConfigurationError(f"warn_at is a fraction between 0 and 1, not {self.warn_at}")
         if self.webhook is not None:
             from urllib.parse import urlparse  # only a budget with a webhook needs it
@@ -47,8 +49,11 @@ class _Policy:
             if urlparse(self.webhook).scheme not in ("http", "https"):
                 raise ConfigurationError(f"webhook must be an http(s) URL, not {self.webhook!r}")
         for name, value in self.limits().items():
-            if value is not None and (isinstance(value, bool) or value < 0):
-                raise ConfigurationError(f"budget limit {name} must be >= 0, not {value!r}")
+            if value is not None:
+                # Counts stored whole (``steps=3.0`` from a command line becomes 3).
+                checked = _LIMIT_CHECKS.get(name, numbers.amount)(value, f"budget limit {name}")
+                if not isinstance(getattr(self, name), timedelta):
+                    object.__setattr__(self, name, checked)
 
     def limits(self) -> dict[str, float | None]:
         """The limits by name (None: unlimited), in seconds where they are times."""
@@ -60,7 +65,18 @@ class _Policy:
     def to_json(self) -> str:
         stored = asdict(self)
         stored.update(self.limits())
-        return json.dumps(stored, sort_keys=True)
+        return json.dumps(stored, sort_keys=True, allow_nan=False)
+
+
+# How each limit is checked: counts are whole numbers, times at most a century; the rest
+# (cost) finite and >= 0.
+_LIMIT_CHECKS: dict[str, Callable[[object, str], float]] = {
+    "steps": numbers.count,
+    "tokens": numbers.count,
+    "irreversible": numbers.count,
+    "calls": numbers.count,
+    "wall_clock": lambda value, what: numbers.seconds(value, what, positive=False),
+}
 
 
 def _seconds(value: Any) -> Any:
@@ -198,8 +214,8 @@ def _raising(alert: BudgetAlert) -> str:
     """The command (or, for an agent's daily budget, which has none, the call) that raises
     the limit ``alert`` reached."""
     if alert.scope == "run":
-        return (
-            f"oncelog budgets {shlex.quote(alert.run_id)} --set {alert.limit}=NEW_LIMIT --by NAME"
+        return oncelog_command(
+            "budgets", [alert.run_id], options=f"--set {alert.limit}=NEW_LIMIT --by NAME"
         )
     return f"ledger.set_agent_budget({alert.target!r}, AgentBudget({alert.limit}=...), by=NAME)"
 

@@ -29,6 +29,7 @@ from .._exceptions import (
     _OverBudget,
 )
 from .._log import log
+from ..display import printable, visible
 from ..records._records import ApprovalStatus
 from ..stores._protocol import Store
 from ._alerts import AlertCallback, post_json
@@ -131,7 +132,7 @@ class Notices:
         return f"{type(exc).__name__}:{run_id}:{step}"
 
     def _deliver(self, notice: PersonNeeded) -> None:
-        log.warning("run %s needs a person: %s", notice.run_id, notice.message)
+        log.warning("run %s needs a person: %s", visible(notice.run_id), printable(notice.message))
         delivered = True
         if self.callback is not None:
             try:

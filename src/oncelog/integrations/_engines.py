@@ -28,6 +28,7 @@ from oncelog import (
     RunHalted,
     exit_code_for,
 )
+from oncelog.display import oncelog_command, resolve_command
 
 
 class Stop(enum.Enum):
@@ -58,18 +59,20 @@ def told(exc: OnceLogError) -> OnceLogError:
 
 
 def _command_for(exc: OnceLogError) -> str:
-    run, step = exc.run_id or "RUN_ID", exc.step_id or "STEP_ID"
+    if exc.run_id is None:  # no run to name: the placeholders the person fills in
+        run, step = ["RUN_ID"], ["STEP_ID"]
+    else:
+        run, step = [exc.run_id], [exc.step_id or "STEP_ID"]
     if isinstance(exc, AmbiguousOutcome):
         ask = f"look the key {exc.key} up at the provider, then " if exc.key else ""
-        attempt = f" --attempt {exc.attempt}" if exc.attempt is not None else ""
-        return f"{ask}oncelog resolve {run} {step} done|not_done|abandon --by NAME{attempt}"
+        return f"{ask}{resolve_command(run[0], step[0], exc.attempt)}"
     if isinstance(exc, ApprovalRequired):
-        return f"oncelog approve {run} {step} --by NAME (or oncelog deny)"
+        return f"{oncelog_command('approve', run + step, options='--by NAME')} (or oncelog deny)"
     if isinstance(exc, RunHalted):
         return "oncelog halts, then oncelog resume --run|--agent|--global --by NAME"
     if isinstance(exc, (BudgetExceeded, BudgetPaused)):
-        return f"oncelog budgets {run}, then raise its budget"
-    return f"oncelog show {run}"
+        return f"{oncelog_command('budgets', run)}, then raise its budget"
+    return oncelog_command("show", run)
 
 
 class PerProcess:

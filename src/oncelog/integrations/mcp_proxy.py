@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from oncelog import AmbiguousOutcome, ApprovalRequired, ConfigurationError, Ledger, OnceLogError
+from oncelog.display import resolve_command
 
 from ._common import Policy
 from ._common import missing_extra as _missing
@@ -215,9 +216,15 @@ class _Proxy:
         except AmbiguousOutcome as exc:
             return _error(
                 f"oncelog: AmbiguousOutcome in run {exc.run_id!r}: {exc.message}. A person "
-                f"decides: oncelog resolve {exc.run_id} {exc.step_id} done --text 'WHAT IT "
-                f"RETURNED' --by NAME --attempt {exc.attempt} (or not_done, or abandon); then "
-                "call this tool again."
+                "decides: "
+                + resolve_command(
+                    exc.run_id or "RUN_ID",
+                    exc.step_id or "STEP_ID",
+                    exc.attempt,
+                    then="done",
+                    options="--text 'WHAT IT RETURNED' --by NAME",
+                )
+                + " (or not_done, or abandon); then call this tool again."
             )
         except OnceLogError as exc:
             return _error(f"oncelog: {type(exc).__name__}: {exc.message}")

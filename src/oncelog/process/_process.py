@@ -22,6 +22,7 @@ from .._exceptions import (
 )
 from .._exit_codes import EXIT_COMPLETED, EXIT_ERROR
 from ..controls import _waiting as waiting
+from ..display import printable
 from ._drain import handle_sigterm
 
 log = logging.getLogger("oncelog")
@@ -32,8 +33,10 @@ _FIELD_LABELS = {"run_id": "run", "step_id": "step", "key": "key"}
 def explain(exc: OnceLogError) -> str:
     """``exc`` as a person reads it: its type and message, then where it happened, one
     field a line (the CLI and ``run_main`` print it)."""
-    lines = [f"{type(exc).__name__}: {exc.message}"]
-    lines += [f"  {_FIELD_LABELS.get(k, k)}: {v}" for k, v in exc.fields().items()]
+    # Each line escaped on its own: an id or a reason from the ledger never starts a
+    # line or drives the terminal (``display.printable``).
+    lines = [printable(f"{type(exc).__name__}: {exc.message}")]
+    lines += [printable(f"  {_FIELD_LABELS.get(k, k)}: {v}") for k, v in exc.fields().items()]
     return "\n".join(lines)
 
 

@@ -12,12 +12,13 @@ lost, who observes steps, the clock) comes in as ``Surroundings``.
 from __future__ import annotations
 
 import functools
-import shlex
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import asdict, replace
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
+from .. import _numbers as numbers
+from .._commands import oncelog_command
 from .._exceptions import (
     ApprovalDenied,
     ApprovalRequired,
@@ -41,7 +42,6 @@ from .._exceptions import (
 from .._log import log
 from ..controls._alerts import AlertCallback, AlertSender
 from ..controls._budgets import check, refusal
-from ..display import visible
 from ..observe import _observe as observe
 from ..records._records import ApprovalStatus, StepRecord, StepState, StepType
 from ..records._serialization import decode, digest, encode_decoded
@@ -239,7 +239,7 @@ class Engine:
         if not callable(cost):
             return float(cost)
         try:
-            return float(cost(*call.payload["args"], **call.payload["kwargs"]))
+            return numbers.amount(cost(*call.payload["args"], **call.payload["kwargs"]), "cost")
         except Exception as exc:
             raise ConfigurationError(
                 f"the cost function of {call.spec.name!r} failed: {exc}",
@@ -458,8 +458,8 @@ class Engine:
         if approval.status is not ApprovalStatus.APPROVED:
             raise ApprovalRequired(
                 f"{step.tool} {step.step_id!r} waits for approval of request {approval.id}: "
-                f"oncelog approve {visible(self.run_id)} {visible(step.step_id)} "
-                f"--request {approval.id} --by NAME",
+                + oncelog_command("approve", [self.run_id, step.step_id],
+                                  options=f"--request {approval.id} --by NAME"),
                 run_id=self.run_id, step_id=step.step_id, key=step.key,
             )  # fmt: skip
 
@@ -550,8 +550,8 @@ class Engine:
         )
         if call.drift == "error":
             raise ArgumentDrift(
-                f"{message}; the code must pass the recorded arguments (see: oncelog show "
-                f"{shlex.quote(self.run_id)}), then restart the agent",
+                f"{message}; the code must pass the recorded arguments (see: "
+                f"{oncelog_command('show', [self.run_id])}), then restart the agent",
                 run_id=self.run_id, step_id=record.step_id, key=record.key,
             )  # fmt: skip
         log.warning("%s; returning the recorded outcome", message)

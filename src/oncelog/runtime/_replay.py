@@ -14,11 +14,11 @@ from __future__ import annotations
 import gc
 import itertools
 import json
-import shlex
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from .._commands import oncelog_command
 from .._exceptions import ReplayDivergence
 from ..records._no_result import NO_RESULT
 from ..records._records import ReplayPage, ReplayRow, StepRecord, StepType
@@ -172,8 +172,8 @@ def check_same_step(record: StepRecord, step_id: str, tool: str, step_type: Step
         raise ReplayDivergence(
             f"position {record.seq} records {record.type.value} step {record.step_id!r} "
             f"({record.tool}); the code now asks for {step_type.value} step {step_id!r} "
-            f"({tool}); the code must ask for the recorded steps in order (see: oncelog show "
-            f"{shlex.quote(record.run_id)}), then restart the agent",
+            f"({tool}); the code must ask for the recorded steps in order (see: "
+            f"{oncelog_command('show', [record.run_id])}), then restart the agent",
             run_id=record.run_id,
             step_id=step_id,
             key=record.key,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import _numbers as numbers
 from .._exceptions import ConfigurationError
 
 
@@ -23,6 +24,9 @@ class Retry:
     jitter: float = 0.5  # 0: exact waits; 1: anywhere from 0 to the full wait
 
     def __post_init__(self) -> None:
+        numbers.count(self.attempts, "Retry(attempts=...)")
+        for name in ("backoff", "multiplier", "cap", "jitter"):
+            numbers.amount(getattr(self, name), f"Retry({name}=...)")
         if self.attempts < 1:
             raise ConfigurationError(f"Retry(attempts=...) must be at least 1, not {self.attempts}")
         if self.backoff < 0 or self.cap < 0 or self.multiplier < 1:

@@ -8,11 +8,11 @@ does its store writes in a worker thread so the event loop never waits on an fsy
 from __future__ import annotations
 
 import contextvars
-import shlex
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeVar, cast
 
+from .._commands import option
 from .._exceptions import (
     LeaseLost,
     NeedsPerson,
@@ -132,7 +132,7 @@ class _Steps:
         self._ledger.halt(reason, by=by, run=self.run_id)
         raise RunHalted(
             f"halted by {by}: {reason}; a person clears it with: "
-            f"oncelog resume --run {shlex.quote(self.run_id)} --by NAME",
+            f"oncelog resume {option('--run', self.run_id)} --by NAME",
             run_id=self.run_id,
         )
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 
+from .. import _numbers as numbers
 from .._exceptions import ConfigurationError, NoActiveRun
 from ..failures import Classifier
 from ..records._redact import secret_positions
@@ -182,7 +183,7 @@ def make_spec(
         failures=failures,
         retry=retry,
         approval=kind is Kind.DESTRUCTIVE if approval is None else approval,
-        cost=cost,
+        cost=cost if callable(cost) else numbers.amount(cost, "cost"),
         irreversible=kind in (Kind.PAYMENT, Kind.DESTRUCTIVE)
         if irreversible is None
         else irreversible,
@@ -194,12 +195,7 @@ def make_spec(
 
 
 def _seconds(ttl: timedelta | float | None) -> float | None:
-    if ttl is None:
-        return None
-    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
-    if seconds <= 0:
-        raise ConfigurationError(f"dedupe_window must be positive, not {ttl!r}")
-    return seconds
+    return None if ttl is None else numbers.seconds(ttl, "dedupe_window")
 
 
 def step_spec(fn: Any, name: str | None = None) -> ToolSpec:

@@ -6,13 +6,12 @@ Rows are read as plain tuples in the column order below: replaying 10,000 steps 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from json.encoder import encode_basestring as quote  # the C escaper json.dumps uses
 from typing import Any
 
-from .._exceptions import CorruptRecord
+from .._exceptions import CorruptRecord, UnserializableValue
 from ..controls._budgets import Budget
 from ..records._records import (
     Approval,
@@ -132,11 +131,15 @@ def journal_json(**fields: str | None) -> str:
 
 
 def number(value: float) -> str:
-    """A float as JSON text that decodes to the same float (NaN and infinities included,
-    as Python's JSON reads them), for ``journal_json``. A finite float is its ``repr``,
-    as json writes it, without building json's encoder."""
+    """A float as JSON text that decodes to the same float, for ``journal_json``: its
+    ``repr``, as json writes it, without building json's encoder. NaN and the infinities
+    are refused (``UnserializableValue``), as the canonical encoder refuses them: JSON has
+    no text for them, and an entry holding one would not decode. The boundaries refuse
+    them first (``_numbers``); this is the last line, before anything is written."""
     value = float(value)
-    return float.__repr__(value) if math.isfinite(value) else json.dumps(value)
+    if not math.isfinite(value):
+        raise UnserializableValue(f"{value!r} is not a number JSON can hold; nothing was written")
+    return float.__repr__(value)
 
 
 def text(value: str | None) -> str:

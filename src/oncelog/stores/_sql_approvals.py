@@ -21,7 +21,7 @@ from .._exceptions import ApprovalRequired, CorruptRecord, UnknownApproval
 from ..records._records import Approval, ApprovalStatus
 from ..records._serialization import decode, digest
 from ._protocol import Lease, NewStep
-from ._rows import APPROVAL_COLUMNS, approval_record, journal_json
+from ._rows import APPROVAL_COLUMNS, approval_record, journal_json, number
 from ._rows import text as quoted
 from ._sql import NOW, Tx, in_list
 from ._sql_refusals import utc
@@ -206,7 +206,7 @@ def decide_approval(
         tx, run_id, None, f"approval_{status.value}",
         journal_json(request=str(chosen.id), step_id=quoted(step_id),
                      args_hash=quoted(chosen.args_hash), by=quoted(by), note=quoted(note),
-                     expires_in=None if expires_in is None else repr(expires_in)),
+                     expires_in=None if expires_in is None else number(expires_in)),
     )  # fmt: skip
     return approval_record(decided or ())
 
