@@ -17,8 +17,8 @@ from .support.launch import python
 # Each of these is loaded by the feature that needs it, when it is used.
 NOT_AT_IMPORT = (
     "asyncio",  # async runs and async worker handlers
-    "urllib.request",  # budget webhooks
-    "http.client",
+    "urllib.request",  # HTTP sinks
+    "http.client",  # webhooks
     "email",
     "ssl",
     "socket",

@@ -14,9 +14,9 @@ from .._exceptions import StoreUnavailable
 from .._log import log
 from ..stores._protocol import Store
 from ._budgets import BudgetAlert
+from ._webhook import post_json
 
 AlertCallback = Callable[[BudgetAlert], None]
-WEBHOOK_TIMEOUT = 5.0  # seconds; a slow receiver must not hold the run for long
 
 
 class AlertSender:
@@ -52,24 +52,3 @@ class AlertSender:
                 log.exception("the on_budget_alert callback failed for %s", alert.message)
         if alert.webhook is not None:
             post_json(alert.webhook, alert.to_json(), alert.message)
-
-
-def post_json(url: str, body: str, what: str) -> bool:
-    """POST ``body`` to ``url``; True if the receiver answered 2xx, else logged."""
-    # Imported here: urllib.request pulls in http, email and ssl, a third of the import
-    # time of the whole package, for agents that have no webhook.
-    import urllib.request
-
-    request = urllib.request.Request(
-        url,
-        data=body.encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", "User-Agent": "oncelog"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=WEBHOOK_TIMEOUT) as response:
-            response.read()
-    except OSError as exc:  # URLError, HTTPError (not 2xx), timeouts
-        log.error("alert webhook %s failed: %s (%s)", url, exc, what)
-        return False
-    return True

@@ -3,13 +3,13 @@
 When a run stops for a person, a ``PersonNeeded`` notice goes to the ledger's ``on_alert``
 callback and its ``alert_webhook``: the channel budget alerts use. Each notice has an id
 that names what the person must decide (the kill switch, the approval request, the
-attempt of the effect in doubt), so a process that stops again on the same thing (a crash
-loop, a supervisor restarting it) sends nothing new. The notice is journalled before it
-is delivered and its delivery confirmed after: a crash between the two delivers it again
-at the next stop (a process that waits for the decision tries again every
-``REDELIVER_EVERY`` seconds), so it is delivered at least once, and a receiver that must
-page exactly once deduplicates by ``id``. Budget stops keep their budget alerts and send
-no notice.
+attempt of the effect in doubt or held by a preflight conflict), so a process that stops
+again on the same thing (a crash loop, a supervisor restarting it) sends nothing new. The
+notice is journalled before it is delivered and its delivery confirmed after: a crash
+between the two, or a delivery that failed, delivers it again at the next stop (a process
+that waits for the decision tries again every ``REDELIVER_EVERY`` seconds), so it is
+delivered at least once, and a receiver that must page exactly once deduplicates by
+``id``. Budget stops keep their budget alerts and send no notice.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from .._exceptions import (
     ApprovalRequired,
     NeedsPerson,
     OnceLogError,
+    PreflightConflict,
     RunHalted,
     WaitingForPerson,
     _OverBudget,
@@ -32,8 +33,9 @@ from .._log import log
 from ..display import printable, visible
 from ..records._records import ApprovalStatus
 from ..stores._protocol import Store
-from ._alerts import AlertCallback, post_json
+from ._alerts import AlertCallback
 from ._budgets import BudgetAlert
+from ._webhook import post_json
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,9 @@ class Notices:
             for approval in self.store.approvals(ApprovalStatus.PENDING, 1000):
                 if (approval.run_id, approval.step_id) == (run_id, step):
                     return f"approval:{approval.id}"
-        elif isinstance(exc, AmbiguousOutcome):
+        elif isinstance(exc, (AmbiguousOutcome, PreflightConflict)):
+            # A conflict marks its attempt unknown, as a crash does: one decision for
+            # both, and the attempt makes the conflict after a person's not_done new.
             for record in self.store.steps(run_id, 0, 1 << 30):
                 if record.step_id == step:
                     return f"unknown:{run_id}:{step}:{record.attempts}"
