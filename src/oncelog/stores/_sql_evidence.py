@@ -25,6 +25,7 @@ STATE_TABLES: dict[str, tuple[str, str, str | None]] = {
     "halts": ("id", HALT_COLUMNS, "scope = 'run' AND target = ?"),
     "approvals": ("id", APPROVAL_COLUMNS, "run_id = ?"),
     "agent_budgets": ("agent", "agent, budget, set_by", None),
+    "subjects": ("subject", "subject, run_id, seq, step_id", "run_id = ?"),
 }
 
 
