@@ -107,7 +107,7 @@ def race(store_url: str, provider: Provider, order: str, rng: random.Random) -> 
     """Runs ``a-ORDER`` and ``b-ORDER`` refund ``order`` at the same moment, each killed
     after a random delay in the first cycles, and are started again until both complete;
     what each printed last."""
-    runs, printed = (f"a-{order}", f"b-{order}"), {}
+    runs, printed = (f"a-{order}", f"b-{order}"), dict[str, str]()
     for cycle in range(MAX_CYCLES):
         pending = [run for run in runs if run not in printed]
         if not pending:

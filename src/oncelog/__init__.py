@@ -88,6 +88,7 @@ if _typing.TYPE_CHECKING:
         StepRecord,
         StepState,
         StepType,
+        SubjectClaim,
     )
     from .runtime._calls import idempotency_key
     from .runtime._probes import (
@@ -128,6 +129,7 @@ _LAZY = {
             "StepRecord",
             "StepState",
             "StepType",
+            "SubjectClaim",
         ),
         "records._records",
     ),
@@ -227,6 +229,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "SubjectBusy",
+    "SubjectClaim",
     "SubjectDone",
     "SubjectInDoubt",
     "Tool",

@@ -46,7 +46,7 @@ from ..controls._alerts import AlertCallback, AlertSender
 from ..controls._budgets import check, refusal
 from ..display import visible
 from ..observe import _observe as observe
-from ..records._records import ApprovalStatus, StepRecord, StepState, StepType
+from ..records._records import ApprovalStatus, StepRecord, StepState, StepType, SubjectClaim
 from ..records._serialization import decode, digest, encode_decoded
 from ..stores._protocol import (
     Lease,
@@ -54,7 +54,6 @@ from ..stores._protocol import (
     Outcome,
     Store,
     SubjectHeld,
-    SubjectHolder,
     new_step,
 )
 from . import _crashpoints as crashpoints
@@ -477,7 +476,7 @@ class Engine:
         return intent.attempt
 
     def _subject_held(
-        self, step: NewStep, call: Call, previous: StepState | None, holder: SubjectHolder
+        self, step: NewStep, call: Call, previous: StepState | None, holder: SubjectClaim
     ) -> None:
         """Another run's step holds the subject: take its result (``_Adopted``) or raise
         what its state means; return if it was freed since, to claim it again."""
@@ -526,7 +525,7 @@ class Engine:
 
     def _subject_error(
         self, error: type[SubjectBusy | SubjectDone | SubjectInDoubt], step: NewStep,
-        holder: SubjectHolder | None,
+        holder: SubjectClaim | None,
     ) -> SubjectBusy | SubjectDone | SubjectInDoubt:  # fmt: skip
         """The error for a subject held elsewhere, naming the step that holds it."""
         if holder is None:

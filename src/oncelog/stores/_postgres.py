@@ -28,7 +28,7 @@ from contextvars import ContextVar
 import psycopg
 
 from .._exceptions import ConfigurationError
-from ..records._records import RunStatus, StepState
+from ..records._records import RunStatus, StepState, SubjectClaim
 from ..runtime import _crashpoints as crashpoints
 from ._postgres_deadline import WATCHDOG
 from ._postgres_listen import decisions
@@ -54,7 +54,6 @@ from ._protocol import (
     Lease,
     NewStep,
     Outcome,
-    SubjectHolder,
 )
 from ._sql import Tx
 from ._sql_store import SQLStore
@@ -217,7 +216,7 @@ class PostgresStore(SQLStore):
             super().record_step(lease, step, previous, outcome)
 
     def adopt_subject(
-        self, lease: Lease, step: NewStep, previous: StepState | None, holder: SubjectHolder
+        self, lease: Lease, step: NewStep, previous: StepState | None, holder: SubjectClaim
     ) -> None:
         with self._writing(lease):
             super().adopt_subject(lease, step, previous, holder)

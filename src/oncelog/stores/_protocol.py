@@ -27,6 +27,7 @@ from ..records._records import (
     StepRecord,
     StepState,
     StepType,
+    SubjectClaim,
 )
 
 # What a commit survives (docs/guarantees.md): ``intent`` fsyncs intents and every other
@@ -71,28 +72,11 @@ class NewStep:
     subject_for: float | None = None  # seconds a done claim holds (None: for ever)
 
 
-class SubjectHolder(NamedTuple):
-    """The step of some run that holds a subject, as the refused intent's transaction read
-    it: its state is the step's own, and ``live`` says whether a process holds its run's
-    lease (by the store's clock)."""
-
-    subject: str
-    run_id: str
-    seq: int
-    step_id: str
-    state: StepState
-    live: bool
-    claimed_at: float
-    args_hash: str
-    result_json: str | None
-    error_json: str | None
-
-
 class SubjectHeld(Exception):
     """Raised inside an intent's transaction (rolled back) when another step holds its
     subject: the engine decides what that means (``_decide.decide_subject``)."""
 
-    def __init__(self, holder: SubjectHolder) -> None:
+    def __init__(self, holder: SubjectClaim) -> None:
         super().__init__(holder.subject)
         self.holder = holder
 
@@ -297,7 +281,7 @@ class Store(Protocol):
         ...
 
     def adopt_subject(
-        self, lease: Lease, step: NewStep, previous: StepState | None, holder: SubjectHolder
+        self, lease: Lease, step: NewStep, previous: StepState | None, holder: SubjectClaim
     ) -> None:
         """Record the step done with the result of ``holder``, the step of another run that
         did its subject's effect, in one commit (its intent journalled with the holder as
@@ -305,7 +289,7 @@ class Store(Protocol):
         no longer ``holder`` done."""
         ...
 
-    def subjects(self, run_id: str | None, limit: int) -> list[SubjectHolder]:
+    def subjects(self, run_id: str | None, limit: int) -> list[SubjectClaim]:
         """Claimed subjects with their holders' states (only ``run_id``'s, if given), most
         recently claimed first (a read)."""
         ...

@@ -13,12 +13,12 @@ from typing import Any, NamedTuple
 
 from .._exceptions import LeaseLost, halted
 from ..controls._budgets import BudgetAlert
-from ..records._records import StepState, StepType
+from ..records._records import StepState, StepType, SubjectClaim
 from ..runtime import _crashpoints as crashpoints
 from . import _sql_approvals as approval_sql
 from . import _sql_controls as controls
 from . import _sql_subjects as subjects
-from ._protocol import Intent, Lease, NewStep, Outcome, SubjectHolder
+from ._protocol import Intent, Lease, NewStep, Outcome
 from ._rows import journal_json, text
 from ._shared import (
     IN_DOUBT,
@@ -223,7 +223,7 @@ class StepWrites:
         append(tx, lease.run_id, step.seq, "recorded", entry, at=started.at)
 
     def adopt_subject(
-        self, lease: Lease, step: NewStep, previous: StepState | None, holder: SubjectHolder
+        self, lease: Lease, step: NewStep, previous: StepState | None, holder: SubjectClaim
     ) -> None:
         with self._tx() as tx:
             started = self._start_step(tx, lease, step, previous, check_halt=True)
@@ -238,7 +238,7 @@ class StepWrites:
             done = Outcome(StepState.DONE, holder.result_json, holder.error_json)
             self._end_step(tx, lease, step.seq, started.attempt, done)
 
-    def subjects(self, run_id: str | None, limit: int) -> list[SubjectHolder]:
+    def subjects(self, run_id: str | None, limit: int) -> list[SubjectClaim]:
         with self._reading() as tx:
             return subjects.holders(tx, run_id, limit)
 

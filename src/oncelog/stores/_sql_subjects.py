@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..records._records import StepState
-from ._protocol import Lease, NewStep, SubjectHeld, SubjectHolder
+from ..records._records import StepState, SubjectClaim
+from ._protocol import Lease, NewStep, SubjectHeld
 from ._sql import NOW, Tx
 
 _FREE = ("not_done", "abandoned", "failed")
@@ -54,7 +54,7 @@ def claim(tx: Tx, lease: Lease, step: NewStep) -> None:
     )
 
 
-def _holder(tx: Tx, subject: str | None) -> tuple[SubjectHolder, bool] | None:
+def _holder(tx: Tx, subject: str | None) -> tuple[SubjectClaim, bool] | None:
     """The subject's holder and whether its claim has expired done; None if the holder's
     step or run is gone (the claim is then taken over)."""
     row = tx.execute(f"{_HOLDER} WHERE c.subject = ?", (subject,)).fetchone()
@@ -64,15 +64,15 @@ def _holder(tx: Tx, subject: str | None) -> tuple[SubjectHolder, bool] | None:
     return holder, bool(row[10]) and holder.state is StepState.DONE
 
 
-def _holder_of(row: Any) -> SubjectHolder:
+def _holder_of(row: Any) -> SubjectClaim:
     subject, run_id, seq, step_id, state, live, at, args_hash, result, error = row
-    return SubjectHolder(
+    return SubjectClaim(
         subject, run_id, int(seq), step_id, StepState(state), bool(live), float(at),
         args_hash, result, error,
     )  # fmt: skip
 
 
-def still_done(tx: Tx, holder: SubjectHolder) -> None:
+def still_done(tx: Tx, holder: SubjectClaim) -> None:
     """Hold the subject's claim and check that ``holder`` is still its holder, done (the
     step about to take its result); ``SubjectHeld`` with the holder now if not."""
     tx.execute(
@@ -85,7 +85,7 @@ def still_done(tx: Tx, holder: SubjectHolder) -> None:
         raise SubjectHeld(found[0])
 
 
-def holders(tx: Tx, run_id: str | None, limit: int) -> list[SubjectHolder]:
+def holders(tx: Tx, run_id: str | None, limit: int) -> list[SubjectClaim]:
     where, params = ("WHERE c.run_id = ? ", (run_id,)) if run_id is not None else ("", ())
     rows = tx.execute(
         f"{_HOLDER} {where}ORDER BY c.claimed_at DESC LIMIT ?", (*params, limit)
