@@ -199,3 +199,43 @@ def test_verify_holds_the_claims_to_the_journal(store_url: str) -> None:
     with oncelog.open(store_url) as ledger:
         [deleted] = ledger.verify().problems
     assert "holds no claim on it" in deleted.message
+
+
+def test_a_refusal_or_an_abandoned_effect_frees_the_subject(ledger: oncelog.Ledger) -> None:
+    """The holder refused by the provider, then abandoned by a person: each time the next
+    run claims the subject and calls."""
+    outcomes: list[str] = ["refuse", "fail", "ok"]
+
+    class Declined(Exception):
+        pass
+
+    @ledger.tool(kind="payment", name="refund", refusals=(Declined,),
+                 once_per=lambda order: ("refund", order))  # fmt: skip
+    def refund(order: int) -> str:
+        outcome = outcomes.pop(0)
+        if outcome == "refuse":
+            raise Declined("card declined")
+        if outcome == "fail":
+            raise TimeoutError("no answer")  # in doubt: run b halts
+        return "refunded"
+
+    with pytest.raises(oncelog.EffectRefused), ledger.run("a") as run:
+        run.effect("refund", refund, 42)
+    with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("b") as run:
+        run.effect("refund", refund, 42)
+    with pytest.raises(oncelog.SubjectInDoubt, match="run b, step refund"), ledger.run("c") as run:
+        run.effect("refund", refund, 42)
+    ledger.resolve("b", "refund", "abandon", by="ops")
+    with ledger.run("c") as run:
+        assert run.effect("refund", refund, 42) == "refunded"
+    assert outcomes == []
+    assert ledger.verify().ok
+
+
+def test_one_run_asking_twice_for_a_subject_acts_once(ledger: oncelog.Ledger) -> None:
+    calls: list[str] = []
+    refund = refunds(ledger, calls)
+    with ledger.run("a") as run:
+        first = run.effect("refund", refund, 42, 10)
+        assert run.effect("again", refund, 42, 10) == first
+    assert len(calls) == 1

@@ -482,8 +482,10 @@ class Engine:
         what its state means; return if it was freed since, to claim it again."""
         while True:
             same = holder.args_hash == step.args_hash
+            # A declared preflight was asked before this intent: a freed subject is claimed
+            # at once.
             situation = replace(
-                self._situation_new(call)[0], subject_held=holder.state,
+                self._situation_new(call)[0], preflight_declared=False, subject_held=holder.state,
                 subject_live=holder.live, repeat_error=call.spec.repeat_error, same_args=same,
             )  # fmt: skip
             action = decide(situation)
