@@ -27,8 +27,28 @@ PREFLIGHT = replace(EFFECT, preflight_declared=True)
 DEDUPED = replace(EFFECT, dedupe_window=60.0, key_age=59.0)
 IN_FLIGHT, UNKNOWN = StepState.IN_FLIGHT, StepState.UNKNOWN
 
+HELD = replace(EFFECT, subject_held=StepState.DONE)
+
 # (row name, situation, action)
 TABLE: list[tuple[str, Situation, Action]] = [
+    # -- the intent found the subject held by a step of another run -----------------------
+    ("subject done elsewhere", HELD, Action.ADOPT),
+    ("subject done elsewhere, repeat is an error", replace(HELD, repeat_error=True),
+     Action.SUBJECT_DONE),
+    ("subject done elsewhere with other arguments", replace(HELD, same_args=False),
+     Action.DRIFT),
+    ("subject done elsewhere with other arguments, drift warns",
+     replace(HELD, same_args=False, drift_error=False), Action.ADOPT),
+    ("subject in flight in a live run",
+     replace(HELD, subject_held=IN_FLIGHT, subject_live=True), Action.SUBJECT_BUSY),
+    ("subject in flight in a dead run", replace(HELD, subject_held=IN_FLIGHT),
+     Action.SUBJECT_IN_DOUBT),
+    ("subject unknown in a live run", replace(HELD, subject_held=UNKNOWN, subject_live=True),
+     Action.SUBJECT_IN_DOUBT),
+    ("subject freed since (not done)", replace(HELD, subject_held=StepState.NOT_DONE),
+     Action.RUN),
+    ("subject freed since (abandoned), draining",
+     replace(HELD, subject_held=StepState.ABANDONED, draining=True), Action.STOP_DRAINING),
     # -- nothing recorded: run it, unless this process may start nothing new -----------
     ("new effect", EFFECT, Action.RUN),
     ("new model call", LLM, Action.RUN),

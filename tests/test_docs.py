@@ -153,7 +153,7 @@ def test_the_tutorial_agent_does_what_the_tutorial_says(tmp_path: Path) -> None:
 
 
 def test_the_tutorial_fragments_fit_their_agent(tmp_path: Path) -> None:
-    [(_, agent), (_, probe), (_, deduplicated)] = tutorial_blocks()
+    [(_, agent), (_, probe), (_, deduplicated), (_, subject)] = tutorial_blocks()
     refund = re.search(r"@oncelog.tool\(kind=\"payment\"\)\ndef refund.*?\n\n\n", agent, re.S)
     assert refund is not None
     find_refund = probe[: probe.index("@oncelog.tool")]
@@ -163,6 +163,11 @@ def test_the_tutorial_fragments_fit_their_agent(tmp_path: Path) -> None:
         )
         done = run_agent(tmp_path, f"ticket-{len(replacement)}")
         assert done.returncode == 0, done.stderr
+    (tmp_path / "refund_agent.py").write_text(agent.replace(refund.group(0), subject + "\n\n"))
+    (tmp_path / "outbox" / "refunds.jsonl").unlink()
+    for ticket in ("ticket-1", "ticket-2"):  # once per refund, whichever run asks
+        assert run_agent(tmp_path, ticket).returncode == 0
+    assert len((tmp_path / "outbox/refunds.jsonl").read_text().splitlines()) == 1
 
 
 def test_the_tutorial_changing_step_ids_are_caught_as_it_says(tmp_path: Path) -> None:

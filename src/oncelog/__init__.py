@@ -52,6 +52,9 @@ from ._exceptions import (
     StepNotInPlan,
     StoreError,
     StoreUnavailable,
+    SubjectBusy,
+    SubjectDone,
+    SubjectInDoubt,
     TryLater,
     UnguardedTool,
     UnknownApproval,
@@ -86,6 +89,7 @@ if _typing.TYPE_CHECKING:
         StepRecord,
         StepState,
         StepType,
+        SubjectClaim,
     )
     from .runtime._calls import idempotency_key
     from .runtime._probes import (
@@ -126,6 +130,7 @@ _LAZY = {
             "StepRecord",
             "StepState",
             "StepType",
+            "SubjectClaim",
         ),
         "records._records",
     ),
@@ -225,6 +230,10 @@ __all__ = [
     "StepType",
     "StoreError",
     "StoreUnavailable",
+    "SubjectBusy",
+    "SubjectClaim",
+    "SubjectDone",
+    "SubjectInDoubt",
     "Tool",
     "TryLater",
     "UnguardedTool",

@@ -39,11 +39,13 @@
     │       ├── LeaseLost          this worker's lease was taken over while it ran
     │       ├── Draining           this process is shutting down (SIGTERM); run queued
     │       ├── ResendLater        an effect in doubt is sent again, same key, by a later start
-    │       └── PreflightUnanswered the provider could not be asked before an attempt
+    │       ├── PreflightUnanswered the provider could not be asked before an attempt
+    │       └── SubjectBusy        another live run is acting on the effect's subject
     ├── StepError                  the agent may catch these and carry on
     │   ├── EffectRefused          the provider definitely refused (recorded, replayed)
     │   ├── EffectAbandoned        a person gave up on the effect
     │   ├── ApprovalDenied         a person denied the effect with these arguments
+    │   ├── SubjectDone            another step did the subject's effect (``repeat="error"``)
     │   └── ResultNotRecorded      the effect happened but its result could not be stored
     └── StoreError                 the ledger itself, and where its journal is shipped
         ├── StoreUnavailable       cannot open, read or durably write now (exit 75)
@@ -344,6 +346,38 @@ class ArgumentDrift(NeedsPerson):
     """A recorded step was asked for again with different arguments."""
 
 
+class _Subject(OnceLogError):
+    """Names the subject an effect acts on and the step of another run that holds it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        step_id: str | None = None,
+        key: str | None = None,
+        subject: str | None = None,
+        held_by_run: str | None = None,
+        held_by_step: str | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id, step_id=step_id, key=key)
+        self.subject = subject
+        self.held_by_run = held_by_run
+        self.held_by_step = held_by_step
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            **super()._fields(), "subject": self.subject, "held_by_run": self.held_by_run,
+            "held_by_step": self.held_by_step,
+        }  # fmt: skip
+
+
+class SubjectInDoubt(_Subject, NeedsPerson):
+    """The effect's subject is held by a step of another run whose outcome is in doubt and
+    whose run no live process holds: that run's restart (its probe, its key's window) or a
+    person's decision on that step settles it; nothing is sent from here."""
+
+
 class WaitingForPerson(RunStopped):
     """The run waits for a person's decision; async code awaits it instead."""
 
@@ -388,6 +422,11 @@ class PreflightUnanswered(TryLater):
     sent, and a later start asks again."""
 
 
+class SubjectBusy(_Subject, TryLater):
+    """A live run is acting on the effect's subject now; nothing was sent, and a later
+    start finds its outcome."""
+
+
 class StepError(OnceLogError):
     """A recorded step ended without a usable result; the agent may handle it."""
 
@@ -421,6 +460,11 @@ class ApprovalDenied(StepError):
 
 class ResultNotRecorded(StepError):
     pass
+
+
+class SubjectDone(_Subject, StepError):
+    """The effect's subject was acted on by another step, and its tool says a repeat is
+    an error (``repeat="error"``): nothing was sent or recorded."""
 
 
 class StoreError(OnceLogError):

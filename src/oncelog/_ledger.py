@@ -27,6 +27,7 @@ from .records._records import (
     RunRecord,
     RunStatus,
     StepRecord,
+    SubjectClaim,
 )
 from .records._serialization import encode
 from .runtime._calls import Surroundings
@@ -229,6 +230,11 @@ class Ledger(PersonDecisions):
             out.extend(page)
             if len(page) < 1000:
                 return out
+
+    def subjects(self, run_id: str | None = None, *, limit: int = 100) -> list[SubjectClaim]:
+        """The subjects (``once_per``) claimed in the ledger, or only by ``run_id``'s steps,
+        each with the step that holds it and that step's state, latest claim first."""
+        return self.store.subjects(run_id, limit)
 
     def in_doubt(self, *, limit: int = 100) -> list[StepRecord]:
         """Effects whose outcome is unknown or not yet recorded, oldest first."""

@@ -31,7 +31,7 @@ from ._verify_state import StateCheck, state_differences
 @dataclass(frozen=True)
 class Problem:
     kind: str  # broken_link | unchained | truncated | rewritten | bad_signature | state
-    #            | orphan_steps | budget_totals
+    #            | orphan_steps | budget_totals | subject_twice
     run_id: str
     message: str
     record_id: int | None = None  # the journal id where it shows

@@ -1,7 +1,7 @@
 """Does what the ledger holds agree with its journal?
 
 Replay, the controls and the budgets read the state tables (runs, steps, halts, approvals,
-agent budgets), not the journal; the chain proves the journal intact, so an edit that
+agent budgets, subjects), not the journal; the chain proves the journal intact, so an edit that
 bypassed the journal shows as a difference between the two. Each table has its check, fed
 every journal entry in order and then compared with every row of its table; which columns
 each covers, and why the others are not, is in ``docs/evidence.md``. A new statement that
@@ -23,6 +23,7 @@ from ..stores._protocol import Store
 from ._verify_controls import ControlsCheck
 from ._verify_runs import RunsCheck
 from ._verify_steps import StepsCheck
+from ._verify_subjects import SubjectsCheck
 
 ATTEMPTS = 3  # comparisons before differences seen while the ledger is written are reported
 Difference = tuple[str, str, str]  # kind (state, orphan_steps), run_id, message
@@ -34,7 +35,7 @@ class StateCheck:
     def __init__(self) -> None:
         runs = RunsCheck()
         # In this order: the steps' check asks which runs the runs' check found a row of.
-        self._checks = (runs, StepsCheck(runs.rows), ControlsCheck())
+        self._checks = (runs, StepsCheck(runs.rows), ControlsCheck(), SubjectsCheck())
         self.last_id = 0  # the last journal entry fed
 
     def feed(self, entry: JournalEntry) -> None:

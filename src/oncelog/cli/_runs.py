@@ -12,7 +12,7 @@ import oncelog
 from oncelog.display import oncelog_command, resolve_command, visible
 
 from ._options import db_option, emit, json_option, opened, print_next, say
-from ._show import run_row, shown, step_row, when
+from ._show import SUBJECTS, run_row, shown, step_row, when
 
 
 @click.command()
@@ -42,10 +42,11 @@ def unknown(db: str | None, as_json: bool) -> None:
     it is in flight in a process that still holds its run."""
     with opened(db, create=False) as ledger:
         in_doubt = ledger.effects_in_doubt()
+        claims = {(c.run_id, c.seq): c.subject for c in ledger.subjects(limit=SUBJECTS)}
         found = [(d, d.step.reason or _why_in_flight(d)) for d in in_doubt]
         released = {r.run_id: ledger.what_next(r.run_id) for r in ledger.released_runs()}
     if as_json:
-        emit([_doubt_row(d, why) for d, why in found])
+        emit([_doubt_row(d, why, claims.get((d.step.run_id, d.step.seq))) for d, why in found])
         return
     if not found:
         click.echo("no effects in doubt")
@@ -53,6 +54,9 @@ def unknown(db: str | None, as_json: bool) -> None:
         s = d.step
         say(f"{visible(s.run_id)} {visible(s.step_id)} ({s.tool}, {s.kind}) {d.state} key={s.key}")
         say(f"    arguments: {shown(s.args_json)}")
+        subject = claims.get((s.run_id, s.seq))
+        if subject is not None:  # no other run acts on it until this is decided
+            say(f"    subject:   {visible(subject)}, held by this effect")
         say(f"    started:   {_age(d.age)} ago; lease owner {d.lease_owner or '-'}")
         say(f"    why:       {why}")
         say(f"    decide:    {_resolve_command(s)}")
@@ -79,8 +83,8 @@ def _why_in_flight(doubt: oncelog.EffectInDoubt) -> str:
     )  # fmt: skip
 
 
-def _doubt_row(doubt: oncelog.EffectInDoubt, why: str) -> dict[str, Any]:
-    row = {**step_row(doubt.step), "reason": why}
+def _doubt_row(doubt: oncelog.EffectInDoubt, why: str, subject: str | None) -> dict[str, Any]:
+    row = {**step_row(doubt.step), "reason": why, "subject": subject}
     row.update(orphaned=doubt.orphaned, age_seconds=round(doubt.age, 3))
     row["lease_owner"] = doubt.lease_owner
     return row

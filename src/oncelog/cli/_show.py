@@ -26,6 +26,10 @@ DECISIONS = {
     "budget_set": "budget set",
 }
 JOURNAL_LIMIT = 1_000_000
+SUBJECTS = 10_000  # claims listed beside the steps
+# How the intent of a step that took another run's result on its subject begins
+# (``StepWrites.adopt_subject``): the rest names that run and step.
+TAKEN = "the subject "
 
 
 def when(ts: float | None) -> str:
@@ -109,12 +113,14 @@ def show(run_id: str, with_journal: bool, db: str | None, as_json: bool) -> None
         journal = ledger.journal(run_id, limit=JOURNAL_LIMIT)
         switches = _covering(ledger, run)
         after = ledger.what_next(run_id)
+        claims = ledger.subjects(run_id, limit=SUBJECTS)
     ids = {s.seq: s.step_id for s in steps}
+    subjects = _subjects(claims, journal)
     decisions = [_decision(e, ids) for e in journal if e.event in DECISIONS]
     if as_json:
         out: dict[str, Any] = {
             "run": run_row(run),
-            "steps": [step_row(s) for s in steps],
+            "steps": [{**step_row(s), "subject": subjects.get(s.seq)} for s in steps],
             "decisions": decisions,
             "kill_switches": [{**dataclasses.asdict(h), "scope": h.scope.value} for h in switches],
             "next": after,
@@ -123,7 +129,7 @@ def show(run_id: str, with_journal: bool, db: str | None, as_json: bool) -> None
             out["journal"] = [_journal_row(e) for e in journal]
         emit(out)
         return
-    _print_run(run, steps)
+    _print_run(run, steps, subjects)
     _print_decisions(decisions, switches)
     say("next:")
     for line in after:
@@ -142,7 +148,24 @@ def _journal_row(entry: oncelog.JournalEntry) -> dict[str, Any]:
     return {"id": entry.id, "at": entry.at, "seq": entry.seq, "event": entry.event, "data": data}
 
 
-def _print_run(run: oncelog.RunRecord, steps: list[oncelog.StepRecord]) -> None:
+def _subjects(
+    claims: list[oncelog.SubjectClaim], journal: list[oncelog.JournalEntry]
+) -> dict[int, str]:
+    """What each step of the run says about its subject, by position: the subject it
+    holds, or, for a step that took another run's result, the journal's word on which run
+    and step did it (its intent's reason)."""
+    said = {
+        e.seq: str(e.data["reason"]) for e in journal
+        if e.event == "intent" and e.seq is not None and "subject" not in e.data
+        and str(e.data.get("reason") or "").startswith(TAKEN)
+    }  # fmt: skip
+    said.update((c.seq, f"{c.subject}, held by this step ({c.state.value})") for c in claims)
+    return said
+
+
+def _print_run(
+    run: oncelog.RunRecord, steps: list[oncelog.StepRecord], subjects: dict[int, str]
+) -> None:
     say(
         f"run {visible(run.run_id)}: {run.status.value}"
         + (f" ({run.reason})" if run.reason else "")
@@ -156,6 +179,8 @@ def _print_run(run: oncelog.RunRecord, steps: list[oncelog.StepRecord]) -> None:
             f"{s.state.value:<9} x{s.attempts} {s.key}  {when(s.started_at)}{took}"
         )
         say(f"       arguments: {shown(s.args_json)}")
+        if s.seq in subjects:
+            say(f"       subject:   {visible(subjects[s.seq])}")
         if s.result_json is not None:
             say(f"       result:    {shown(s.result_json)}")
         elif s.result is oncelog.NO_RESULT:

@@ -204,6 +204,23 @@ class EffectInDoubt(NamedTuple):
         return "orphaned" if self.orphaned else self.step.state.value
 
 
+class SubjectClaim(NamedTuple):
+    """A subject (``once_per``) and the step of some run that holds it: its state is that
+    step's own; ``live`` says whether a process holds the step's run's lease (by the
+    store's clock). ``args_hash``, ``result_json`` and ``error_json`` are the step's."""
+
+    subject: str
+    run_id: str
+    seq: int
+    step_id: str
+    state: StepState
+    live: bool
+    claimed_at: float
+    args_hash: str
+    result_json: str | None
+    error_json: str | None
+
+
 @dataclass(frozen=True)
 class JournalEntry:
     """One record of a run's journal, with the hash that chains it to the one before."""

@@ -12,6 +12,12 @@ recorded for it, what its tool declares and what the provider said. No I/O happe
                                   probe --not found, key honoured--> in_flight (same key)
                                   else unknown --a person--> done | not_done | abandoned
 
+An effect with a subject (its tool's ``once_per``) claims it with its intent; a subject
+held by another run's step is decided on that step's state: done, its result is taken
+(or ``SUBJECT_DONE``, or ``DRIFT`` with other arguments); in flight in a live run, try
+later; in doubt in a dead one, that run's restart or a person settles it; freed since,
+claim it.
+
 Before any attempt a declared preflight may find the effect done (recorded done without a
 call) or in conflict (a person decides). A visit starts with no probe or preflight answer;
 ``ASK_PROBE`` and ``ASK_PREFLIGHT`` mean: ask, then decide again with the answer. A failed
@@ -26,7 +32,7 @@ for the step: the age cannot be known, so the key is not taken as deduplicated.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..failures import Failure
 from ..records._records import StepState, StepType
@@ -60,6 +66,10 @@ class Action(enum.Enum):
     RESEND_LATER = "resend_later"  # in doubt, key deduplicated: send again after a pause
     STOP_RESEND_LATER = "stop_resend_later"  # leave it in flight; a later start resends
     RAISE = "raise"  # a model call or a query raised: nothing recorded, the agent sees it
+    ADOPT = "adopt"  # another run's step did the subject's effect: record its result here
+    SUBJECT_DONE = "subject_done"  # ... and the tool says a repeat is an error
+    SUBJECT_BUSY = "subject_busy"  # a live run is acting on the subject: try again later
+    SUBJECT_IN_DOUBT = "subject_in_doubt"  # the holder's run died with it in doubt
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,12 @@ class Situation:
     same_args: bool = True  # the step is asked with the arguments recorded for it
     drift_error: bool = True  # the tool's drift policy is "error"
     failure: Failure | None = None  # the call raised: what that means
+    # Another run's step holds the effect's subject (the intent was refused): its state,
+    # whether a live process holds its run, and whether the tool refuses a repeat.
+    # ``same_args`` then compares with the holder's arguments.
+    subject_held: StepState | None = None
+    subject_live: bool = False
+    repeat_error: bool = False
 
 
 IN_DOUBT = frozenset({StepState.IN_FLIGHT, StepState.UNKNOWN})
@@ -93,6 +109,8 @@ def decide(s: Situation) -> Action:
     """The next action for ``s``; see the table in tests/test_decide.py."""
     if s.failure is not None:
         return _after_failure(s)
+    if s.subject_held is not None:
+        return _subject_held(s)
     if s.recorded is None or s.recorded is StepState.NOT_DONE:
         return _live(s, Action.RUN)
     if s.recorded in IN_DOUBT:
@@ -107,6 +125,21 @@ _REPLAYS = {
     StepState.FAILED: Action.REPLAY_REFUSED,
     StepState.ABANDONED: Action.REPLAY_ABANDONED,
 }
+
+
+def _subject_held(s: Situation) -> Action:
+    """The intent found its subject held by a step of another run."""
+    if s.subject_held is StepState.DONE:
+        if s.repeat_error:
+            return Action.SUBJECT_DONE
+        if not s.same_args and s.drift_error:
+            return Action.DRIFT
+        return Action.ADOPT
+    if s.subject_held in (StepState.NOT_DONE, StepState.ABANDONED, StepState.FAILED):
+        return _live(replace(s, subject_held=None), Action.RUN)  # freed since: claim it
+    if s.subject_held is StepState.IN_FLIGHT and s.subject_live:
+        return Action.SUBJECT_BUSY
+    return Action.SUBJECT_IN_DOUBT
 
 
 def _live(s: Situation, attempt: Action) -> Action:

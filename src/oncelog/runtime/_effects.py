@@ -36,6 +36,9 @@ from .._exceptions import (
     ResultNotRecorded,
     StepNotInPlan,
     StoreUnavailable,
+    SubjectBusy,
+    SubjectDone,
+    SubjectInDoubt,
     halted,
     in_doubt,
 )
@@ -43,9 +46,16 @@ from .._log import log
 from ..controls._alerts import AlertCallback, AlertSender
 from ..controls._budgets import check, refusal
 from ..observe import _observe as observe
-from ..records._records import ApprovalStatus, StepRecord, StepState, StepType
+from ..records._records import ApprovalStatus, StepRecord, StepState, StepType, SubjectClaim
 from ..records._serialization import decode, digest, encode_decoded
-from ..stores._protocol import Lease, NewStep, Outcome, Store, new_step
+from ..stores._protocol import (
+    Lease,
+    NewStep,
+    Outcome,
+    Store,
+    SubjectHeld,
+    new_step,
+)
 from . import _crashpoints as crashpoints
 from . import _outcomes as outcomes
 from ._calls import (
@@ -61,6 +71,7 @@ from ._decide import IN_DOUBT, Action, Situation, attempts_left, decide, dedupli
 from ._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found
 from ._reconcile import ask
 from ._replay import MISS, ReplayCursor, check_same_step
+from ._subjects import subject_key, subject_text
 
 # Module constants: on Python 3.11 reading an enum member off its class costs several
 # times reading a global, and a live step reads a few.
@@ -72,6 +83,16 @@ _REPLAYS = frozenset(
 
 T = TypeVar("T")
 P = ParamSpec("P")
+_CLAIM_TRIES = 8  # a subject freed, then claimed by a third run, again and again
+
+
+class _Adopted(Exception):
+    """Carries the result of another run's step on the subject out of the intent's write
+    to ``prepare``, which hands it back as this step's."""
+
+    def __init__(self, replayed: Replayed) -> None:
+        super().__init__()
+        self.replayed = replayed
 
 
 @functools.cache
@@ -179,6 +200,12 @@ class Engine:
         return found[4]
 
     def prepare(self, seq: int, call: Call) -> Replayed | Pending:
+        try:
+            return self._prepare(seq, call)
+        except _Adopted as adopted:
+            return adopted.replayed
+
+    def _prepare(self, seq: int, call: Call) -> Replayed | Pending:
         step_id = call.step_id if call.step_id is not None else f"{call.spec.name}@{seq}"
         # Past what is recorded, ``cursor.row`` would say None: no call.
         if seq < self.cursor.frontier or self._broken is not None:
@@ -227,11 +254,25 @@ class Engine:
         else:
             kind = "llm" if step_type is _LLM else spec.kind._value_
             approval, cost = False, 0.0
-        return new_step(
+        step = new_step(
             seq, step_id, step_type, spec.name, kind,
             idempotency_key(self.lease.run_id, step_id, spec.name, self.key_namespace),
             digest(args_json), args_json, approval, cost, spec.irreversible, 0.0,
         )  # fmt: skip
+        if spec.once_per is None or step_type is not _EFFECT:
+            return step
+        subject = subject_text(spec, call.payload, self.run_id, step_id)
+        return replace(
+            step, key=subject_key(subject, self.key_namespace), subject=subject,
+            subject_for=spec.once_for,
+        )  # fmt: skip
+
+    def _key(self, call: Call, step_id: str) -> str:
+        """The idempotency key of the step: its subject's, if its tool names one."""
+        if call.spec.once_per is not None and call.step_type is _EFFECT:
+            subject = subject_text(call.spec, call.payload, self.run_id, step_id)
+            return subject_key(subject, self.key_namespace)
+        return idempotency_key(self.run_id, step_id, call.tool, self.key_namespace)
 
     def _cost(self, call: Call, step_id: str) -> float:
         """What an effect's attempt reserves of the run's budget."""
@@ -324,7 +365,7 @@ class Engine:
                 probed = CANNOT_TELL if isinstance(answer, Conflict) else answer  # not a probe's
                 situation = replace(situation, probe=probed)
             elif action is Action.ASK_PREFLIGHT:
-                key = idempotency_key(self.run_id, step_id, call.tool, self.key_namespace)
+                key = self._key(call, step_id)
                 answer, text = ask(call.spec.preflight, key, call.payload, "preflight")
                 said.append(text)
                 situation = replace(situation, preflight=answer)
@@ -403,28 +444,112 @@ class Engine:
             if lease.budgeted:
                 self._check_budget(step)
         else:
-            attempt = self._write_intent(step, previous, reason)
+            attempt = self._write_intent(step, call, previous, reason)
         observers = self.surroundings.observers
         pending = Pending(step, call, attempt, previous, observers)
         if observers:
             pending.observed = observe.started(observers, pending.info(self.run_id))
         return pending
 
-    def _write_intent(self, step: NewStep, previous: StepState | None, reason: str | None) -> int:
+    def _write_intent(
+        self, step: NewStep, call: Call, previous: StepState | None, reason: str | None
+    ) -> int:
         """Make the attempt durable before its call; return its number."""
         if step.needs_approval:
             self._check_approval(step)
-        try:
-            intent = self._store(self.store.write_intent, self.lease, step, previous, reason)
-        except (BudgetExceeded, BudgetPaused) as exc:
-            self.alerts.send(exc.alert)
-            raise
+        for _ in range(_CLAIM_TRIES):
+            try:
+                intent = self._store(self.store.write_intent, self.lease, step, previous, reason)
+                break
+            except (BudgetExceeded, BudgetPaused) as exc:
+                self.alerts.send(exc.alert)
+                raise
+            except SubjectHeld as held:
+                self._subject_held(step, call, previous, held.holder)  # returns if freed
+        else:
+            raise self._subject_error(SubjectBusy, step, holder=None)
         self.cursor.advance_frontier(step.seq)
         if crashpoints.ARMED:
             crashpoints.reach("after_intent_commit", step.step_id)
         for warning in intent.warnings:
             self.alerts.send(warning)
         return intent.attempt
+
+    def _subject_held(
+        self, step: NewStep, call: Call, previous: StepState | None, holder: SubjectClaim
+    ) -> None:
+        """Another run's step holds the subject: take its result (``_Adopted``) or raise
+        what its state means; return if it was freed since, to claim it again."""
+        while True:
+            same = holder.args_hash == step.args_hash
+            # A declared preflight was asked before this intent: a freed subject is claimed
+            # at once.
+            situation = replace(
+                self._situation_new(call)[0], preflight_declared=False, subject_held=holder.state,
+                subject_live=holder.live, repeat_error=call.spec.repeat_error, same_args=same,
+            )  # fmt: skip
+            action = decide(situation)
+            if action is _RUN:
+                return
+            if action is Action.ADOPT:
+                if not same:
+                    log.warning(
+                        "%s was done by run %r, step %r, with other arguments; returning "
+                        "its result", step.subject, holder.run_id, holder.step_id,
+                    )  # fmt: skip
+                adopted = replace(step, cost=0.0, irreversible=False, needs_approval=False,
+                                  subject=None, subject_for=None)  # fmt: skip
+                try:
+                    self._store(self.store.adopt_subject, self.lease, adopted, previous, holder)
+                except SubjectHeld as held:  # it changed hands or was freed meanwhile
+                    holder = held.holder
+                    continue
+                self.cursor.advance_frontier(step.seq)
+                record = self._store(self.store.steps, self.run_id, step.seq, 1)[0]
+                missing = record.error_json is not None
+                action = _settled(call.step_type, call.idempotent, record.state, missing)
+                raise _Adopted(self._replay(action, record, call))
+            if action is Action.DRIFT:
+                raise ArgumentDrift(
+                    f"{step.subject} was done by run {holder.run_id!r}, step "
+                    f"{holder.step_id!r}, with other arguments; this step asks with "
+                    f"{step.args_json[:200]}",
+                    run_id=self.run_id, step_id=step.step_id, key=step.key,
+                )  # fmt: skip
+            if action is Action.SUBJECT_DONE:
+                raise self._subject_error(SubjectDone, step, holder)
+            if action is Action.SUBJECT_BUSY:
+                raise self._subject_error(SubjectBusy, step, holder)
+            if action is Action.SUBJECT_IN_DOUBT:
+                raise self._subject_error(SubjectInDoubt, step, holder)
+            self._go_live(action, step, call, previous, None)  # draining, lease lost: raises
+            raise AssertionError(action)
+
+    def _subject_error(
+        self, error: type[SubjectBusy | SubjectDone | SubjectInDoubt], step: NewStep,
+        holder: SubjectClaim | None,
+    ) -> SubjectBusy | SubjectDone | SubjectInDoubt:  # fmt: skip
+        """The error for a subject held elsewhere, naming the step that holds it."""
+        if holder is None:
+            said = "changed hands too often; a later start asks again"
+        else:
+            where = f"run {visible(holder.run_id)}, step {visible(holder.step_id)}"
+            said = {
+                SubjectDone: f"was done by {where}; its tool says a repeat is an error",
+                SubjectBusy: f"is being acted on by {where}, in a live process; a later start "
+                "finds its outcome",
+                SubjectInDoubt: f"is held by {where}, whose outcome is in doubt and whose run "
+                "no live process holds: restart that run (it probes, resends or halts as "
+                "for any effect in doubt) or decide: oncelog resolve "
+                f"{shlex.quote(holder.run_id)} {shlex.quote(holder.step_id)} "
+                "done|not_done|abandon --by NAME",
+            }[error]
+        return error(
+            f"{step.tool} {step.step_id!r} was not sent: its subject {step.subject} {said}",
+            run_id=self.run_id, step_id=step.step_id, key=step.key, subject=step.subject,
+            held_by_run=None if holder is None else holder.run_id,
+            held_by_step=None if holder is None else holder.step_id,
+        )  # fmt: skip
 
     def _check_budget(self, step: NewStep) -> None:
         """Before a model call or a query: would one more step be over the budget?"""
@@ -507,7 +632,7 @@ class Engine:
     ) -> Replayed:
         """The preflight found the effect done, or in conflict, before an attempt: the
         intent records what it said, and the tool is not called (so no approval is used)."""
-        self._write_intent(replace(step, needs_approval=False), previous, said)
+        self._write_intent(replace(step, needs_approval=False), call, previous, said)
         record = self._store(self.store.steps, self.run_id, step.seq, 1)[0]
         if found is None:
             self._halt(action, record, call, said)

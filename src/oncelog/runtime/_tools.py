@@ -40,6 +40,7 @@ class Kind(str, enum.Enum):
 
 
 DriftPolicy = Literal["error", "warn"]
+RepeatPolicy = Literal["replay", "error"]
 KindName = Literal["read", "upsert", "create", "payment", "destructive"]
 
 
@@ -69,6 +70,9 @@ class ToolSpec:
     secret_positions: tuple[int, ...] = ()  # positional arguments among them
     takes_token: bool = False  # the tool is handed the run's fencing token
     result_schema: dict[str, Any] | None = None  # what a person's result must match
+    once_per: Callable[..., Any] | None = None  # the subject, from the call's arguments
+    once_for: float | None = None  # seconds a done subject stays claimed (None: forever)
+    repeat_error: bool = False  # a subject done by another step raises ``SubjectDone``
 
 
 class Caller(Protocol):
@@ -136,6 +140,9 @@ def make_spec(
     irreversible: bool | None = None,
     secret: tuple[str, ...] = (),
     result_schema: dict[str, Any] | None = None,
+    once_per: Callable[..., Any] | None = None,
+    once_for: timedelta | float | None = None,
+    repeat: RepeatPolicy = "replay",
 ) -> ToolSpec:
     try:
         kind = Kind(kind)
@@ -160,6 +167,7 @@ def make_spec(
         )
     if retry is not None and not isinstance(retry, Retry):
         raise ConfigurationError(f"retry must be an oncelog.Retry, not {retry!r}")
+    subject_seconds = _subject_policy(once_per, once_for, repeat, dedupe_window or key_ttl)
     params = inspect.signature(fn).parameters
     takes_key = "idempotency_key" in params or any(
         p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
@@ -191,7 +199,42 @@ def make_spec(
         secret=frozenset(secret),
         secret_positions=secret_positions(fn, frozenset(secret)),
         result_schema=result_schema,
+        once_per=once_per,
+        once_for=subject_seconds,
+        repeat_error=repeat == "error",
     )
+
+
+def _subject_policy(
+    once_per: Callable[..., Any] | None,
+    once_for: timedelta | float | None,
+    repeat: str,
+    dedupe_window: timedelta | float | None,
+) -> float | None:
+    """``once_for`` in seconds, once the subject's keywords are checked."""
+    if repeat not in ("replay", "error"):
+        raise ConfigurationError(f"repeat must be 'replay' or 'error', not {repeat!r}")
+    if once_per is None:
+        if once_for is not None or repeat != "replay":
+            raise ConfigurationError("once_for and repeat need once_per, the effect's subject")
+        return None
+    if not callable(once_per):
+        raise ConfigurationError(
+            f"once_per must be a function of the tool's arguments, not {once_per!r}"
+        )
+    if once_for is None:
+        return None
+    seconds = once_for.total_seconds() if isinstance(once_for, timedelta) else float(once_for)
+    if not seconds > 0:
+        raise ConfigurationError(f"once_for must be positive, not {once_for!r}")
+    window = _seconds(dedupe_window)
+    if window is not None and window >= seconds:
+        # The key derives from the subject: the next claim's call would reach the provider
+        # inside the first one's window and be answered with its result.
+        raise ConfigurationError(
+            f"once_for ({seconds:g} s) must be longer than the dedupe_window ({window:g} s)"
+        )
+    return seconds
 
 
 def _seconds(ttl: timedelta | float | None) -> float | None:
@@ -228,6 +271,9 @@ def tool(
     irreversible: bool | None = None,
     secret: tuple[str, ...] = (),
     result_schema: dict[str, Any] | None = None,
+    once_per: Callable[..., Any] | None = None,
+    once_for: timedelta | float | None = None,
+    repeat: RepeatPolicy = "replay",
 ) -> Callable[[Callable[P, R]], Tool[P, R]]:
     """Declare a tool. ``name`` defaults to the function's qualified name and is part
     of the idempotency key, so keep it stable. ``refusals`` are the exceptions that
@@ -253,7 +299,13 @@ def tool(
     only as a keyed hash: they never reach the store, the journal, the logs or an
     export (needs ``oncelog.open(redaction_key=...)``). ``result_schema`` (a JSON Schema)
     is what a person's result must match when they resolve one of its effects as done
-    (``oncelog resolve ... done``); it is stored in the ledger at the tool's first use."""
+    (``oncelog resolve ... done``); it is stored in the ledger at the tool's first use.
+    ``once_per`` (a function of the call's arguments returning a string or a tuple of
+    JSON scalars, e.g. ``lambda order_id, amount: ("refund", order_id)``) names what the
+    effect acts on, its subject: the ledger lets one step of any run act on a subject;
+    another run asking later gets that step's result without a call (``repeat="error"``:
+    ``SubjectDone``), and the idempotency key derives from the subject. ``once_for``
+    frees a done subject after that long (default: never)."""
 
     def declare(fn: Callable[P, R]) -> Tool[P, R]:
         spec = make_spec(
@@ -261,6 +313,7 @@ def tool(
             dedupe_window=dedupe_window, key_ttl=key_ttl, preflight=preflight,
             failures=failures, retry=retry, approval=approval, cost=cost,
             irreversible=irreversible, secret=secret, result_schema=result_schema,
+            once_per=once_per, once_for=once_for, repeat=repeat,
         )  # fmt: skip
         return Tool(fn, spec)
 

@@ -28,7 +28,7 @@ from contextvars import ContextVar
 import psycopg
 
 from .._exceptions import ConfigurationError
-from ..records._records import RunStatus, StepState
+from ..records._records import RunStatus, StepState, SubjectClaim
 from ..runtime import _crashpoints as crashpoints
 from ._postgres_deadline import WATCHDOG
 from ._postgres_listen import decisions
@@ -47,7 +47,14 @@ from ._postgres_transitions import (
     refusal,
     takes_function,
 )
-from ._protocol import DURABILITY, DecisionFeed, Intent, Lease, NewStep, Outcome
+from ._protocol import (
+    DURABILITY,
+    DecisionFeed,
+    Intent,
+    Lease,
+    NewStep,
+    Outcome,
+)
 from ._sql import Tx
 from ._sql_store import SQLStore
 from ._sql_tx import fence
@@ -207,6 +214,12 @@ class PostgresStore(SQLStore):
                 pass
         with self._writing(lease):
             super().record_step(lease, step, previous, outcome)
+
+    def adopt_subject(
+        self, lease: Lease, step: NewStep, previous: StepState | None, holder: SubjectClaim
+    ) -> None:
+        with self._writing(lease):
+            super().adopt_subject(lease, step, previous, holder)
 
     def finish(
         self, lease: Lease, status: RunStatus, reason: str | None, stopped_by: str | None = None

@@ -57,7 +57,10 @@ class LongWay(Exception):
 def takes_function(lease: Lease, step: NewStep, previous: object) -> bool:
     """Whether the intent of ``step`` may be the function's: a new step, with no approval
     to use up and no run budget to check."""
-    return previous is None and not step.needs_approval and not lease.budgeted
+    return (
+        previous is None and not step.needs_approval and not lease.budgeted
+        and step.subject is None  # a subject's claim is SQLStore's transaction
+    )  # fmt: skip
 
 
 def _lease(lease: Lease) -> tuple[object, ...]:

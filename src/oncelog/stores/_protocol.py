@@ -27,6 +27,7 @@ from ..records._records import (
     StepRecord,
     StepState,
     StepType,
+    SubjectClaim,
 )
 
 # What a commit survives (docs/guarantees.md): ``intent`` fsyncs intents and every other
@@ -65,6 +66,19 @@ class NewStep:
     # A step recorded after it ran (a model call, a read): the seconds it took, so that its
     # recorded start is that long before the commit, and its duration is the call's.
     elapsed: float = 0.0
+    # What the effect acts on (``runtime/_subjects``): its intent claims it for the step in
+    # one ledger across runs, or is refused with ``SubjectHeld``; None for most steps.
+    subject: str | None = None
+    subject_for: float | None = None  # seconds a done claim holds (None: for ever)
+
+
+class SubjectHeld(Exception):
+    """Raised inside an intent's transaction (rolled back) when another step holds its
+    subject: the engine decides what that means (``_decide.decide_subject``)."""
+
+    def __init__(self, holder: SubjectClaim) -> None:
+        super().__init__(holder.subject)
+        self.holder = holder
 
 
 @dataclass(frozen=True)
@@ -96,7 +110,8 @@ def new_step(
     step.__dict__.update({
         "seq": seq, "step_id": step_id, "type": type_, "tool": tool, "kind": kind, "key": key,
         "args_hash": args_hash, "args_json": args_json, "needs_approval": needs_approval,
-        "cost": cost, "irreversible": irreversible, "elapsed": elapsed,
+        "cost": cost, "irreversible": irreversible, "elapsed": elapsed, "subject": None,
+        "subject_for": None,
     })  # fmt: skip
     return step
 
@@ -264,6 +279,20 @@ class Store(Protocol):
         self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
     ) -> None:
         """Intent and outcome in one commit, for steps without external consequences."""
+        ...
+
+    def adopt_subject(
+        self, lease: Lease, step: NewStep, previous: StepState | None, holder: SubjectClaim
+    ) -> None:
+        """Record the step done with the result of ``holder``, the step of another run that
+        did its subject's effect, in one commit (its intent journalled with the holder as
+        its reason, then its outcome); ``SubjectHeld`` with what holds it now if that is
+        no longer ``holder`` done."""
+        ...
+
+    def subjects(self, run_id: str | None, limit: int) -> list[SubjectClaim]:
+        """Claimed subjects with their holders' states (only ``run_id``'s, if given), most
+        recently claimed first (a read)."""
         ...
 
     def request_approval(self, lease: Lease, step: NewStep) -> Approval:

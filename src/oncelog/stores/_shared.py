@@ -58,13 +58,16 @@ def intent_json(
     journal shows that approval used, whatever its row says later). Written once per live
     step: ``journal_json``'s text, its fields spliced in their sorted order by hand."""
     used = "" if approval is None else f'"approval":{approval!s},'
+    subject = "" if step.subject is None else f'"subject":{quote(step.subject)},'
+    if step.subject_for is not None:
+        subject += f'"subject_for":{number(step.subject_for)},'
     # An enum member is quoted as its str base holds its value (``.value`` is a Python call).
     return (
         f'{{{used}"args":{step.args_json},"args_hash":{quote(step.args_hash)},'
         f'"attempt":{attempt!s},"cost":{number(step.cost)},'
         f'"irreversible":{"true" if step.irreversible else "false"},"key":{quote(step.key)},'
         f'"kind":{quote(step.kind)},"reason":{"null" if reason is None else quote(reason)},'
-        f'"step_id":{quote(step.step_id)},'
+        f'"step_id":{quote(step.step_id)},{subject}'
         f'"token":{lease.token!s},"tool":{quote(step.tool)},"type":{quote(step.type)}}}'
     )
 

@@ -26,6 +26,7 @@ STATE_TABLES: dict[str, tuple[str, str, str | None]] = {
     "approvals": ("id", APPROVAL_COLUMNS, "run_id = ?"),
     "agent_budgets": ("agent", "agent, budget, set_by", None),
     "result_contracts": ("tool", "tool, contract", None),
+    "subjects": ("subject", "subject, run_id, seq, step_id", "run_id = ?"),
 }
 
 

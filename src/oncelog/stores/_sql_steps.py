@@ -13,10 +13,11 @@ from typing import Any, NamedTuple
 
 from .._exceptions import LeaseLost, halted
 from ..controls._budgets import BudgetAlert
-from ..records._records import StepState, StepType
+from ..records._records import StepState, StepType, SubjectClaim
 from ..runtime import _crashpoints as crashpoints
 from . import _sql_approvals as approval_sql
 from . import _sql_controls as controls
+from . import _sql_subjects as subjects
 from ._protocol import Intent, Lease, NewStep, Outcome
 from ._rows import journal_json, text
 from ._shared import (
@@ -45,6 +46,7 @@ class StepWrites:
 
     dialect: Dialect
     _tx: Callable[..., AbstractContextManager[Tx]]  # one write transaction
+    _reading: Callable[[], AbstractContextManager[Tx]]  # one read
 
     def _begin_step(
         self,
@@ -57,7 +59,14 @@ class StepWrites:
         """Write the step as ``in_flight`` and journal its intent; return its attempt
         number. A kill switch is checked here, under the shared halts lock, so no effect
         starts after a halt was committed."""
-        if previous is None and not step.needs_approval and not lease.budgeted:
+        if (
+            previous is None
+            and not step.needs_approval
+            and not lease.budgeted
+            and (
+                step.subject is None  # a subject's claim is the general path's
+            )
+        ):
             quick = self._insert_checked(tx, lease, step, reason)
             if quick is not None:
                 return quick
@@ -85,6 +94,8 @@ class StepWrites:
             warnings += controls.check_budget(tx, lease.run_id, step, new=previous is None)
         if lease.agent is not None and step.type is StepType.EFFECT:
             warnings += controls.check_agent_budget(tx, lease, step, new=previous is None)
+        if step.subject is not None:
+            subjects.claim(tx, lease, step)
         if previous is None:
             try:
                 started = tx.execute(
@@ -210,6 +221,26 @@ class StepWrites:
         self._settle_step(tx, lease, step.seq, started.attempt, outcome)
         entry = recorded_json(lease, step, started.attempt, outcome, started.approval)
         append(tx, lease.run_id, step.seq, "recorded", entry, at=started.at)
+
+    def adopt_subject(
+        self, lease: Lease, step: NewStep, previous: StepState | None, holder: SubjectClaim
+    ) -> None:
+        with self._tx() as tx:
+            started = self._start_step(tx, lease, step, previous, check_halt=True)
+            subjects.still_done(tx, holder)
+            reason = (
+                f"the subject {holder.subject} was done by run {holder.run_id!r}, step "
+                f"{holder.step_id!r} (position {holder.seq}): its result is recorded here, "
+                "with no call"
+            )
+            entry = intent_json(lease, step, started.attempt, reason, started.approval)
+            append(tx, lease.run_id, step.seq, "intent", entry, at=started.at)
+            done = Outcome(StepState.DONE, holder.result_json, holder.error_json)
+            self._end_step(tx, lease, step.seq, started.attempt, done)
+
+    def subjects(self, run_id: str | None, limit: int) -> list[SubjectClaim]:
+        with self._reading() as tx:
+            return subjects.holders(tx, run_id, limit)
 
     def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
         with self._tx() as tx:

@@ -7,6 +7,7 @@ deadlock (on SQLite the database's single writer makes them all no-ops):
 2. runs' rows (``FOR UPDATE``): every write that checks a fencing token or changes a
    run's steps, so writers of one run serialize and each sees the last commit;
 3. an agent's budget row, when an intent is charged against it;
+   3a. a subject's claim row, when an intent names a subject (``_sql_subjects``);
 4. a run's journal, held from each append to the commit.
 """
 
