@@ -41,10 +41,12 @@ from .._exceptions import (
     SubjectInDoubt,
     halted,
     in_doubt,
+    resolve_command,
 )
 from .._log import log
 from ..controls._alerts import AlertCallback, AlertSender
 from ..controls._budgets import check, refusal
+from ..display import visible
 from ..observe import _observe as observe
 from ..records._records import ApprovalStatus, StepRecord, StepState, StepType, SubjectClaim
 from ..records._serialization import decode, digest, encode_decoded
@@ -540,9 +542,8 @@ class Engine:
                 "finds its outcome",
                 SubjectInDoubt: f"is held by {where}, whose outcome is in doubt and whose run "
                 "no live process holds: restart that run (it probes, resends or halts as "
-                "for any effect in doubt) or decide: oncelog resolve "
-                f"{shlex.quote(holder.run_id)} {shlex.quote(holder.step_id)} "
-                "done|not_done|abandon --by NAME",
+                "for any effect in doubt) or decide: "
+                + resolve_command(holder.run_id, holder.step_id, None),
             }[error]
         return error(
             f"{step.tool} {step.step_id!r} was not sent: its subject {step.subject} {said}",
