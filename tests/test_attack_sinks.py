@@ -121,3 +121,16 @@ def test_a_token_in_the_sink_s_url_is_not_shown(db_path: str, tmp_path: Path, wh
     assert path == urlsplit(url)._replace(scheme="", netloc="").geturl()
     if where == "userinfo":  # the userinfo is the request's basic credentials
         assert str(authorization).startswith("Basic ")
+
+
+@pytest.mark.parametrize("url", [f"http://ingest:{TOKEN}@/in", f"https://siem.internal:{TOKEN}/in"])
+def test_a_sink_url_refused_is_not_repeated(db_path: str, tmp_path: Path, url: str) -> None:
+    journal(db_path)
+    refused = subprocess.run(
+        python("-m", "oncelog", "ship", "--db", db_path, "--to", url, "--state",
+               tmp_path / "ship.state", "--once"),
+        env=environment(), capture_output=True, text=True, timeout=HELD,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr  # a usage error, not "try again later"
+    assert "must be an http(s) URL with a host" in refused.stderr, refused.stderr
+    assert TOKEN not in refused.stdout + refused.stderr, refused.stderr
