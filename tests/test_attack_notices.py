@@ -125,3 +125,34 @@ def test_a_preflight_conflict_after_not_done_pages_again(
 def receiver() -> Iterator[Receiver]:
     with receiving() as server:
         yield server
+
+
+TOKEN = "tok-5ecret-91"
+
+
+@pytest.mark.parametrize(
+    "webhook",
+    [
+        f"ftp://hooks:{TOKEN}@hooks.example.com/in",  # not http(s)
+        f"hooks.example.com/services/{TOKEN}",  # no scheme
+        f"https:///services/{TOKEN}",  # no host
+        f"http://hooks.example.com:{TOKEN}/in",  # a port that is not a number
+    ],
+)
+def test_a_webhook_setting_that_is_no_http_url_is_refused_unrepeated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, webhook: str
+) -> None:
+    ledger_file = tmp_path / "ledger.db"
+    with pytest.raises(oncelog.ConfigurationError) as given:
+        oncelog.open(str(ledger_file), alert_webhook=webhook)
+    monkeypatch.setenv("ONCELOG_ALERT_WEBHOOK", webhook)
+    with pytest.raises(oncelog.ConfigurationError) as from_env:
+        oncelog.open(str(ledger_file))
+    with pytest.raises(oncelog.ConfigurationError) as budget:
+        oncelog.Budget(steps=3, webhook=webhook)
+    for refused, setting in (
+        (given, "alert_webhook"), (from_env, "$ONCELOG_ALERT_WEBHOOK"), (budget, "webhook")
+    ):  # fmt: skip
+        assert str(refused.value).startswith(f"{setting} must be an http(s) URL"), refused.value
+        assert TOKEN not in str(refused.value)
+    assert not ledger_file.exists()  # refused before any ledger was made

@@ -13,6 +13,7 @@ from . import _next as next_steps
 from . import _numbers as numbers
 from ._exceptions import ConfigurationError, UnknownRun
 from ._person_decisions import PersonDecisions
+from ._webhook import checked_url
 from .audit import _pages as pages
 from .audit._export import export_lines
 from .controls._alerts import AlertCallback
@@ -366,8 +367,8 @@ def open(
     ``on_budget_alert`` is called with a ``BudgetAlert`` when a budget's warning threshold
     is crossed, or when its ``escalate`` limit is reached. ``on_alert`` is called with
     those and with a ``PersonNeeded`` once per halt or approval request of a run that
-    needs a person; ``alert_webhook`` (default ``$ONCELOG_ALERT_WEBHOOK``) receives the
-    ``PersonNeeded`` notices as JSON by POST. ``signing_key`` (default
+    needs a person; ``alert_webhook`` (default ``$ONCELOG_ALERT_WEBHOOK``), an http(s) URL,
+    receives the ``PersonNeeded`` notices as JSON by POST. ``signing_key`` (default
     ``$ONCELOG_SIGNING_KEY``) is an Ed25519 private key file (``oncelog keys new``): with
     it, each run's journal chain is signed at the run's end. ``redaction_key`` (default
     ``$ONCELOG_REDACTION_KEY``) keys the hash that replaces tools' secret fields.
@@ -381,6 +382,7 @@ def open(
     key = signing_key or os.environ.get("ONCELOG_SIGNING_KEY") or None
     secret = redaction_key or os.environ.get("ONCELOG_REDACTION_KEY") or None
     url = url or os.environ.get("ONCELOG_URL") or None
+    webhook = _alert_webhook(alert_webhook)
     signer = None
     if key is not None:  # only then: most agents do not sign, and need not load the code
         from .audit._signing import Signer
@@ -396,6 +398,15 @@ def open(
         signer=signer,
         redaction_key=secret.encode() if isinstance(secret, str) else secret,
         on_alert=on_alert,
-        alert_webhook=alert_webhook or os.environ.get("ONCELOG_ALERT_WEBHOOK") or None,
+        alert_webhook=webhook,
         url=url or DEFAULT_PATH,
     )
+
+
+def _alert_webhook(given: str | None) -> str | None:
+    """The person-needed webhook, ``given`` or from the environment, checked before any
+    ledger is opened: the setting it came from is named, the URL (and its token) not."""
+    if given:
+        return checked_url(given, "alert_webhook")
+    from_env = os.environ.get("ONCELOG_ALERT_WEBHOOK") or None
+    return None if from_env is None else checked_url(from_env, "$ONCELOG_ALERT_WEBHOOK")

@@ -13,15 +13,13 @@ may get records out of id order.
 
 from __future__ import annotations
 
-import http.client
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from . import _numbers as numbers
 from ._exceptions import ConfigurationError, SinkUnavailable
+from ._webhook import checked_url, deliver, redacted
 from .audit._ship_state import sync_folder
 from .audit._shipper import Shipper, Sink
 from .audit._syslog import SyslogSink
@@ -96,8 +94,12 @@ def _cut_torn_line(fd: int) -> None:
 
 
 class HttpSink:
-    """POST each batch as ``application/x-ndjson``; a 2xx answer means delivered. Redirects
-    are not followed (a redirected POST would lose its body): they count as failures."""
+    """POST each batch as ``application/x-ndjson``; a 2xx answer within ``timeout`` seconds
+    means delivered. The whole send has that one deadline (a receiver trickling its answer
+    cannot hold the shipper), the answer's body is never read, and a redirect is not
+    followed (a redirected POST would lose its body, or take it elsewhere): each is a
+    failure. The URL may carry a token: messages show its scheme, host and port only, and
+    its userinfo is sent as the request's basic credentials."""
 
     def __init__(
         self,
@@ -107,27 +109,13 @@ class HttpSink:
         timeout: float = 10.0,
         name: str = "http",
     ) -> None:
-        if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
-            raise ConfigurationError(f"an HTTP sink needs an http:// or https:// URL, not {url!r}")
-        self.url, self.timeout, self.name = url, timeout, name
+        self.url = checked_url(url, "an HTTP sink's URL")
+        self.timeout = numbers.seconds(timeout, "an HTTP sink's timeout")
+        self.name = name
         self.headers = {"Content-Type": "application/x-ndjson", **(headers or {})}
-        self._opener = urllib.request.build_opener(_RefuseRedirects)
 
     def send(self, lines: list[str]) -> None:
         body = "".join(line + "\n" for line in lines).encode()
-        request = urllib.request.Request(self.url, body, self.headers, method="POST")
-        try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                response.read()
-                status = response.status
-        except urllib.error.HTTPError as exc:
-            raise SinkUnavailable(f"{self.url} answered {exc.code} {exc.reason}") from exc
-        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-            raise SinkUnavailable(f"{self.url}: {exc}") from exc
-        if not 200 <= status < 300:
-            raise SinkUnavailable(f"{self.url} answered {status}")
-
-
-class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: object, **kwargs: object) -> None:
-        return None  # urllib then raises HTTPError with the 3xx status
+        failure = deliver(self.url, body, self.headers, self.timeout)
+        if failure is not None:
+            raise SinkUnavailable(f"{redacted(self.url)} failed: {failure}")

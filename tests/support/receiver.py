@@ -51,11 +51,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 class HostileReceiver(http.server.ThreadingHTTPServer):
     """Answers each POST as ``answer`` says: ``trickle`` (a status line, then one byte of a
-    header every ``TRICKLE_EVERY`` seconds, for ever), ``huge`` (a 300 MB body), ``redirect``
-    (302 to ``elsewhere``) or ``fail`` (500). Keeps what it was sent and what it sent."""
+    header every ``trickle_every`` seconds, for ever), ``huge`` (a 300 MB body), ``redirect``
+    (302 to ``elsewhere``) or ``fail`` (500). Keeps what it was sent (each line of a JSON
+    lines body as one of ``bodies``) and what it sent."""
 
-    def __init__(self, answer: Answer, elsewhere: str = "") -> None:
-        self.answer, self.elsewhere = answer, elsewhere
+    def __init__(
+        self, answer: Answer, elsewhere: str = "", trickle_every: float = TRICKLE_EVERY
+    ) -> None:
+        self.answer, self.elsewhere, self.trickle_every = answer, elsewhere, trickle_every
         self.bodies: list[dict[str, object]] = []
         self.requests: list[tuple[str, str | None]] = []  # path, Authorization header
         self.body_sent = 0  # bytes of the huge body the client took before it hung up
@@ -74,7 +77,11 @@ class _HostileHandler(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.server.requests.append((self.path, self.headers["Authorization"]))
         length = int(self.headers["Content-Length"])
-        self.server.bodies.append(json.loads(self.rfile.read(length)))
+        body = self.rfile.read(length).decode()
+        if self.headers["Content-Type"] == "application/x-ndjson":  # a sink's batch
+            self.server.bodies.extend(json.loads(line) for line in body.splitlines())
+        else:
+            self.server.bodies.append(json.loads(body))
         try:
             getattr(self, f"_{self.server.answer}")()
         except OSError:
@@ -86,7 +93,7 @@ class _HostileHandler(http.server.BaseHTTPRequestHandler):
     def _trickle(self) -> None:
         self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slowly: ")
         while True:
-            time.sleep(TRICKLE_EVERY)
+            time.sleep(self.server.trickle_every)
             self.wfile.write(b"z")
 
     def _huge(self) -> None:

@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 from .._exceptions import StoreUnavailable
 from .._log import log
+from .._webhook import post_json
 from ..stores._protocol import Store
 from ._budgets import BudgetAlert
-from ._webhook import post_json
 
 AlertCallback = Callable[[BudgetAlert], None]
 

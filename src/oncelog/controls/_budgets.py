@@ -23,6 +23,7 @@ from typing import Any, Literal
 from .. import _numbers as numbers
 from .._commands import oncelog_command
 from .._exceptions import BudgetExceeded, BudgetPaused, ConfigurationError
+from .._webhook import checked_url
 
 Policy = Literal["stop", "pause", "escalate"]
 POLICIES = ("stop", "pause", "escalate")
@@ -44,10 +45,7 @@ class _Policy:
         if self.warn_at is not None and not 0 < numbers.amount(self.warn_at, "warn_at") < 1:
             raise ConfigurationError(f"warn_at is a fraction between 0 and 1, not {self.warn_at}")
         if self.webhook is not None:
-            from urllib.parse import urlparse  # only a budget with a webhook needs it
-
-            if urlparse(self.webhook).scheme not in ("http", "https"):
-                raise ConfigurationError(f"webhook must be an http(s) URL, not {self.webhook!r}")
+            checked_url(self.webhook, "webhook")
         for name, value in self.limits().items():
             if value is not None:
                 # Counts stored whole (``steps=3.0`` from a command line becomes 3).

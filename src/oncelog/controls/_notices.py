@@ -30,12 +30,12 @@ from .._exceptions import (
     _OverBudget,
 )
 from .._log import log
+from .._webhook import post_json
 from ..display import printable, visible
 from ..records._records import ApprovalStatus
 from ..stores._protocol import Store
 from ._alerts import AlertCallback
 from ._budgets import BudgetAlert
-from ._webhook import post_json
 
 
 @dataclass(frozen=True)
