@@ -34,6 +34,7 @@ from .runtime._names import check_name
 from .runtime._replay import ReplayCursor
 from .runtime._run import RunContext
 from .runtime._run_options import PlanArg, RunOptions
+from .runtime._stops import Stop
 from .runtime._tools import tool
 from .stores import DEFAULT_PATH, Lease, Store, open_store
 
@@ -166,10 +167,13 @@ class Ledger(PersonDecisions):
         else:
             lease, record = self._acquire(run_id, options)
         cursor = ReplayCursor(self.store, run_id, record.next_seq)
+        stop = None
+        if record.stop_seq is not None and record.stop_json is not None:
+            stop = Stop.from_row(record.stop_seq, record.stop_json)
         engine = Engine(
             self.store, lease, cursor, record.plan, self.max_payload_bytes, self.key_namespace,
             on_budget_alert=self.notices.budget_callback(self.on_budget_alert),
-            surroundings=self.surroundings,
+            surroundings=self.surroundings, stop=stop,
         )  # fmt: skip
         HEARTBEATS.hold(self.store, lease)
         return engine, record
