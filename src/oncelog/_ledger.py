@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import _next as next_steps
 from ._exceptions import ConfigurationError, UnknownRun
+from ._log import log
 from ._person_decisions import PersonDecisions
 from .audit import _pages as pages
 from .audit._export import export_lines
@@ -18,6 +19,7 @@ from .controls._alerts import AlertCallback
 from .controls._budgets import Budget
 from .controls._notices import AnyAlertCallback, Notices
 from .process import _leases as leases
+from .process import _main as main
 from .process._heartbeat import HEARTBEATS
 from .records._records import (
     Checkpoint,
@@ -84,6 +86,12 @@ class Ledger(PersonDecisions):
         self._redaction_key = redaction_key
         # tool -> (schema object, form, contract) this process stored
         self._declared_results: dict[str, tuple[object, str, str]] = {}
+        # Said once, at the first run: a ledger this process made holds nothing another
+        # process recorded (a replica with its own file), and which ledger run_main uses.
+        self._new_here = store.created
+        self._said_where = False
+        if store.created:
+            log.info("created a new ledger at %s", store.where)
 
     # -- declaring tools ----------------------------------------------------------------
 
@@ -162,6 +170,8 @@ class Ledger(PersonDecisions):
         return RunContext(self, claimed[0].run_id, RunOptions(claimed=claimed))
 
     def _start(self, run_id: str, options: RunOptions) -> tuple[Engine, RunRecord]:
+        if self._new_here or (main.RUNNING[0] and not self._said_where):
+            self._say_where(run_id)
         if options.claimed is not None:
             lease, record = options.claimed
         else:
@@ -177,6 +187,18 @@ class Ledger(PersonDecisions):
         )  # fmt: skip
         HEARTBEATS.hold(self.store, lease)
         return engine, record
+
+    def _say_where(self, run_id: str) -> None:
+        if self._new_here:
+            log.warning(
+                "run %s starts in a new ledger this process created at %s: it holds "
+                "nothing that another process recorded. Unless that is meant, give every "
+                "replica and restart of the agent one ledger (ONCELOG_URL)",
+                run_id, self.store.where,
+            )  # fmt: skip
+        else:
+            log.info("run %s uses the ledger at %s", run_id, self.store.where)
+        self._new_here, self._said_where = False, True
 
     def _acquire(self, run_id: str, options: RunOptions) -> tuple[Lease, RunRecord]:
         stored = self._resolve_plan(run_id, options.plan)

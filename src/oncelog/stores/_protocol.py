@@ -175,6 +175,8 @@ class PollingFeed:
 
 class Store(Protocol):
     durability: str
+    where: str  # the ledger's place as a person reads it: a path, a URL without password
+    created: bool  # opening it made a new ledger
 
     def acquire(
         self,
