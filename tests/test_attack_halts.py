@@ -102,8 +102,11 @@ def test_a_caught_budget_stop_refuses_a_cheaper_step_until_the_budget_is_raised(
         assert stopped.returncode == oncelog.EXIT_HALTED, stopped.stdout + stopped.stderr
         assert "caught BudgetExceeded:" in stopped.stdout
         assert run_of(store_url).status is oncelog.RunStatus.HALTED
+        listed = oncelog_cli(store_url, "halts")
+        assert "run r is stopped at step big@1 for a person: BudgetExceeded:" in listed
     with oncelog.open(store_url) as ledger:
         ledger.set_budget("r", oncelog.Budget(cost=10.0), by="alice")
+    assert run_of(store_url).stop_seq is None  # the decision lifted the stop
     raised = catcher(store_url, provider, "budget")
     assert raised.returncode == 0, raised.stdout + raised.stderr
     assert performed(provider) == Counter(pay=1, big=1, small=1, notify=1)

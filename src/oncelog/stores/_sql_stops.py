@@ -26,6 +26,19 @@ def hold(tx: Tx, run_id: str, seq: int, stop_json: str, reason: str) -> None:
     append(tx, run_id, seq, "run_stopped", journal_json(reason=text(reason), stop=stop_json))
 
 
+def lift_budget_stops(tx: Tx, by: str, *, run_id: str | None = None, agent: str = "") -> None:
+    """Clear the budget stops of ``run_id``, or of every run of ``agent``, in the
+    transaction of a person's new budget: the stopped step is then decided afresh."""
+    where, named = ("run_id = ?", run_id) if run_id is not None else ("agent = ?", agent)
+    kind = tx.dialect.json_field("stop", "kind")
+    for found, seq in tx.execute(
+        f"SELECT run_id, stop_seq FROM runs WHERE {where} AND {kind} = 'BudgetExceeded' "
+        f"ORDER BY run_id{tx.dialect.for_update}",
+        (named,),
+    ).fetchall():
+        lift(tx, found, seq, by)
+
+
 def lift(tx: Tx, run_id: str, seq: int, by: str | None) -> None:
     """Clear the run's stop if it is the one at ``seq``: ``by`` the person whose decision
     settles that step, or None when a later start of the run got past it."""
