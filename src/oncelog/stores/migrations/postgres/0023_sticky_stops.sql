@@ -3,8 +3,9 @@
 -- by the person's decision or by a later start that gets past that step; while it is set
 -- no later position of the run is started, whatever the agent's code caught. A kill switch
 -- needs none: its own row stops every step it covers. NULL on every run without one.
-ALTER TABLE runs ADD COLUMN stop_seq INTEGER;  -- the position of the step that stopped
-ALTER TABLE runs ADD COLUMN stop TEXT;         -- JSON: kind, step_id, key, message
+-- Every statement may run again (a test re-applies the last migration).
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS stop_seq INTEGER;  -- the position of the step that stopped
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS stop TEXT;         -- JSON: kind, step_id, key, message
 -- Filled in from the journal: the run's last stop entry, unless a later one lifted it.
 UPDATE runs SET stop_seq = last.seq, stop = last.stop
 FROM (
