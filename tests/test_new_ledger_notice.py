@@ -53,3 +53,22 @@ def test_a_run_under_run_main_logs_the_ledger_it_uses(
         where = ledger.store.where
     said = [r.getMessage() for r in caplog.records if "uses the ledger" in r.getMessage()]
     assert said == [f"run r1 uses the ledger at {where}"]
+
+
+def test_the_first_run_in_a_new_ledger_warns_once_on_both_stores(
+    store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="oncelog")
+    with oncelog.open(store_url) as ledger:
+        for run_id in ("r1", "r2"):
+            with ledger.run(run_id):
+                pass
+        where = ledger.store.where
+    with oncelog.open(store_url) as ledger, ledger.run("r3"):
+        pass
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if "new ledger" in r.getMessage()]
+    assert said == [
+        (logging.INFO, f"created a new ledger at {where}"),
+        (logging.WARNING, said[1][1]),
+    ]
+    assert said[1][1].startswith(f"run r1 starts in a new ledger this process created at {where}")
