@@ -126,3 +126,32 @@ def test_a_caught_kill_switch_ends_the_run_halted_not_completed(
     resumed = catcher(store_url, provider, "switch")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert performed(provider) == Counter(pay=1, notify=1)
+
+
+def test_raising_an_agent_budget_lifts_its_runs_budget_stops(ledger: oncelog.Ledger) -> None:
+    """In process, on both stores: the agent's daily budget stops a run whose code catches
+    it; a person's higher budget lifts the stop in its own transaction, and the run then
+    goes on from the stopped step."""
+    sent: list[str] = []
+
+    @ledger.tool(kind="create", name="send")
+    def send(to: str, *, idempotency_key: str) -> str:
+        sent.append(to)
+        return to
+
+    ledger.set_agent_budget("mailer", oncelog.AgentBudget(calls=1), by="ops")
+    for _ in range(2):
+        with pytest.raises(oncelog.BudgetExceeded), ledger.run("m", agent="mailer") as run:
+            run.effect("a", send, "a")
+            with pytest.raises(oncelog.BudgetExceeded):
+                run.effect("b", send, "b")
+            with pytest.raises(oncelog.BudgetExceeded, match="'c' was not started"):
+                run.effect("c", send, "c")
+        assert ledger.get_run("m").stop_seq == 1
+    ledger.set_agent_budget("mailer", oncelog.AgentBudget(calls=10), by="ops")
+    assert ledger.get_run("m").stop_seq is None
+    with ledger.run("m", agent="mailer") as run:
+        for to in ("a", "b", "c"):
+            run.effect(to, send, to)
+    assert sent == ["a", "b", "c"]
+    assert ledger.verify().ok
