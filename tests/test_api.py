@@ -225,6 +225,10 @@ def test_replay_divergence(ledger: oncelog.Ledger) -> None:
     assert diverged.value.step_id == "set"
     with pytest.raises(oncelog.ReplayDivergence), ledger.run("r") as run:
         run.effect("mail", send, to="a")  # stops before the recorded "set"
+    with ledger.run("r") as run:  # the code fixed: the run gets past where it stopped
+        run.effect("mail", send, to="a")
+        run.effect("set", put, 1)
+    assert ledger.get_run("r").status is oncelog.RunStatus.COMPLETED
     assert len(provider.requests) == 2
 
 

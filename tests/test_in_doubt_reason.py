@@ -97,6 +97,8 @@ def test_the_migration_fills_the_reason_in_from_the_journal(store_url: str) -> N
     attempt(store_url)
     # As a ledger of version 11 was: without the reason, nor what later versions added.
     sql(store_url, "ALTER TABLE steps DROP COLUMN reason")
+    sql(store_url, "ALTER TABLE runs DROP COLUMN stop_seq")
+    sql(store_url, "ALTER TABLE runs DROP COLUMN stop")
     sql(store_url, "DROP INDEX journal_approvals")
     sql(store_url, "DELETE FROM schema_migrations WHERE version >= 12")
     with oncelog.open(store_url, create=False) as ledger:

@@ -162,7 +162,8 @@ def test_an_existing_run_is_taken_over_by_the_general_path(db_path: str) -> None
         second, record = take(store, "r", "second", owner_is_dead=dead)
         assert (second.token, record.fencing_token, record.owner) == (2, 2, "second")
         store.write_intent(second, effect(0, "a"), None)
-        store.mark_unknown(second, 0, "crashed")  # the run is halted on an effect in doubt
+        stop = '{"key":null,"kind":"AmbiguousOutcome","message":"crashed","step_id":"a"}'
+        store.mark_unknown(second, 0, "crashed", stop)  # the run halted on an effect in doubt
         third, record = take(store, "r", "third", owner_is_dead=dead)
         assert (record.status, record.fencing_token, record.next_seq) == (RunStatus.HALTED, 3, 1)
         store.finish(third, RunStatus.COMPLETED, None)

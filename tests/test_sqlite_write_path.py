@@ -430,6 +430,8 @@ def test_migration_20_keeps_the_triggers_of_a_ledger_with_a_budget(
     finally:
         store.close()
     with sqlite3.connect(db_path) as db:  # back to schema 19, triggers and all
+        db.execute("ALTER TABLE runs DROP COLUMN stop_seq")  # what 0024 adds
+        db.execute("ALTER TABLE runs DROP COLUMN stop")
         db.execute("DELETE FROM schema_migrations WHERE version >= 20")
     store = SQLiteStore(db_path, durability="process")
     try:

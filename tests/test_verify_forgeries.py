@@ -252,6 +252,10 @@ FORGERIES = {
         "other stopped_by",
     ),
     "run reason": ("UPDATE runs SET reason = 'fine' WHERE run_id = 'w'", "other reason"),
+    "run stop": (  # a stop no step recorded: every later step of the run would be refused
+        "UPDATE runs SET stop_seq = 0, stop = '{\"kind\":\"ArgumentDrift\"}' WHERE run_id = 'paid'",
+        "other stop_seq, stop",
+    ),
     "run fencing token": (
         "UPDATE runs SET fencing_token = fencing_token + 5 WHERE run_id = 'paid'",
         "other fencing_token",

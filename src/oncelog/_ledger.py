@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from . import _next as next_steps
 from . import _numbers as numbers
 from ._exceptions import ConfigurationError, UnknownRun
+from ._log import log
 from ._person_decisions import PersonDecisions
 from ._webhook import checked_url
 from .audit import _pages as pages
@@ -20,6 +21,7 @@ from .controls._alerts import AlertCallback
 from .controls._budgets import Budget
 from .controls._notices import AnyAlertCallback, Notices
 from .process import _leases as leases
+from .process import _main as main
 from .process._heartbeat import HEARTBEATS
 from .records._records import (
     Checkpoint,
@@ -37,6 +39,7 @@ from .runtime._names import check_name
 from .runtime._replay import ReplayCursor
 from .runtime._run import RunContext
 from .runtime._run_options import PlanArg, RunOptions
+from .runtime._stops import Stop
 from .runtime._tools import tool
 from .stores import DEFAULT_PATH, Lease, Store, open_store
 
@@ -87,6 +90,12 @@ class Ledger(PersonDecisions):
         self._redaction_key = redaction_key
         # tool -> (schema object, form, contract) this process stored
         self._declared_results: dict[str, tuple[object, str, str]] = {}
+        # Said once, at the first run: a ledger this process made holds nothing another
+        # process recorded (a replica with its own file), and which ledger run_main uses.
+        self._new_here = store.created
+        self._said_where = False
+        if store.created:
+            log.info("created a new ledger at %s", store.where)
 
     # -- declaring tools ----------------------------------------------------------------
 
@@ -165,18 +174,35 @@ class Ledger(PersonDecisions):
         return RunContext(self, claimed[0].run_id, RunOptions(claimed=claimed))
 
     def _start(self, run_id: str, options: RunOptions) -> tuple[Engine, RunRecord]:
+        if self._new_here or (main.RUNNING[0] and not self._said_where):
+            self._say_where(run_id)
         if options.claimed is not None:
             lease, record = options.claimed
         else:
             lease, record = self._acquire(run_id, options)
         cursor = ReplayCursor(self.store, run_id, record.next_seq)
+        stop = None
+        if record.stop_seq is not None and record.stop_json is not None:
+            stop = Stop.from_row(record.stop_seq, record.stop_json)
         engine = Engine(
             self.store, lease, cursor, record.plan, self.max_payload_bytes, self.key_namespace,
             on_budget_alert=self.notices.budget_callback(self.on_budget_alert),
-            surroundings=self.surroundings,
+            surroundings=self.surroundings, stop=stop,
         )  # fmt: skip
         HEARTBEATS.hold(self.store, lease)
         return engine, record
+
+    def _say_where(self, run_id: str) -> None:
+        if self._new_here:
+            log.warning(
+                "run %s starts in a new ledger this process created at %s: it holds "
+                "nothing that another process recorded. Unless that is meant, give every "
+                "replica and restart of the agent one ledger (ONCELOG_URL)",
+                run_id, self.store.where,
+            )  # fmt: skip
+        else:
+            log.info("run %s uses the ledger at %s", run_id, self.store.where)
+        self._new_here, self._said_where = False, True
 
     def _acquire(self, run_id: str, options: RunOptions) -> tuple[Lease, RunRecord]:
         stored = self._resolve_plan(run_id, options.plan)

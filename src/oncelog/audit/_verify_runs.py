@@ -3,11 +3,12 @@
 A run is created by ``run_created`` (or ``run_submitted``, for a worker); every later
 change to the columns the runtime reads is journalled with the run: the lease taken (its
 owner and fencing token), the plan replaced, a budget set, the run finished, halted on an
-effect in doubt, released by a person's decision. ``lease_expires_at`` is moved by every
-renewal, which is not journalled, so it is held to bounds: none on a run no one holds, and
-no later than the store's time plus the ttl its holder took the lease for (journalled with
-the lease). ``updated_at`` (the order of the queue) is not checked. Records written before
-a column was journalled leave it unchecked.
+effect in doubt or another stop (its sticky stop, set and lifted), released by a person's
+decision. ``lease_expires_at`` is moved by every renewal, which is not journalled, so it is
+held to bounds: none on a run no one holds, and no later than the store's time plus the
+ttl its holder took the lease for (journalled with the lease). ``updated_at`` (the order of
+the queue) is not checked. Records written before a column was journalled leave it
+unchecked.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from ._verify_rows import Found, decoded, differences, table
 
 _COLUMNS = (
     "run_id", "status", "plan", "reason", "created_at", "owner", "fencing_token", "agent",
-    "budget", "input", "stopped_by", "lease_left",
+    "budget", "input", "stopped_by", "stop_seq", "stop", "lease_left",
 )  # fmt: skip
 # Seconds a lease may seem to run past its ttl: the store's clock read in other statements.
 CLOCK_SLACK = 1.0
-_JSON = ("plan", "budget", "input")
+_JSON = ("plan", "budget", "input", "stop")
 _ENDED = {"run_" + status.value for status in RunStatus}
 
 
@@ -55,6 +56,13 @@ class RunsCheck:
             run["budget"] = data["budget"]
         elif event == "unknown":
             run.update(status="halted", reason=data["reason"])
+            if "stop" in data:  # the run's sticky stop, journalled since schema 24
+                run.update(stop_seq=entry.seq, stop=data["stop"])
+        elif event == "run_stopped":
+            run.update(status="halted", reason=data["reason"], stop_seq=entry.seq,
+                       stop=data["stop"])  # fmt: skip
+        elif event == "stop_lifted":
+            run.update(stop_seq=None, stop=None)
         elif event in ("resolved", "corrected"):  # a decision fences off the lease holder
             run.update(owner=None, fencing_token=run["fencing_token"] + 1)
         elif event == "run_queued" and "by" in data:  # released by a person's decision
@@ -108,6 +116,7 @@ def _created(entry: JournalEntry) -> dict[str, Any]:
         "status": "running" if entry.event == "run_created" else "queued",
         "plan": data["plan"], "agent": data["agent"], "input": data.get("input"),
         "reason": None, "stopped_by": None, "owner": None, "fencing_token": 0,
+        "stop_seq": None, "stop": None,
     }  # fmt: skip
     if "budget" in data:  # journalled, with the creation's exact time, since schema 9
         run.update(budget=data["budget"], created_at=entry.at)

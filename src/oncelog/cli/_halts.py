@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -10,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 import oncelog
-from oncelog.display import visible
+from oncelog.display import escape_invisible, visible
 
 from ._options import db_option, emit, json_option, opened, print_next, say
 
@@ -90,9 +91,11 @@ def resume(
 @db_option
 @json_option
 def halts(everything: bool, db: str | None, as_json: bool) -> None:
-    """List kill switches that are on (with --all, the cleared ones too)."""
+    """List kill switches that are on (with --all, the cleared ones too), then the runs
+    stopped at a step that needs a person."""
     with opened(db, create=False) as ledger:
         found = ledger.halts(active_only=not everything)
+        stopped = [r for r in ledger.runs(oncelog.RunStatus.HALTED) if r.stop_json is not None]
     if as_json:
         emit([{**dataclasses.asdict(h), "scope": h.scope.value, "active": h.active} for h in found])
         return
@@ -100,3 +103,9 @@ def halts(everything: bool, db: str | None, as_json: bool) -> None:
         click.echo("no kill switch is on")
     for h in found:
         say(_describe(h))
+    for run in stopped:
+        stop = json.loads(run.stop_json or "{}")
+        say(
+            f"run {visible(run.run_id)} is stopped at step {visible(stop['step_id'] or '-')} "
+            f"for a person: {stop['kind']}: {escape_invisible(stop['message'])}"
+        )

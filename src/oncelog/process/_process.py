@@ -23,6 +23,7 @@ from .._exceptions import (
 from .._exit_codes import EXIT_COMPLETED, EXIT_ERROR
 from ..controls import _waiting as waiting
 from ..display import printable
+from . import _main as main
 from ._drain import handle_sigterm
 
 log = logging.getLogger("oncelog")
@@ -73,6 +74,7 @@ def run_main(
     decision in time it exits with 3 or 4; SIGTERM while it waits exits with 75. A
     ``ReplayDivergence`` or ``ArgumentDrift`` (the code must change) exits at once."""
     patience = _seconds(wait_for_person)
+    main.RUNNING[0] = True
     if drain_on_sigterm and threading.current_thread() is threading.main_thread():
         handle_sigterm()
     while True:

@@ -92,6 +92,8 @@ class RunRecord:
     budget: Budget | None = None
     input_json: str | None = None  # what ``submit`` gave the run's handler
     stopped_by: str | None = None  # the error that stopped it (RunHalted, BudgetPaused, ...)
+    stop_seq: int | None = None  # the position of the step it is halted at (a sticky stop)
+    stop_json: str | None = None  # what stopped it there (``runtime/_stops.Stop``)
 
     @property
     def input(self) -> Any:

@@ -31,6 +31,7 @@ from .._exceptions import (
     EffectRefused,
     InvalidPayload,
     LeaseLost,
+    NeedsPerson,
     PreflightConflict,
     PreflightUnanswered,
     ResultNotRecorded,
@@ -61,6 +62,7 @@ from ..stores._protocol import (
 from . import _crashpoints as crashpoints
 from . import _outcomes as outcomes
 from ._calls import (
+    Again,
     Call,
     Pending,
     Replayed,
@@ -73,6 +75,7 @@ from ._decide import IN_DOUBT, Action, Situation, attempts_left, decide, dedupli
 from ._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found
 from ._reconcile import ask
 from ._replay import MISS, ReplayCursor, check_same_step
+from ._stops import Stop
 from ._subjects import subject_key, subject_text
 
 # Module constants: on Python 3.11 reading an enum member off its class costs several
@@ -86,6 +89,7 @@ _REPLAYS = frozenset(
 T = TypeVar("T")
 P = ParamSpec("P")
 _CLAIM_TRIES = 8  # a subject freed, then claimed by a third run, again and again
+_NO_STOP = 1 << 62  # the position of a stop in a run that has none: past every step
 
 
 class _Adopted(Exception):
@@ -149,6 +153,7 @@ class Engine:
         key_namespace: str = "",
         on_budget_alert: AlertCallback | None = None,
         surroundings: Surroundings | None = None,
+        stop: Stop | None = None,
     ) -> None:
         self.store = store
         self.lease = lease
@@ -159,6 +164,8 @@ class Engine:
         self._broken: StoreUnavailable | None = None
         self.alerts = AlertSender(store, on_budget_alert)
         self.surroundings = surroundings or Surroundings()
+        self.stop = stop  # the run's sticky stop (``_stops``), recorded or raised here
+        self._stop_from = _NO_STOP if stop is None else stop.seq  # replay's fast path ends
 
     def _store(self, operation: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Every store access of a step. Once one cannot reach the disk, this run takes no
@@ -192,7 +199,9 @@ class Engine:
         for a done step is REPLAY whatever else holds: tests/test_decide.py). MISS for
         anything else, and for a step not on the page read last: ``prepare`` decides it,
         with the checks and the messages of every other state."""
-        found = self.cursor.page.get(seq) if self._broken is None else None  # no store call
+        found = (  # no store call
+            self.cursor.page.get(seq) if self._broken is None and seq < self._stop_from else None
+        )
         if (
             found is None or found[1] != step_type or found[2] != tool
             or found[0] != (f"{tool}@{seq}" if step_id is None else step_id)
@@ -202,6 +211,48 @@ class Engine:
         return found[4]
 
     def prepare(self, seq: int, call: Call) -> Replayed | Pending:
+        """Decide the step at ``seq`` and write its intent; a stop that needs a person
+        becomes the run's sticky stop."""
+        if self.stop is not None and seq >= self.stop.seq:
+            return self._past_stop(seq, call, self.stop)
+        try:
+            return self._decided(seq, call)
+        except NeedsPerson as stop:
+            self._stopped(seq, stop)
+            raise
+
+    def _past_stop(self, seq: int, call: Call, stop: Stop) -> Replayed | Pending:
+        """A step at or after the run's stop. Only the stopped step itself, asked again by
+        a later start at its position, is decided afresh (a person may have decided, the
+        code been fixed, the probe find it); once it gets past, the stop is lifted."""
+        step_id = call.step_id if call.step_id is not None else f"{call.spec.name}@{seq}"
+        # A divergence names the step the code asked for, not the one recorded there.
+        other = step_id != stop.step_id and stop.kind != "ReplayDivergence"
+        if seq > stop.seq or other or stop.kind == "RunHalted":
+            raise stop.refusal(self.run_id, step_id)
+        try:
+            got = self._decided(seq, call)
+        except NeedsPerson as again:
+            self._stopped(seq, again)
+            raise
+        if stop.durable:
+            self._store(self.store.lift_stop, self.lease, seq)
+        self.stop, self._stop_from = None, _NO_STOP
+        return got
+
+    def _stopped(self, seq: int, error: NeedsPerson) -> None:
+        """Make ``error`` the run's stop at ``seq``: recorded on the run's row unless its
+        own write recorded it (an effect marked unknown) or it is a kill switch's."""
+        if self.stop is not None and self.stop.seq < seq:
+            return  # a later step refused by the stop: the stop stays the first one
+        stop = Stop.of(seq, error)
+        if stop.durable and stop != self.stop:
+            self._store(self.store.hold, self.lease, seq, error.message, stop.to_json())
+        self.stop, self._stop_from = stop, seq
+
+    def _decided(self, seq: int, call: Call) -> Replayed | Pending:
+        """``_prepare``, with the result of another run's step on the subject handed back
+        as this step's."""
         try:
             return self._prepare(seq, call)
         except _Adopted as adopted:
@@ -615,12 +666,23 @@ class Engine:
                 f"{call.kind} effect {record.step_id!r} was started (attempt {record.attempts}) "
                 f"but its outcome was never recorded; it may or may not have happened ({said})"
             )
-        self._store(self.store.mark_unknown, self.lease, record.seq, reason)
-        if action is Action.HALT_CONFLICT:
-            raise PreflightConflict(
-                reason, run_id=self.run_id, step_id=record.step_id, key=record.key
-            )
-        raise in_doubt(reason, self.run_id, record.step_id, record.key, record.attempts)
+        error: NeedsPerson = (
+            PreflightConflict(reason, run_id=self.run_id, step_id=record.step_id, key=record.key)
+            if action is Action.HALT_CONFLICT
+            else in_doubt(reason, self.run_id, record.step_id, record.key, record.attempts)
+        )
+        stop = Stop.of(record.seq, error)
+        self._store(self.store.mark_unknown, self.lease, record.seq, reason, stop.to_json())
+        self.stop, self._stop_from = stop, record.seq
+        raise error
+
+    def fail(self, pending: Pending, exc: Exception) -> Exception | Again:
+        """The outcome half's ``fail``: an effect it marks unknown is the run's stop."""
+        error = outcomes.fail(self, pending, exc)
+        if isinstance(error, NeedsPerson):
+            self.stop = Stop.of(pending.step.seq, error)
+            self._stop_from = pending.step.seq
+        return error
 
     def _before_call(
         self,
@@ -684,7 +746,6 @@ class Engine:
 
     # The outcome half (``_outcomes``): what the call returned or raised, recorded.
     complete = outcomes.complete
-    fail = outcomes.fail
 
     def _refused(self, record: StepRecord) -> EffectRefused:
         error = record.error or {}

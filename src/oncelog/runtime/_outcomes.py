@@ -29,6 +29,7 @@ from ._decide import Action, Situation, decide, deduplicated, key_age
 from ._probes import CANNOT_TELL, Conflict, Found
 from ._reconcile import ask
 from ._replay import ReplayCursor
+from ._stops import Stop
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -159,8 +160,10 @@ def fail(engine: Engine, pending: Pending, exc: Exception) -> Exception | Again:
             run_id=engine.run_id, step_id=step.step_id, key=step.key,
         )  # fmt: skip
     reason = f"{doubt}; it may or may not have happened"
-    engine._store(engine.store.mark_unknown, engine.lease, step.seq, reason)
-    return in_doubt(reason, engine.run_id, step.step_id, step.key, pending.attempt)
+    error = in_doubt(reason, engine.run_id, step.step_id, step.key, pending.attempt)
+    stop = Stop.of(step.seq, error).to_json()  # the run halts at it, in the same write
+    engine._store(engine.store.mark_unknown, engine.lease, step.seq, reason, stop)
+    return error
 
 
 def key_age_of(engine: Engine, seq: int) -> float | None:

@@ -260,12 +260,22 @@ class _Steps:
     def _close(self, exc: BaseException | None) -> None:
         """Record how the run ended and release its lease."""
         engine = self._engine
-        divergence = None
+        escapes = None  # raised here though the block's code raised nothing
+        stop = engine.stop
+        if stop is not None and (
+            exc is None or (isinstance(exc, Exception) and not isinstance(exc, RunStopped))
+        ):
+            # The code caught the run's stop and went on: the run ends where it stopped,
+            # and a block that then ended without an error raises the stop, so the exit
+            # code, the alert and the notice are the stop's.
+            caught = stop.error(self.run_id)
+            escapes = caught if exc is None else None
+            exc = caught
         if exc is None:
             try:
                 engine.cursor.check_fully_replayed()
             except ReplayDivergence as found:
-                exc = divergence = found
+                exc = escapes = found
         status, reason = _ending(exc)
         if status is _FAILED and self._refused_before_any_step(exc):
             status, reason = RunStatus.RUNNING, f"refused: {type(exc).__name__}: {exc}"
@@ -286,8 +296,8 @@ class _Steps:
             waiting.note_stop(self._ledger, self.run_id)
             self._ledger.notices.stopped(exc, self.run_id, engine.lease.agent)
         self._sign_chain()
-        if divergence is not None:
-            raise divergence
+        if escapes is not None:
+            raise escapes
 
     def _refused_before_any_step(self, exc: BaseException | None) -> bool:
         """Code oncelog refused (an integration driven the wrong way, a tool nobody

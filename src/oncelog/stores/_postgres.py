@@ -113,7 +113,7 @@ class PostgresStore(SQLStore):
         with connect(url, self.timeout) as conn:
             try:
                 with WATCHDOG.guard(conn, time.monotonic() + self.timeout) as guard:
-                    migrate(conn, self.where, create=create)
+                    self.created = migrate(conn, self.where, create=create)
             except psycopg.Error as exc:
                 cut = self.timeout if guard.cut else None
                 raise store_error(exc, self.where, cut_after=cut) from exc

@@ -17,13 +17,13 @@ from ._postgres_pool import MIGRATIONS_LOCK, POSTGRES
 from ._sql import NOW
 
 
-def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, *, create: bool) -> None:
+def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, *, create: bool) -> bool:
     """With ``create=False`` a schema that holds no ledger is refused before anything is
     written to it: a read-only command pointed at the wrong database creates nothing. A
     role without the rights it needs is told so (``ConfigurationError``), not to try
-    again later: it never will be able to."""
+    again later: it never will be able to. True if it made a new ledger."""
     try:
-        _migrate(conn, where, create)
+        return _migrate(conn, where, create)
     except psycopg.errors.InsufficientPrivilege as exc:
         raise ConfigurationError(
             f"{where}: this role may not open the ledger ({exc}); a role that only reads "
@@ -31,7 +31,7 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, *, create: bo
         ) from None
 
 
-def _migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, create: bool) -> None:
+def _migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, create: bool) -> bool:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", MIGRATIONS_LOCK)
         # The schema, and whether it holds a ledger, read from the catalogue in one
@@ -74,3 +74,4 @@ def _migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, create: bool
                     f"may not bring it up to version {migration.version} ({exc}); open it "
                     "once as the role that owns the schema"
                 ) from None
+    return current == 0

@@ -191,6 +191,8 @@ class PollingFeed:
 
 class Store(Protocol):
     durability: str
+    where: str  # the ledger's place as a person reads it: a path, a URL without password
+    created: bool  # opening it made a new ledger
 
     def acquire(
         self,
@@ -355,8 +357,18 @@ class Store(Protocol):
         """A probe's answer for an effect in doubt (``in_flight`` or ``unknown``)."""
         ...
 
-    def mark_unknown(self, lease: Lease, seq: int, reason: str) -> None:
-        """The step's outcome cannot be known: mark it and halt the run for a person."""
+    def mark_unknown(self, lease: Lease, seq: int, reason: str, stop: str) -> None:
+        """The step's outcome cannot be known: mark it and halt the run for a person at
+        its position, ``stop`` (JSON) saying what stopped it (``runtime/_stops``)."""
+        ...
+
+    def hold(self, lease: Lease, seq: int, reason: str, stop: str) -> None:
+        """A stop that wrote no step (drift, a budget stop) halts the run for a person at
+        ``seq``: no later position of it starts until that one gets past it."""
+        ...
+
+    def lift_stop(self, lease: Lease, seq: int) -> None:
+        """A later start of the run got past the step at ``seq`` that stopped it."""
         ...
 
     def finish(

@@ -28,7 +28,7 @@ from ..records._serialization import decode
 
 RUN_COLUMNS = (
     "run_id, status, plan, reason, created_at, updated_at, owner, fencing_token, agent, budget, "
-    "input, stopped_by"
+    "input, stopped_by, stop_seq, stop"
 )
 APPROVAL_COLUMNS = (
     "id, run_id, step_id, tool, args_hash, args, status, requested_at, decided_by, "
@@ -62,7 +62,7 @@ def _plan(value: Any) -> tuple[str, ...]:
 def run_record(row: Sequence[Any]) -> RunRecord:
     """A row of ``RUN_COLUMNS`` followed by ``NEXT_SEQ``."""
     run_id, status, plan, reason, created, updated, owner, token, agent, budget = row[:10]
-    input_json, stopped_by, next_seq = row[10:13]
+    input_json, stopped_by, stop_seq, stop, next_seq = row[10:15]
     try:
         return RunRecord(
             run_id,
@@ -78,6 +78,8 @@ def run_record(row: Sequence[Any]) -> RunRecord:
             None if budget is None else Budget.from_json(budget),
             input_json,
             stopped_by,
+            stop_seq,
+            stop,
         )
     except (ValueError, TypeError) as exc:
         raise CorruptRecord(f"run row does not decode: {exc}", run_id=run_id) from exc

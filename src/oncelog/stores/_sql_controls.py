@@ -8,6 +8,7 @@ from __future__ import annotations
 from .._exceptions import UnknownHalt, UnknownRun
 from ..controls._budgets import AgentBudget, Budget, BudgetAlert, Usage
 from ..records._records import Approval, ApprovalStatus, Halt, HaltScope
+from . import _sql_stops as stops
 from ._protocol import BudgetDrift, Lease, NewStep
 from ._rows import APPROVAL_COLUMNS, HALT_COLUMNS, approval_record, halt_record, journal_json
 from ._rows import text as quoted
@@ -193,6 +194,7 @@ def set_budget(tx: Tx, run_id: str, budget: Budget | None, by: str) -> None:
     if cursor.rowcount != 1:
         raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
     append(tx, run_id, None, "budget_set", journal_json(budget=limits, by=quoted(by)))
+    stops.lift_budget_stops(tx, by, run_id=run_id)
 
 
 def check_agent_budget(tx: Tx, lease: Lease, step: NewStep, *, new: bool) -> list[BudgetAlert]:
@@ -213,6 +215,8 @@ def check_agent_budget(tx: Tx, lease: Lease, step: NewStep, *, new: bool) -> lis
 
 def set_agent_budget(tx: Tx, agent: str, budget: AgentBudget | None, by: str) -> None:
     _wait_for_counting_writers(tx)
+    # The runs' rows before the agent's (the lock order of ``_sql_tx``).
+    stops.lift_budget_stops(tx, by, agent=agent)
     # Kept only while there is a budget: dropped with it, counted afresh on setting one.
     tx.execute("DELETE FROM agent_usage WHERE agent = ?", (agent,))
     if budget is None:

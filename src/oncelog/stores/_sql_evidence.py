@@ -18,7 +18,7 @@ STATE_TABLES: dict[str, tuple[str, str, str | None]] = {
     "runs": (
         "run_id",
         "run_id, status, plan, reason, created_at, owner, fencing_token, agent, budget, "
-        f"input, stopped_by, lease_expires_at - {NOW}",
+        f"input, stopped_by, stop_seq, stop, lease_expires_at - {NOW}",
         "run_id = ?",
     ),
     "steps": ("run_id, seq", f"{STEP_COLUMNS}, cost, irreversible", "run_id = ?"),

@@ -10,6 +10,7 @@ from .._exceptions import AttemptMismatch, InvalidResolution, RunLeased, Unknown
 from ..records._records import Resolution, StepRecord
 from . import _sql_queue as queue
 from . import _sql_refusals as refusals
+from . import _sql_stops as stops
 from ._protocol import OwnerCheck
 from ._rows import STEP_COLUMNS, step_record
 from ._shared import IN_DOUBT, RESOLVED_STATE, resolved_json
@@ -36,6 +37,7 @@ class Decision(NamedTuple):
 def resolve(tx: Tx, run_id: str, step_id: str, decision: Decision) -> StepRecord:
     """Settle a step in doubt; the run is queued again once no step of it is unknown."""
     step, overridden, row = _decide(tx, run_id, step_id, decision, _step_in_doubt)
+    stops.lift(tx, run_id, step.seq, decision.by)
     if not tx.execute(
         "SELECT 1 FROM steps WHERE run_id = ? AND state = 'unknown'", (run_id,)
     ).fetchone():

@@ -1,6 +1,7 @@
 """A step's writes, the part of ``SQLStore`` (its base class) that records what runs do:
 an intent (its checks, its row, its journal entry), an outcome, a model call's or a read's
-one record, a probe's answer, a step in doubt marked ``unknown``. Each public method is
+one record, a probe's answer, a step in doubt marked ``unknown`` (the run
+halted at it, ``_sql_stops``), a stop that wrote no step. Each public method is
 one transaction (``_tx``, given by the store); a dialect may fold the general path's
 statements into fewer (``_insert_checked``, ``_outcome``, ``record_step``) and fall back to
 it when its write matches nothing."""
@@ -17,6 +18,7 @@ from ..records._records import StepState, StepType, SubjectClaim
 from ..runtime import _crashpoints as crashpoints
 from . import _sql_approvals as approval_sql
 from . import _sql_controls as controls
+from . import _sql_stops as stops
 from . import _sql_subjects as subjects
 from ._protocol import Intent, Lease, NewStep, Outcome
 from ._rows import journal_json, text
@@ -247,7 +249,7 @@ class StepWrites:
             fence(tx, lease)
             self._end_step(tx, lease, seq, attempt, outcome, probed=True)
 
-    def mark_unknown(self, lease: Lease, seq: int, reason: str) -> None:
+    def mark_unknown(self, lease: Lease, seq: int, reason: str, stop: str) -> None:
         with self._tx() as tx:
             fence(tx, lease)
             tx.execute(
@@ -257,9 +259,16 @@ class StepWrites:
                 "WHERE run_id = ? AND seq = ? AND state IN (?, ?)",
                 (reason, lease.run_id, seq, *IN_DOUBT),
             )
-            tx.execute(
-                f"UPDATE runs SET status = 'halted', reason = ?, updated_at = {NOW} "
-                "WHERE run_id = ?",
-                (reason, lease.run_id),
-            )
-            append(tx, lease.run_id, seq, "unknown", journal_json(reason=text(reason)))
+            stops.stop(tx, lease.run_id, seq, stop, reason)
+            entry = journal_json(reason=text(reason), stop=stop)
+            append(tx, lease.run_id, seq, "unknown", entry)
+
+    def hold(self, lease: Lease, seq: int, reason: str, stop: str) -> None:
+        with self._tx() as tx:
+            fence(tx, lease)
+            stops.hold(tx, lease.run_id, seq, stop, reason)
+
+    def lift_stop(self, lease: Lease, seq: int) -> None:
+        with self._tx() as tx:
+            fence(tx, lease)
+            stops.lift(tx, lease.run_id, seq, None)

@@ -131,6 +131,8 @@ class SQLStore(StepWrites):
 
     dialect: Dialect
     durability: str
+    where: str  # the ledger's place as a person reads it: a path, a URL without password
+    created = False  # opening it made a new ledger (SQLite: a new file, or an empty one)
     _replays_ordered = False  # ``replay_page``: the connection visits rows in key order
 
     def _tx(self, *, durable: bool = True) -> AbstractContextManager[Tx]:

@@ -188,6 +188,7 @@ class SQLiteStore(SQLStore):
                 f"{'.'.join(map(str, MINIMUM_VERSION))} or newer"
             )
         self.path = path
+        self.where = path if path == ":memory:" else os.path.abspath(path)
         self.durability = durability
         # The WAL the store fsyncs after a durable commit; none where SQLite's level does
         # it (``full``), where nothing must (``process``) or in memory.
@@ -327,6 +328,7 @@ class SQLiteStore(SQLStore):
                 "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
             )
             current = tx.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
+            self.created = current == 0
             for migration in pending("sqlite", current, self.path):
                 for statement in migration.statements():
                     self._db.execute(statement)
