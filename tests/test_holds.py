@@ -105,3 +105,91 @@ def test_a_hold_whose_holder_died_with_an_effect_in_doubt_stays_blocked_until_a_
         assert (hold.holder, hold.token, hold.state) == ("second", 2, "free")
     tokens = [int(e[1]) for e in fenced_resource.lines(log) if e[0] == "begin"]
     assert tokens == [1, 2, 2]
+
+
+def test_a_hold_released_at_the_end_of_its_block_is_free_at_once(ledger: oncelog.Ledger) -> None:
+    with ledger.run("first") as run, run.hold(RESOURCE) as hold:
+        assert hold.token == 1
+    with ledger.run("second") as run, run.hold(RESOURCE) as hold:
+        assert hold.token == 2
+    assert [(h.holder, h.state) for h in ledger.holds()] == [("second", "free")]
+
+
+def test_a_nested_hold_is_the_same_hold_and_its_inner_end_keeps_it(
+    ledger: oncelog.Ledger,
+) -> None:
+    @ledger.tool(kind="upsert")
+    def act(*, hold_token: int) -> int:
+        return hold_token
+
+    with ledger.run("outer") as run, run.hold(RESOURCE) as outer:
+        with run.hold(list(RESOURCE)) as inner:
+            assert inner.token == outer.token == run.effect("in", act)
+        with ledger.run("other") as other, pytest.raises(oncelog.ResourceHeld) as held:
+            other.hold(RESOURCE).__enter__()
+        assert held.value.holder == "outer"
+        assert run.effect("after", act) == outer.token
+    assert ledger.holds()[0].state == "free"
+
+
+@pytest.mark.parametrize("name", [(), ("host", ["db-1"]), ("x", float("nan")), 7, {"a": 1}])
+def test_a_hold_name_that_is_not_json_scalars_is_a_typed_error(
+    ledger: oncelog.Ledger, name: object
+) -> None:
+    with ledger.run("named") as run:
+        before = len(ledger.journal("named"))
+        with pytest.raises(oncelog.InvalidPayload):
+            run.hold(name)
+        assert len(ledger.journal("named")) == before
+    assert ledger.holds() == []
+
+
+def test_a_tool_taking_a_hold_token_outside_any_hold_is_refused_before_its_step(
+    ledger: oncelog.Ledger,
+) -> None:
+    @ledger.tool(kind="upsert")
+    def act(*, hold_token: int) -> int:
+        return hold_token
+
+    with pytest.raises(oncelog.UsageError), ledger.run("unheld") as run:
+        run.effect("act", act)
+    assert ledger.steps("unheld") == []
+
+
+def test_an_async_run_holds_with_async_with(ledger: oncelog.Ledger) -> None:
+    import asyncio
+
+    async def hold_twice() -> tuple[int, int]:
+        async with ledger.run("async") as run, run.hold(RESOURCE) as hold:
+            first = hold.token
+        async with ledger.run("async-2") as run, run.hold(RESOURCE) as hold:
+            return first, hold.token
+
+    assert asyncio.run(hold_twice()) == (1, 2)
+
+
+def test_a_person_releases_a_hold_only_with_force_while_its_holder_lives(
+    store_url: str,
+) -> None:
+    from click.testing import CliRunner
+
+    from oncelog.cli import cli
+
+    name = '["host","db-1"]'
+    ledger = oncelog.open(store_url)
+    with ledger.run("live") as run, run.hold(RESOURCE):
+        cli_run = CliRunner().invoke
+        listed = cli_run(cli, ["holds", "--db", store_url])
+        assert "run live" in listed.output and "held" in listed.output
+        refused = cli_run(cli, ["release", name, "--by", "ann", "--why", "x", "--db", store_url])
+        assert refused.exit_code == oncelog.EXIT_TRY_LATER
+        forced = [name, "--by", "ann", "--why", "gone", "--force", "--db", store_url]
+        assert cli_run(cli, ["release", *forced]).exit_code == 0
+        assert ledger.holds()[0].state == "free"
+        again = cli_run(cli, ["release", *forced])
+        assert again.exit_code == 5  # nobody holds it now
+    released = [e.data for e in ledger.journal("live") if e.event == "hold_released"]
+    ledger.close()
+    assert released == [
+        {"by": "ann", "forced": True, "resource": name, "state": "held", "token": 1, "why": "gone"}
+    ]
