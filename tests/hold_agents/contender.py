@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-import fenced_resource
+import fenced_resource  # type: ignore[import-not-found]  # beside this script
 
 import oncelog
 

@@ -7,6 +7,7 @@ provider can refuse a holder that lost its hold. The rules are the store's
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import math
 import time
@@ -104,10 +105,13 @@ class Hold:
         deadline, pause = time.monotonic() + self._wait, FIRST_PAUSE
         while True:
             try:
-                return self._taken(self._store.take_hold(self._lease, self.resource))
+                token = self._store.take_hold(self._lease, self.resource)
             except ResourceHeld as held:
                 drain.wait(self._pause(deadline, pause, held))
                 pause = min(pause * 2, LONGEST_PAUSE)
+                continue
+            self._taken(token)
+            return
 
     def _give_up(self) -> None:
         entry = self._held[self.resource]
@@ -115,10 +119,9 @@ class Hold:
         if entry[1]:
             return
         del self._held[self.resource]
-        try:
+        # LeaseLost: the run is another process's now; the hold lapsed with this lease.
+        with contextlib.suppress(LeaseLost):
             self._store.give_up_hold(self._lease, self.resource, entry[0])
-        except LeaseLost:
-            pass  # the run is another process's now: the hold lapsed with this lease
 
     def _push(self) -> None:
         self._outer = HOLD_TOKENS.set((*HOLD_TOKENS.get(), self.token))
@@ -146,7 +149,8 @@ class Hold:
             deadline, pause = time.monotonic() + self._wait, FIRST_PAUSE
             while True:
                 try:
-                    token = await asyncio.to_thread(self._store.take_hold, self._lease, self.resource)
+                    take = self._store.take_hold
+                    token = await asyncio.to_thread(take, self._lease, self.resource)
                     self._taken(token)
                     break
                 except ResourceHeld as held:

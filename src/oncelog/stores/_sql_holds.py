@@ -31,8 +31,7 @@ _STATE = (
     f"WHEN {_LEASE_LIVE} THEN 'held' WHEN {_IN_DOUBT} THEN 'blocked' ELSE 'lapsed' END"
 )
 SELECT_HOLDS = (
-    f"SELECT h.resource, h.holder, h.token, h.acquired_at, h.released_at, {_STATE} "
-    "FROM holds h"
+    f"SELECT h.resource, h.holder, h.token, h.acquired_at, h.released_at, {_STATE} FROM holds h"
 )
 
 
