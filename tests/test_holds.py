@@ -103,6 +103,7 @@ def test_a_hold_whose_holder_died_with_an_effect_in_doubt_stays_blocked_until_a_
         assert contender(store_url, "second", log, "--wait", "0") == 0
         [hold] = ledger.holds()
         assert (hold.holder, hold.token, hold.state) == ("second", 2, "free")
+        assert ledger.verify().ok, ledger.verify().problems
     tokens = [int(e[1]) for e in fenced_resource.lines(log) if e[0] == "begin"]
     assert tokens == [1, 2, 2]
 
@@ -189,6 +190,7 @@ def test_a_person_releases_a_hold_only_with_force_while_its_holder_lives(
         again = cli_run(cli, ["release", *forced])
         assert again.exit_code == 5  # nobody holds it now
     released = [e.data for e in ledger.journal("live") if e.event == "hold_released"]
+    assert ledger.verify().ok, ledger.verify().problems
     ledger.close()
     assert released == [
         {"by": "ann", "forced": True, "resource": name, "state": "held", "token": 1, "why": "gone"}

@@ -70,14 +70,18 @@ def take(tx: Tx, lease: Lease, resource: str) -> int:
             holder=holder,
         )
     since = "acquired_at" if ours else NOW  # a restart keeps what its doubt is counted from
-    tx.execute(
+    acquired = tx.execute(
         "UPDATE holds SET holder = ?, holder_token = ?, token = token + 1, "
-        f"acquired_at = {since}, released_at = NULL WHERE resource = ?",
+        f"acquired_at = {since}, released_at = NULL WHERE resource = ? RETURNING acquired_at",
         (lease.run_id, lease.token, resource),
-    )
+    ).fetchone()[0]
     taken_from = None if state == "free" or holder == lease.run_id else text(holder)
-    entry = journal_json(resource=text(resource), token=str(token + 1), lapsed_from=taken_from)
-    append(tx, lease.run_id, None, "hold_acquired", entry)
+    entry = journal_json(
+        resource=text(resource), token=str(token + 1), lease=str(lease.token),
+        lapsed_from=taken_from,
+    )  # fmt: skip
+    # A new holder's record carries the row's acquired_at to the bit (``verify``).
+    append(tx, lease.run_id, None, "hold_acquired", entry, at=None if ours else acquired)
     return token + 1
 
 
@@ -123,8 +127,11 @@ def release_by_person(tx: Tx, resource: str, *, by: str, why: str, force: bool) 
 
 
 def _release(tx: Tx, resource: str, holder: str, entry: str) -> None:
-    tx.execute(f"UPDATE holds SET released_at = {NOW} WHERE resource = ?", (resource,))
-    append(tx, holder, None, "hold_released", entry)
+    released = tx.execute(
+        f"UPDATE holds SET released_at = {NOW} WHERE resource = ? RETURNING released_at",
+        (resource,),
+    ).fetchone()[0]
+    append(tx, holder, None, "hold_released", entry, at=released)
 
 
 def hold_record(row: tuple[object, ...]) -> HoldRecord:
