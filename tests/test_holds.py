@@ -6,6 +6,7 @@ action's token: the ledger's word is never the evidence."""
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import subprocess
@@ -195,3 +196,24 @@ def test_a_person_releases_a_hold_only_with_force_while_its_holder_lives(
     assert released == [
         {"by": "ann", "forced": True, "resource": name, "state": "held", "token": 1, "why": "gone"}
     ]
+
+
+def test_the_tutorial_hold_runs_in_its_agent(tmp_path: Path) -> None:
+    """docs/tutorial.md, section 7: the hold's fragment added to the tutorial's agent and
+    called in place of ``handle``; each run hands its tools the hold's next token."""
+    from .test_docs import run_agent, tutorial_blocks
+
+    [(_, agent), *fragments] = tutorial_blocks()
+    [holding] = [code for _, code in fragments if "run.hold(" in code]
+    main = 'if __name__ == "__main__":'
+    agent = agent.replace(main, f"{holding}\n\n{main}")
+    agent = agent.replace("lambda: handle(ticket)", 'lambda: rotate_certificate("db-1", ticket)')
+    (tmp_path / "refund_agent.py").write_text(agent)
+    for run_id in ("rotate-1", "rotate-2", "rotate-2"):  # the last one replays
+        done = run_agent(tmp_path, run_id)
+        assert done.returncode == 0, done.stderr
+    performed = (tmp_path / "outbox/hosts.jsonl").read_text().splitlines()
+    assert [(e["do"], e["token"]) for e in map(json.loads, performed)] == [
+        ("drain", 1), ("rotate-certificate", 1), ("undrain", 1),
+        ("drain", 2), ("rotate-certificate", 2), ("undrain", 2),
+    ]  # fmt: skip
