@@ -6,6 +6,8 @@ with write access to the database would make it, on both stores."""
 from __future__ import annotations
 
 import contextvars
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 import oncelog
 from oncelog.audit._signing import new_key_pair
 
+from .test_holds import contender
 from .test_verify_forgeries import messages, reports, tamper
 
 DB1, DB2 = ("host", "db-1"), ("host", "db-2")
@@ -106,3 +109,24 @@ def test_a_token_lowered_and_then_taken_again_is_found_after_the_row_agrees(
         assert 'the hold on ["host","db-1"] was taken with token 1 after token 2' in (
             problem.message
         )
+
+
+def test_a_holder_restarted_inside_its_block_keeps_its_hold_and_verifies(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A restart of the holder takes its own hold again with a new token and keeps the
+    time its holding began (what an effect in doubt under it is counted from): the row
+    then differs from the restart's record, and verify must follow it."""
+    log = tmp_path / "resource.log"
+    dies = ("--lease-ttl", "0.5", "--kind", "create")
+    assert contender(store_url, "dies", log, *dies, "--die-in-tool") == -signal.SIGKILL
+    time.sleep(1.0)  # the dead holder's lease expires by the store's clock
+    assert contender(store_url, "dies", log, *dies) == oncelog.EXIT_HALTED  # its effect in doubt
+    with oncelog.open(store_url) as ledger:
+        [hold] = ledger.holds()
+        taken = [e.at for e in ledger.journal("dies") if e.event == "hold_acquired"]
+        assert (hold.holder, hold.token, hold.state, len(taken)) == ("dies", 2, "blocked", 2)
+        assert hold.since == taken[0] < taken[1]
+        for run_id in (None, "dies"):
+            report = ledger.verify(run_id=run_id)
+            assert report.ok, report.problems
