@@ -153,7 +153,7 @@ def test_the_tutorial_agent_does_what_the_tutorial_says(tmp_path: Path) -> None:
 
 
 def test_the_tutorial_fragments_fit_their_agent(tmp_path: Path) -> None:
-    [(_, agent), (_, probe), (_, deduplicated), (_, subject)] = tutorial_blocks()
+    [(_, agent), (_, probe), (_, deduplicated), (_, subject), *_] = tutorial_blocks()
     refund = re.search(r"@oncelog.tool\(kind=\"payment\"\)\ndef refund.*?\n\n\n", agent, re.S)
     assert refund is not None
     find_refund = probe[: probe.index("@oncelog.tool")]

@@ -208,6 +208,10 @@ class UnknownApproval(UnknownName):
     pass
 
 
+class UnknownHold(UnknownName):
+    """No run holds a resource of that name (never taken, or released already)."""
+
+
 class ConflictError(OnceLogError):
     """The request disagrees with what is recorded (perhaps a race with another person or
     process): read the run again before deciding anything."""
@@ -401,6 +405,29 @@ class TryLater(RunStopped):
 
 class RunLeased(TryLater):
     pass
+
+
+class ResourceHeld(TryLater):
+    """Another run holds the resource: its lease runs, or an effect it began under the
+    hold is in doubt until a person resolves it. ``resource`` is the hold's name as
+    ``oncelog holds`` prints it, ``holder`` the run that has it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        step_id: str | None = None,
+        key: str | None = None,
+        resource: str | None = None,
+        holder: str | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id, step_id=step_id, key=key)
+        self.resource = resource
+        self.holder = holder
+
+    def _fields(self) -> dict[str, Any]:
+        return {**super()._fields(), "resource": self.resource, "holder": self.holder}
 
 
 class LeaseLost(TryLater):

@@ -20,8 +20,17 @@ from .controls import _waiting as waiting
 from .controls._budgets import AgentBudget, AgentBudgetSetting, Budget, Usage
 from .process import _leases as leases
 from .records._no_result import NO_RESULT
-from .records._records import Approval, ApprovalStatus, Halt, HaltScope, Resolution, StepRecord
+from .records._records import (
+    Approval,
+    ApprovalStatus,
+    Halt,
+    HaltScope,
+    HoldRecord,
+    Resolution,
+    StepRecord,
+)
 from .records._serialization import encode
+from .runtime._holds import resource_name
 from .runtime._names import check_name, check_text
 
 if TYPE_CHECKING:
@@ -268,6 +277,21 @@ class PersonDecisions:
     def halts(self, *, active_only: bool = True, limit: int = 100) -> list[Halt]:
         """Kill switches, newest first; with ``active_only=False`` the cleared ones too."""
         return self.store.halts(active_only=active_only, limit=numbers.count(limit, "limit"))
+
+    def holds(self, *, limit: int = 100) -> list[HoldRecord]:
+        """Every resource a run holds or held last (``run.hold``), by name, with its state."""
+        return self.store.holds(limit)
+
+    def release_hold(self, name: Any, *, by: str, why: str, force: bool = False) -> HoldRecord:
+        """Free a hold a run cannot give up itself (its process is gone, or an effect it
+        began under the hold is in doubt and a person judged the resource safe). Refused
+        with ``ResourceHeld`` while the holder's lease runs, unless ``force``;
+        ``UnknownHold`` if nobody holds it. Journalled in the holder's run."""
+        resource = resource_name(name)
+        _check_decision("release_hold", by, why)
+        if not why:
+            raise ConfigurationError("release_hold(..., why=...) must say why")
+        return self.store.release_hold(resource, by=by, why=why, force=force)
 
 
 def _resolution(value: Resolution | str, run_id: str, step_id: str) -> Resolution:

@@ -1,8 +1,8 @@
 """Does what the ledger holds agree with its journal?
 
 Replay, the controls and the budgets read the state tables (runs, steps, halts, approvals,
-agent budgets, subjects), not the journal; the chain proves the journal intact, so an edit that
-bypassed the journal shows as a difference between the two. Each table has its check, fed
+agent budgets, subjects, holds), not the journal; the chain proves the journal intact, so an
+edit that bypassed the journal shows as a difference between the two. Each table has its check, fed
 every journal entry in order and then compared with every row of its table; which columns
 each covers, and why the others are not, is in ``docs/evidence.md``. A new statement that
 writes a covered column must journal what it wrote, and the table's check must replay it
@@ -21,6 +21,7 @@ from contextlib import suppress
 from ..records._records import JournalEntry
 from ..stores._protocol import Store
 from ._verify_controls import ControlsCheck
+from ._verify_holds import HoldsCheck
 from ._verify_runs import RunsCheck
 from ._verify_steps import StepsCheck
 from ._verify_subjects import SubjectsCheck
@@ -35,7 +36,9 @@ class StateCheck:
     def __init__(self) -> None:
         runs = RunsCheck()
         # In this order: the steps' check asks which runs the runs' check found a row of.
-        self._checks = (runs, StepsCheck(runs.rows), ControlsCheck(), SubjectsCheck())
+        self._checks = (
+            runs, StepsCheck(runs.rows), ControlsCheck(), SubjectsCheck(), HoldsCheck()
+        )  # fmt: skip
         self.last_id = 0  # the last journal entry fed
 
     def feed(self, entry: JournalEntry) -> None:

@@ -13,6 +13,7 @@ from ._crashtest import crashtest
 from ._demo import demo
 from ._evidence import export, keys, verify
 from ._halts import halt, halts, resume
+from ._holds import holds, release
 from ._mcp_proxy import mcp_proxy
 from ._metrics import metrics
 from ._runs import resolve, runs, unknown
@@ -40,6 +41,8 @@ for command in (
     halt,
     resume,
     halts,
+    holds,
+    release,
     console,
     submit,
     worker,

@@ -287,3 +287,17 @@ class Approval:
     expires_at: float | None
     note: str | None
     used_at: float | None
+
+
+@dataclass(frozen=True)
+class HoldRecord:
+    """A resource a run holds, or held last. ``state``: ``held`` (its holder's lease
+    runs), ``blocked`` (the lease is gone but an effect its holder began under it is in
+    doubt), ``lapsed`` (neither: anyone may take it), ``free`` (released)."""
+
+    resource: str  # the name as canonical JSON, e.g. ["host","db-1"]
+    holder: str  # the run that has it, or had it last
+    token: int  # grows with every taking: the fencing token providers check
+    since: float  # store clock
+    released_at: float | None
+    state: str

@@ -37,6 +37,7 @@ from ..records._redact import redact_call
 from ..records._serialization import MAX_DEPTH
 from ._calls import Again, Call, Pending, Replayed, encode_args
 from ._effects import Engine
+from ._holds import Hold, innermost_token, resource_name
 from ._names import MAX_NAME_CHARS, check_name
 from ._replay import MISS
 from ._run_options import RunOptions
@@ -106,6 +107,7 @@ class _Steps:
         self._ledger = ledger
         self._engine = engine
         self.record = record
+        self._held: dict[str, list[int]] = {}  # resources this run holds: [token, depth]
 
     @property
     def run_id(self) -> str:
@@ -119,6 +121,16 @@ class _Steps:
     @property
     def fencing_token(self) -> int:
         return self._engine.lease.token
+
+    def hold(self, name: Any, *, wait: float = 0.0) -> Hold:
+        """A hold on the resource ``name`` (a string or a tuple of JSON scalars, such as
+        ``("host", "db-1")``), for ``with`` (``async with`` in an ``AsyncRun``): one run
+        at a time holds it, whichever process or agent asks; entering waits up to ``wait``
+        seconds, then raises ``ResourceHeld`` (exit 75). Tools that declare
+        ``hold_token`` are handed its token, greater for every new holder."""
+        resource = resource_name(name, self.run_id)
+        engine = self._engine
+        return Hold(engine.store, engine.lease, self._held, resource, float(wait))
 
     def budget_left(self) -> dict[str, Any]:
         """What is left of each limit of the run's budget (None: unlimited; {} without a
@@ -175,6 +187,8 @@ class _Steps:
                 )
             spec = tool.spec
             fn: Callable[..., Any] = tool.fn
+            if spec.takes_hold_token:
+                innermost_token(self.run_id, spec.name)  # refused before it takes a position
             if spec.result_schema is not None:
                 self._ledger.declare_result(spec.name, spec.result_schema)
             payload: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
@@ -212,11 +226,14 @@ class _Steps:
     def _kwargs_for(self, pending: Pending, kwargs: dict[str, Any]) -> dict[str, Any]:
         """What oncelog adds to an effect's arguments: its idempotency key, and the run's
         fencing token for a tool that takes one (a provider that keeps the highest token
-        it saw per run can refuse a worker that lost its lease). A model call's or a
+        it saw per run can refuse a worker that lost its lease), and the innermost
+        hold's token for a tool that declares ``hold_token``. A model call's or a
         query's are its own: they are passed as they came, without this call."""
         spec = pending.call.spec
         if spec.takes_token:
             kwargs = {**kwargs, "fencing_token": self._engine.lease.token}
+        if spec.takes_hold_token:
+            kwargs = {**kwargs, "hold_token": innermost_token(self.run_id, spec.name)}
         if spec.takes_key:
             return {**kwargs, "idempotency_key": pending.step.key}
         return kwargs

@@ -69,6 +69,7 @@ class ToolSpec:
     secret: frozenset[str] = frozenset()  # fields recorded only as a keyed hash
     secret_positions: tuple[int, ...] = ()  # positional arguments among them
     takes_token: bool = False  # the tool is handed the run's fencing token
+    takes_hold_token: bool = False  # ... and the innermost hold's (runtime/_holds.py)
     result_schema: dict[str, Any] | None = None  # what a person's result must match
     once_per: Callable[..., Any] | None = None  # the subject, from the call's arguments
     once_for: float | None = None  # seconds a done subject stays claimed (None: forever)
@@ -173,6 +174,7 @@ def make_spec(
         p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
     )
     takes_token = "fencing_token" in params
+    takes_hold_token = "hold_token" in params
     if (dedupe_window is not None or key_ttl is not None) and not takes_key:
         raise ConfigurationError(
             f"{name or fn.__qualname__!r} declares a dedupe_window but takes no "
@@ -196,6 +198,7 @@ def make_spec(
         if irreversible is None
         else irreversible,
         takes_token=takes_token,
+        takes_hold_token=takes_hold_token,
         secret=frozenset(secret),
         secret_positions=secret_positions(fn, frozenset(secret)),
         result_schema=result_schema,

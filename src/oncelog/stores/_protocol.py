@@ -18,6 +18,7 @@ from ..records._records import (
     EffectInDoubt,
     Halt,
     HaltScope,
+    HoldRecord,
     JournalEntry,
     ReplayPage,
     ReplayRow,
@@ -464,6 +465,26 @@ class Store(Protocol):
         ...
 
     def halts(self, *, active_only: bool, limit: int) -> list[Halt]: ...
+
+    def take_hold(self, lease: Lease, resource: str) -> int:
+        """Take the hold on ``resource`` (canonical JSON) for the lease's run and return its
+        token (the same one if this lease has it); ``ResourceHeld`` while another run's
+        hold is live (stores/_sql_holds.py)."""
+        ...
+
+    def give_up_hold(self, lease: Lease, resource: str, token: int) -> bool:
+        """Release the hold taken with ``token``, unless it lapsed and was taken, or an
+        effect begun under it is in doubt (False: it stays as it is)."""
+        ...
+
+    def release_hold(self, resource: str, *, by: str, why: str, force: bool) -> HoldRecord:
+        """A person frees a hold, journalled in the holder's run: ``UnknownHold`` if none,
+        ``ResourceHeld`` while the holder's lease runs, unless ``force``."""
+        ...
+
+    def holds(self, limit: int) -> list[HoldRecord]:
+        """Every resource ever held, with its holder and state, by name."""
+        ...
 
     def awaiting_person(self, run_id: str) -> bool:
         """True while the run is ``halted`` or ``waiting`` and no person's decision that

@@ -1,4 +1,4 @@
-"""The reads of ``oncelog verify``: every row of the tables replay and the controls read,
+"""The reads of ``oncelog verify``: every row of the tables replay, the controls and holds read,
 as stored, page by page in key order (a keyset: no row is skipped or read twice however
 many there are), the facts the migrations recorded about the ledger, and the signed
 checkpoints of a run's chain."""
@@ -27,6 +27,11 @@ STATE_TABLES: dict[str, tuple[str, str, str | None]] = {
     "agent_budgets": ("agent", "agent, budget, set_by", None),
     "result_contracts": ("tool", "tool, contract", None),
     "subjects": ("subject", "subject, run_id, seq, step_id", "run_id = ?"),
+    "holds": (
+        "resource",
+        "resource, holder, holder_token, token, acquired_at, released_at",
+        "holder = ?",
+    ),
 }
 
 

@@ -20,6 +20,7 @@ from ..records._records import (
     EffectInDoubt,
     Halt,
     HaltScope,
+    HoldRecord,
     JournalEntry,
     ReplayPage,
     ReplayRow,
@@ -34,6 +35,7 @@ from . import _sql_approvals as approval_sql
 from . import _sql_contracts as contracts
 from . import _sql_controls as controls
 from . import _sql_evidence as evidence
+from . import _sql_holds as hold_sql
 from . import _sql_notices as notices
 from . import _sql_queue as queue
 from . import _sql_resolutions as resolutions
@@ -503,6 +505,24 @@ class SQLStore(StepWrites):
     def halts(self, *, active_only: bool, limit: int) -> list[Halt]:
         with self._reading() as tx:
             return controls.list_halts(tx, active_only, limit)
+
+    # -- holds on a resource ------------------------------------------------------------
+
+    def take_hold(self, lease: Lease, resource: str) -> int:
+        with self._tx() as tx:
+            return hold_sql.take(tx, lease, resource)
+
+    def give_up_hold(self, lease: Lease, resource: str, token: int) -> bool:
+        with self._tx() as tx:
+            return hold_sql.give_up(tx, lease, resource, token)
+
+    def release_hold(self, resource: str, *, by: str, why: str, force: bool) -> HoldRecord:
+        with self._tx() as tx:
+            return hold_sql.release_by_person(tx, resource, by=by, why=why, force=force)
+
+    def holds(self, limit: int) -> list[HoldRecord]:
+        sql = f"{hold_sql.SELECT_HOLDS} ORDER BY h.resource LIMIT ?"
+        return [hold_sql.hold_record(row) for row in self._read(sql, (limit,))]
 
     # -- waiting for a person -----------------------------------------------------------
 

@@ -3,7 +3,8 @@ fencing check.
 
 Locks, always taken in this order within a transaction, so that on PostgreSQL they cannot
 deadlock (on SQLite the database's single writer makes them all no-ops):
-1. the kill switch (shared by intents, exclusive for setting or clearing a halt);
+1. the kill switch (shared by intents, exclusive for setting or clearing a halt); then a
+   resource's hold row, when a hold is taken, given up or released (``_sql_holds.py``);
 2. runs' rows (``FOR UPDATE``): every write that checks a fencing token or changes a
    run's steps, so writers of one run serialize and each sees the last commit;
 3. an agent's budget row, when an intent is charged against it;
