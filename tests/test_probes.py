@@ -103,7 +103,7 @@ def keyed_pay(cents: int, *, idempotency_key: str) -> int:
 
 
 def test_a_dedupe_window_must_be_positive(ledger: oncelog.Ledger) -> None:
-    with pytest.raises(oncelog.ConfigurationError, match="positive"):
+    with pytest.raises(oncelog.ConfigurationError, match="must be > 0"):
         ledger.tool(kind="payment", dedupe_window=0)(keyed_pay)
 
 
