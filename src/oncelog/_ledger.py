@@ -20,6 +20,7 @@ from .audit._export import export_lines
 from .controls._alerts import AlertCallback
 from .controls._budgets import Budget
 from .controls._notices import AnyAlertCallback, Notices
+from .display import printable, visible
 from .process import _leases as leases
 from .process import _main as main
 from .process._heartbeat import HEARTBEATS
@@ -95,7 +96,7 @@ class Ledger(PersonDecisions):
         self._new_here = store.created
         self._said_where = False
         if store.created:
-            log.info("created a new ledger at %s", store.where)
+            log.info("created a new ledger at %s", printable(store.where))
 
     # -- declaring tools ----------------------------------------------------------------
 
@@ -198,10 +199,10 @@ class Ledger(PersonDecisions):
                 "run %s starts in a new ledger this process created at %s: it holds "
                 "nothing that another process recorded. Unless that is meant, give every "
                 "replica and restart of the agent one ledger (ONCELOG_URL)",
-                run_id, self.store.where,
+                visible(run_id), printable(self.store.where),
             )  # fmt: skip
         else:
-            log.info("run %s uses the ledger at %s", run_id, self.store.where)
+            log.info("run %s uses the ledger at %s", visible(run_id), printable(self.store.where))
         self._new_here, self._said_where = False, True
 
     def _acquire(self, run_id: str, options: RunOptions) -> tuple[Lease, RunRecord]:
