@@ -73,6 +73,11 @@ def test_a_langgraph_tool_without_a_kind_is_refused(tmp_path: Path) -> None:
         ({"tools": {"send_email": "send"}}, "unknown tool kind"),
         ({"tools": {"send_email": {"kind": "create", "retries": 3}}}, "an object with"),
         ({"tools": {}, "run_id": "x"}, "unknown settings"),
+        ({"tools": {"refund": {"kind": "payment", "once_pr": ["id"]}}}, r"unknown: \['once_pr'\]"),
+        ({"tools": {"refund": {"kind": "payment", "once_per": "id"}}}, "a list of argument names"),
+        ({"tools": {"refund": {"kind": "payment", "once_per": []}}}, "a list of argument names"),
+        ({"tools": {"refund": {"kind": "payment", "once_for": 60}}}, "need once_per"),
+        ({"tools": {"refund": {"kind": "payment", "once_per": ["id"], "repeat": "no"}}}, "repeat"),
     ],
 )
 def test_a_bad_proxy_config_is_refused(tmp_path: Path, config: object, error: str) -> None:
@@ -96,6 +101,31 @@ def test_a_proxy_config_gives_kinds_and_where_runs_come_from(tmp_path: Path) -> 
     assert loaded.policy("refund") == Policy("payment", dedupe_window=60)  # key_ttl, mapped
     assert loaded.policy("lookup") is None
     assert loaded.run_argument == "ticket"
+
+
+def test_a_proxy_config_names_a_subject_by_argument_fields(tmp_path: Path) -> None:
+    """JSON holds no function: ``once_per`` names the fields whose values, after the
+    tool's name, are the subject; a field the tool's input schema lacks stops the proxy,
+    and a call without one of them is refused rather than sharing one subject."""
+    require_framework("mcp", "mcp")
+    import mcp.types as types
+
+    from oncelog.integrations import mcp_proxy
+
+    path = tmp_path / "tools.json"
+    refund = {"kind": "payment", "once_per": ["customer_id", "ticket"], "once_for": 3600}
+    path.write_text(json.dumps({"tools": {"refund": refund}}))
+    policy = mcp_proxy.load_config(path).policy("refund")
+    assert policy is not None
+    assert policy.once_per is not None
+    assert policy.once_per(customer_id="c1", ticket=7, cents=5) == ("refund", "c1", 7)
+    with pytest.raises(oncelog.ConfigurationError, match="no argument 'ticket'"):
+        policy.once_per(customer_id="c1")
+
+    schema = {"type": "object", "properties": {"customer_id": {}, "cents": {}}}
+    tool = types.Tool(name="refund", input_schema=schema)
+    with pytest.raises(oncelog.ConfigurationError, match=r"once_per names \['ticket'\]"):
+        mcp_proxy._check_subject(tool, policy)
 
 
 def test_the_core_imports_no_engine() -> None:

@@ -124,3 +124,49 @@ def test_an_answer_asking_for_an_unguarded_tool_is_refused_before_it_runs(tmp_pa
         )
         with ledger.run("r2"):
             assert declared.invoke("pay") == answer
+
+
+@pytest.mark.parametrize("once_per", [True, False], ids=["once_per", "control"])
+def test_a_request_sent_again_in_a_new_thread_after_a_kill_emails_once(
+    tmp_path: Path, once_per: bool
+) -> None:
+    """The issue's case: the agent is SIGKILLed after the provider sent the email, before
+    the ledger recorded it; the user sends the message again in a new conversation, not by
+    resuming the thread, so the model asks again under a new run and new tool call ids.
+    With the tools' subjects declared, the re-sent request sends nothing while the first
+    thread holds the email (its run's lease still runs: ``SubjectBusy``, exit 75); once
+    that thread has resumed (its probe finds the email), the re-sent request gets the first
+    email's result. Without them (the control), it sends a second email."""
+    require_framework("langgraph", "langgraph")
+    subjects = ("--once-per",) if once_per else ()
+    first, again = (
+        agent_args(tmp_path, "chat-1", *subjects),
+        agent_args(tmp_path, "chat-2", *subjects),
+    )
+
+    killed = run_agent("langgraph_agent", *first, crash_at="after_call@send_email#1")
+    assert killed.killed, killed
+    assert effects(tmp_path) == {"send_email": 1}
+
+    resent = run_agent("langgraph_agent", *again)
+    if not once_per:
+        assert resent.returncode == 0, resent
+        assert effects(tmp_path) == {"send_email": 2, "charge": 1}
+        return
+    assert resent.returncode == 75, resent
+    assert "SubjectBusy" in resent.stderr
+    assert "held_by_run: chat-1/tools@2" in resent.stderr
+    assert effects(tmp_path)["send_email"] == 1
+
+    resumed = run_agent("langgraph_agent", *first)
+    assert resumed.returncode == 0, resumed
+    resent = run_agent("langgraph_agent", *again)
+    assert resent.returncode == 0, resent
+    [email] = [
+        e for e in EffectLog(tmp_path / "effects.jsonl").entries() if e["tool"] == "send_email"
+    ]
+    assert email["receipt"]["id"] in resent.last_line  # the first email's result
+    assert effects(tmp_path) == {"send_email": 1, "charge": 1}
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        [claim] = [c for c in ledger.subjects() if "email" in c.subject]
+        assert (claim.run_id, claim.step_id) == ("chat-1/tools@2", "send_email#1")

@@ -158,3 +158,46 @@ def test_a_tool_guarded_twice_is_one_effect(tmp_path: Path) -> None:
         asyncio.run(work(ledger))
         steps = [(s.step_id, s.type.value) for s in ledger.steps("r")]
     assert steps == [("model#1", "llm"), ("send_email#1", "effect"), ("model#2", "llm")]
+
+
+@pytest.mark.parametrize("once_per", [True, False], ids=["once_per", "control"])
+def test_a_request_sent_again_in_a_new_run_after_a_kill_emails_once(
+    tmp_path: Path, once_per: bool
+) -> None:
+    """The agent is SIGKILLed after the provider sent the email, before the ledger recorded
+    it; its restart, with no probe, halts the run in doubt. The user sends the request
+    again, which starts a new run where the model asks again. With the tools' subjects
+    declared, the new run sends nothing (``SubjectInDoubt``, exit 3, naming the first run's
+    step) until a person records what the provider did; then it gets that email's result.
+    Without them (the control), it sends a second email."""
+    require_framework("pydantic_ai", "pydantic-ai")
+    log = EffectLog(tmp_path / "effects.jsonl")
+    options = ["--no-probe", *(["--once-per"] if once_per else [])]
+    files = [
+        "--ledger", str(tmp_path / "ledger.db"), "--effects", str(log.path),
+        "--model-calls", str(tmp_path / "model-calls"), *options,
+    ]  # fmt: skip
+    first, again = [*files, "--run", "ticket-1"], [*files, "--run", "ticket-2"]
+
+    killed = run_agent("pydantic_ai_agent", *first, crash_at="after_call@send_email#1")
+    assert killed.killed, killed
+    halted = run_agent("pydantic_ai_agent", *first)
+    assert halted.returncode == 3, halted
+    assert "AmbiguousOutcome" in halted.stderr
+
+    resent = run_agent("pydantic_ai_agent", *again)
+    if not once_per:
+        assert resent.returncode == 0, resent
+        assert Counter(e["tool"] for e in log.entries()) == {"send_email": 2, "charge": 1}
+        return
+    assert resent.returncode == 3, resent
+    assert "SubjectInDoubt" in resent.stderr
+    assert "held_by_run: ticket-1\n  held_by_step: send_email#1" in resent.stderr
+    [email] = log.entries()
+
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        ledger.resolve("ticket-1", "send_email#1", "done", result=email["receipt"], by="ops")
+    resent = run_agent("pydantic_ai_agent", *again)
+    assert resent.returncode == 0, resent
+    assert email["receipt"]["id"] in resent.last_line  # the first email's result
+    assert Counter(e["tool"] for e in log.entries()) == {"send_email": 1, "charge": 1}

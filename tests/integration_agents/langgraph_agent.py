@@ -1,14 +1,16 @@
 """A LangGraph agent: a model node and a ToolNode, guarded by oncelog, in one thread.
 
     python -m tests.integration_agents.langgraph_agent --ledger L --effects E --model-calls M
-        --thread T [--checkpoints C] [--async] [--unguarded]
+        --thread T [--checkpoints C] [--async] [--unguarded] [--once-per]
 
 The model asks for two tools in one answer (an email and a charge, each a real effect
 written to E), then says it is done. With ``--checkpoints`` the graph has LangGraph's
 SQLite checkpointer and a restart resumes the thread; without, a restart runs the graph
 again from the start. With ``--unguarded`` the tools run in LangGraph's own ``ToolNode``,
-next to oncelog's ``RecordedModel``: oncelog must refuse that. Prints the final answer as
-JSON on the last line.
+next to oncelog's ``RecordedModel``: oncelog must refuse that. With ``--once-per`` each tool
+names its subject (the email's recipient and body, the charge's customer and amount), so
+the same request in another thread acts once. Prints the final answer as JSON on the last
+line.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def build(
-    ledger: oncelog.Ledger, log: EffectLog, model_calls: str, unguarded: bool
+    ledger: oncelog.Ledger, log: EffectLog, model_calls: str, unguarded: bool, once_per: bool
 ) -> StateGraph[Any]:
     @tool
     def send_email(to: str, body: str) -> str:
@@ -115,6 +117,15 @@ def build(
         "send_email": Policy("create", probe=log.probe),
         "charge": Policy("payment", probe=log.probe),
     }
+    if once_per:
+        kinds = {
+            "send_email": Policy(
+                "create", probe=log.probe, once_per=lambda to, body: ("email", to, body)
+            ),
+            "charge": Policy(
+                "payment", probe=log.probe, once_per=lambda customer, cents: ("charge", customer)
+            ),
+        }
     builder = StateGraph(MessagesState)
     builder.add_node("agent", oncelog_langgraph.node(ledger, agent))
     builder.add_node("agent_async", oncelog_langgraph.node(ledger, agent_async))
@@ -148,9 +159,11 @@ def main() -> None:
     parser.add_argument("--checkpoints")
     parser.add_argument("--async", dest="use_async", action="store_true")
     parser.add_argument("--unguarded", action="store_true")
+    parser.add_argument("--once-per", action="store_true")
     args = parser.parse_args()
     ledger = oncelog.open(args.ledger)
-    builder = build(ledger, EffectLog(args.effects), args.model_calls, args.unguarded)
+    log = EffectLog(args.effects)
+    builder = build(ledger, log, args.model_calls, args.unguarded, args.once_per)
     config: Any = {"configurable": {"thread_id": args.thread}}
 
     def agent() -> None:

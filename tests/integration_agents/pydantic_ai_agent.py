@@ -2,6 +2,7 @@
 
     python -m tests.integration_agents.pydantic_ai_agent --ledger L --effects E
         --model-calls M --run R [--style toolset|decorators|unguarded] [--lease-ttl S]
+        [--once-per] [--no-probe]
 
 ``--style`` is how the tools are registered: a ``GuardedToolset`` (the default); the
 framework's usual ``@agent.tool_plain`` and ``@agent.tool`` with the ``Guard`` capability;
@@ -10,7 +11,9 @@ or ``unguarded``, plain tools next to a ``RecordedModel``, which oncelog must re
 The model is PydanticAI's ``FunctionModel``, answering from the conversation as a real
 model would: both tools in one answer (an email and a charge, each a real effect written
 to E), then a final answer. Its tool call ids are new at every call. Prints the output as
-JSON on the last line.
+JSON on the last line. With ``--once-per`` each tool names its subject (the email's
+recipient and body, the charge's customer), so the same request in another run acts once;
+``--no-probe`` declares no probe, so an effect in doubt halts its run.
 """
 
 from __future__ import annotations
@@ -63,9 +66,12 @@ def main() -> None:
         parser.add_argument(name, required=True)
     parser.add_argument("--style", choices=list(STYLES), default="toolset")
     parser.add_argument("--lease-ttl", type=float, default=30.0)
+    parser.add_argument("--once-per", action="store_true")
+    parser.add_argument("--no-probe", action="store_true")
     args = parser.parse_args()
     ledger = oncelog.open(args.ledger, lease_ttl=args.lease_ttl)
-    agent = STYLES[args.style](function_model(args.model_calls), EffectLog(args.effects))
+    policies = kinds(EffectLog(args.effects), args.once_per, probe=not args.no_probe)
+    agent = STYLES[args.style](function_model(args.model_calls), EffectLog(args.effects), policies)
 
     async def bill() -> str:
         async with ledger.run(args.run):
@@ -75,14 +81,24 @@ def main() -> None:
     oncelog.run_main(lambda: print(json.dumps(asyncio.run(bill()))))
 
 
-def kinds(log: EffectLog) -> dict[str, Policy]:
-    return {
-        "send_email": Policy("create", probe=log.probe),
-        "charge": Policy("payment", probe=log.probe),
-    }
+def kinds(log: EffectLog, once_per: bool, *, probe: bool) -> dict[str, Policy]:
+    found = log.probe if probe else None
+    if once_per:
+        return {
+            "send_email": Policy(
+                "create", probe=found, once_per=lambda to, body: ("email", to, body)
+            ),
+            "charge": Policy(
+                "payment", probe=found, once_per=lambda customer, cents: ("charge", customer)
+            ),
+        }
+    return {"send_email": Policy("create", probe=found), "charge": Policy("payment", probe=found)}
 
 
-def with_toolset(model: FunctionModel, log: EffectLog) -> Agent[None, str]:
+Kinds = dict[str, Policy]
+
+
+def with_toolset(model: FunctionModel, log: EffectLog, policies: Kinds) -> Agent[None, str]:
     def send_email(to: str, body: str) -> dict[str, Any]:
         """Send an email to a customer."""
         return log.perform(current_idempotency_key(), "send_email", [to, body])
@@ -92,13 +108,13 @@ def with_toolset(model: FunctionModel, log: EffectLog) -> Agent[None, str]:
         return log.perform(current_idempotency_key(), "charge", [customer, cents])
 
     tools = FunctionToolset([send_email, charge])
-    guarded = oncelog_pai.GuardedToolset(tools, kinds=kinds(log))
+    guarded = oncelog_pai.GuardedToolset(tools, kinds=policies)
     return Agent(oncelog_pai.RecordedModel(model), toolsets=[guarded])
 
 
-def with_decorators(model: FunctionModel, log: EffectLog) -> Agent[None, str]:
+def with_decorators(model: FunctionModel, log: EffectLog, policies: Kinds) -> Agent[None, str]:
     """As a PydanticAI user writes it; oncelog is one capability."""
-    agent = Agent(model, capabilities=[oncelog_pai.Guard(kinds=kinds(log))])
+    agent = Agent(model, capabilities=[oncelog_pai.Guard(kinds=policies)])
 
     @agent.tool_plain
     def send_email(to: str, body: str) -> dict[str, Any]:
@@ -113,7 +129,7 @@ def with_decorators(model: FunctionModel, log: EffectLog) -> Agent[None, str]:
     return agent
 
 
-def unguarded(model: FunctionModel, log: EffectLog) -> Agent[None, str]:
+def unguarded(model: FunctionModel, log: EffectLog, policies: Kinds) -> Agent[None, str]:
     """A recorded model with tools nobody guards: refused before the model is asked."""
 
     def send_email(to: str, body: str) -> dict[str, Any]:

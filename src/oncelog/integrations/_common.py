@@ -37,7 +37,11 @@ class Policy:
     for a tool someone else defined. A plain kind name (``"create"``) is the short form.
 
     A probe is called as ``probe(idempotency_key, arguments)`` with the arguments dict the
-    model gave the tool. ``key_ttl`` is the older name of ``dedupe_window`` and warns."""
+    model gave the tool. ``key_ttl`` is the older name of ``dedupe_window`` and warns.
+    ``once_per`` is called with the model's arguments by name (``lambda to, subject,
+    **_: ("email", to, subject)``; arguments that are not a JSON object come as one value)
+    and names the effect's subject, as ``oncelog.tool``'s does, with ``once_for`` and
+    ``repeat``: a model asked again, in another run, gets the first call's result."""
 
     kind: Kind | KindName
     probe: Probe | None = None
@@ -46,7 +50,10 @@ class Policy:
     approval: bool | None = None
     cost: float | Callable[..., float] = 0.0
     result_schema: dict[str, Any] | None = None
-    dedupe_window: timedelta | float | None = None  # last: positional fields keep their place
+    dedupe_window: timedelta | float | None = None  # after it: positional fields keep their place
+    once_per: Callable[..., Any] | None = None
+    once_for: timedelta | float | None = None
+    repeat: Literal["replay", "error"] = "replay"
 
     def __post_init__(self) -> None:
         try:
@@ -55,16 +62,39 @@ class Policy:
             raise ConfigurationError(
                 f"unknown tool kind {self.kind!r}; use one of {[k.value for k in Kind]}"
             ) from None
+        if self.once_per is not None or self.once_for is not None or self.repeat != "replay":
+            # Refused where the guard is built, not at the model's first call of the tool.
+            window = self.key_ttl if self.dedupe_window is None else self.dedupe_window
+            declare = tool(
+                kind=self.kind, once_per=self.once_per, once_for=self.once_for,
+                repeat=self.repeat, dedupe_window=window,
+            )  # fmt: skip
+            declare(_keyed_call)
 
     def tool(self, name: str, fn: Callable[..., Any]) -> Tool[..., Any]:
         """``fn`` declared as the oncelog tool ``name`` under this policy."""
         declare = tool(
             kind=self.kind, name=name, refusals=self.refusals, probe=self.probe,
             dedupe_window=self.dedupe_window, key_ttl=self.key_ttl, approval=self.approval,
-            cost=self.cost,
-            result_schema=self.result_schema,
+            cost=self.cost, result_schema=self.result_schema,
+            once_per=None if self.once_per is None else _by_name(self.once_per),
+            once_for=self.once_for, repeat=self.repeat,
         )  # fmt: skip
         return declare(fn)
+
+
+def _keyed_call(arguments: Any, *, idempotency_key: str) -> None:
+    """What every guard declares: a call with the model's arguments, keyed."""
+
+
+def _by_name(once_per: Callable[..., Any]) -> Callable[[Any], Any]:
+    """``once_per`` called with the model's arguments as the framework's tool takes them:
+    by name (a guard's effect gets them as one dict)."""
+
+    def subject(arguments: Any) -> Any:
+        return once_per(**arguments) if isinstance(arguments, dict) else once_per(arguments)
+
+    return subject
 
 
 PolicyLike = Policy | Kind | KindName

@@ -22,12 +22,19 @@ doubt, a kill switch, a budget) is a tool error too, naming the reason.
         "search_tickets": "read",
         "send_email": "create",
         "delete_account": {"kind": "destructive"},
-        "refund": {"kind": "payment", "dedupe_window": 86400}
+        "refund": {"kind": "payment", "dedupe_window": 86400, "once_per": ["order_id"]}
       },
       "default_kind": null,
       "run_argument": "ticket_id",
       "agent": "support"
     }
+
+A tool's ``once_per`` names the argument fields whose values, after the tool's name, are
+the effect's subject (``["refund", "A-42"]``): a call asking again for the same subject, in
+any run, gets the first call's result (``"repeat": "error"``: an error) instead of acting;
+``once_for`` (seconds) frees a done subject after that long. A field the tool's input
+schema does not have stops the proxy at its start; a call without one of the fields is
+refused.
 """
 
 from __future__ import annotations
@@ -66,7 +73,23 @@ log = logging.getLogger("oncelog")
 
 RUN_META = "oncelog/run_id"
 KEY_META = "oncelog/idempotency_key"
-_POLICY_KEYS = {"kind", "approval", "dedupe_window", "key_ttl"}
+_POLICY_KEYS = {"kind", "approval", "dedupe_window", "key_ttl", "once_per", "once_for", "repeat"}
+
+
+@dataclass(frozen=True)
+class FieldsSubject:
+    """A subject the config names: the tool's name and the values of ``fields`` in the
+    call's arguments (a function in Python is not JSON)."""
+
+    tool: str
+    fields: tuple[str, ...]
+
+    def __call__(self, **arguments: Any) -> tuple[Any, ...]:
+        missing = [name for name in self.fields if name not in arguments]
+        if missing:
+            # Without the field every such call would claim one subject, and act once.
+            raise ConfigurationError(f"the call has no argument {missing[0]!r} of its once_per")
+        return (self.tool, *(arguments[name] for name in self.fields))
 
 
 @dataclass(frozen=True)
@@ -106,8 +129,10 @@ def _policy(tool: str, value: Any) -> Policy:
     if isinstance(value, str):
         return Policy(value)  # type: ignore[arg-type]  # Policy checks the kind itself
     if not isinstance(value, dict) or "kind" not in value or set(value) - _POLICY_KEYS:
+        unknown = sorted(set(value) - _POLICY_KEYS) if isinstance(value, dict) else []
         raise ConfigurationError(
             f"tool {tool!r}: a kind, or an object with {sorted(_POLICY_KEYS)} and a kind"
+            + (f" (unknown: {unknown})" if unknown else "")
         )
     window = value.get("dedupe_window")
     if "key_ttl" in value:
@@ -119,7 +144,23 @@ def _policy(tool: str, value: Any) -> Policy:
             "with the same key, without a probe or a person; write dedupe_window",
             tool,
         )
-    return Policy(value["kind"], approval=value.get("approval"), dedupe_window=window)
+    return Policy(
+        value["kind"], approval=value.get("approval"), dedupe_window=window,
+        once_per=_subject(tool, value.get("once_per")), once_for=value.get("once_for"),
+        repeat=value.get("repeat", "replay"),
+    )  # fmt: skip
+
+
+def _subject(tool: str, fields: Any) -> FieldsSubject | None:
+    if fields is None:
+        return None
+    if not isinstance(fields, list) or not fields or not all(
+        isinstance(name, str) and name for name in fields
+    ):  # fmt: skip
+        raise ConfigurationError(
+            f'tool {tool!r}: once_per is a list of argument names, e.g. ["customer_id"]'
+        )
+    return FieldsSubject(tool, tuple(fields))
 
 
 async def serve(
@@ -167,6 +208,7 @@ class _Proxy:
                 log.warning("mcp-proxy: the server lists no tools (%s)", exc)
                 return
             for tool in listed.tools:
+                _check_subject(tool, self.config.policy(tool.name))
                 if self.config.policy(tool.name) is not None:
                     declare = functools.partial(
                         self.ledger.declare_result, tool.name, tool.output_schema, form="mcp"
@@ -249,6 +291,20 @@ class _Proxy:
     async def end(self) -> None:
         for run in self.runs.values():
             await run.end()
+
+
+def _check_subject(tool: types.Tool, policy: Policy | None) -> None:
+    """Refuse a ``once_per`` naming a field the tool does not take: no call would have it."""
+    subject = None if policy is None else policy.once_per
+    if not isinstance(subject, FieldsSubject):
+        return
+    known = set((tool.input_schema or {}).get("properties") or {})
+    unknown = [name for name in subject.fields if name not in known]
+    if unknown:
+        raise ConfigurationError(
+            f"tool {tool.name!r}: once_per names {unknown}, which its input schema does not "
+            f"have (its arguments: {sorted(known)})"
+        )
 
 
 def _error(text: str) -> types.CallToolResult:
