@@ -102,6 +102,35 @@ def test_the_run_page_names_each_steps_subject_and_the_run_that_did_it(
     assert f"subject <code>{shown}</code>, held by this step until" in first
 
 
+def test_a_step_whose_claim_moved_on_names_the_run_in_the_journals_words_without_a_link(
+    ledger: oncelog.Ledger,
+) -> None:
+    """Once a done claim expires (``once_for``) and another run claims the subject, the
+    step that took the first run's result is not linked to the new holder."""
+    calls: list[str] = []
+
+    @ledger.tool(kind="payment", name="refund", once_per=lambda order: ("refund", order),
+                 once_for=0.5)  # fmt: skip
+    def refund(order: str, *, idempotency_key: str) -> str:
+        calls.append(order)
+        return f"re_{len(calls)}"
+
+    with ledger.run("r-a") as run:
+        run.effect("refund", refund, "o-1")
+    with ledger.run("r-b") as run:
+        run.effect("refund", refund, "o-1")
+    time.sleep(0.7)  # the claim's expiry, by the store's clock, is the subject here
+    with ledger.run("r-c") as run:
+        run.effect("refund", refund, "o-1")
+    assert calls == ["o-1", "o-1"]
+    with console_client(ledger) as person:
+        page = person.get("/runs/r-b").text
+    said = '<p class="key subject-taken">the subject [&#34;refund&#34;,&#34;o-1&#34;] was done by'
+    assert f"{said} run &#39;r-a&#39;, step &#39;refund&#39;" in page  # the journal's words
+    assert 'href="/runs/r-c' not in page
+    assert 'href="/runs/r-a' not in page  # no link made out of text
+
+
 def test_the_unknown_page_shows_the_subject_an_effect_in_doubt_holds(
     ledger: oncelog.Ledger, subjects: list[str]
 ) -> None:
