@@ -25,6 +25,10 @@ LISTED = 200  # runs on the runs and budgets pages; recent decisions on the othe
 HISTORY = 30
 SEARCHED = 5000  # the most recent runs a filter by agent or text looks through
 SUBJECTS = 10_000  # the latest claims looked through for a step's subject
+# The intent of a step that took another run's result on its subject records why in
+# these words (``StepWrites.adopt_subject``); matched whole against the claims as they
+# are, so a link names a run and step the store wrote, never one parsed out of text.
+TAKEN = "the subject "
 IN_FLIGHT_REASON = (
     "started, with no outcome recorded: its process may still be running it, or died "
     "before recording what happened"
@@ -124,7 +128,8 @@ def step_subjects(
     ledger: Ledger, run_id: str, journal: list[JournalEntry]
 ) -> dict[int, StepSubject]:
     """Each step's subject, by position: the claims the run's steps hold, and for each step
-    that took another's result, the claim whose words its intent recorded."""
+    that took another's result, the claim whose words its intent recorded (a claim the
+    step holds itself comes first)."""
     found = {c.seq: StepSubject(held=c) for c in ledger.subjects(run_id, limit=SUBJECTS)}
     taken = {
         e.seq: str(e.data["reason"]) for e in journal
@@ -133,14 +138,9 @@ def step_subjects(
     }  # fmt: skip
     if taken:
         doers = {taken_from(c): c for c in ledger.subjects(limit=SUBJECTS)}
-        found.update((seq, StepSubject(done_by=doers.get(s), said=s)) for seq, s in taken.items())
+        for seq, said in taken.items():
+            found.setdefault(seq, StepSubject(done_by=doers.get(said), said=said))
     return found
-
-
-# The intent of a step that took another run's result on its subject records why in
-# these words (``StepWrites.adopt_subject``); matched whole against the claims as they
-# are, so a link names a run and step the store wrote, never one parsed out of text.
-TAKEN = "the subject "
 
 
 def taken_from(claim: SubjectClaim) -> str:
