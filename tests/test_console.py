@@ -30,7 +30,7 @@ from .support.incidents import (
 )
 from .support.launch import python
 
-PAGES = ["/", "/runs", "/runs/r-delete", "/approvals", "/unknown", "/halts", "/budgets"]
+PAGES = ["/", "/runs", "/runs/r-delete", "/approvals", "/unknown", "/halts", "/budgets", "/holds"]
 ACTIONS = [
     "/approvals/decide",
     "/unknown/resolve",
@@ -38,6 +38,7 @@ ACTIONS = [
     "/halts/clear",
     "/budgets/run",
     "/budgets/agent",
+    "/holds/release",
 ]
 FOREIGN = "http://evil.example"
 # The hidden fields of r-mail's resolve form: its step, and the attempt the page shows.

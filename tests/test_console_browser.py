@@ -202,7 +202,7 @@ def test_a_person_flips_the_global_halt(page: Page, incidents: str) -> None:
 
 
 PHONE: ViewportSize = {"width": 390, "height": 844}
-PATHS = ["/", "/runs", "/runs/r-killed", "/approvals", "/unknown", "/halts", "/budgets"]
+PATHS = ["/", "/runs", "/runs/r-killed", "/approvals", "/unknown", "/halts", "/budgets", "/holds"]
 
 
 def test_every_page_fits_a_phone(browser: Browser, login_url: str) -> None:
@@ -244,3 +244,45 @@ def test_a_person_on_a_phone_resolves_an_effect_with_the_servers_text_reply(
     with oncelog.open(incidents) as ledger:
         [step] = ledger.steps("r-killed")
     assert (step.state, step.result) == (oncelog.StepState.DONE, "250 2.0.0 Ok: queued as 4F2A1")
+
+
+def test_a_person_on_a_phone_releases_a_hold_from_the_subjects_and_holds_page(
+    browser: Browser, login_url: str, incidents: str, tmp_path: Path
+) -> None:
+    """The new page at a phone's width: reached from the navigation, no wider than the
+    screen, listing a subject and a live hold, whose release needs "force" and is taken."""
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    phone = context.new_page()
+    phone.goto(login_url)
+    with oncelog.open(incidents) as ledger:
+
+        @ledger.tool(kind="payment", name="refund", once_per=lambda order: ("refund", order))
+        def refund(order: str, *, idempotency_key: str) -> str:
+            return f"re_{order}"
+
+        with ledger.run("r-refund") as run:
+            run.effect("refund", refund, "o-1")
+        with ledger.run("r-holder") as run, run.hold(("host", "db-1")):
+            go(phone, "Subjects & holds")
+            expect(phone.get_by_role("heading", name="Subjects & holds")).to_be_visible()
+            expect(phone.locator("table.subjects")).to_contain_text('["refund","o-1"]')
+            wide = phone.evaluate("document.documentElement.scrollWidth")
+            assert wide <= PHONE["width"], f"/holds is {wide} px wide"
+            phone.wait_for_load_state()  # the stylesheet too
+            phone.screenshot(path=str(tmp_path / "console-holds-phone.png"), full_page=True)
+            shoot(phone, "holds")
+            hold = phone.locator("article", has_text='["host","db-1"]')
+            hold.get_by_label("Your name").fill("erin")
+            hold.get_by_label("Why the resource is safe").fill("maintenance done by hand")
+            hold.get_by_role("button", name="Release this hold").tap()
+            expect(phone.get_by_role("alert")).to_contain_text("ResourceHeld")
+            hold = phone.locator("article", has_text='["host","db-1"]')
+            expect(hold.get_by_label("Your name")).to_have_value("erin")  # kept
+            hold.get_by_label("Release even if").tap()
+            hold.get_by_role("button", name="Release this hold").tap()
+            expect(phone.get_by_role("status")).to_contain_text("Hold released")
+            [released] = ledger.holds()
+    context.close()
+    assert (released.holder, released.state) == ("r-holder", "free")

@@ -4,6 +4,7 @@ turned into one library call whose ``by=`` the ledger records with the change.""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -127,6 +128,21 @@ def set_agent_budget(form: Form, ledger: Ledger) -> tuple[str, str | None]:
     return "budget", None
 
 
+def release_hold(form: Form, ledger: Ledger) -> tuple[str, str | None]:
+    """Free the hold the page showed: its name comes with the form as stored (a JSON
+    array), so the person releases exactly that resource."""
+    resource = form.exact("resource", required=True)
+    try:
+        name = json.loads(resource)
+    except ValueError:
+        name = None
+    if not isinstance(name, list):
+        raise FormError(f"resource: {resource!r} is not a hold's name as the page shows it")
+    why = form.text("why", required=True)
+    released = ledger.release_hold(name, by=form.person(), why=why, force=form.flag("force"))
+    return "released", released.holder
+
+
 ACTIONS: dict[str, tuple[str, Change]] = {
     # path: (the page it is on, the change)
     "/approvals/decide": ("approvals", decide_approval),
@@ -135,6 +151,7 @@ ACTIONS: dict[str, tuple[str, Change]] = {
     "/halts/clear": ("halts", clear_halt),
     "/budgets/run": ("budgets", set_run_budget),
     "/budgets/agent": ("budgets", set_agent_budget),
+    "/holds/release": ("holds", release_hold),
 }
 
 
@@ -152,7 +169,10 @@ def _action(page: str, change: Change) -> Callable[[Request], Any]:
         try:
             done, run_id = await run_in_threadpool(change, form, console.ledger)
         except OnceLogError as exc:
-            return await show(request, page, error=describe(exc), status=status_for(exc))
+            typed = {k: v for k, v in form.data.items() if k != "csrf" and isinstance(v, str)}
+            return await show(
+                request, page, error=describe(exc), status=status_for(exc), typed=typed
+            )
         # Post/redirect/get: reloading the page shows it again, never repeats the change.
         query = {"done": done} if run_id is None else {"done": done, "run": run_id}
         return RedirectResponse(f"{PAGES[page][0]}?{urlencode(query)}", status_code=303)

@@ -15,6 +15,7 @@ from oncelog import (
     ConflictError,
     Ledger,
     OnceLogError,
+    ResourceHeld,
     RunLeased,
     RunStatus,
     StoreUnavailable,
@@ -40,6 +41,7 @@ NOTICES = {
     "halted": "Kill switch on: no new step of a covered run starts.",
     "cleared": "Kill switch off: restart the halted agents; they resume.",
     "budget": "Budget saved.",
+    "released": "Hold released: the next run that asks for it takes it, with a greater token.",
 }
 
 
@@ -82,6 +84,7 @@ PAGES: dict[str, tuple[str, str, Query]] = {
     "unknown": ("/unknown", "unknown.html", lambda ledger, _: queries.doubts(ledger)),
     "halts": ("/halts", "halts.html", lambda ledger, _: queries.halts(ledger)),
     "budgets": ("/budgets", "budgets.html", lambda ledger, _: queries.budgets(ledger)),
+    "holds": ("/holds", "holds.html", lambda ledger, _: queries.subjects_and_holds(ledger)),
 }
 
 
@@ -97,9 +100,15 @@ def _page(name: str) -> Callable[[Request], Any]:
 
 
 async def show(
-    request: Request, name: str, *, error: str | None = None, status: int = 200
+    request: Request,
+    name: str,
+    *,
+    error: str | None = None,
+    status: int = 200,
+    typed: dict[str, str] | None = None,
 ) -> Response:
-    """Render page ``name``, with an error above it when an action on it failed."""
+    """Render page ``name``, with an error above it when an action on it failed, and the
+    fields of the form that failed (``typed``) for a page that fills them in again."""
     console = console_of(request)
     _, template, query = PAGES[name]
     try:
@@ -112,6 +121,7 @@ async def show(
         error=error,
         notice=banner,
         csrf=console.access.csrf_token(request.state.session),
+        typed=typed or {},
     )
     return console.templates.TemplateResponse(request, template, context, status_code=status)
 
@@ -134,8 +144,8 @@ def status_for(exc: OnceLogError) -> int:
         return 409  # decided, cleared or resolved by someone else meanwhile
     if isinstance(exc, UnknownName):
         return 404
-    if isinstance(exc, RunLeased):
-        return 409  # a live process still holds the run
+    if isinstance(exc, (RunLeased, ResourceHeld)):
+        return 409  # a live process still holds the run, or the resource
     if isinstance(exc, UsageError):
         return 400
     if isinstance(exc, StoreUnavailable):

@@ -12,16 +12,23 @@ from oncelog import (
     Budget,
     Halt,
     HaltScope,
+    JournalEntry,
     Ledger,
     RunRecord,
     RunStatus,
     StepRecord,
     StepState,
+    SubjectClaim,
 )
 
 LISTED = 200  # runs on the runs and budgets pages; recent decisions on the others
 HISTORY = 30
 SEARCHED = 5000  # the most recent runs a filter by agent or text looks through
+SUBJECTS = 10_000  # the latest claims looked through for a step's subject
+# The intent of a step that took another run's result on its subject records why in
+# these words (``StepWrites.adopt_subject``); matched whole against the claims as they
+# are, so a link names a run and step the store wrote, never one parsed out of text.
+TAKEN = "the subject "
 IN_FLIGHT_REASON = (
     "started, with no outcome recorded: its process may still be running it, or died "
     "before recording what happened"
@@ -44,6 +51,18 @@ class Doubt:
     state: str = "unknown"  # unknown, orphaned (nobody runs it) or in_flight
     age: float = 0.0  # seconds since its intent, by the store's clock
     lease_owner: str | None = None  # the run's lease owner, or the last one
+    subject: str | None = None  # the subject it holds: no other run acts on it meanwhile
+
+
+@dataclass(frozen=True)
+class StepSubject:
+    """What one step of a run says about its subject: the claim it holds (``held``), or,
+    for a step that took another run's result, that run's claim (``done_by``), or only
+    the journal's words (``said``) once that claim has moved to another step since."""
+
+    held: SubjectClaim | None = None
+    done_by: SubjectClaim | None = None
+    said: str = ""
 
 
 @dataclass(frozen=True)
@@ -94,13 +113,41 @@ def timeline(ledger: Ledger, run_id: str) -> dict[str, Any]:
     run = ledger.get_run(run_id)
     covering = [h for h in ledger.halts() if covers(h, run)]
     budget = None if run.budget is None else run_budget(ledger, run)
+    journal = list(ledger.iter_journal(run_id))
     return {
         "run": run,
         "steps": ledger.steps(run_id),
-        "journal": list(ledger.iter_journal(run_id)),
+        "journal": journal,
         "halts": covering,
         "budget": budget,
+        "subjects": step_subjects(ledger, run_id, journal),
     }
+
+
+def step_subjects(
+    ledger: Ledger, run_id: str, journal: list[JournalEntry]
+) -> dict[int, StepSubject]:
+    """Each step's subject, by position: the claims the run's steps hold, and for each step
+    that took another's result, the claim whose words its intent recorded (a claim the
+    step holds itself comes first)."""
+    found = {c.seq: StepSubject(held=c) for c in ledger.subjects(run_id, limit=SUBJECTS)}
+    taken = {
+        e.seq: str(e.data["reason"]) for e in journal
+        if e.event == "intent" and e.seq is not None and "subject" not in e.data
+        and str(e.data.get("reason") or "").startswith(TAKEN)
+    }  # fmt: skip
+    if taken:
+        doers = {taken_from(c): c for c in ledger.subjects(limit=SUBJECTS)}
+        for seq, said in taken.items():
+            found.setdefault(seq, StepSubject(done_by=doers.get(said), said=said))
+    return found
+
+
+def taken_from(claim: SubjectClaim) -> str:
+    return (
+        f"{TAKEN}{claim.subject} was done by run {claim.run_id!r}, step {claim.step_id!r} "
+        f"(position {claim.seq}): its result is recorded here, with no call"
+    )
 
 
 def covers(halt: Halt, run: RunRecord) -> bool:
@@ -118,12 +165,20 @@ def approvals(ledger: Ledger) -> dict[str, Any]:
 
 def doubts(ledger: Ledger) -> dict[str, Any]:
     found = []
-    for d in ledger.effects_in_doubt():
+    in_doubt = ledger.effects_in_doubt()
+    claims = {(c.run_id, c.seq): c.subject for c in ledger.subjects(limit=SUBJECTS)}
+    for d in in_doubt:
         step = d.step
         reason = _doubt_reason(step, d.orphaned)
         run = ledger.get_run(step.run_id)
-        found.append(Doubt(step, run, reason, d.state, d.age, d.lease_owner))
+        subject = claims.get((step.run_id, step.seq))
+        found.append(Doubt(step, run, reason, d.state, d.age, d.lease_owner, subject))
     return {"doubts": found}
+
+
+def subjects_and_holds(ledger: Ledger) -> dict[str, Any]:
+    """The latest subject claims, and every resource held or held last."""
+    return {"claims": ledger.subjects(limit=LISTED), "holds": ledger.holds(limit=LISTED)}
 
 
 def _doubt_reason(step: StepRecord, orphaned: bool) -> str:

@@ -209,7 +209,9 @@ class EffectInDoubt(NamedTuple):
 class SubjectClaim(NamedTuple):
     """A subject (``once_per``) and the step of some run that holds it: its state is that
     step's own; ``live`` says whether a process holds the step's run's lease (by the
-    store's clock). ``args_hash``, ``result_json`` and ``error_json`` are the step's."""
+    store's clock). ``args_hash``, ``result_json`` and ``error_json`` are the step's;
+    ``expires_at`` is when a done claim frees its subject (``once_for``), by the store's
+    clock, or None: never."""
 
     subject: str
     run_id: str
@@ -221,6 +223,7 @@ class SubjectClaim(NamedTuple):
     args_hash: str
     result_json: str | None
     error_json: str | None
+    expires_at: float | None = None
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ _FREE = ("not_done", "abandoned", "failed")
 _HOLDER = (
     "SELECT c.subject, c.run_id, c.seq, c.step_id, s.state, "
     f"COALESCE(r.lease_expires_at >= {NOW}, FALSE), c.claimed_at, s.args_hash, s.result, "
-    f"s.error, c.expires_at IS NOT NULL AND c.expires_at <= {NOW} "
+    f"s.error, c.expires_at IS NOT NULL AND c.expires_at <= {NOW}, c.expires_at "
     "FROM subjects c JOIN steps s ON s.run_id = c.run_id AND s.seq = c.seq "
     "JOIN runs r ON r.run_id = c.run_id"
 )
@@ -60,15 +60,16 @@ def _holder(tx: Tx, subject: str | None) -> tuple[SubjectClaim, bool] | None:
     row = tx.execute(f"{_HOLDER} WHERE c.subject = ?", (subject,)).fetchone()
     if row is None:
         return None
-    holder = _holder_of(row[:10])
+    holder = _holder_of(row)
     return holder, bool(row[10]) and holder.state is StepState.DONE
 
 
 def _holder_of(row: Any) -> SubjectClaim:
-    subject, run_id, seq, step_id, state, live, at, args_hash, result, error = row
+    subject, run_id, seq, step_id, state, live, at, args_hash, result, error = row[:10]
+    expires = None if row[11] is None else float(row[11])
     return SubjectClaim(
         subject, run_id, int(seq), step_id, StepState(state), bool(live), float(at),
-        args_hash, result, error,
+        args_hash, result, error, expires,
     )  # fmt: skip
 
 
@@ -90,4 +91,4 @@ def holders(tx: Tx, run_id: str | None, limit: int) -> list[SubjectClaim]:
     rows = tx.execute(
         f"{_HOLDER} {where}ORDER BY c.claimed_at DESC LIMIT ?", (*params, limit)
     ).fetchall()
-    return [_holder_of(row[:10]) for row in rows]
+    return [_holder_of(row) for row in rows]
