@@ -182,7 +182,7 @@ def tutorial_agent() -> tuple[str, str, str]:
     """The agent of docs/tutorial.md, its refund with a probe, and with a probe and a
     deduplication window."""
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs/tutorial.md").read_text(), re.S)
-    agent_code, probe_code, dedupe_code = blocks
+    agent_code, probe_code, dedupe_code, *_ = blocks
     refund = probe_code[probe_code.index("@oncelog.tool") :].replace(", probe=find_refund", "")
     assert refund in agent_code
     find_refund = probe_code[: probe_code.index("@oncelog.tool")]
