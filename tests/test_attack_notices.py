@@ -18,7 +18,7 @@ import pytest
 
 import oncelog
 
-from .support.launch import environment, python
+from .support.launch import environment, finish_within, python
 from .support.operator_commands import oncelog_cli
 from .support.receiver import HUGE, HostileReceiver, Receiver, receiving, serving
 
@@ -37,12 +37,7 @@ def agent(db_path: str, webhook: str, tmp_path: Path) -> subprocess.CompletedPro
         python(AGENT, db_path, "r1", webhook, tmp_path / "performed"),
         env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    try:
-        stdout, stderr = process.communicate(timeout=HELD)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.communicate()
-        pytest.fail(f"the agent was still held by its webhook after {HELD} s")
+    stdout, stderr = finish_within(process, HELD, "the agent was still held by its webhook")
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 

@@ -19,7 +19,7 @@ import pytest
 
 import oncelog
 
-from .support.launch import environment, python
+from .support.launch import environment, finish_within, python
 from .support.operator_commands import oncelog_cli
 from .support.receiver import HUGE, HostileReceiver, receiving, serving
 
@@ -50,12 +50,7 @@ def shipping(
         python(AGENT, db_path, sink, tmp_path / "ship.state", str(timeout), str(tries)),
         env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    try:
-        stdout, stderr = process.communicate(timeout=HELD)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.communicate()
-        pytest.fail(f"the shipper was still held by its sink after {HELD} s")
+    stdout, stderr = finish_within(process, HELD, "the shipper was still held by its sink")
     assert process.returncode == 0, stderr
     return json.loads(stdout), stderr
 

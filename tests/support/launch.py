@@ -9,6 +9,8 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
+import pytest
+
 PYTHON = sys.executable
 TIMEOUT = 60.0
 CRASH_ENV = "ONCELOG_CRASH_AT"
@@ -42,3 +44,14 @@ def run_python(
         python(*args), env=None if env is None else dict(env), cwd=cwd,
         capture_output=True, text=True, timeout=timeout, check=check,
     )  # fmt: skip
+
+
+def finish_within(process: subprocess.Popen[str], seconds: float, held: str) -> tuple[str, str]:
+    """The output of ``process`` once it ends, or the test failed with ``held`` (what held
+    it) if it runs past ``seconds``: a process that hangs is the failure under test."""
+    try:
+        return process.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        pytest.fail(f"{held} after {seconds} s")
