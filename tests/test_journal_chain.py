@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 import oncelog
-from oncelog.audit._chain import GENESIS, link
 from oncelog.audit._verify import Report, read_checkpoints, verify
+from oncelog.records._chain import GENESIS, link
 
 from .support.launch import python
 from .support.operator_commands import oncelog_cli

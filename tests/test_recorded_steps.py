@@ -16,8 +16,8 @@ import pytest
 
 import oncelog
 from oncelog import StepState, StepType
-from oncelog.audit._chain import canonical_head
 from oncelog.audit._verify import verify
+from oncelog.records._chain import canonical_head
 from oncelog.records._serialization import digest
 from oncelog.runtime._calls import usage
 from oncelog.stores import Lease, NewStep, Outcome, Store

@@ -26,10 +26,10 @@ from prometheus_client import CollectorRegistry
 
 import oncelog
 from oncelog import metrics
-from oncelog.audit._chain import GENESIS, link
 from oncelog.audit._signing import new_key_pair
 from oncelog.audit._verify import verify
 from oncelog.cli import cli
+from oncelog.records._chain import GENESIS, link
 from oncelog.sinks import FileSink, HttpSink, Shipper, SinkUnavailable, SyslogSink
 
 from .conftest import require

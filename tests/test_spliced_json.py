@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from oncelog._exceptions import UnserializableValue
-from oncelog.audit._chain import GENESIS, canonical, canonical_head, link
+from oncelog.records._chain import GENESIS, canonical, canonical_head, link
 from oncelog.records._records import StepState, StepType
 from oncelog.records._serialization import digest, encode
 from oncelog.runtime._calls import idempotency_key

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, cast
 
 import oncelog
-from oncelog.audit._chain import link
+from oncelog.records._chain import link
 from oncelog.stores import SQLiteStore
 from oncelog.stores._sqlite_write import LINK_FUNCTION
 

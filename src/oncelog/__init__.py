@@ -73,11 +73,10 @@ from .records._no_result import NO_RESULT
 
 if _typing.TYPE_CHECKING:
     from ._ledger import Ledger, open
-    from .controls._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert
+    from ._worker import Worker
     from .controls._notices import PersonNeeded
-    from .process._drain import handle_sigterm
     from .process._process import exit_code_for, run_main
-    from .process._worker import Worker
+    from .records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert
     from .records._records import (
         Approval,
         ApprovalStatus,
@@ -108,17 +107,18 @@ if _typing.TYPE_CHECKING:
     from .runtime._retry import Retry
     from .runtime._run import AsyncRun, Run, RunContext, current_run
     from .runtime._tools import Kind, KindName, Tool, tool
+    from .signals._drain import handle_sigterm
 
 # Where each name imported on first use lives: the same names as the imports above.
 _LAZY = {
     **dict.fromkeys(("Ledger", "open"), "_ledger"),
     **dict.fromkeys(
-        ("AgentBudget", "AgentBudgetSetting", "Budget", "BudgetAlert"), "controls._budgets"
+        ("AgentBudget", "AgentBudgetSetting", "Budget", "BudgetAlert"), "records._budgets"
     ),
     "PersonNeeded": "controls._notices",
-    "handle_sigterm": "process._drain",
+    "handle_sigterm": "signals._drain",
     **dict.fromkeys(("exit_code_for", "run_main"), "process._process"),
-    "Worker": "process._worker",
+    "Worker": "_worker",
     **dict.fromkeys(
         (
             "Approval",

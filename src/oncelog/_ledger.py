@@ -18,12 +18,12 @@ from ._webhook import checked_url
 from .audit import _pages as pages
 from .audit._export import export_lines
 from .controls._alerts import AlertCallback
-from .controls._budgets import Budget
 from .controls._notices import AnyAlertCallback, Notices
-from .display import printable, visible
 from .process import _leases as leases
 from .process import _main as main
 from .process._heartbeat import HEARTBEATS
+from .records._budgets import Budget
+from .records._display import printable, visible
 from .records._records import (
     Checkpoint,
     EffectInDoubt,

@@ -17,8 +17,8 @@ from . import _numbers as numbers
 from ._exceptions import ConfigurationError, InvalidPayload, InvalidResolution
 from ._person_results import Form, ResultContract
 from .controls import _waiting as waiting
-from .controls._budgets import AgentBudget, AgentBudgetSetting, Budget, Usage
 from .process import _leases as leases
+from .records._budgets import AgentBudget, AgentBudgetSetting, Budget, Usage
 from .records._no_result import NO_RESULT
 from .records._records import (
     Approval,

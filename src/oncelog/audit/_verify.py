@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._exceptions import ConfigurationError
+from ..records._chain import GENESIS, checkpoint_payload, link
 from ..records._records import Checkpoint
 from ..stores._protocol import Store
 from . import _pages as pages
-from ._chain import GENESIS, checkpoint_payload, link
 from ._signing import Verifier
 from ._verify_state import StateCheck, state_differences
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import click
 
-from ..runtime._crashpoints import POINTS
 from ..showcases.crashtest import (
     Agent,
     NotTestable,
@@ -22,6 +21,7 @@ from ..showcases.crashtest import (
     boundaries,
     summary,
 )
+from ..signals._crashpoints import POINTS
 from ._options import emit, json_option
 
 EXIT_PROBLEMS = 1

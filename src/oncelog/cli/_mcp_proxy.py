@@ -8,7 +8,7 @@ import click
 
 import oncelog
 
-from ..process._drain import draining
+from ..signals._drain import draining
 from ._options import db_option, opened
 
 

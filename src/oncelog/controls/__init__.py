@@ -1,1 +1,1 @@
-"""Budgets, alerts, notices to a person, and waiting for a person's decision."""
+"""Alerts, notices to a person, and waiting for a person's decision."""

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from .._exceptions import StoreUnavailable
 from .._log import log
 from .._webhook import post_json
+from ..records._budgets import BudgetAlert
 from ..stores._protocol import Store
-from ._budgets import BudgetAlert
 
 AlertCallback = Callable[[BudgetAlert], None]
 

@@ -31,11 +31,11 @@ from .._exceptions import (
 )
 from .._log import log
 from .._webhook import post_json
-from ..display import printable, visible
+from ..records._budgets import BudgetAlert
+from ..records._display import printable, visible
 from ..records._records import ApprovalStatus
 from ..stores._protocol import Store
 from ._alerts import AlertCallback
-from ._budgets import BudgetAlert
 
 
 @dataclass(frozen=True)

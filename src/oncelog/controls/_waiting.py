@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from .._exceptions import Draining, OnceLogError
-from ..process import _drain as drain
+from ..signals import _drain as drain
 from ..stores import Store, open_store
 
 if TYPE_CHECKING:

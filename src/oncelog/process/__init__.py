@@ -1,1 +1,1 @@
-"""The process around runs: run_main, the SIGTERM drain, leases, workers."""
+"""The process around runs: run_main, leases and their heartbeats."""

@@ -22,9 +22,9 @@ from .._exceptions import (
 )
 from .._exit_codes import EXIT_COMPLETED, EXIT_ERROR
 from ..controls import _waiting as waiting
-from ..display import printable
+from ..records._display import printable
+from ..signals._drain import handle_sigterm
 from . import _main as main
-from ._drain import handle_sigterm
 
 log = logging.getLogger("oncelog")
 

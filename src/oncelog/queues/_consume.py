@@ -33,8 +33,8 @@ from oncelog import (
     WaitingForPerson,
 )
 
-from ..process import _drain as drain
 from ..records._serialization import encode
+from ..signals import _drain as drain
 
 log = logging.getLogger("oncelog.queues")
 

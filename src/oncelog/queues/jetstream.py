@@ -36,7 +36,7 @@ except ImportError:
         "the JetStream consumer needs nats-py: pip install 'oncelog[nats]'"
     ) from None
 
-from ..process import _drain as drain
+from ..signals import _drain as drain
 from ._consume import Handler, Outcome, QueueConsumer, Settle
 
 log = logging.getLogger("oncelog.queues")

@@ -35,7 +35,7 @@ except ImportError:
         "the RabbitMQ consumer needs pika: pip install 'oncelog[rabbitmq]'"
     ) from None
 
-from ..process import _drain as drain
+from ..signals import _drain as drain
 from ._consume import Handler, Outcome, QueueConsumer, Settle
 
 log = logging.getLogger("oncelog.queues")

@@ -1,1 +1,1 @@
-"""Value objects, canonical JSON and secret fields."""
+"""Value objects, budget values, canonical JSON, the hash chain, secrets, what is shown."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .._exceptions import CorruptRecord
-from ..controls._budgets import Budget
+from ._budgets import Budget
 from ._no_result import NO_RESULT
 from ._serialization import decode
 

@@ -15,11 +15,11 @@ from .._exceptions import InvalidPayload, UnserializableValue
 from .._log import log
 from ..failures import Failure
 from ..observe import _observe as observe
-from ..process import _drain as drain
 from ..process._heartbeat import HEARTBEATS
 from ..records._records import StepState, StepType
 from ..records._redact import redact
 from ..records._serialization import MAX_DEPTH, encode, encode_decoded
+from ..signals import _drain as drain
 from ..stores._protocol import Lease, NewStep
 from ._tools import ToolSpec
 

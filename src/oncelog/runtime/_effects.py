@@ -46,11 +46,12 @@ from .._exceptions import (
 )
 from .._log import log
 from ..controls._alerts import AlertCallback, AlertSender
-from ..controls._budgets import check, refusal
-from ..display import visible
 from ..observe import _observe as observe
+from ..records._budgets import check, refusal
+from ..records._display import visible
 from ..records._records import ApprovalStatus, StepRecord, StepState, StepType, SubjectClaim
 from ..records._serialization import decode, digest, encode_decoded
+from ..signals import _crashpoints as crashpoints
 from ..stores._protocol import (
     Lease,
     NewStep,
@@ -59,7 +60,6 @@ from ..stores._protocol import (
     SubjectHeld,
     new_step,
 )
-from . import _crashpoints as crashpoints
 from . import _outcomes as outcomes
 from ._calls import (
     Again,

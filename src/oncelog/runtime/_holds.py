@@ -15,8 +15,8 @@ from types import TracebackType
 from typing import Any
 
 from .._exceptions import InvalidPayload, LeaseLost, ResourceHeld, UsageError
-from ..process import _drain as drain
 from ..records._serialization import encode
+from ..signals import _drain as drain
 from ..stores._protocol import Lease, Store
 
 MAX_RESOURCE_BYTES = 1024

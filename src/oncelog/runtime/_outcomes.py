@@ -22,8 +22,8 @@ from .._log import log
 from ..failures import Failure
 from ..records._records import StepState, StepType
 from ..records._serialization import encode_decoded
+from ..signals import _crashpoints as crashpoints
 from ..stores._protocol import Lease, Outcome, Store, new_outcome, timed_step
-from . import _crashpoints as crashpoints
 from ._calls import Again, Pending, Surroundings, error_json, failure_of, usage
 from ._decide import Action, Situation, decide, deduplicated, key_age
 from ._probes import CANNOT_TELL, Conflict, Found

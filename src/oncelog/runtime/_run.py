@@ -29,9 +29,9 @@ from .._exceptions import (
 )
 from .._log import log
 from ..controls import _waiting as waiting
-from ..controls._budgets import remaining
 from ..process import _leases as leases
 from ..process._heartbeat import HEARTBEATS
+from ..records._budgets import remaining
 from ..records._records import RunRecord, RunStatus, StepType
 from ..records._redact import redact_call
 from ..records._serialization import MAX_DEPTH
@@ -50,7 +50,7 @@ _COMPLETED, _FAILED = RunStatus.COMPLETED, RunStatus.FAILED  # read at every run
 
 if TYPE_CHECKING:
     from ..audit._signing import Signer
-    from ..controls._budgets import Budget, Usage
+    from ..records._budgets import Budget, Usage
 
 
 class Host(waiting.Waitable, Protocol):

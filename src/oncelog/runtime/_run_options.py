@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..controls._budgets import Budget
+from ..records._budgets import Budget
 from ..records._records import RunRecord
 from ..stores import Lease
 

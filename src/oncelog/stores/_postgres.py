@@ -29,7 +29,7 @@ import psycopg
 
 from .._exceptions import ConfigurationError
 from ..records._records import RunStatus, StepState, SubjectClaim
-from ..runtime import _crashpoints as crashpoints
+from ..signals import _crashpoints as crashpoints
 from ._postgres_deadline import WATCHDOG
 from ._postgres_listen import decisions
 from ._postgres_migrate import migrate

@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from ..process import _drain as drain
+from ..signals import _drain as drain
 from ._postgres_deadline import WATCHDOG
 from ._postgres_pool import DECISIONS_CHANNEL, connect
 from ._protocol import DecisionFeed, PollingFeed

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import psycopg
 
 from .._exceptions import LeaseLost
-from ..audit._chain import canonical_head
+from ..records._chain import canonical_head
 from ._protocol import Lease, NewStep, Outcome
 from ._shared import (
     duplicate_step,

@@ -9,8 +9,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from ..controls._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
-from ..process import _drain as drain
+from ..records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
 from ..records._records import (
     Approval,
     ApprovalStatus,
@@ -30,6 +29,7 @@ from ..records._records import (
     StepType,
     SubjectClaim,
 )
+from ..signals import _drain as drain
 
 # What a commit survives (docs/guarantees.md): ``intent`` fsyncs intents and every other
 # commit but outcomes and model/read records; ``full`` fsyncs every commit; ``process``

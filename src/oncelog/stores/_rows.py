@@ -12,7 +12,7 @@ from json.encoder import encode_basestring as quote  # the C escaper json.dumps 
 from typing import Any
 
 from .._exceptions import CorruptRecord, UnserializableValue
-from ..controls._budgets import Budget
+from ..records._budgets import Budget
 from ..records._records import (
     Approval,
     ApprovalStatus,

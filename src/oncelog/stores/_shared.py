@@ -8,8 +8,8 @@ from json.encoder import encode_basestring as quote  # the C escaper json.dumps 
 from typing import Any
 
 from .._exceptions import CorruptRecord, DuplicateStep, LeaseLost, PlanMismatch
-from ..audit._chain import checkpoint_payload
-from ..controls._budgets import AgentBudget, Budget, BudgetAlert, Usage, check, refusal
+from ..records._budgets import AgentBudget, Budget, BudgetAlert, Usage, check, refusal
+from ..records._chain import checkpoint_payload
 from ..records._records import Checkpoint, JournalEntry, Resolution, RunRecord, StepState
 from ..records._serialization import decode, encode
 from ._protocol import Lease, NewStep, Outcome

@@ -6,7 +6,7 @@ row lock first (see ``_sql_tx`` for the order of locks)."""
 from __future__ import annotations
 
 from .._exceptions import UnknownHalt, UnknownRun
-from ..controls._budgets import AgentBudget, Budget, BudgetAlert, Usage
+from ..records._budgets import AgentBudget, Budget, BudgetAlert, Usage
 from ..records._records import Approval, ApprovalStatus, Halt, HaltScope
 from . import _sql_stops as stops
 from ._protocol import BudgetDrift, Lease, NewStep

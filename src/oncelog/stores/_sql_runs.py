@@ -4,7 +4,7 @@ row: the steps of ``SQLStore.acquire`` that are not the lease itself."""
 from __future__ import annotations
 
 from .._exceptions import RunLeased
-from ..controls._budgets import Budget
+from ..records._budgets import Budget
 from ..records._records import RunRecord
 from ._protocol import OwnerCheck
 from ._rows import journal_json, text

@@ -13,9 +13,9 @@ from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
 from .._exceptions import LeaseLost, halted
-from ..controls._budgets import BudgetAlert
+from ..records._budgets import BudgetAlert
 from ..records._records import StepState, StepType, SubjectClaim
-from ..runtime import _crashpoints as crashpoints
+from ..signals import _crashpoints as crashpoints
 from . import _sql_approvals as approval_sql
 from . import _sql_controls as controls
 from . import _sql_stops as stops

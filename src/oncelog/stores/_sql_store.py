@@ -12,7 +12,7 @@ from .._exceptions import (
     ConfigurationError,
     UnknownRun,
 )
-from ..controls._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
+from ..records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
 from ..records._records import (
     Approval,
     ApprovalStatus,

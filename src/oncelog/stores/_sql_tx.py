@@ -14,7 +14,7 @@ deadlock (on SQLite the database's single writer makes them all no-ops):
 
 from __future__ import annotations
 
-from ..audit._chain import GENESIS, link
+from ..records._chain import GENESIS, link
 from ._protocol import Lease
 from ._shared import lease_needs_extending
 from ._sql import NOW, Tx

@@ -41,7 +41,7 @@ from .._exceptions import (
     OnceLogError,
     StoreUnavailable,
 )
-from ..audit._chain import link
+from ..records._chain import link
 from ..records._records import Halt, HaltScope, RunStatus, StepState
 from . import _sqlite_runs as sqlite_runs
 from ._migrations import pending

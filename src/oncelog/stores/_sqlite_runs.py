@@ -26,7 +26,7 @@ NULL is written in the SQL.
 
 from __future__ import annotations
 
-from ..audit._chain import GENESIS, link
+from ..records._chain import GENESIS, link
 from ..records._records import RunRecord, RunStatus
 from ._protocol import Lease
 from ._rows import journal_json, number, text

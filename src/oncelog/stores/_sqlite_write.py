@@ -23,7 +23,7 @@ general path, whose fence extends the lease.
 
 from __future__ import annotations
 
-from ..audit._chain import GENESIS
+from ..records._chain import GENESIS
 from ._protocol import Lease, NewStep, Outcome
 from ._sql import NOW, Tx
 from ._sql_controls import HALT_ON

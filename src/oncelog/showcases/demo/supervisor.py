@@ -13,7 +13,7 @@ from pathlib import Path
 
 import oncelog
 
-from ...runtime._crashpoints import ENV_VAR as CRASH_ENV
+from ...signals._crashpoints import ENV_VAR as CRASH_ENV
 from . import DemoFailed
 from .services import Processes, stop
 from .support_agent import KILL_AFTER_ENV

@@ -15,11 +15,11 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._exceptions import ConfigurationError, Draining, OnceLogError, StoreUnavailable
-from .._exit_codes import EXIT_COMPLETED, EXIT_TRY_LATER
-from .._ledger import Ledger
-from ..runtime._run import RunContext
-from . import _drain as drain
+from ._exceptions import ConfigurationError, Draining, OnceLogError, StoreUnavailable
+from ._exit_codes import EXIT_COMPLETED, EXIT_TRY_LATER
+from ._ledger import Ledger
+from .runtime._run import RunContext
+from .signals import _drain as drain
 
 log = logging.getLogger("oncelog")
 
