@@ -14,14 +14,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import IO, Protocol
 
 from .._exceptions import ConfigurationError, OnceLogError, SinkUnavailable
+from ..records._records import Checkpoint, JournalEntry
 from . import _ship_state as state
 from ._export import checkpoint_line, record_line
-
-if TYPE_CHECKING:
-    from .._ledger import Ledger
 
 log = logging.getLogger("oncelog.sinks")
 
@@ -29,6 +27,19 @@ BATCH_BYTES = 1 << 20  # a batch stops growing past this, whatever its line coun
 
 Row = tuple[int, float, str]  # id, at, line
 Reader = Callable[[int, int], list[Row]]  # (after id, limit) -> rows in id order
+
+
+class Journal(Protocol):
+    """What the shipper reads of a ledger: ``oncelog.Ledger`` is one. Named here, as the
+    ledger stands floors above the audit."""
+
+    def journal(
+        self, run_id: str | None = None, *, after: int = 0, limit: int = 1000
+    ) -> list[JournalEntry]: ...
+
+    def checkpoints(
+        self, run_id: str | None = None, *, after_id: int = 0, limit: int = 1000
+    ) -> list[Checkpoint]: ...
 
 
 class Sink(Protocol):
@@ -51,7 +62,7 @@ class Shipper:
 
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: Journal,
         sink: Sink,
         state_file: str | Path,
         *,
