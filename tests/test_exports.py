@@ -29,8 +29,8 @@ def test_every_public_name_is_exported_and_nothing_else() -> None:
     assert len(oncelog.__all__) == len(public)
     for name in oncelog.__all__:
         value = getattr(oncelog, name)
-        # Constants and type aliases (``ProbeAnswer``, ``Probe``, ``KindName``).
-        exempt = isinstance(value, int) or typing.get_origin(value) is not None
+        # Constants (``DEFAULT_PATH``) and type aliases (``ProbeAnswer``, ``Probe``, ``KindName``).
+        exempt = isinstance(value, (int, str)) or typing.get_origin(value) is not None
         assert exempt or value.__module__.startswith("oncelog"), name
 
 

@@ -74,8 +74,9 @@ from .records._no_result import NO_RESULT
 if _typing.TYPE_CHECKING:
     from ._ledger import Ledger, open
     from ._worker import Worker
+    from .audit._signing import new_key_pair
     from .controls._notices import PersonNeeded
-    from .process._process import exit_code_for, run_main
+    from .process._process import exit_code_for, explain, run_main
     from .records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert
     from .records._records import (
         Approval,
@@ -93,6 +94,7 @@ if _typing.TYPE_CHECKING:
         StepType,
         SubjectClaim,
     )
+    from .records._serialization import canonical_json
     from .runtime._calls import idempotency_key
     from .runtime._probes import (
         CANNOT_TELL,
@@ -107,7 +109,8 @@ if _typing.TYPE_CHECKING:
     from .runtime._retry import Retry
     from .runtime._run import AsyncRun, Run, RunContext, current_run
     from .runtime._tools import Kind, KindName, Tool, tool
-    from .signals._drain import handle_sigterm
+    from .signals._drain import drain, draining, handle_sigterm, wait_for_drain
+    from .stores import DEFAULT_PATH
 
 # Where each name imported on first use lives: the same names as the imports above.
 _LAZY = {
@@ -116,8 +119,11 @@ _LAZY = {
         ("AgentBudget", "AgentBudgetSetting", "Budget", "BudgetAlert"), "records._budgets"
     ),
     "PersonNeeded": "controls._notices",
-    "handle_sigterm": "signals._drain",
-    **dict.fromkeys(("exit_code_for", "run_main"), "process._process"),
+    **dict.fromkeys(("drain", "draining", "handle_sigterm", "wait_for_drain"), "signals._drain"),
+    "DEFAULT_PATH": "stores",
+    "new_key_pair": "audit._signing",
+    "canonical_json": "records._serialization",
+    **dict.fromkeys(("exit_code_for", "explain", "run_main"), "process._process"),
     "Worker": "_worker",
     **dict.fromkeys(
         (
@@ -159,6 +165,7 @@ _LAZY = {
 
 __all__ = [
     "CANNOT_TELL",
+    "DEFAULT_PATH",
     "EXIT_COMPLETED",
     "EXIT_HALTED",
     "EXIT_TRY_LATER",
@@ -253,13 +260,19 @@ __all__ = [
     "UsageError",
     "WaitingForPerson",
     "Worker",
+    "canonical_json",
     "current_run",
+    "drain",
+    "draining",
     "exit_code_for",
+    "explain",
     "handle_sigterm",
     "idempotency_key",
+    "new_key_pair",
     "open",
     "run_main",
     "tool",
+    "wait_for_drain",
 ]
 
 

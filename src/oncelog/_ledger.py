@@ -305,14 +305,18 @@ class Ledger(PersonDecisions):
         self,
         *,
         public_keys: Iterable[str | Path] = (),
-        against: Iterable[Checkpoint] = (),
+        against: Iterable[Checkpoint] | str | os.PathLike[str] = (),
         run_id: str | None = None,
     ) -> Report:
         """Check the journal's hash chains (of one run, or all), the signed checkpoints
-        (with ``public_keys``, and those of an earlier export ``against``), and that the
-        tables hold what the journal says."""
-        from .audit._verify import verify  # imported when asked: it brings the signing code
+        (with ``public_keys``, and those of an earlier export ``against``: its checkpoints,
+        or the path of its ``export`` file), and that the tables hold what the journal
+        says."""
+        # Imported when asked: it brings the signing code.
+        from .audit._verify import read_checkpoints, verify
 
+        if isinstance(against, (str, os.PathLike)):
+            against = read_checkpoints(against)
         return verify(self.store, public_keys=public_keys, against=against, run_id=run_id)
 
     def export(

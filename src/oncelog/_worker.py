@@ -61,14 +61,14 @@ class Worker:
                 # The ledger is out of reach (a restart, a partition): wait and claim again.
                 # The run this worker held, if any, is claimable again once it is back.
                 log.warning("cannot reach the ledger (%s); trying again in %.1f s", exc, backoff)
-                if drain.wait(backoff):
+                if drain.wait_for_drain(backoff):
                     break
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
             backoff = self.poll
             if claimed is not None:
                 done += 1
-            elif until_idle or drain.wait(self.poll):
+            elif until_idle or drain.wait_for_drain(self.poll):
                 break
         return EXIT_TRY_LATER if drain.draining() else EXIT_COMPLETED
 

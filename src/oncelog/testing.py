@@ -1,5 +1,7 @@
 """Public helpers for testing agents that use oncelog: a temporary ledger, a crash
-simulated in-process, and a fake provider with a clock the test moves."""
+simulated in-process, a fake provider with a clock the test moves, and the crash points
+a test arms in the process it starts (``CRASH_ENV``: ``after_call``, ``after_call:3`` the
+third time, ``after_call@send`` for step ``send``; docs/concepts.md says more)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,12 @@ from ._fake_provider import FakeClock, FakeProvider, Performed, Refused
 from ._ledger import Ledger, open
 from .runtime._run import AsyncRun, Run
 from .runtime._run import abandon as forget_as_crashed
+from .signals._crashpoints import ENV_VAR as CRASH_ENV
+from .signals._crashpoints import POINTS as CRASH_POINTS
 
 __all__ = [
+    "CRASH_ENV",
+    "CRASH_POINTS",
     "FakeClock",
     "FakeProvider",
     "Performed",

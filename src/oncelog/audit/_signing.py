@@ -34,9 +34,12 @@ def key_id(public_key: Any) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
-def new_key_pair(folder: Path) -> tuple[Path, Path]:
-    """Write a new key pair into ``folder``; return (private, public) paths."""
+def new_key_pair(folder: str | Path) -> tuple[Path, Path]:
+    """Write a new Ed25519 key pair into ``folder`` (made if missing); return the paths of
+    the private key (mode 0600, for ``oncelog.open(signing_key=...)``) and the public key
+    (for ``Ledger.verify(public_keys=...)``). Needs ``pip install 'oncelog[signing]'``."""
     serialization, ed25519 = _crypto()
+    folder = Path(folder)
     private = ed25519.Ed25519PrivateKey.generate()
     ident = key_id(private.public_key())
     folder.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ step whose run's row is gone.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +60,7 @@ class _Chain:
     heads: dict[int, str] = field(default_factory=dict)  # at checkpointed lengths
 
 
-def read_checkpoints(path: str | Path) -> list[Checkpoint]:
+def read_checkpoints(path: str | os.PathLike[str]) -> list[Checkpoint]:
     """The checkpoints of an ``oncelog export`` file (other lines are skipped)."""
     found = []
     try:

@@ -21,8 +21,8 @@ from typing import Any
 
 from .._exceptions import CorruptRecord
 from ..records._records import Approval, JournalEntry
+from ..stores import HALT_COLUMNS, approval_record
 from ..stores._protocol import Store
-from ..stores._rows import HALT_COLUMNS, approval_record
 from ._verify_approvals import ApprovalCheck
 from ._verify_rows import Found, decoded, differences, table
 

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..records._serialization import decode
+from ..stores import STATE_TABLES
 from ..stores._protocol import Store
-from ..stores._sql_evidence import STATE_TABLES
 
 PAGE = 1000
 # (kind, run_id, message, record_id): how a check tells ``verify`` what it found.

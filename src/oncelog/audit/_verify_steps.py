@@ -25,8 +25,8 @@ from typing import Any
 
 from ..records._no_result import NO_RESULT
 from ..records._records import JournalEntry
+from ..stores import STEP_COLUMNS
 from ..stores._protocol import Store
-from ..stores._rows import STEP_COLUMNS
 from ._verify_rows import Found, decoded, differences, table
 
 _COLUMNS = (*STEP_COLUMNS.split(", "), "cost", "irreversible")

@@ -8,7 +8,6 @@ import click
 
 import oncelog
 
-from ..stores import DEFAULT_PATH
 from ._options import db_option, opened
 
 EXPOSED = (
@@ -63,7 +62,7 @@ def console(
         sock = web.listen(host, port)
         port = sock.getsockname()[1]
         base = f"http://{web.url_host(host)}:{port}"
-        click.echo(f"oncelog console on {base}/ (ledger: {db or DEFAULT_PATH})")
+        click.echo(f"oncelog console on {base}/ (ledger: {db or oncelog.DEFAULT_PATH})")
         click.echo(f"log in: {base}/login?token={token}")
         app = web.create_app(ledger, web.Access.for_address(token, host, port, also))
         web.serve(app, sock)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from oncelog.testing import CRASH_POINTS
+
 from ..showcases.crashtest import (
     Agent,
     NotTestable,
@@ -21,7 +23,6 @@ from ..showcases.crashtest import (
     boundaries,
     summary,
 )
-from ..signals._crashpoints import POINTS
 from ._options import emit, json_option
 
 EXIT_PROBLEMS = 1
@@ -34,7 +35,7 @@ class CannotTest(click.ClickException):
 @click.command(context_settings={"allow_interspersed_args": False})
 @click.argument("command", nargs=-1, required=True)
 @click.option(
-    "--point", "points", multiple=True, type=click.Choice(POINTS),
+    "--point", "points", multiple=True, type=click.Choice(CRASH_POINTS),
     help="Only this crash point (repeatable; default: all five).",
 )  # fmt: skip
 @click.option(
@@ -75,7 +76,7 @@ def crashtest(
     it completes, halts or waits, and report what its ledger shows. --reset runs a shell
     command before each trial (the first, clean run too). Exit 0 when nothing
     ran twice and no mistake was seen, 1 otherwise, 2 when the agent cannot be tested."""
-    points = tuple(point for point in POINTS if point in points) or POINTS
+    points = tuple(point for point in CRASH_POINTS if point in points) or CRASH_POINTS
     say = (lambda line: None) if as_json else click.echo
     say(f"oncelog crashtest: {shlex.join(command)}")
     with _workdir(keep) as workdir:

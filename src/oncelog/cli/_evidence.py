@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from ..audit._verify import read_checkpoints
+import oncelog
+
 from ._options import db_option, emit, json_option, opened
 
 DEFAULT_KEY_DIR = Path("~/.config/oncelog/keys")
@@ -24,9 +25,7 @@ def keys() -> None:
               help="Where to write the key pair.")  # fmt: skip
 def keys_new(folder: str) -> None:
     """Make an Ed25519 key pair: the private key (0600) signs, the public one verifies."""
-    from ..audit._signing import new_key_pair
-
-    private, public = new_key_pair(Path(folder).expanduser())
+    private, public = oncelog.new_key_pair(Path(folder).expanduser())
     click.echo(f"private key: {private}   (ONCELOG_SIGNING_KEY={private})")
     click.echo(f"public key:  {public}   (oncelog verify --public-key {public})")
 
@@ -44,9 +43,8 @@ def verify(
     as_json: bool,
 ) -> None:  # fmt: skip
     """Check every journal record's hash and every checkpoint; exit 1 on any problem."""
-    exported = read_checkpoints(against) if against else []
     with opened(db, create=False) as ledger:
-        report = ledger.verify(public_keys=public_keys, against=exported, run_id=run_id)
+        report = ledger.verify(public_keys=public_keys, against=against or (), run_id=run_id)
     if as_json:
         emit({**asdict(report), "ok": report.ok})
     else:

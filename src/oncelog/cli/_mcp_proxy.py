@@ -8,7 +8,6 @@ import click
 
 import oncelog
 
-from ..signals._drain import draining
 from ._options import db_option, opened
 
 
@@ -46,5 +45,5 @@ def mcp_proxy(
         except oncelog.ConfigurationError as exc:
             raise click.UsageError(str(exc)) from exc
         anyio.run(mcp_proxy.serve, ledger, list(command), config, run_id)
-    if draining():
+    if oncelog.draining():
         sys.exit(oncelog.EXIT_TRY_LATER)

@@ -12,7 +12,6 @@ import click
 import oncelog
 
 from ..display import printable
-from ..process._process import explain
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -51,7 +50,7 @@ def opened(db: str | None, **options: Any) -> Iterator[oncelog.Ledger]:
         click.echo(f"Error: {exc}; check --db or $ONCELOG_URL", err=True)
         raise click.exceptions.Exit(exc.exit_code) from exc
     except oncelog.OnceLogError as exc:
-        click.echo(f"Error: {explain(exc)}", err=True)
+        click.echo(f"Error: {oncelog.explain(exc)}", err=True)
         raise click.exceptions.Exit(exc.exit_code) from exc
 
 

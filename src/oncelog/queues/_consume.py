@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import oncelog
 from oncelog import (
     ConfigurationError,
     InvalidPayload,
@@ -32,9 +33,6 @@ from oncelog import (
     TryLater,
     WaitingForPerson,
 )
-
-from ..records._serialization import encode
-from ..signals import _drain as drain
 
 log = logging.getLogger("oncelog.queues")
 
@@ -94,7 +92,7 @@ class QueueConsumer:
     def process(self, body: bytes, message_id: str | None) -> Outcome:
         """Run the message's run to its end here (or find it ended) and say how to settle
         the message. Never raises for what a message or its handler does."""
-        if drain.draining():
+        if oncelog.draining():
             return Outcome(Settle.RETRY, None, "this consumer is draining")
         try:
             input = _decode(body)
@@ -125,7 +123,7 @@ class QueueConsumer:
             return str(value)
         if message_id:
             return message_id
-        digest = hashlib.sha256(encode(input, what="message body", limit=1 << 30).encode())
+        digest = hashlib.sha256(oncelog.canonical_json(input, what="message body").encode())
         return BODY_HASH + digest.hexdigest()
 
     def _run(self, run_id: str, input: Any) -> Outcome:

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import threading
 
+import oncelog
 from oncelog import EXIT_TRY_LATER, ConfigurationError, Ledger
 
 try:
@@ -36,7 +37,6 @@ except ImportError:
         "the JetStream consumer needs nats-py: pip install 'oncelog[nats]'"
     ) from None
 
-from ..signals import _drain as drain
 from ._consume import Handler, Outcome, QueueConsumer, Settle
 
 log = logging.getLogger("oncelog.queues")
@@ -87,7 +87,7 @@ class JetStreamConsumer(QueueConsumer):
         that cannot be reached (again, after a lost connection) in ``RECONNECTS`` tries
         is logged and drains too."""
         if threading.current_thread() is threading.main_thread():
-            drain.handle_sigterm()
+            oncelog.handle_sigterm()
         return asyncio.run(self._consume())
 
     async def _consume(self) -> int:
@@ -100,7 +100,7 @@ class JetStreamConsumer(QueueConsumer):
             return EXIT_TRY_LATER
         try:
             subscription = await self._subscribe(client.jetstream())
-            while not drain.draining():
+            while not oncelog.draining():
                 try:
                     messages = await subscription.fetch(1, timeout=POLL)
                 except NatsTimeout:
@@ -134,7 +134,7 @@ class JetStreamConsumer(QueueConsumer):
                 if not work.done():
                     await message.in_progress()
         except BaseException:
-            drain.drain()  # the message cannot be kept: stop its run at the next step
+            oncelog.drain()  # the message cannot be kept: stop its run at the next step
             await work
             raise
         await self._settle(message, work.result())
@@ -145,7 +145,7 @@ class JetStreamConsumer(QueueConsumer):
             if outcome.settle is Settle.ACK:
                 await message.ack_sync()
             elif outcome.settle is Settle.RETRY:
-                await message.nak(delay=None if drain.draining() else self.retry_delay)
+                await message.nak(delay=None if oncelog.draining() else self.retry_delay)
             else:
                 await message.term()
         except NatsError as exc:

@@ -23,6 +23,7 @@ import threading
 from functools import partial
 from typing import NamedTuple
 
+import oncelog
 from oncelog import EXIT_TRY_LATER, ConfigurationError, Ledger
 
 try:
@@ -35,7 +36,6 @@ except ImportError:
         "the RabbitMQ consumer needs pika: pip install 'oncelog[rabbitmq]'"
     ) from None
 
-from ..signals import _drain as drain
 from ._consume import Handler, Outcome, QueueConsumer, Settle
 
 log = logging.getLogger("oncelog.queues")
@@ -79,7 +79,7 @@ class RabbitMQConsumer(QueueConsumer):
         goes back to the queue unless the run completed, and nothing new is taken. A lost
         or unreachable broker is logged and drains too."""
         if threading.current_thread() is threading.main_thread():
-            drain.handle_sigterm()
+            oncelog.handle_sigterm()
         try:
             connection = BlockingConnection(self.parameters)
         except AMQPError as exc:
@@ -89,7 +89,7 @@ class RabbitMQConsumer(QueueConsumer):
         try:
             session.consume()
         except AMQPError as exc:
-            drain.drain()
+            oncelog.drain()
             session.wait_for_run()
             if isinstance(exc, ChannelClosedByBroker) and exc.reply_code == NOT_FOUND:
                 raise ConfigurationError(f"RabbitMQ: {exc.reply_text}") from None
@@ -114,7 +114,7 @@ class _Session:
         channel.confirm_delivery()  # a parked copy is on the broker before the reject
         channel.basic_qos(prefetch_count=1)
         tag = channel.basic_consume(self.consumer.queue, self._on_message)
-        while not drain.draining():
+        while not oncelog.draining():
             self.connection.process_data_events(time_limit=POLL)
         channel.basic_cancel(tag)
         while self.busy is not None:  # its settlement arrives through the connection
@@ -140,7 +140,7 @@ class _Session:
     def _work(self, message: _Message) -> None:
         outcome = self.consumer.process(message.body, message.properties.message_id)
         if outcome.settle is Settle.RETRY:
-            drain.wait(self.consumer.retry_delay)  # not at once back into a busy loop
+            oncelog.wait_for_drain(self.consumer.retry_delay)  # not at once back into a busy loop
         try:
             self.connection.add_callback_threadsafe(partial(self._settle, message, outcome))
         except ConnectionWrongStateError:

@@ -136,6 +136,13 @@ def encode(value: Any, *, what: str, limit: int, exact: bool = True) -> str:
     return encode_decoded(value, what=what, limit=limit, exact=exact)[0]
 
 
+def canonical_json(value: Any, *, what: str = "value") -> str:
+    """``value`` as the canonical JSON text oncelog records it by (keys sorted, no spaces),
+    for a hash that key order and spacing do not change; ``UnserializableValue`` for what
+    JSON cannot hold or would change, named ``what`` in the message."""
+    return encode(value, what=what, limit=1 << 30)
+
+
 def encode_decoded(value: Any, *, what: str, limit: int, exact: bool = True) -> tuple[str, Any]:
     """``encode``, and (``exact``) ``decode`` of the text: a result is recorded and handed
     back as replay will hand it back, and the exactness check has decoded it already."""

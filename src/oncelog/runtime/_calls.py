@@ -97,14 +97,14 @@ class Surroundings:
     """What the engine needs from the process it runs in, passed in rather than read from
     module globals, so a test can give an engine its own."""
 
-    draining: Callable[[], bool] = drain.draining
+    draining: Callable[[], bool] = drain.is_set
     lease_lost: Callable[[Lease], bool] = HEARTBEATS.lost
     observers: Sequence[observe.Observer] = field(default_factory=lambda: observe.OBSERVERS)
     clock: Callable[[], float] = time.time
     # What a key's age is measured by: None, the store's clock, which wrote the first send
     # (a worker's clock may lag the server's); a test's own clock (``use_clock``) instead.
     key_clock: Callable[[], float] | None = None
-    sleep: Callable[[float], object] = drain.wait  # returns early when draining starts
+    sleep: Callable[[float], object] = drain.wait_for_drain  # wakes when draining starts
     random: Callable[[], float] = _uniform  # the jitter of retry waits
 
 

@@ -107,7 +107,7 @@ class Hold:
             try:
                 token = self._store.take_hold(self._lease, self.resource)
             except ResourceHeld as held:
-                drain.wait(self._pause(deadline, pause, held))
+                drain.wait_for_drain(self._pause(deadline, pause, held))
                 pause = min(pause * 2, LONGEST_PAUSE)
                 continue
             self._taken(token)

@@ -24,9 +24,15 @@ def drain() -> None:
     _requested.set()
 
 
-# The event's own method, not a function that calls it: one frame fewer, and the engine
-# asks before every live step.
-draining: Callable[[], bool] = _requested.is_set
+def draining() -> bool:
+    """Whether this process drains (SIGTERM under ``handle_sigterm``, or ``drain()``): the
+    step in progress finishes and is recorded, no new one starts."""
+    return _requested.is_set()
+
+
+# ``draining`` for the engine, which asks before every live step: the event's own method,
+# not a function that calls it, is one frame fewer.
+is_set: Callable[[], bool] = _requested.is_set
 
 
 def handle_sigterm() -> None:
@@ -45,6 +51,6 @@ def handle_sigterm() -> None:
         _ignored_at_exit = True
 
 
-def wait(timeout: float) -> bool:
+def wait_for_drain(timeout: float) -> bool:
     """Sleep up to ``timeout`` seconds, waking at once when draining starts; True then."""
     return _requested.wait(timeout)

@@ -8,16 +8,25 @@ from typing import Any
 from .._exceptions import ConfigurationError
 from ._postgres_settings import checked_timeout
 from ._protocol import Intent, Lease, NewStep, Outcome, Store
+
+# The columns of the rows ``Store.table_rows`` hands out, table by table, and the reader
+# of an approval's row: part of the contract, as ``verify`` reads the rows by them.
+from ._rows import HALT_COLUMNS, STEP_COLUMNS, approval_record
+from ._sql_evidence import STATE_TABLES
 from ._sqlite import SQLiteStore
 
 __all__ = [
     "DEFAULT_PATH",
+    "HALT_COLUMNS",
+    "STATE_TABLES",
+    "STEP_COLUMNS",
     "Intent",
     "Lease",
     "NewStep",
     "Outcome",
     "SQLiteStore",
     "Store",
+    "approval_record",
     "open_store",
 ]
 

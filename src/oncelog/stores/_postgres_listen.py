@@ -41,7 +41,7 @@ class ListeningFeed:
                     return
             except psycopg.Error as exc:  # the waiter polls on; the next look reads anyway
                 log.warning("listening for decisions failed (%s); polling instead", exc)
-                drain.wait(left)
+                drain.wait_for_drain(left)
                 return
 
 

@@ -187,7 +187,7 @@ class PollingFeed:
     """A feed that knows nothing: its waiter looks again after each timeout."""
 
     def wait(self, timeout: float) -> None:
-        drain.wait(timeout)
+        drain.wait_for_drain(timeout)
 
 
 class Store(Protocol):
@@ -517,7 +517,7 @@ class Store(Protocol):
     def table_rows(
         self, table: str, after: tuple[Any, ...], limit: int, run_id: str | None = None
     ) -> list[tuple[Any, ...]]:
-        """Rows of a table replay or the controls read (``_sql_evidence.STATE_TABLES``), as
+        """Rows of a table replay or the controls read (``STATE_TABLES``), as
         stored, in key order after the key ``after`` (``()``: from the first); with
         ``run_id``, only that run's. For ``verify`` (a read)."""
         ...

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from ...signals._crashpoints import ENV_VAR as CRASH_ENV
+from oncelog.testing import CRASH_ENV
+
 from .errors import NotTestable
 
 RUN_ID_ENV = "ONCELOG_RUN_ID"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..._exceptions import UsageError
+from oncelog import UsageError
 
 
 class NotTestable(UsageError):

@@ -6,7 +6,7 @@ ticket service; ``services`` starts it with localstripe and an SMTP server;
 run leaves in doubt; ``records``, ``timeline`` and ``runner`` tell what happened.
 """
 
-from ..._exceptions import OnceLogError
+from oncelog import OnceLogError
 
 
 class DemoFailed(OnceLogError):

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import oncelog
+from oncelog.testing import CRASH_ENV
 
-from ...signals._crashpoints import ENV_VAR as CRASH_ENV
 from . import DemoFailed, records
 from .person import settle_in_doubt
 from .services import Processes, add_customer, charges, services

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import oncelog
+from oncelog.testing import CRASH_ENV
 
-from ...signals._crashpoints import ENV_VAR as CRASH_ENV
 from . import DemoFailed
 from .services import Processes, stop
 from .support_agent import KILL_AFTER_ENV

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...records._records import JournalEntry
+from oncelog import JournalEntry
 
 
 def _returned(result: Any) -> str:
