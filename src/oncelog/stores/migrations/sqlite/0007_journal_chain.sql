@@ -1,4 +1,4 @@
--- The journal's hash chain (oncelog.audit._chain): each record carries the hash that covers the
+-- The journal's hash chain (oncelog.records._chain): each record carries the hash that covers the
 -- record before it in its run. Records written before this version have none.
 ALTER TABLE journal ADD COLUMN hash TEXT;
 
