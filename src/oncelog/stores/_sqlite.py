@@ -46,6 +46,7 @@ from .._exceptions import (
 )
 from ..audit._chain import link
 from ..records._records import Halt, HaltScope, RunStatus, StepState
+from . import _sqlite_checked as checked
 from . import _sqlite_runs as sqlite_runs
 from ._group_sync import GroupSync
 from ._migrations import pending
@@ -154,7 +155,8 @@ def _check_is_ledger(db: sqlite3.Connection, path: str) -> None:
 def _refuse_damaged(db: sqlite3.Connection, path: str) -> None:
     """A damaged page is found before anything is written, not when a read first meets it
     (after this process may have written, and called a provider, beside it). The check
-    reads the whole file: about 2 ms per 1,000 steps (docs/guarantees.md)."""
+    reads the whole file: about 2 ms per 1,000 steps (docs/guarantees.md), so a file left
+    whole and unchanged since is not checked again (``_sqlite_checked``)."""
     try:
         problems = [str(row[0]) for row in db.execute("PRAGMA quick_check(3)").fetchall()]
     except sqlite3.DatabaseError as exc:
@@ -199,6 +201,8 @@ class SQLiteStore(SQLStore):
         # (data_version, run_id, agent) when no switch was on for them (``active_halt``).
         self._no_halt: tuple[int, str, str | None] | None = None
         self._lock = threading.RLock()
+        # The file this store found whole at its open, stamped when it closes it.
+        self._whole = ""
         if path != ":memory:" and create:
             _make_folder(path)
             if not os.path.lexists(path):
@@ -251,7 +255,10 @@ class SQLiteStore(SQLStore):
         self._db.create_function(LINK_FUNCTION, 6, link, deterministic=True)
         try:
             if existing:
-                _refuse_damaged(self._db, path)
+                real = os.path.realpath(path)
+                if not checked.unchanged(real):
+                    _refuse_damaged(self._db, path)
+                self._whole = real
             if not create:
                 _check_is_ledger(self._db, path)
             self._configure(busy_timeout)
@@ -433,6 +440,9 @@ class SQLiteStore(SQLStore):
             self._db.close()
             if self._group is not None:
                 self._group.close()
+            if self._whole:
+                checked.stamp(self._whole)
+                self._whole = ""
 
 
 class _Transaction:
