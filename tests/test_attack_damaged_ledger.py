@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -104,9 +105,12 @@ def test_a_ledger_left_whole_is_not_read_through_again_unless_something_changed(
 ) -> None:
     checks: list[str] = []
     check = _sqlite._refuse_damaged
-    monkeypatch.setattr(
-        _sqlite, "_refuse_damaged", lambda db, path: (checks.append(path), check(db, path))
-    )
+
+    def counted(db: sqlite3.Connection, path: str) -> None:
+        checks.append(path)
+        check(db, path)
+
+    monkeypatch.setattr(_sqlite, "_refuse_damaged", counted)
     db = str(tmp_path / "ledger.db")
     oncelog.open(db).close()  # created: the first open of the file checks it
     oncelog.open(db).close()
