@@ -28,8 +28,15 @@ class GroupSync:
     def __init__(self, wal_path: str) -> None:
         self._wal_path = wal_path
         self._fd: int | None = None  # opened at the first sync: SQLite keeps the WAL open
-        self._turn = threading.Condition(threading.Lock())
-        self._written = 0  # the last ticket handed out
+        # The mutex entered directly (a C context manager; the Condition's own ``with``
+        # runs Python): one run alone pays two lock round trips per durable commit.
+        self._mutex = threading.Lock()
+        self._turn = threading.Condition(self._mutex)
+        self._waiting = 0  # threads asleep on ``_turn``: none, nobody to wake
+        # The last ticket handed out: written under the store's lock only, which orders
+        # the commits; read here under ``_mutex`` (a ticket read too early is only not
+        # covered by that fsync, and its committer waits for the next).
+        self._written = 0
         self._settled = 0  # the last ticket a finished fdatasync covered, failed or not
         self._syncing = False
         # (first, last, error) of each failed fdatasync: one per failure, each of which
@@ -38,16 +45,17 @@ class GroupSync:
 
     def committed(self) -> int:
         """A ticket for the commit just made; called under the store's lock."""
-        with self._turn:
-            self._written += 1
-            return self._written
+        self._written += 1
+        return self._written
 
     def wait(self, ticket: int) -> None:
         """Return once an ``fdatasync`` begun after the ticket's commit has ended; raise
         its ``OSError`` if it failed."""
-        with self._turn:
+        with self._mutex:
             while self._settled < ticket and self._syncing:
+                self._waiting += 1
                 self._turn.wait()
+                self._waiting -= 1
             if self._settled < ticket:
                 self._sync_for_all()
             for first, last, error in self._failed:
@@ -55,13 +63,13 @@ class GroupSync:
                     raise OSError(error.errno, error.strerror)
 
     def _sync_for_all(self) -> None:
-        """With ``_turn`` held: one fdatasync, the lock released during it, covering
+        """With ``_mutex`` held: one fdatasync, the lock released during it, covering
         every ticket handed out before it starts."""
         self._syncing = True
         first, last = self._settled + 1, self._written
         # Anything but a finished fdatasync (an OSError, an interrupt) fails the tickets.
         error: OSError | None = OSError(errno.EINTR, "the fsync was interrupted")
-        self._turn.release()
+        self._mutex.release()
         try:
             if self._fd is None:
                 self._fd = os.open(self._wal_path, os.O_RDWR | os.O_CLOEXEC)
@@ -70,16 +78,19 @@ class GroupSync:
         except OSError as exc:
             error = exc
         finally:
-            self._turn.acquire()
+            self._mutex.acquire()
             if error is not None:
                 self._failed.append((first, last, error))
             self._settled, self._syncing = last, False
-            self._turn.notify_all()
+            if self._waiting:
+                self._turn.notify_all()
 
     def close(self) -> None:
-        with self._turn:
+        with self._mutex:
             while self._syncing:
+                self._waiting += 1
                 self._turn.wait()
+                self._waiting -= 1
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
