@@ -37,6 +37,7 @@ class Measure:
 
 MEASURES = (
     Measure("a SQLite effect, durability `intent`", "effects", (20, 120), (10, 40)),
+    Measure("its floor: 1 fsynced + 1 unsynced commit", "floor_effects", (20, 120), (10, 40)),
     Measure("a model call (`run.llm`)", "model_calls", (20, 120), (10, 40)),
     Measure("a step of the peers' 20-step agent (whole runs)", "agent_runs", (2, 12), (1, 4), 20),
     Measure("a run's start and end, no step", "empty_runs", (20, 120), (10, 40)),

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import subprocess
 from pathlib import Path
 
+import pytest
+
 import oncelog
+from oncelog.stores import _sqlite
 
 from .support.launch import run_python
 from .test_race import AGENT, marker_lines
@@ -47,7 +51,13 @@ def note(text: str, *, idempotency_key: str) -> dict[str, str]:
     return {"note": text}
 
 
-def test_a_ledger_with_a_damaged_page_is_refused_before_any_write(tmp_path: Path) -> None:
+@pytest.mark.parametrize("times_put_back", [False, True], ids=["stray-write", "times-put-back"])
+def test_a_ledger_with_a_damaged_page_is_refused_before_any_write(
+    tmp_path: Path, times_put_back: bool
+) -> None:
+    """The ledger was closed whole by oncelog (which stamps it, so an unchanged file is
+    not read through again at the next open); the damage comes after, and a writer that
+    puts the file's modification time back still changes its change time."""
     db, marker = tmp_path / "ledger.db", tmp_path / "marker"
     with oncelog.open(str(db), durability="process") as ledger:
         upsert = ledger.tool(kind=oncelog.Kind.UPSERT, name="note")(note)
@@ -57,9 +67,12 @@ def test_a_ledger_with_a_damaged_page_is_refused_before_any_write(tmp_path: Path
                     run.effect(f"s{i}", upsert, "x" * 200)
     pages = db.stat().st_size // PAGE
     assert pages > 20, "the ledger is large enough to have a middle"
+    left = db.stat()
     with db.open("r+b") as f:  # a page in the middle: a bad sector, a stray write
         f.seek(pages // 2 * PAGE)
         f.write(b"\xff" * PAGE)
+    if times_put_back:
+        os.utime(db, ns=(left.st_atime_ns, left.st_mtime_ns))
     before = fingerprint(db)
     started = agent(db, "new", marker)
     assert marker_lines(marker) == [], "the agent called the provider"
@@ -85,3 +98,33 @@ def test_a_kill_while_the_ledger_is_created_leaves_nothing_to_refuse(tmp_path: P
     started = agent(db, "r", marker)
     assert started.returncode == 0, started.stderr
     assert len(marker_lines(marker)) == 1
+
+
+def test_a_ledger_left_whole_is_not_read_through_again_unless_something_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checks: list[str] = []
+    check = _sqlite._refuse_damaged
+
+    def counted(db: sqlite3.Connection, path: str) -> None:
+        checks.append(path)
+        check(db, path)
+
+    monkeypatch.setattr(_sqlite, "_refuse_damaged", counted)
+    db = str(tmp_path / "ledger.db")
+    oncelog.open(db).close()  # created: the first open of the file checks it
+    oncelog.open(db).close()
+    assert len(checks) == 1
+    oncelog.open(db).close()  # left whole by the last close: not read through
+    assert len(checks) == 1
+    with oncelog.open(db) as first, oncelog.open(db) as second:  # a WAL beside it: checked
+        assert len(checks) == 2
+        assert first.runs() == second.runs() == []
+    oncelog.open(db).close()  # the last of the two closed it whole
+    assert len(checks) == 2
+    with open(db, "r+b") as f:  # any write by another program (the same bytes): checked
+        header = f.read(16)
+        f.seek(0)
+        f.write(header)
+    oncelog.open(db).close()
+    assert len(checks) == 3

@@ -49,7 +49,7 @@ def test_postgres_effect_runs() -> None:
 def test_instruction_workloads_run(tmp_path: Path) -> None:
     # Each workload as bench/instructions.py's children run it under callgrind (valgrind
     # itself is not needed here): a replay that called anything would fail.
-    for workload in ("effects", "model_calls", "agent_runs", "empty_runs"):
+    for workload in ("effects", "floor_effects", "model_calls", "agent_runs", "empty_runs"):
         bench("instructions.py", "--child", workload, "--units", "2",
               "--db", str(tmp_path / f"{workload}.db"))  # fmt: skip
     ledger = str(tmp_path / "replayed.db")

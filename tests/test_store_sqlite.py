@@ -121,7 +121,7 @@ def test_the_store_timeout_is_sqlites_busy_timeout(db_path: str) -> None:
 
 def synced_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """What the store's own WAL syncs reach, by the path of each synced descriptor."""
-    from oncelog.stores import _sqlite
+    from oncelog.stores import _group_sync
 
     synced: list[str] = []
 
@@ -129,7 +129,7 @@ def synced_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         synced.append(os.readlink(f"/proc/self/fd/{fd}"))
         os.fdatasync(fd)
 
-    monkeypatch.setattr(_sqlite, "_fdatasync", fdatasync)
+    monkeypatch.setattr(_group_sync, "_fdatasync", fdatasync)
     return synced
 
 

@@ -60,6 +60,18 @@ def agent_runs(db: Path, units: int) -> None:
         run(f"agent {i}")
 
 
+def floor_effects(db: Path, units: int) -> None:
+    """``units`` effects of the floor of durability ``intent`` on a raw connection: an
+    INSERT committed and fsynced, an UPDATE committed (``bench/_overhead/floor.py``)."""
+    from _overhead.floor import Floor
+    from _overhead.workload import EffectInput
+
+    floor = Floor(db, "INTENT")
+    for n in range(WARM + units):
+        floor.effect(EffectInput.make("floor", n))
+    floor.close()
+
+
 def empty_runs(db: Path, units: int) -> None:
     """``units`` runs of no step: a run's start (its row, its lease) and its end."""
     with _open(db) as ledger:
@@ -95,6 +107,7 @@ def replay(db: Path, units: int) -> None:
 
 WORKLOADS: dict[str, Callable[[Path, int], None]] = {
     "effects": effects,
+    "floor_effects": floor_effects,
     "model_calls": model_calls,
     "agent_runs": agent_runs,
     "empty_runs": empty_runs,

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple, cast
 import oncelog
 from oncelog.records._chain import link
 from oncelog.stores import SQLiteStore
+from oncelog.stores._group_sync import GroupSync
 from oncelog.stores._sqlite_write import LINK_FUNCTION
 
 Runner = Callable[[str], None]
@@ -97,8 +98,8 @@ def record(db: Path, agent: Callable[[oncelog.Ledger], Runner]) -> Template:
     synced: set[int] = set()  # how many statements were executed at each fsync of the WAL
     sync_wal = store._sync_wal
 
-    def recorded_sync() -> None:
-        sync_wal()
+    def recorded_sync(group: GroupSync, ticket: int) -> None:
+        sync_wal(group, ticket)
         synced.add(len(executed))
 
     # setattr: mypy would refuse the stand-ins, which are not a Connection and a Cursor.

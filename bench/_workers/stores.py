@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import postgres
-from .cpu import postgres_cpu_seconds
+from .cpu import cluster_cpu
 from .floor import postgres_floor, sqlite_floor
 
 
@@ -22,7 +22,7 @@ class Store:
     fresh: Callable[[str], AbstractContextManager[str]]
     # floor(url, commits): nanoseconds of each single-row durable commit on that URL.
     floor: Callable[[str, int], list[int]]
-    # The CPU seconds its server has used so far, when it runs on this machine.
+    # The CPU seconds its server (its own cluster) has used so far, when it runs here.
     server_cpu: Callable[[], float] | None = None
 
 
@@ -51,4 +51,4 @@ def postgres_store(url: str, local: bool) -> Store:
             with postgres.connect(url) as admin:
                 admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
-    return Store("PostgreSQL", fresh, postgres_floor, postgres_cpu_seconds if local else None)
+    return Store("PostgreSQL", fresh, postgres_floor, cluster_cpu(url) if local else None)

@@ -387,7 +387,8 @@ def open(
     file or table), and a place without a ledger raises ``LedgerNotFound``. A zero-byte
     file is ``LedgerNotFound`` either way (it may be a ledger truncated to nothing), and
     an existing SQLite file is checked (``PRAGMA quick_check``) before anything is
-    written: a damaged one raises ``CorruptRecord``.
+    written, unless it is unchanged since a store closed it whole: a damaged one raises
+    ``CorruptRecord``.
 
     ``durability="intent"`` (one fsync per effect) keeps every intent through a power
     loss, and an outcome once the next intent or the run's end is committed; an outcome

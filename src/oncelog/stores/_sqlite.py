@@ -7,13 +7,16 @@ Writer settings, and why:
   (the OS has it: it survives the process being killed) and fsyncs the WAL only at a
   checkpoint; ``FULL`` also fsyncs it inside each commit. ``full`` is ``FULL``: every
   commit is durable before it is visible. ``intent`` (the default) is ``NORMAL``, and a
-  commit that must be durable when it returns (an intent, a run's end) is followed by one
-  ``fdatasync`` of the WAL (``_sync_wal``), after SQLite's write lock is released, so
-  other writers need not wait for this one's disk. An fsync covers every frame written
-  before it, so the outcomes and model/read records committed since the last one ride on
-  it: one fsync per effect. Such a commit is visible to other connections a moment before
-  it is durable; nothing acts on it in that moment (the lease holder, who alone calls the
-  tool, waits for the sync). ``process`` is ``NORMAL`` and syncs nothing.
+  commit that must be durable when it returns (an intent, a run's end) is followed by an
+  ``fdatasync`` of the WAL (``_sync_wal``), after SQLite's write lock and the store's own
+  lock are released, so other writers, in this process or another, need not wait for
+  this one's disk. An fsync covers every frame written before it, so the outcomes and
+  model/read records committed since the last one ride on it (one fsync per effect), and
+  the durable commits of other threads made while one fsync runs share the next
+  (``_group_sync.GroupSync``: a group commit). Such a commit is visible to other
+  connections a moment before it is durable; nothing acts on it in that moment (the
+  lease holder, who alone calls the tool, waits for the sync). ``process`` is ``NORMAL``
+  and syncs nothing.
 - ``BEGIN IMMEDIATE``: a write transaction takes the write lock when it starts, so two
   processes cannot both read a state and then both act on it.
 - ``busy_timeout``: a writer waits for another instead of failing at once.
@@ -43,7 +46,9 @@ from .._exceptions import (
 )
 from ..records._chain import link
 from ..records._records import Halt, HaltScope, RunStatus, StepState
+from . import _sqlite_checked as checked
 from . import _sqlite_runs as sqlite_runs
+from ._group_sync import GroupSync
 from ._migrations import pending
 from ._protocol import DURABILITY, Intent, Lease, NewStep, Outcome
 from ._shared import intent_json, outcome_json, recorded_json
@@ -68,7 +73,6 @@ FULL, NORMAL = 2, 1
 # returns is followed by an fdatasync of the WAL).
 _SYNCHRONOUS = {"intent": (NORMAL, True), "full": (FULL, False), "process": (NORMAL, False)}
 _CLOCK = "((julianday('now') - 2440587.5) * 86400.0)"
-_fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has only fsync, as SQLite uses there
 SQLITE = Dialect(
     name="sqlite",
     now=_CLOCK,
@@ -151,7 +155,8 @@ def _check_is_ledger(db: sqlite3.Connection, path: str) -> None:
 def _refuse_damaged(db: sqlite3.Connection, path: str) -> None:
     """A damaged page is found before anything is written, not when a read first meets it
     (after this process may have written, and called a provider, beside it). The check
-    reads the whole file: about 2 ms per 1,000 steps (docs/guarantees.md)."""
+    reads the whole file: about 2 ms per 1,000 steps (docs/guarantees.md), so a file left
+    whole and unchanged since is not checked again (``_sqlite_checked``)."""
     try:
         problems = [str(row[0]) for row in db.execute("PRAGMA quick_check(3)").fetchall()]
     except sqlite3.DatabaseError as exc:
@@ -190,13 +195,14 @@ class SQLiteStore(SQLStore):
         self.path = path
         self.where = path if path == ":memory:" else os.path.abspath(path)
         self.durability = durability
-        # The WAL the store fsyncs after a durable commit; none where SQLite's level does
-        # it (``full``), where nothing must (``process``) or in memory.
-        self._wal_path = ""
-        self._wal_fd: int | None = None  # its descriptor, for ``_sync_wal``
+        # The fsyncs of the WAL after a durable commit; none where SQLite's level does
+        # them (``full``), where nothing must (``process``) or in memory.
+        self._group: GroupSync | None = None
         # (data_version, run_id, agent) when no switch was on for them (``active_halt``).
         self._no_halt: tuple[int, str, str | None] | None = None
         self._lock = threading.RLock()
+        # The file this store found whole at its open, stamped when it closes it.
+        self._whole = ""
         if path != ":memory:" and create:
             _make_folder(path)
             if not os.path.lexists(path):
@@ -223,7 +229,7 @@ class SQLiteStore(SQLStore):
             for made in (self.path, f"{self.path}-wal", f"{self.path}-shm"):
                 with suppress(FileNotFoundError):
                     os.unlink(made)
-            self.path, self._wal_path = path, ""
+            self.path, self._group = path, None
 
     def _open(self, busy_timeout: float, create: bool) -> None:
         path = self.path
@@ -249,7 +255,10 @@ class SQLiteStore(SQLStore):
         self._db.create_function(LINK_FUNCTION, 6, link, deterministic=True)
         try:
             if existing:
-                _refuse_damaged(self._db, path)
+                real = os.path.realpath(path)
+                if not checked.unchanged(real):
+                    _refuse_damaged(self._db, path)
+                self._whole = real
             if not create:
                 _check_is_ledger(self._db, path)
             self._configure(busy_timeout)
@@ -276,18 +285,17 @@ class SQLiteStore(SQLStore):
         # resolves the path it was given, and so must the sync. In memory, there is none.
         opened = db.execute("PRAGMA database_list").fetchone()[2]
         if syncs_wal and opened:
-            self._wal_path = opened + "-wal"
+            self._group = GroupSync(opened + "-wal")
 
-    def _sync_wal(self) -> None:
-        """Make every commit so far durable: one ``fdatasync`` of the WAL, as ``FULL``
-        would have made inside the last commit. SQLite keeps the WAL while any connection
-        is open, so the descriptor, opened at the first sync, stays the file's. A failure
-        raises ``StoreUnavailable``: the commit is in the WAL but perhaps not on the disk,
-        so whether it was recorded is unknown (a later run finds an intent in doubt)."""
+    def _sync_wal(self, group: GroupSync, ticket: int) -> None:
+        """Make the commit with ``ticket`` durable: an ``fdatasync`` of the WAL, as
+        ``FULL`` would have made inside it, or another thread's begun after it. SQLite
+        keeps the WAL while any connection is open, so the descriptor, opened at the
+        first sync, stays the file's. A failure raises ``StoreUnavailable``: the commit is
+        in the WAL but perhaps not on the disk, so whether it was recorded is unknown (a
+        later run finds an intent in doubt)."""
         try:
-            if self._wal_fd is None:
-                self._wal_fd = os.open(self._wal_path, os.O_RDWR | os.O_CLOEXEC)
-            _fdatasync(self._wal_fd)
+            group.wait(ticket)
         except OSError as exc:
             raise StoreUnavailable(
                 f"the ledger at {self.path} cannot be used: disk I/O error (the commit "
@@ -430,9 +438,11 @@ class SQLiteStore(SQLStore):
     def close(self) -> None:
         with self._lock:
             self._db.close()
-            if self._wal_fd is not None:
-                os.close(self._wal_fd)
-                self._wal_fd = None
+            if self._group is not None:
+                self._group.close()
+            if self._whole:
+                checked.stamp(self._whole)
+                self._whole = ""
 
 
 class _Transaction:
@@ -440,11 +450,11 @@ class _Transaction:
     transactions, and a generator-based context manager costs several times as much to
     enter and leave."""
 
-    __slots__ = ("_changes", "_store", "_syncs")
+    __slots__ = ("_changes", "_group", "_store")
 
     def __init__(self, store: SQLiteStore, durable: bool) -> None:
         self._store = store
-        self._syncs = durable and bool(store._wal_path)  # the store fsyncs after the commit
+        self._group = store._group if durable else None  # what fsyncs after the commit
         self._changes = 0
 
     def __enter__(self) -> Tx:
@@ -463,7 +473,7 @@ class _Transaction:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> None:
-        store = self._store
+        store, group, ticket = self._store, self._group, 0
         try:
             if exc is None:
                 try:
@@ -472,8 +482,8 @@ class _Transaction:
                     exc = failed
                 else:
                     # Only a commit that wrote, as ``FULL`` syncs only a commit with frames.
-                    if self._syncs and store._db.total_changes != self._changes:
-                        store._sync_wal()
+                    if group is not None and store._db.total_changes != self._changes:
+                        ticket = group.committed()
                     return
             # A failed COMMIT (EIO on fsync, a full disk) can leave the transaction open;
             # roll back so the connection is usable and nothing half-done stays.
@@ -485,3 +495,5 @@ class _Transaction:
                 raise exc  # the COMMIT's own failure
         finally:
             store._lock.release()
+            if group is not None and ticket:  # outside the lock: others commit meanwhile
+                store._sync_wal(group, ticket)
