@@ -80,7 +80,9 @@ TRANSITIONS: Mapping[str, Transition] = MappingProxyType({
 # The records whose writer chose the state among the targets: the record names it.
 _STATE_NAMED = frozenset({OUTCOME.event, PROBED.event, RECORDED.event})
 _DECISIONS = frozenset({RESOLVE.event, CORRECT.event})
-_SOLE_TARGET = {t.event: t.target.value for t in TRANSITIONS.values() if len(t.targets) == 1}
+_SOLE_TARGET: dict[str, str] = {
+    t.event: t.target.value for t in TRANSITIONS.values() if len(t.targets) == 1
+}
 
 
 def decided_state(resolution: str) -> StepState:
@@ -96,5 +98,6 @@ def state_after(event: str, data: Mapping[str, Any]) -> str | None:
     if event in _STATE_NAMED:
         return str(data["state"])
     if event in _DECISIONS:
-        return decided_state(str(data["resolution"])).value
+        decided: str = decided_state(str(data["resolution"])).value
+        return decided
     return _SOLE_TARGET.get(event)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 
 from ..failures import Failure
 from ..records._records import StepState, StepType
-from ..records._transitions import IN_DOUBT
+from ..records._transitions import IN_DOUBT as IN_DOUBT  # the engine's too
 from ._probes import NOT_FOUND, Conflict, Found, PreflightAnswer, ProbeAnswer
 
 
