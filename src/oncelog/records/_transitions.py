@@ -14,6 +14,8 @@ from where each may be made.
 
     (no row) --intent--> in_flight --outcome--> done | failed | not_done
     not_done, in_flight, unknown --intent (a later attempt)--> in_flight
+    (no row), not_done, failed, in_flight, unknown --recorded (a model call, a read)-->
+        done | failed | not_done
     in_flight, unknown --probed--> done;  --unknown--> unknown
     in_flight, unknown --a person's decision--> done | not_done | abandoned
     done, not_done, abandoned --a person's correction--> done | not_done | abandoned
@@ -65,7 +67,8 @@ OUTCOME = Transition("outcome", frozenset({_IN_FLIGHT}), _ENDS)
 # A probe's (or a preflight's) answer for the attempt in doubt: found, so done.
 PROBED = Transition("probed", IN_DOUBT, frozenset({StepState.DONE}))
 # A model call or a read, recorded after it ran: an intent and its outcome in one write.
-RECORDED = Transition("recorded", frozenset({None}) | _STARTABLE, _ENDS)
+# It changes nothing outside, so one that failed may be asked again.
+RECORDED = Transition("recorded", frozenset({None, StepState.FAILED}) | _STARTABLE, _ENDS)
 # Nobody can tell: the run stops for a person.
 MARK_UNKNOWN = Transition("unknown", IN_DOUBT, frozenset({_UNKNOWN}))
 # A person's decision on a step in doubt, and their correction of the last one.

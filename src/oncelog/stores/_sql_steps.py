@@ -16,6 +16,7 @@ from .._exceptions import LeaseLost, halted
 from ..controls._budgets import BudgetAlert
 from ..records import _transitions as transitions
 from ..records._records import StepState, StepType, SubjectClaim
+from ..records._transitions import Transition
 from ..runtime import _crashpoints as crashpoints
 from . import _sql_approvals as approval_sql
 from . import _sql_controls as controls
@@ -41,17 +42,27 @@ _INSERT_STEP = (
     f"{enters(transitions.INTENT)}, 1, {NOW} - CAST(? AS DOUBLE PRECISION), ?, ?) "
     "RETURNING attempts, started_at"
 )
-_RESTART_STEP = (
-    f"UPDATE steps SET state = {enters(transitions.RESTART)}, attempts = attempts + 1, "
-    f"args_hash = ?, args = ?, started_at = {NOW} - CAST(? AS DOUBLE PRECISION), "
-    "finished_at = NULL, result = NULL, error = NULL, "
-    # SET reads the row as it was: the first attempt's start is kept at the second.
-    "retry_at = NULL, first_started_at = COALESCE(first_started_at, started_at), "
-    "reason = NULL, cost = cost + ? "
-    # The state the engine decided on, which must be one a new attempt may start from.
-    f"WHERE run_id = ? AND seq = ? AND state = ? AND {leaves(transitions.RESTART)} "
-    "RETURNING attempts, started_at"
-)
+
+
+def _restart_sql(again: Transition) -> str:
+    """A later attempt of an effect (``RESTART``) or of a model call or a read
+    (``RECORDED``, whose outcome ``_settle_step`` writes next)."""
+    return (
+        f"UPDATE steps SET state = {enters(transitions.RESTART)}, attempts = attempts + 1, "
+        f"args_hash = ?, args = ?, started_at = {NOW} - CAST(? AS DOUBLE PRECISION), "
+        "finished_at = NULL, result = NULL, error = NULL, "
+        # SET reads the row as it was: the first attempt's start is kept at the second.
+        "retry_at = NULL, first_started_at = COALESCE(first_started_at, started_at), "
+        "reason = NULL, cost = cost + ? "
+        # The state the caller decided on, which must be one the attempt may start from.
+        f"WHERE run_id = ? AND seq = ? AND state = ? AND {leaves(again)} "
+        "RETURNING attempts, started_at"
+    )
+
+
+_RESTART_STEP = {
+    again: _restart_sql(again) for again in (transitions.RESTART, transitions.RECORDED)
+}
 _SETTLE = (
     "UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, tokens_out = ?, "
     f"cost = COALESCE(?, cost), finished_at = {NOW}, retry_at = ? "
@@ -145,7 +156,9 @@ class StepWrites:
             except self.dialect.unique_violation as exc:
                 raise duplicate_step(lease, step) from exc
         else:
-            started = self._restart_step(tx, lease, step, previous)
+            # Without a look at the kill switch: a model call or a read, recorded after it ran.
+            again = transitions.RESTART if check_halt else transitions.RECORDED
+            started = self._restart_step(tx, lease, step, previous, again)
         attempt, at = started
         return _Started(attempt, at, approval, tuple(warnings))
 
@@ -158,10 +171,12 @@ class StepWrites:
         return None
 
     @staticmethod
-    def _restart_step(tx: Tx, lease: Lease, step: NewStep, previous: StepState) -> Any:
+    def _restart_step(
+        tx: Tx, lease: Lease, step: NewStep, previous: StepState, again: Transition
+    ) -> Any:
         """The step written ``in_flight`` again: its ``(attempts, started_at)``."""
         row = tx.execute(
-            _RESTART_STEP,
+            _RESTART_STEP[again],
             (
                 step.args_hash,
                 step.args_json,
