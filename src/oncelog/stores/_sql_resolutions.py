@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from .._exceptions import AttemptMismatch, InvalidResolution, RunLeased, UnknownRun
 from ..records._records import Resolution, StepRecord
-from ..records._transitions import CORRECT, RESOLVE, RESOLVED_STATE
+from ..records._transitions import CORRECT, MARK_UNKNOWN, RESOLVE, RESOLVED_STATE
 from . import _sql_queue as queue
 from . import _sql_refusals as refusals
 from . import _sql_stops as stops
@@ -16,6 +16,7 @@ from ._protocol import OwnerCheck
 from ._rows import STEP_COLUMNS, step_record
 from ._shared import resolved_json
 from ._sql import NOW, Tx
+from ._sql_guards import enters
 from ._sql_tx import append, lock_run
 
 _SELECT_STEP = f"SELECT {STEP_COLUMNS} FROM steps"
@@ -40,7 +41,7 @@ def resolve(tx: Tx, run_id: str, step_id: str, decision: Decision) -> StepRecord
     step, overridden, row = _decide(tx, run_id, step_id, decision, _step_in_doubt)
     stops.lift(tx, run_id, step.seq, decision.by)
     if not tx.execute(
-        "SELECT 1 FROM steps WHERE run_id = ? AND state = 'unknown'", (run_id,)
+        f"SELECT 1 FROM steps WHERE run_id = ? AND state = {enters(MARK_UNKNOWN)}", (run_id,)
     ).fetchone():
         queue.requeue(tx, queue.AFTER_RESOLVE, run_id=run_id, by=decision.by)
     append(tx, run_id, step.seq, RESOLVE.event, _entry(decision, overridden))
