@@ -1,10 +1,13 @@
 -- The PostgreSQL server functions, the one live definition of each: applied after the
 -- numbered migrations by every migration run that applies one (a new ledger included),
 -- in the same transaction (_postgres_migrate). Every statement is CREATE OR REPLACE and
--- may run again. The numbered migrations keep their copies as history, since an older
--- migration's triggers need a function to exist when it runs; whatever they left, this
--- file replaces. A change here reaches an existing ledger with the next numbered
--- migration: ship it with one (a comment alone will do).
+-- may run again. The transition functions (intent, outcome, recorded) are defined here
+-- only: the migrations that wrote them (13, 15, 16, 18, 21, 22) keep only why. The
+-- trigger functions and oncelog_server_life keep their earlier copies in the migrations
+-- that made them, as a later migration's triggers and statements run against them before
+-- this file is applied; whatever they left, this file replaces. A change here reaches an
+-- existing ledger with the next numbered migration: ship it with one (a comment alone
+-- will do).
 --
 -- The states a transition may leave from and go to are not written here: a write's
 -- name and "leaves" in double braces (its guard: "state = ..." or "state IN (...)"), or
