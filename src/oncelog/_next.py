@@ -15,8 +15,8 @@ from .records._records import (
     RunRecord,
     RunStatus,
     StepRecord,
-    StepState,
 )
+from .records._transitions import IN_DOUBT
 
 
 class Reads(Protocol):
@@ -29,7 +29,6 @@ class Reads(Protocol):
     def halts(self, *, limit: int) -> list[Halt]: ...
 
 
-_IN_DOUBT = (StepState.IN_FLIGHT, StepState.UNKNOWN)
 LISTED = 1000  # released runs shown; more than any person works through at once
 _FIX_THE_CODE = ("ReplayDivergence", "ArgumentDrift")
 
@@ -70,7 +69,7 @@ def _commands(ledger: Reads, run: RunRecord) -> list[str]:
     commands = [
         resolve_command(run.run_id, s.step_id, s.attempts)
         for s in ledger.steps(run.run_id)
-        if s.state in _IN_DOUBT
+        if s.state in IN_DOUBT
     ]  # fmt: skip
     for a in ledger.approvals("pending", limit=1000):
         if a.run_id == run.run_id:

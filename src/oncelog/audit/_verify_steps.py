@@ -25,13 +25,13 @@ from typing import Any
 
 from ..records._no_result import NO_RESULT
 from ..records._records import JournalEntry
+from ..records._transitions import INTENT, MARK_UNKNOWN, state_after
 from ..stores import STEP_COLUMNS
 from ..stores._protocol import Store
 from ._verify_rows import Found, decoded, differences, table
 
 _COLUMNS = (*STEP_COLUMNS.split(", "), "cost", "irreversible")
 _JSON = ("args", "result", "error")
-_RESOLVED = {"done": "done", "not_done": "not_done", "abandon": "abandoned"}
 # What the first intent writes and no later one changes.
 _FIRST = ("step_id", "type", "tool", "kind", "key")
 _UNJOURNALLED = object()  # an outcome written before outcomes journalled their cost
@@ -57,20 +57,20 @@ class StepsCheck:
             return  # the step's intent is not in the journal: reported where it broke
         elif entry.event in ("outcome", "probed"):
             self._outcome(step, data, data.get("cost", _UNJOURNALLED))
-        elif entry.event == "unknown":
+        elif entry.event == MARK_UNKNOWN.event:
             if step.get("reason") is None:  # the first reason since the intent stays
                 step["reason"] = data.get("reason")
-            step["state"] = "unknown"
+            step["state"] = state_after(entry.event, data)
         elif entry.event in ("resolved", "corrected"):  # a correction replaces a decision
             result = NO_RESULT if data.get("no_result") else data.get("result")
-            step.update(state=_RESOLVED[str(data["resolution"])], result=result)
+            step.update(state=state_after(entry.event, data), result=result)
 
     def _intent(
         self, where: tuple[str, int], step: dict[str, Any] | None, data: dict[str, Any], at: float
     ) -> None:
         current = {
             "args_hash": str(data["args_hash"]), "args": data.get("args"),
-            "attempts": int(data["attempt"]), "state": "in_flight", "result": None,
+            "attempts": int(data["attempt"]), "state": INTENT.target.value, "result": None,
             "error": None, "retry_at": None, "reason": None,
         }  # fmt: skip
         if step is None:

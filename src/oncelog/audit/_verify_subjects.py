@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..records._records import JournalEntry
+from ..records._transitions import state_after
 from ..stores._protocol import Store
 from ._verify_rows import Found, table
 
-_RESOLVED = {"done": "done", "not_done": "not_done", "abandon": "abandoned"}
 Step = tuple[str, int]  # run, position
 
 
@@ -37,15 +37,10 @@ class SubjectsCheck:
                 return
             self._claims[where] = (str(subject), data.get("subject_for") is None)
             self._holder[str(subject)] = (where, str(data["step_id"]))
-            self._state[where] = "in_flight"
         elif where not in self._claims:
             return
-        elif entry.event in ("outcome", "probed"):
-            self._state[where] = str(data["state"])
-        elif entry.event == "unknown":
-            self._state[where] = "unknown"
-        elif entry.event in ("resolved", "corrected"):
-            self._state[where] = _RESOLVED[str(data["resolution"])]
+        if (state := state_after(entry.event, data)) is not None:
+            self._state[where] = state
 
     def compare(self, store: Store, run_id: str | None, found: Found) -> None:
         rows: dict[str, tuple[Any, ...]] = {}

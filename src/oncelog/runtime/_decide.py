@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 
 from ..failures import Failure
 from ..records._records import StepState, StepType
+from ..records._transitions import IN_DOUBT as IN_DOUBT  # the engine's too
 from ._probes import NOT_FOUND, Conflict, Found, PreflightAnswer, ProbeAnswer
 
 
@@ -100,9 +101,6 @@ class Situation:
     subject_held: StepState | None = None
     subject_live: bool = False
     repeat_error: bool = False
-
-
-IN_DOUBT = frozenset({StepState.IN_FLIGHT, StepState.UNKNOWN})
 
 
 def decide(s: Situation) -> Action:

@@ -370,7 +370,7 @@ class Engine:
         if record is None:
             return self._situation_new(call)[0]
         surroundings, spec = self.surroundings, call.spec
-        in_doubt = record.state in (StepState.IN_FLIGHT, StepState.UNKNOWN)
+        in_doubt = record.state in IN_DOUBT
         aged = in_doubt and spec.dedupe_window is not None and not call.idempotent
         return Situation(
             call.step_type,

@@ -3,6 +3,10 @@
 Every migration runs in one transaction that first takes a transaction-level advisory
 lock: two processes opening a new database at once apply each version once, the second
 finding it recorded. A schema newer than this oncelog knows is refused, as SQLite's is.
+A run that applied any migration applies the server functions last, in the same
+transaction (``migrations/postgres/functions.sql``, its guards filled in from the
+transition table by ``_sql_guards.functions``): whatever an older migration defined, the
+functions a ledger ends with are that file's.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from .._exceptions import ConfigurationError, LedgerNotFound
 from ._migrations import pending
 from ._postgres_pool import MIGRATIONS_LOCK, POSTGRES
 from ._sql import NOW
+from ._sql_guards import functions
 
 
 def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, *, create: bool) -> bool:
@@ -58,7 +63,8 @@ def _migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, create: bool
             )
         row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
         current = (row[0] if row else None) or 0
-        for migration in pending("postgres", current, f"{where} (schema {schema[0]})"):
+        migrations = pending("postgres", current, f"{where} (schema {schema[0]})")
+        for migration in migrations:
             # One execute for the whole file: psycopg sends a parameterless query as is,
             # and a function body's semicolons must not split it. A migration that changes
             # nothing here (a no-op kept for the other dialect) is refused at its record.
@@ -69,9 +75,18 @@ def _migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, create: bool
                     (migration.version, migration.name),
                 )
             except psycopg.errors.InsufficientPrivilege as exc:
-                raise ConfigurationError(
-                    f"{where}: the ledger's schema is older than this oncelog, and this role "
-                    f"may not bring it up to version {migration.version} ({exc}); open it "
-                    "once as the role that owns the schema"
-                ) from None
+                raise _behind(where, migration.version, exc) from None
+        if migrations:
+            try:
+                conn.execute(functions())
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise _behind(where, migrations[-1].version, exc) from None
     return current == 0
+
+
+def _behind(where: str, version: int, exc: Exception) -> ConfigurationError:
+    return ConfigurationError(
+        f"{where}: the ledger's schema is older than this oncelog, and this role may not "
+        f"bring it up to version {version} ({exc}); open it once as the role that owns "
+        "the schema"
+    )

@@ -1,9 +1,9 @@
 """An intent, an outcome and a step recorded after it ran on PostgreSQL in one round trip
-each: a call of a server-side function (``migrations/postgres/0013_transition_functions.sql``,
-written out flat by 0015, with fewer statements by 0016; ``oncelog_recorded`` by 0021; each
-told where to look for the chain's head by 0022) in
-autocommit, which does what ``SQLStore``'s transaction does, with the same locks in the
-same order.
+each: a call of a server-side function (``migrations/postgres/functions.sql``, its guards
+filled in from the transition table; first written by migration 13, flat by 15, with fewer
+statements by 16; ``oncelog_recorded`` by 21; each told where to look for the chain's head
+by 22) in autocommit, which does what ``SQLStore``'s transaction does, with the same
+locks in the same order.
 
 The functions do the common case: a new step's intent without an approval or a run budget,
 an outcome, and a new step recorded after it ran (a model call or a read, whose kill

@@ -10,17 +10,10 @@ from typing import Any
 from .._exceptions import CorruptRecord, DuplicateStep, LeaseLost, PlanMismatch
 from ..records._budgets import AgentBudget, Budget, BudgetAlert, Usage, check, refusal
 from ..records._chain import checkpoint_payload
-from ..records._records import Checkpoint, JournalEntry, Resolution, RunRecord, StepState
+from ..records._records import Checkpoint, JournalEntry, Resolution, RunRecord
 from ..records._serialization import decode, encode
 from ._protocol import Lease, NewStep, Outcome
 from ._rows import journal_json, number, text
-
-IN_DOUBT = (StepState.IN_FLIGHT.value, StepState.UNKNOWN.value)
-RESOLVED_STATE = {
-    Resolution.DONE: StepState.DONE,
-    Resolution.NOT_DONE: StepState.NOT_DONE,
-    Resolution.ABANDON: StepState.ABANDONED,
-}
 
 
 def lease_needs_extending(row: Sequence[Any] | None, lease: Lease) -> bool:

@@ -16,6 +16,7 @@ from ..records._records import HoldRecord
 from ._protocol import Lease
 from ._rows import journal_json, text
 from ._sql import NOW, Tx
+from ._sql_guards import in_doubt
 from ._sql_tx import append, fence
 
 _LEASE_LIVE = (
@@ -24,7 +25,7 @@ _LEASE_LIVE = (
 )
 _IN_DOUBT = (
     "EXISTS (SELECT 1 FROM steps s WHERE s.run_id = h.holder AND s.type = 'effect' "
-    "AND s.state IN ('in_flight', 'unknown') AND s.started_at >= h.acquired_at)"
+    f"AND {in_doubt('s.state')} AND s.started_at >= h.acquired_at)"
 )
 _STATE = (
     "CASE WHEN h.released_at IS NOT NULL THEN 'free' "

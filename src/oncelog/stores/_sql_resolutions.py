@@ -8,13 +8,15 @@ from typing import Any, NamedTuple
 
 from .._exceptions import AttemptMismatch, InvalidResolution, RunLeased, UnknownRun
 from ..records._records import Resolution, StepRecord
+from ..records._transitions import CORRECT, MARK_UNKNOWN, RESOLVE, RESOLVED_STATE
 from . import _sql_queue as queue
 from . import _sql_refusals as refusals
 from . import _sql_stops as stops
 from ._protocol import OwnerCheck
 from ._rows import STEP_COLUMNS, step_record
-from ._shared import IN_DOUBT, RESOLVED_STATE, resolved_json
+from ._shared import resolved_json
 from ._sql import NOW, Tx
+from ._sql_guards import enters
 from ._sql_tx import append, lock_run
 
 _SELECT_STEP = f"SELECT {STEP_COLUMNS} FROM steps"
@@ -39,10 +41,10 @@ def resolve(tx: Tx, run_id: str, step_id: str, decision: Decision) -> StepRecord
     step, overridden, row = _decide(tx, run_id, step_id, decision, _step_in_doubt)
     stops.lift(tx, run_id, step.seq, decision.by)
     if not tx.execute(
-        "SELECT 1 FROM steps WHERE run_id = ? AND state = 'unknown'", (run_id,)
+        f"SELECT 1 FROM steps WHERE run_id = ? AND state = {enters(MARK_UNKNOWN)}", (run_id,)
     ).fetchone():
         queue.requeue(tx, queue.AFTER_RESOLVE, run_id=run_id, by=decision.by)
-    append(tx, run_id, step.seq, "resolved", _entry(decision, overridden))
+    append(tx, run_id, step.seq, RESOLVE.event, _entry(decision, overridden))
     return step_record(row or ())
 
 
@@ -50,7 +52,7 @@ def correct(tx: Tx, run_id: str, step_id: str, decision: Decision) -> StepRecord
     """Replace a person's resolution of the run's last step; the decision it replaces
     stays in the journal, in its own "resolved" record."""
     step, overridden, row = _decide(tx, run_id, step_id, decision, _step_resolved_last)
-    append(tx, run_id, step.seq, "corrected", _entry(decision, overridden))
+    append(tx, run_id, step.seq, CORRECT.event, _entry(decision, overridden))
     return step_record(row or ())
 
 
@@ -104,7 +106,12 @@ def _step_resolved_last(tx: Tx, run_id: str, step_id: str) -> StepRecord:
         "SELECT 1 FROM runs WHERE run_id = ? AND status = 'completed'",
         (run_id, step.seq, run_id),
     ).fetchone()
-    if last is None or last[0] not in ("resolved", "corrected") or later is not None:
+    if (
+        last is None
+        or last[0] not in (RESOLVE.event, CORRECT.event)
+        or step.state not in CORRECT.sources
+        or later is not None
+    ):
         why = (
             "the run has moved past it (a later step exists, or it completed)"
             if later is not None
@@ -148,7 +155,7 @@ def _step(tx: Tx, run_id: str, step_id: str) -> StepRecord:
 
 def _step_in_doubt(tx: Tx, run_id: str, step_id: str) -> StepRecord:
     step = _step(tx, run_id, step_id)
-    if step.state.value not in IN_DOUBT:
+    if step.state not in RESOLVE.sources:
         raise refusals.not_in_doubt(tx, step)
     return step
 

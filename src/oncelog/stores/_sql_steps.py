@@ -13,8 +13,10 @@ from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
 from .._exceptions import LeaseLost, halted
+from ..records import _transitions as transitions
 from ..records._budgets import BudgetAlert
 from ..records._records import StepState, StepType, SubjectClaim
+from ..records._transitions import Transition
 from ..signals import _crashpoints as crashpoints
 from . import _sql_approvals as approval_sql
 from . import _sql_controls as controls
@@ -23,7 +25,6 @@ from . import _sql_subjects as subjects
 from ._protocol import Intent, Lease, NewStep, Outcome
 from ._rows import journal_json, text
 from ._shared import (
-    IN_DOUBT,
     duplicate_step,
     intent_json,
     outcome_json,
@@ -31,7 +32,53 @@ from ._shared import (
     step_changed,
 )
 from ._sql import NOW, Dialect, Tx
+from ._sql_guards import enters, leaves
 from ._sql_tx import append, fence
+
+# The rows' writes, guarded by the transition table (records/_transitions.py).
+_INSERT_STEP = (
+    "INSERT INTO steps (run_id, seq, step_id, type, tool, kind, key, args_hash, args, state, "
+    "attempts, started_at, cost, irreversible) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
+    f"{enters(transitions.INTENT)}, 1, {NOW} - CAST(? AS DOUBLE PRECISION), ?, ?) "
+    "RETURNING attempts, started_at"
+)
+
+
+def _restart_sql(again: Transition) -> str:
+    """A later attempt of an effect (``RESTART``) or of a model call or a read
+    (``RECORDED``, whose outcome ``_settle_step`` writes next)."""
+    return (
+        f"UPDATE steps SET state = {enters(transitions.RESTART)}, attempts = attempts + 1, "
+        f"args_hash = ?, args = ?, started_at = {NOW} - CAST(? AS DOUBLE PRECISION), "
+        "finished_at = NULL, result = NULL, error = NULL, "
+        # SET reads the row as it was: the first attempt's start is kept at the second.
+        "retry_at = NULL, first_started_at = COALESCE(first_started_at, started_at), "
+        "reason = NULL, cost = cost + ? "
+        # The state the caller decided on, which must be one the attempt may start from.
+        f"WHERE run_id = ? AND seq = ? AND state = ? AND {leaves(again)} "
+        "RETURNING attempts, started_at"
+    )
+
+
+_RESTART_STEP = {
+    again: _restart_sql(again) for again in (transitions.RESTART, transitions.RECORDED)
+}
+_SETTLE = (
+    "UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, tokens_out = ?, "
+    f"cost = COALESCE(?, cost), finished_at = {NOW}, retry_at = ? "
+    "WHERE run_id = ? AND seq = ? AND attempts = ? AND "
+)
+_SETTLE_STEP = {
+    False: _SETTLE + leaves(transitions.OUTCOME),
+    True: _SETTLE + leaves(transitions.PROBED),  # a probe's answer
+}
+_MARK_UNKNOWN = (
+    # The first reason stays: a later recovery knows less than the error the call
+    # raised, and the operator needs that one.
+    f"UPDATE steps SET state = {enters(transitions.MARK_UNKNOWN)}, "
+    "reason = COALESCE(reason, ?) "
+    f"WHERE run_id = ? AND seq = ? AND {leaves(transitions.MARK_UNKNOWN)}"
+)
 
 
 class _Started(NamedTuple):
@@ -101,11 +148,7 @@ class StepWrites:
         if previous is None:
             try:
                 started = tx.execute(
-                    "INSERT INTO steps (run_id, seq, step_id, type, tool, kind, key, "
-                    "args_hash, args, state, attempts, started_at, cost, irreversible) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_flight', 1, "
-                    f"{NOW} - CAST(? AS DOUBLE PRECISION), ?, ?) "
-                    "RETURNING attempts, started_at",
+                    _INSERT_STEP,
                     (lease.run_id, step.seq, step.step_id, step.type.value, step.tool,
                      step.kind, step.key, step.args_hash, step.args_json, step.elapsed,
                      step.cost, int(step.irreversible)),
@@ -113,7 +156,9 @@ class StepWrites:
             except self.dialect.unique_violation as exc:
                 raise duplicate_step(lease, step) from exc
         else:
-            started = self._restart_step(tx, lease, step, previous)
+            # Without a look at the kill switch: a model call or a read, recorded after it ran.
+            again = transitions.RESTART if check_halt else transitions.RECORDED
+            started = self._restart_step(tx, lease, step, previous, again)
         attempt, at = started
         return _Started(attempt, at, approval, tuple(warnings))
 
@@ -126,17 +171,12 @@ class StepWrites:
         return None
 
     @staticmethod
-    def _restart_step(tx: Tx, lease: Lease, step: NewStep, previous: StepState) -> Any:
+    def _restart_step(
+        tx: Tx, lease: Lease, step: NewStep, previous: StepState, again: Transition
+    ) -> Any:
         """The step written ``in_flight`` again: its ``(attempts, started_at)``."""
         row = tx.execute(
-            "UPDATE steps SET state = 'in_flight', attempts = attempts + 1, args_hash = ?, "
-            f"args = ?, started_at = {NOW} - CAST(? AS DOUBLE PRECISION), finished_at = NULL, "
-            "result = NULL, error = NULL, "
-            # SET reads the row as it was: the first attempt's start is kept at the second.
-            "retry_at = NULL, first_started_at = COALESCE(first_started_at, started_at), "
-            "reason = NULL, "
-            "cost = cost + ? WHERE run_id = ? AND seq = ? AND state = ? "
-            "RETURNING attempts, started_at",
+            _RESTART_STEP[again],
             (
                 step.args_hash,
                 step.args_json,
@@ -177,14 +217,10 @@ class StepWrites:
         tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome, *, probed: bool = False
     ) -> None:
         """The row's half of ``_end_step``: the outcome written, without its journal entry."""
-        accepted = IN_DOUBT if probed else (StepState.IN_FLIGHT.value,) * 2
         cursor = tx.execute(
-            "UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, "
-            f"tokens_out = ?, cost = COALESCE(?, cost), finished_at = {NOW}, retry_at = ? "
-            "WHERE run_id = ? AND seq = ? AND attempts = ? AND state IN (?, ?)",
+            _SETTLE_STEP[probed],
             (outcome.state.value, outcome.result_json, outcome.error_json, outcome.tokens_in,
-             outcome.tokens_out, outcome.cost, outcome.retry_at, lease.run_id, seq, attempt,
-             *accepted),
+             outcome.tokens_out, outcome.cost, outcome.retry_at, lease.run_id, seq, attempt),
         )  # fmt: skip
         if cursor.rowcount != 1:
             raise step_changed(lease)
@@ -252,13 +288,7 @@ class StepWrites:
     def mark_unknown(self, lease: Lease, seq: int, reason: str, stop: str) -> None:
         with self._tx() as tx:
             fence(tx, lease)
-            tx.execute(
-                # The first reason stays: a later recovery knows less than the error
-                # the call raised, and the operator needs that one.
-                "UPDATE steps SET state = 'unknown', reason = COALESCE(reason, ?) "
-                "WHERE run_id = ? AND seq = ? AND state IN (?, ?)",
-                (reason, lease.run_id, seq, *IN_DOUBT),
-            )
+            tx.execute(_MARK_UNKNOWN, (reason, lease.run_id, seq))
             stops.stop(tx, lease.run_id, seq, stop, reason)
             entry = journal_json(reason=text(reason), stop=stop)
             append(tx, lease.run_id, seq, "unknown", entry)

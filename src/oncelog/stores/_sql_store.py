@@ -62,12 +62,12 @@ from ._rows import (
 )
 from ._shared import (
     CHECKPOINT_COLUMNS,
-    IN_DOUBT,
     JOURNAL_COLUMNS,
     checkpoint_record,
     journal_entry,
 )
 from ._sql import NOW, Dialect, Tx
+from ._sql_guards import in_doubt
 from ._sql_steps import StepWrites
 from ._sql_tx import append, fence, lock_run
 
@@ -349,8 +349,8 @@ class SQLStore(StepWrites):
         rows = self._read(
             f"{_SELECT_STEP} WHERE run_id IN "
             "(SELECT run_id FROM runs WHERE status != 'completed') "
-            "AND state IN (?, ?) ORDER BY started_at LIMIT ?",
-            (*IN_DOUBT, limit),
+            f"AND {in_doubt()} ORDER BY started_at LIMIT ?",
+            (limit,),
         )  # fmt: skip
         return [step_record(r) for r in rows]
 
@@ -361,8 +361,8 @@ class SQLStore(StepWrites):
             f"SELECT {_STEP_OF_RUN}, r.owner, "
             f"(r.lease_expires_at IS NULL OR r.lease_expires_at < {NOW}), {NOW} - s.started_at "
             "FROM steps s JOIN runs r ON r.run_id = s.run_id WHERE r.status != 'completed' "
-            "AND s.state IN (?, ?) ORDER BY s.started_at LIMIT ?",
-            (*IN_DOUBT, limit),
+            f"AND {in_doubt('s.state')} ORDER BY s.started_at LIMIT ?",
+            (limit,),
         )  # fmt: skip
         found = []
         for row in rows:

@@ -24,9 +24,11 @@ general path, whose fence extends the lease.
 from __future__ import annotations
 
 from ..records._chain import GENESIS
+from ..records._transitions import INTENT, OUTCOME
 from ._protocol import Lease, NewStep, Outcome
 from ._sql import NOW, Tx
 from ._sql_controls import HALT_ON
+from ._sql_guards import enters, leaves
 from ._sql_tx import LEASE_LEFT
 
 LINK_FUNCTION = "oncelog_link"
@@ -82,12 +84,12 @@ def _insert_step(check_agent: bool) -> str:
         "args_hash, args, attempts, started_at, cost, irreversible, state) "
         f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, {NOW} - ?, ?, ?, CASE WHEN {_FENCED}"
         + (" AND NOT EXISTS (SELECT 1 FROM agent_budgets WHERE agent = ?)" if check_agent else "")
-        + f" AND NOT EXISTS (SELECT 1 FROM halts WHERE {HALT_ON}) THEN 'in_flight' END)"
+        + f" AND NOT EXISTS (SELECT 1 FROM halts WHERE {HALT_ON}) THEN {enters(INTENT)} END)"
     )
 
 
 _INSERTS = {check_agent: _insert_step(check_agent) for check_agent in (False, True)}
-_END_WHERE = f"WHERE run_id = ? AND seq = ? AND attempts = ? AND state = 'in_flight' AND {_FENCED}"
+_END_WHERE = f"WHERE run_id = ? AND seq = ? AND attempts = ? AND {leaves(OUTCOME)} AND {_FENCED}"
 _END_STEP = (
     "UPDATE steps SET state = ?, result = ?, error = ?, tokens_in = ?, tokens_out = ?, "
     f"cost = COALESCE(?, cost), finished_at = {NOW}, retry_at = ? {_END_WHERE}"
