@@ -37,6 +37,7 @@ class Fleet:
         self._threads: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
+        self._loop_lock = threading.Lock()  # jobs in threads may ask for the loop at once
 
     @property
     def in_flight(self) -> int:
@@ -73,19 +74,22 @@ class Fleet:
         """Run ``job()`` as a task on the fleet's event loop (a slot must be free)."""
         import asyncio
 
-        loop = self._loop or self._start_loop()
+        loop = self.loop()
         self._taken()
         asyncio.run_coroutine_threadsafe(job(), loop).add_done_callback(self._ended)
 
     def close(self) -> None:
-        """Wait for every job to end, then stop the pool and the loop."""
+        """Wait for every job to end, then stop the pool and the loop (again: nothing)."""
         with self._changed:
             while self._in_flight:
                 self._changed.wait()
-        if self._threads is not None:
-            self._threads.shutdown()
-        if self._loop is not None and self._loop_thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
+        threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.shutdown()
+        with self._loop_lock:
+            loop, self._loop = self._loop, None
+        if loop is not None and self._loop_thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
             self._loop_thread.join()
 
     def __enter__(self) -> Fleet:
@@ -103,6 +107,11 @@ class Fleet:
             self._in_flight -= 1
             self._finished += 1
             self._changed.notify_all()
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the fleet's coroutines run on, started at the first call."""
+        with self._loop_lock:
+            return self._loop or self._start_loop()
 
     def _start_loop(self) -> asyncio.AbstractEventLoop:
         import asyncio
