@@ -13,15 +13,20 @@ module also:
 - writes ``ready-<pid>`` there and waits for a file ``go``, so that W interpreters that took
   a second to start on two cores begin claiming runs together: what is timed is the work;
 - at exit writes ``samples-<pid>.json``: the effect times, the real tool calls (their sum
-  over the workers must be the number of effects: each happened once) and the CPU time the
-  process used after ``go``.
+  over the workers must be the number of effects: each happened once), the CPU time the
+  process used after ``go``, and its resident memory at ``go`` and at its peak.
+
+``handle_async`` is the same agent for ``oncelog worker --concurrency N``: its runs share one
+event loop, and the provider's wait is awaited.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import json
 import os
+import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +43,7 @@ class Samples:
         self.spans: list[tuple[int, int]] = []  # (start, end) of each run.effect, ns
         self.calls = 0
         self.cpu_at_go = 0.0
+        self.rss_at_go_kib = 0
 
 
 SAMPLES = Samples()
@@ -65,6 +71,33 @@ def handle(run: oncelog.Run, input: dict[str, Any]) -> None:
         SAMPLES.spans.append((start, clock()))
 
 
+@oncelog.tool(kind="create", name="send_email")
+async def send_email_async(
+    to: str, subject: str, body: str, wait_ms: float, *, idempotency_key: str
+) -> dict[str, Any]:
+    SAMPLES.calls += 1  # on the event loop's one thread
+    if wait_ms:
+        await asyncio.sleep(wait_ms / 1000)
+    return {"id": "msg_" + idempotency_key[-16:], "to": to, "status": "queued"}
+
+
+async def handle_async(run: oncelog.AsyncRun, input: dict[str, Any]) -> None:
+    wait_ms = float(input["wait_ms"])
+    clock = time.monotonic_ns
+    for n in range(int(input["effects"])):
+        start = clock()
+        await run.effect(
+            f"email-{n}", send_email_async, to="alice@example.com",
+            subject=f"ticket {n} resolved", body=BODY, wait_ms=wait_ms,
+        )  # fmt: skip
+        SAMPLES.spans.append((start, clock()))
+
+
+def _resident_kib() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
 def _wait_for_go(folder: Path) -> None:
     oncelog.open().close()
     (folder / f"ready-{os.getpid()}").touch()
@@ -75,6 +108,7 @@ def _wait_for_go(folder: Path) -> None:
             raise SystemExit(f"no {go} after {GO_TIMEOUT:.0f} s")
         time.sleep(0.001)
     SAMPLES.cpu_at_go = time.process_time()
+    SAMPLES.rss_at_go_kib = _resident_kib()
 
 
 def _write_samples(folder: Path) -> None:
@@ -83,6 +117,8 @@ def _write_samples(folder: Path) -> None:
         "calls": SAMPLES.calls,
         "cpu_seconds": time.process_time() - SAMPLES.cpu_at_go,
         "done_ns": time.monotonic_ns(),
+        "rss_at_go_kib": SAMPLES.rss_at_go_kib,
+        "max_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,  # KiB on Linux
     }
     (folder / f"samples-{os.getpid()}.json").write_text(json.dumps(data))
 
