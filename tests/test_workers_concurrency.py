@@ -216,3 +216,45 @@ def test_concurrency_must_be_a_whole_number_from_one(ledger: oncelog.Ledger, bad
 
 def statuses_of(ledger: oncelog.Ledger) -> dict[str, oncelog.RunStatus]:
     return {r.run_id: r.status for r in ledger.runs()}
+
+
+def test_many_runs_at_once_in_threads_and_on_the_loop_share_one_ledger(
+    ledger: oncelog.Ledger,
+) -> None:
+    """Plain and async handlers side by side, 32 runs at once: the store is used from the
+    run threads, the loop's store threads and the heartbeat thread together; every run
+    completes, every effect is made once and the journal verifies."""
+    import asyncio
+
+    calls: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    @oncelog.tool(kind="create", name="count")
+    def count(text: str, *, idempotency_key: str) -> str:
+        with lock:
+            calls[idempotency_key] += 1
+        time.sleep(0.01)
+        return text
+
+    @oncelog.tool(kind="create", name="count_async")
+    async def count_async(text: str, *, idempotency_key: str) -> str:
+        calls[idempotency_key] += 1  # on the loop's one thread
+        await asyncio.sleep(0.01)
+        return text
+
+    def plain(run: oncelog.Run, input: int) -> None:
+        for n in range(3):
+            run.effect(f"e{n}", count, f"{input}-{n}")
+
+    async def awaiting(run: oncelog.AsyncRun, input: int) -> None:
+        for n in range(3):
+            await run.effect(f"e{n}", count_async, f"{input}-{n}")
+
+    for n in range(96):
+        ledger.submit(f"r{n}", n, agent="plain" if n % 2 else "async")
+    worker = oncelog.Worker(ledger, {"plain": plain, "async": awaiting}, concurrency=32)
+    assert worker.run(until_idle=True) == oncelog.EXIT_COMPLETED
+    assert set(statuses_of(ledger).values()) == {oncelog.RunStatus.COMPLETED}
+    assert len(calls) == 96 * 3
+    assert set(calls.values()) == {1}
+    assert ledger.verify().ok

@@ -36,6 +36,7 @@ class FleetResult:
     server_cpu_seconds: float | None  # a local PostgreSQL server's, same window
     # Per worker: its resident memory at "go" and at its peak, KiB.
     memory_kib: list[tuple[int, int]] = field(default_factory=list)
+    most_in_flight: int = 1  # the most runs one worker held inside their handlers at once
 
 
 def submit_runs(url: str, tool: Tool) -> None:
@@ -133,4 +134,5 @@ def run_fleet(
         machine_busy=(busy1 - busy0) / max(1, total1 - total0),
         server_cpu_seconds=None if server1 is None else server1 - server0,
         memory_kib=[(sample["rss_at_go_kib"], sample["max_rss_kib"]) for sample in samples],
+        most_in_flight=max(sample["most_in_flight"] for sample in samples),
     )
