@@ -184,7 +184,7 @@ def render_fleet(report: FleetReport) -> str:
         "*Most in flight at once*: runs inside their handler together in one process.\n",
     ]
     if s.held:
-        out[-1] += (
+        out.append(
             f"The last line of each table holds {s.held} runs (one wave) whose tool waits "
             f"{s.held_wait_ms / 1000:g} s: with a 20 ms tool one process runs out of CPU "
             "before it holds that many, and the runs it has no CPU for wait in the queue.\n"
@@ -192,7 +192,11 @@ def render_fleet(report: FleetReport) -> str:
     for store in dict.fromkeys(line.store for line in report.lines):
         lines = [line for line in report.lines if line.store == store]
         single = next(line for line in lines if line.processes == 1 and line.in_flight == 1)
-        server = " (server CPU included)" if single.server_measured else ""
+        server = (
+            " (CPU includes every process of the PostgreSQL server here, whoever it worked for)"
+            if single.server_measured
+            else ""
+        )
         out += [f"**{store}**{server}\n", "| " + " | ".join(COLUMNS) + " |"]
         out.append("|" + "---|" * len(COLUMNS))
         for line in lines:
