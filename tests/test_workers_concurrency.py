@@ -139,16 +139,34 @@ def note(text: str, *, idempotency_key: str) -> str:
     return text
 
 
-def test_one_run_raising_or_hanging_leaves_the_others_going(ledger: oncelog.Ledger) -> None:
+@oncelog.tool(kind="create", name="note")
+async def note_async(text: str, *, idempotency_key: str) -> str:
+    return text
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_one_run_raising_or_hanging_leaves_the_others_going(
+    ledger: oncelog.Ledger, kind: str
+) -> None:
+    import asyncio
+
     release = threading.Event()
 
-    def handle(run: oncelog.Run, input: str) -> None:
+    def plain(run: oncelog.Run, input: str) -> None:
         if input == "raise":
             raise RuntimeError("this run's own bug")
         if input == "hang":
             release.wait(TIMEOUT)
         run.effect("note", note, input)
 
+    async def awaiting(run: oncelog.AsyncRun, input: str) -> None:
+        if input == "raise":
+            raise RuntimeError("this run's own bug")
+        if input == "hang":  # awaits forever, as a provider that never answers
+            await asyncio.to_thread(release.wait, TIMEOUT)
+        await run.effect("note", note_async, input)
+
+    handle = plain if kind == "sync" else awaiting
     for name in ("hang", "raise", *[f"ok{n}" for n in range(6)]):
         ledger.submit(name, name)
     worker = oncelog.Worker(ledger, handle, poll=0.01, concurrency=2)
