@@ -13,11 +13,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # asyncio only once an async job comes (see runtime/_run._in_thread)
+if TYPE_CHECKING:
+    # Imported once the first job comes: asyncio (see runtime/_run._in_thread) and the
+    # thread pool (a few milliseconds) are not for a worker of one run at a time.
     import asyncio
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 from . import _drain as drain
 
@@ -66,6 +68,8 @@ class Fleet:
     def start(self, job: Callable[[], None]) -> None:
         """Run ``job`` in a thread of the pool (a slot must be free)."""
         if self._threads is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             self._threads = ThreadPoolExecutor(self.size, thread_name_prefix="oncelog-run")
         self._taken()
         self._threads.submit(job).add_done_callback(self._ended)
@@ -115,6 +119,7 @@ class Fleet:
 
     def _start_loop(self) -> asyncio.AbstractEventLoop:
         import asyncio
+        from concurrent.futures import ThreadPoolExecutor
 
         loop = asyncio.new_event_loop()
         # A run's store calls go to worker threads (``asyncio.to_thread``): as many as the
