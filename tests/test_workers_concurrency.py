@@ -102,6 +102,23 @@ def test_a_killed_worker_loses_all_its_runs_to_another_at_once(fleet: World, han
     assert set(statuses(fleet.db_path).values()) == {oncelog.RunStatus.COMPLETED}
 
 
+def test_a_busy_worker_keeps_every_lease_it_holds(fleet: World) -> None:
+    """N calls each longer than the lease: the one heartbeat thread renews all N leases,
+    so a second worker looking meanwhile takes none of them."""
+    runs = submit(fleet.db_path, {"effects": 1, "seconds": 2.5, "kind": "upsert"})
+    first = fleet.start_worker("--until-idle", "--concurrency", str(RUNS), "--lease-ttl", "1")
+    wait_all_entered(fleet, [f"{r}-s0" for r in runs])
+    time.sleep(1.5)  # past the lease: only renewals keep the runs
+    second = fleet.start_worker("--until-idle", "--lease-ttl", "1")
+    code, stderr = ended(second)
+    assert code == 0, stderr
+    assert "completed" not in stderr, "the second worker took a run that was held"
+    code, stderr = ended(first)
+    assert code == 0, stderr
+    assert_each_effect_once(fleet, RUNS)
+    assert set(fleet.performed().values()) == {first.pid}
+
+
 def test_runs_taken_from_a_stopped_worker_get_no_write_from_it(fleet: World) -> None:
     """SIGSTOP while N runs are in their upsert calls, past the lease: another worker takes
     them all over; the stopped one, continued, writes nothing more to any of them."""
