@@ -1,7 +1,8 @@
-"""How throughput grows with worker processes, on each store, against its commit floor.
+"""How throughput grows with worker processes, on each store, against its commit floor;
+and, with ``--fleet``, with runs in flight in one worker process.
 
-    python bench/workers.py [--quick] [--write docs/benchmarks.md] [--stores sqlite postgresql]
-                            [--postgres URL] [--dir DIR] [--keep]
+    python bench/workers.py [--quick] [--fleet] [--write docs/benchmarks.md]
+                            [--stores sqlite postgresql] [--postgres URL] [--dir DIR] [--keep]
 
 For each store (SQLite: a file; PostgreSQL: a fresh schema), each tool (a no-op provider
 call, so the ledger's cost is what is measured, and one that waits 5 ms, to show how
@@ -16,6 +17,11 @@ on a bare connection (SQLite: WAL, ``synchronous=FULL``; PostgreSQL: ``synchrono
 = on``), one writer; results are reported as ratios to it. ``--write`` replaces the block
 between this benchmark's markers in the given Markdown file (``_workers/report.py``).
 
+``--fleet`` measures instead one ``oncelog worker --concurrency N`` process holding N runs
+whose tool awaits 20 ms, N from 1 to 1,000 (``--quick``: 1 and 8): effects per second, CPU
+per effect and memory per run, against a bare asyncio loop doing the same sleeps and against
+16 (``--quick``: 4) single-run worker processes (``_workers/inflight.py``).
+
 This file is the entry point; the parts live in ``bench/_workers/``: ``agent`` (what the
 worker processes run), ``fleet`` (one measurement), ``cpu`` (CPU time from ``/proc``),
 ``floor``, ``stores`` and ``postgres``, ``results``, ``suite`` (all in order) and ``report``
@@ -29,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-from _workers import postgres
+from _workers import inflight, postgres
 from _workers.report import render, write_doc
 from _workers.settings import FULL, QUICK
 from _workers.stores import Store, postgres_store, sqlite_store
@@ -40,6 +46,7 @@ from overhead import bench_folder
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="less work (< 1 minute)")
+    parser.add_argument("--fleet", action="store_true", help="runs in flight in one process")
     parser.add_argument("--write", type=Path, help="update this benchmark's block of this file")
     parser.add_argument(
         "--stores", nargs="+", choices=("sqlite", "postgresql"), default=["sqlite", "postgresql"]
@@ -70,11 +77,15 @@ def main(argv: list[str] | None = None) -> int:
             # Its data directory here means the server runs here: its CPU can be read.
             local = Path(facts["data_directory"]).exists()
             stores.append(postgres_store(args.postgres, local))
-        report = run_benchmark(settings, stores, facts, folder, log)
-    block = render(report)
+        if args.fleet:
+            fleet_settings = inflight.QUICK if args.quick else inflight.FULL
+            fleet = inflight.run_fleet_benchmark(fleet_settings, stores, folder, log)
+            block = inflight.render_fleet(fleet)
+        else:
+            block = render(run_benchmark(settings, stores, facts, folder, log))
     print(block)
     if args.write:
-        write_doc(args.write, block)
+        (inflight.write_fleet_doc if args.fleet else write_doc)(args.write, block)
         log(f"wrote {args.write}")
     return 0
 

@@ -55,3 +55,16 @@ def test_instruction_workloads_run(tmp_path: Path) -> None:
     ledger = str(tmp_path / "replayed.db")
     bench("instructions.py", "--child", "record_for_replay", "--units", "6", "--db", ledger)
     bench("instructions.py", "--child", "replay", "--units", "6", "--db", ledger)
+
+
+def test_fleet_runs(tmp_path: Path) -> None:
+    # One worker process holding N runs, a bare loop and single-run workers, on each
+    # store; the benchmark itself checks that every run completed and every effect
+    # happened once.
+    require(postgres_is_up(), POSTGRES_REASON)
+    out = bench("workers.py", "--fleet", "--quick", "--postgres", ADMIN_URL,
+                "--dir", str(tmp_path), "--allow-tmpfs")  # fmt: skip
+    for store in ("SQLite", "PostgreSQL"):
+        assert f"**{store}**" in out
+    assert "| 1 x 8 |" in out
+    assert "| 4 x 1 |" in out

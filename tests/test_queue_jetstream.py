@@ -200,3 +200,27 @@ def test_a_halted_run_is_terminated_and_a_worker_finishes_it_after_a_person(
     assert sorted(consumers.performed()) == ["task-4-s0"]
     with oncelog.open(consumers.db_path) as ledger:
         assert ledger.get_run("task-4").status is oncelog.RunStatus.COMPLETED
+
+
+def test_an_async_consumer_with_concurrency_drains_every_message_it_holds(
+    stream: Stream, consumers: Consumers
+) -> None:
+    tasks = [f"task-c{n}" for n in range(4)]
+    for task in tasks:
+        stream.publish({"effects": 2, "seconds": 0.5}, message_id=task)
+    options, handler = ("--concurrency", "4"), "tests.queue_agents.handlers:handle_async"
+    first = consumers.start(*options, handler=handler)
+    assert {consumers.wait_entered(f"{t}-s0") for t in tasks} == {first.pid}, "all at once"
+    assert consumers.stop(first) == oncelog.EXIT_TRY_LATER  # inside every first effect
+    assert consumers.log(first).count("queued again: Draining") == len(tasks)
+    with oncelog.open(consumers.db_path) as ledger:
+        for task in tasks:
+            assert [s.state for s in ledger.steps(task)] == [oncelog.StepState.DONE]
+    second = consumers.start(*options, handler=handler)
+    consumers.wait_log(second, "acknowledged", count=len(tasks))
+    consumers.stop(second)
+    performed = consumers.performed()
+    assert {performed[f"{t}-s0"] for t in tasks} == {first.pid}
+    assert {performed[f"{t}-s1"] for t in tasks} == {second.pid}
+    assert sorted(consumers.requests()) == sorted(set(consumers.requests())), "asked once each"
+    assert stream.unsettled() == (0, 0)

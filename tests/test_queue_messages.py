@@ -87,3 +87,5 @@ def test_bad_consumer_settings_are_configuration_errors(ledger: oncelog.Ledger) 
         QueueConsumer(ledger, "handle")  # type: ignore[arg-type]
     with pytest.raises(oncelog.ConfigurationError, match="cannot be negative"):
         QueueConsumer(ledger, handle, retry_delay=-1)
+    with pytest.raises(oncelog.ConfigurationError, match="concurrency must be a whole number"):
+        RabbitMQConsumer(ledger, handle, url="amqp://host/", queue="q", concurrency=0)

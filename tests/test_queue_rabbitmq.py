@@ -191,3 +191,27 @@ def test_a_run_in_doubt_is_parked_and_a_worker_finishes_it_after_a_person(
     assert sorted(consumers.performed()) == ["task-4-s0", "task-4-s1"]
     with oncelog.open(consumers.db_path) as ledger:
         assert ledger.get_run("task-4").status is oncelog.RunStatus.COMPLETED
+
+
+def test_a_consumer_with_concurrency_drains_every_message_it_holds(
+    queue: Queue, consumers: Consumers
+) -> None:
+    tasks = [f"task-c{n}" for n in range(4)]
+    for task in tasks:
+        queue.publish({"effects": 2, "seconds": 0.5}, message_id=task)
+    first = consumers.start("--concurrency", "4")
+    assert {consumers.wait_entered(f"{t}-s0") for t in tasks} == {first.pid}, "all at once"
+    assert consumers.stop(first) == oncelog.EXIT_TRY_LATER  # inside every first effect
+    assert consumers.log(first).count("queued again: Draining") == len(tasks)
+    assert queue.ready() == len(tasks)
+    with oncelog.open(consumers.db_path) as ledger:
+        for task in tasks:
+            assert [s.state for s in ledger.steps(task)] == [oncelog.StepState.DONE]
+    second = consumers.start("--concurrency", "4")
+    consumers.wait_log(second, "acknowledged", count=len(tasks))
+    consumers.stop(second)
+    performed = consumers.performed()
+    assert {performed[f"{t}-s0"] for t in tasks} == {first.pid}
+    assert {performed[f"{t}-s1"] for t in tasks} == {second.pid}
+    assert sorted(consumers.requests()) == sorted(set(consumers.requests())), "asked once each"
+    assert (queue.ready(), queue.ready(f"{queue.name}.parked")) == (0, 0)

@@ -43,9 +43,9 @@ class World:
                 worker.kill()
             worker.communicate(timeout=TIMEOUT)
 
-    def start_worker(self, *options: str) -> subprocess.Popen[str]:
+    def start_worker(self, *options: str, handler: str = HANDLER) -> subprocess.Popen[str]:
         worker = subprocess.Popen(
-            [PYTHON, "-m", "oncelog", "worker", HANDLER, "--db", self.db_path,
+            [PYTHON, "-m", "oncelog", "worker", handler, "--db", self.db_path,
              "--poll", "0.05", *options],
             cwd=ROOT, env={**os.environ, "WORKER_PROVIDER": str(self.provider)},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

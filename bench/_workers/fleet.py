@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import oncelog
@@ -21,6 +21,7 @@ from .settings import EFFECTS_PER_RUN, Tool
 
 BENCH_DIR = Path(__file__).resolve().parent.parent
 HANDLER = "_workers.agent:handle"
+ASYNC_HANDLER = "_workers.agent:handle_async"
 START_TIMEOUT = 60.0
 NS_PER_S = 1e9
 
@@ -33,6 +34,9 @@ class FleetResult:
     worker_cpu_seconds: float  # the workers' CPU time after "go", summed
     machine_busy: float  # share of all cores' time not idle, from /proc/stat, same window
     server_cpu_seconds: float | None  # a local PostgreSQL server's, same window
+    # Per worker: its resident memory at "go" and at its peak, KiB.
+    memory_kib: list[tuple[int, int]] = field(default_factory=list)
+    most_in_flight: int = 1  # the most runs one worker held inside their handlers at once
 
 
 def submit_runs(url: str, tool: Tool) -> None:
@@ -41,10 +45,13 @@ def submit_runs(url: str, tool: Tool) -> None:
             ledger.submit(f"run-{n}", {"effects": EFFECTS_PER_RUN, "wait_ms": tool.wait_ms})
 
 
-def start_workers(url: str, count: int, folder: Path) -> list[subprocess.Popen[bytes]]:
+def start_workers(
+    url: str, count: int, folder: Path, handler: str = HANDLER, options: tuple[str, ...] = ()
+) -> list[subprocess.Popen[bytes]]:
     # $ONCELOG_URL too: the agent opens the ledger once before it says it is ready.
     env = {**os.environ, FOLDER_ENV: str(folder), "ONCELOG_URL": url}
-    command = [sys.executable, "-m", "oncelog", "worker", HANDLER, "--until-idle", "--db", url]
+    command = [sys.executable, "-m", "oncelog", "worker", handler, "--until-idle", "--db", url]
+    command += options
     workers = []
     for n in range(count):
         with (folder / f"worker-{n}.log").open("wb") as log:
@@ -92,12 +99,14 @@ def check_exactly_once(url: str, tool: Tool, calls: int, spans: int) -> None:
 
 
 def run_fleet(
-    url: str, workers: int, tool: Tool, folder: Path, server_cpu: Callable[[], float] | None
-) -> FleetResult:
+    url: str, workers: int, tool: Tool, folder: Path, server_cpu: Callable[[], float] | None,
+    handler: str = HANDLER, options: tuple[str, ...] = (),
+) -> FleetResult:  # fmt: skip
     """``folder`` must be new and empty: the workers meet there. ``server_cpu`` reads the
-    CPU seconds the store's server has used so far, if it can be read."""
+    CPU seconds the store's server has used so far, if it can be read. ``handler`` and
+    ``options`` are the workers' (``--concurrency N`` with ``ASYNC_HANDLER``)."""
     submit_runs(url, tool)
-    processes = start_workers(url, workers, folder)
+    processes = start_workers(url, workers, folder, handler, options)
     try:
         wait_ready(processes, folder)
         busy0, total0 = machine_ticks()
@@ -124,4 +133,6 @@ def run_fleet(
         worker_cpu_seconds=sum(sample["cpu_seconds"] for sample in samples),
         machine_busy=(busy1 - busy0) / max(1, total1 - total0),
         server_cpu_seconds=None if server1 is None else server1 - server0,
+        memory_kib=[(sample["rss_at_go_kib"], sample["max_rss_kib"]) for sample in samples],
+        most_in_flight=max(sample["most_in_flight"] for sample in samples),
     )

@@ -76,6 +76,7 @@ if _typing.TYPE_CHECKING:
     from ._worker import Worker
     from .audit._signing import new_key_pair
     from .controls._notices import PersonNeeded
+    from .process._fleet import Fleet
     from .process._process import exit_code_for, explain, run_main
     from .records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert
     from .records._records import (
@@ -125,6 +126,7 @@ _LAZY = {
     "canonical_json": "records._serialization",
     **dict.fromkeys(("exit_code_for", "explain", "run_main"), "process._process"),
     "Worker": "_worker",
+    "Fleet": "process._fleet",
     **dict.fromkeys(
         (
             "Approval",
@@ -196,6 +198,7 @@ __all__ = [
     "EffectAbandoned",
     "EffectInDoubt",
     "EffectRefused",
+    "Fleet",
     "Found",
     "Halt",
     "HaltScope",

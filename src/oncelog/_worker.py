@@ -4,7 +4,8 @@ Start as many as you like, on as many machines as share the store: a run is held
 worker at a time (its lease), a worker that dies loses its runs to the others (at once on
 its own host, after the lease TTL elsewhere), and a worker asked to stop (SIGTERM) drains:
 it finishes recording the step in progress, starts nothing new, queues the run again and
-exits with 75.
+exits with 75. With ``concurrency`` above 1 a worker holds up to that many runs at once
+(``_fleet``), each with its own lease, heartbeat and fencing token; a drain drains them all.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from ._exceptions import ConfigurationError, Draining, OnceLogError, StoreUnavailable
 from ._exit_codes import EXIT_COMPLETED, EXIT_TRY_LATER
 from ._ledger import Ledger
+from .process._fleet import Fleet
 from .runtime._run import RunContext
 from .signals import _drain as drain
 
@@ -31,15 +34,29 @@ Handler = Callable[[Any, Any], Any]
 class Worker:
     """Claims runnable runs (submitted with ``ledger.submit``) and runs each with the
     handler for its agent: one callable for every agent, or a mapping from agent name
-    (``None`` for runs without an agent) to handler."""
+    (``None`` for runs without an agent) to handler.
+
+    ``concurrency`` runs at once in this process: coroutine-function handlers as tasks on
+    one event loop, plain ones each in a thread; 1 (the default) runs one at a time in the
+    calling thread."""
 
     def __init__(
-        self, ledger: Ledger, handlers: Handler | Mapping[str | None, Handler], *, poll: float = 1.0
+        self,
+        ledger: Ledger,
+        handlers: Handler | Mapping[str | None, Handler],
+        *,
+        poll: float = 1.0,
+        concurrency: int = 1,
     ) -> None:
         if poll <= 0:
             raise ConfigurationError("poll must be positive")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigurationError(
+                f"concurrency must be a whole number from 1, not {concurrency!r}"
+            )
         self.ledger = ledger
         self.poll = poll
+        self.concurrency = concurrency
         if callable(handlers):
             self._any: Handler | None = handlers
             self._handlers: Mapping[str | None, Handler] = {}
@@ -53,6 +70,8 @@ class Worker:
         ``max_runs`` are done (returns 0). Call from the main thread to drain on SIGTERM."""
         if threading.current_thread() is threading.main_thread():
             drain.handle_sigterm()
+        if self.concurrency > 1:
+            return self._run_many(until_idle, max_runs)
         done, backoff = 0, self.poll
         while not drain.draining() and (max_runs is None or done < max_runs):
             try:
@@ -76,35 +95,87 @@ class Worker:
         """Claim one runnable run and run it to its end here; its id, or None if there
         was none. How it ended is in the ledger (and the log); it is not raised. Raises
         ``StoreUnavailable`` only if the claim itself could not reach the ledger."""
-        agents = None if self._any is not None else tuple(self._handlers)
-        context = self.ledger.claim(agents)
+        context = self._claim()
         if context is None:
             return None
-        run_id = context.run_id
-        try:
-            self._run(context)
-        except Draining:
-            log.info("run %s queued again: this worker is draining", run_id)
-        except OnceLogError as exc:
-            log.warning("run %s stopped: %s: %s", run_id, type(exc).__name__, exc)
-        except Exception:
-            log.exception("run %s failed", run_id)
-        else:
-            log.info("run %s completed", run_id)
-        return run_id
-
-    def _run(self, context: RunContext) -> None:
         record = context.claimed_record
-        handler = self._any or self._handlers[record.agent]
+        handler = self._handler(context)
+        with _reported(context.run_id):
+            if inspect.iscoroutinefunction(handler):
+                import asyncio  # only for async handlers; see _run._in_thread
+
+                asyncio.run(_run_async(context, handler))
+            else:
+                with context as run:
+                    handler(run, record.input)
+        return context.run_id
+
+    def _run_many(self, until_idle: bool, max_runs: int | None) -> int:
+        """``run`` with up to ``concurrency`` runs at once: claims while a slot is free;
+        once draining (or done), claims nothing more and waits for every run it holds."""
+        claimed, backoff = 0, self.poll
+        with Fleet(self.concurrency) as fleet:
+            while (max_runs is None or claimed < max_runs) and fleet.wait_for_room():
+                try:
+                    context = self._claim()
+                except StoreUnavailable as exc:
+                    log.warning(
+                        "cannot reach the ledger (%s); trying again in %.1f s", exc, backoff
+                    )
+                    if drain.wait_for_drain(backoff):
+                        break
+                    backoff = min(backoff * 2, MAX_BACKOFF)
+                    continue
+                backoff = self.poll
+                if context is not None:
+                    claimed += 1
+                    self._start(fleet, context)
+                elif until_idle and fleet.in_flight == 0:
+                    break
+                else:  # a run that ends may leave another to claim (or a slot to fill)
+                    fleet.wait_for_change(self.poll)
+        return EXIT_TRY_LATER if drain.draining() else EXIT_COMPLETED
+
+    def _start(self, fleet: Fleet, context: RunContext) -> None:
+        handler = self._handler(context)
         if inspect.iscoroutinefunction(handler):
 
-            async def run_async() -> None:
-                async with context as run:
-                    await handler(run, record.input)
+            async def job_async() -> None:
+                with _reported(context.run_id):
+                    await _run_async(context, handler)
 
-            import asyncio  # only for async handlers; see _run._in_thread
-
-            asyncio.run(run_async())
+            fleet.start_async(job_async)
             return
-        with context as run:
-            handler(run, record.input)
+
+        def job() -> None:
+            with _reported(context.run_id), context as run:
+                handler(run, context.claimed_record.input)
+
+        fleet.start(job)
+
+    def _claim(self) -> RunContext | None:
+        agents = None if self._any is not None else tuple(self._handlers)
+        return self.ledger.claim(agents)
+
+    def _handler(self, context: RunContext) -> Handler:
+        return self._any or self._handlers[context.claimed_record.agent]
+
+
+async def _run_async(context: RunContext, handler: Handler) -> None:
+    async with context as run:
+        await handler(run, context.claimed_record.input)
+
+
+@contextmanager
+def _reported(run_id: str) -> Iterator[None]:
+    """Log how a run ended; raise nothing of it (it is in the ledger)."""
+    try:
+        yield
+    except Draining:
+        log.info("run %s queued again: this worker is draining", run_id)
+    except OnceLogError as exc:
+        log.warning("run %s stopped: %s: %s", run_id, type(exc).__name__, exc)
+    except Exception:
+        log.exception("run %s failed", run_id)
+    else:
+        log.info("run %s completed", run_id)

@@ -20,3 +20,10 @@ def handle(run: oncelog.Run, input: dict[str, Any]) -> None:
     if input.get("poison"):
         raise ValueError("this handler cannot handle a poison message")
     worker.handle(run, input)
+
+
+async def handle_async(run: oncelog.AsyncRun, input: dict[str, Any]) -> None:
+    """``handle`` for an event loop (the provider's wait awaited)."""
+    with (worker.PROVIDER / "handled.log").open("a") as log:
+        log.write(f"{os.getpid()} {run.run_id}\n")
+    await worker.handle_async(run, input)

@@ -31,11 +31,11 @@ class Consumers:
         self.broker = broker  # "rabbitmq" or "jetstream", then its options
         self.started: list[subprocess.Popen[str]] = []
 
-    def start(self, *options: str) -> subprocess.Popen[str]:
+    def start(self, *options: str, handler: str = HANDLER) -> subprocess.Popen[str]:
         log = (self.directory / f"consumer-{len(self.started)}.log").open("w")
         with log:
             consumer = subprocess.Popen(
-                [PYTHON, "-m", "oncelog", "consume", *self.broker, HANDLER,
+                [PYTHON, "-m", "oncelog", "consume", *self.broker, handler,
                  "--db", self.db_path, "--retry-delay", "0.2", *options],
                 cwd=ROOT, env=self._environment(), stdout=subprocess.DEVNULL, stderr=log,
                 text=True,

@@ -9,6 +9,7 @@ writes ``entered-<step>`` so the test can interrupt the worker inside the call.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from pathlib import Path
@@ -22,6 +23,10 @@ PROVIDER = Path(os.environ.get("WORKER_PROVIDER", "provider"))
 def _provider_call(step: str, seconds: float, key: str) -> dict[str, Any]:
     (PROVIDER / f"entered-{step}").write_text(str(os.getpid()))
     time.sleep(seconds)
+    return _provider_answer(step, key)
+
+
+def _provider_answer(step: str, key: str) -> dict[str, Any]:
     with (PROVIDER / "requests.log").open("a") as log:
         log.write(f"{os.getpid()} {key}\n")
     try:
@@ -47,3 +52,24 @@ def handle(run: oncelog.Run, input: dict[str, Any]) -> None:
     tool = upsert_thing if input.get("kind") == "upsert" else create_thing
     for n in range(int(input["effects"])):
         run.effect(f"s{n}", tool, f"{run.run_id}-s{n}", float(input.get("seconds", 0.0)))
+
+
+@oncelog.tool(kind="create", name="create_thing")
+async def create_thing_async(step: str, seconds: float, *, idempotency_key: str) -> dict[str, Any]:
+    (PROVIDER / f"entered-{step}").write_text(str(os.getpid()))
+    await asyncio.sleep(seconds)
+    return _provider_answer(step, idempotency_key)
+
+
+@oncelog.tool(kind="upsert", name="upsert_thing")
+async def upsert_thing_async(step: str, seconds: float, *, idempotency_key: str) -> dict[str, Any]:
+    (PROVIDER / f"entered-{step}").write_text(str(os.getpid()))
+    await asyncio.sleep(seconds)
+    return _provider_answer(step, idempotency_key)
+
+
+async def handle_async(run: oncelog.AsyncRun, input: dict[str, Any]) -> None:
+    """``handle`` for an event loop: the provider's wait is awaited, not slept."""
+    tool = upsert_thing_async if input.get("kind") == "upsert" else create_thing_async
+    for n in range(int(input["effects"])):
+        await run.effect(f"s{n}", tool, f"{run.run_id}-s{n}", float(input.get("seconds", 0.0)))

@@ -40,6 +40,13 @@ def consumer_options(fn: F) -> F:
             help="Seconds before a message whose run cannot go on now is delivered again.",
         ),
         click.option(
+            "--concurrency",
+            default=1,
+            show_default=True,
+            type=click.IntRange(min=1),
+            help="Messages worked on at once, each its own run (async handlers share one loop).",
+        ),
+        click.option(
             "--lease-ttl",
             default=30.0,
             show_default=True,

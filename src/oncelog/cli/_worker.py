@@ -64,6 +64,13 @@ def submit(run_id: str, agent: str | None, input_text: str, db: str | None) -> N
     show_default=True,
     help="Seconds another worker waits before taking over the runs of one that stopped.",
 )
+@click.option(
+    "--concurrency",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Runs at once in this process (async handlers on one event loop, others in threads).",
+)
 @db_option
 def worker(
     target: str,
@@ -71,11 +78,13 @@ def worker(
     poll: float,
     until_idle: bool,
     lease_ttl: float,
+    concurrency: int,
     db: str | None,
 ) -> None:
     """Claim and run submitted runs with the handler TARGET (MODULE:ATTRIBUTE, a function
     taking (run, input) or a mapping from agent name to such functions). SIGTERM drains:
-    the step in progress is recorded, nothing new starts, the run is queued again, exit 75."""
+    the steps in progress are recorded, nothing new starts, the runs are queued again,
+    exit 75."""
     handlers = _load(target)
     if agents:
         if isinstance(handlers, Mapping):
@@ -85,7 +94,8 @@ def worker(
     logging.basicConfig(level=logging.INFO, format="oncelog worker: %(message)s")
     with opened(db, lease_ttl=lease_ttl) as ledger:
         try:
-            code = oncelog.Worker(ledger, handlers, poll=poll).run(until_idle=until_idle)
+            working = oncelog.Worker(ledger, handlers, poll=poll, concurrency=concurrency)
+            code = working.run(until_idle=until_idle)
         except oncelog.ConfigurationError as exc:
             raise click.UsageError(str(exc)) from exc
     sys.exit(code)

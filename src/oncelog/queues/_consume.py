@@ -68,7 +68,10 @@ class QueueConsumer:
     the message's own id is used (AMQP ``message_id``, JetStream ``Nats-Msg-Id``), and
     without that a hash of the body's JSON, which makes two different tasks with equal
     bodies one run. ``agent`` is the agent the runs are submitted for (their kill switch,
-    their daily budget, the worker that finishes them after a person decided)."""
+    their daily budget, the worker that finishes them after a person decided).
+    ``concurrency`` messages are worked on at once, each in a thread; with more than one,
+    coroutine-function handlers share one event loop (``handler_loop``, set by the
+    broker's consumer) rather than each making its own."""
 
     def __init__(
         self,
@@ -78,16 +81,23 @@ class QueueConsumer:
         agent: str | None = None,
         run_id_field: str | None = None,
         retry_delay: float = 1.0,
+        concurrency: int = 1,
     ) -> None:
         if not callable(handler):
             raise ConfigurationError(f"the handler must be callable, not {handler!r}")
         if retry_delay < 0:
             raise ConfigurationError("retry_delay cannot be negative")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigurationError(
+                f"concurrency must be a whole number from 1, not {concurrency!r}"
+            )
         self.ledger = ledger
         self.handler = handler
         self.agent = agent
         self.run_id_field = run_id_field
         self.retry_delay = retry_delay
+        self.concurrency = concurrency
+        self.handler_loop: asyncio.AbstractEventLoop | None = None
 
     def process(self, body: bytes, message_id: str | None) -> Outcome:
         """Run the message's run to its end here (or find it ended) and say how to settle
@@ -145,7 +155,10 @@ class QueueConsumer:
                 async with self.ledger.run(run_id, create=False) as run:
                     await handler(run, input)
 
-            asyncio.run(run_async())
+            if self.handler_loop is None:
+                asyncio.run(run_async())
+            else:  # this message's thread waits; the run awaits beside the others
+                asyncio.run_coroutine_threadsafe(run_async(), self.handler_loop).result()
             return
         with self.ledger.run(run_id, create=False) as run:
             handler(run, input)

@@ -6,7 +6,9 @@
     JetStreamConsumer(ledger, handle, url="nats://localhost:4222", stream="TICKETS").run()
 
 It creates (or reuses) the durable pull consumer ``durable`` on ``stream`` with explicit
-acks and ``ack_wait``, and fetches one message at a time. The handler runs in a thread;
+acks and ``ack_wait``, and fetches one message at a time (up to ``concurrency`` at once,
+fetching as many as it has room for; coroutine-function handlers then run on this
+consumer's own event loop). Each handler runs in a thread;
 every third of ``ack_wait`` the message is marked in progress, so JetStream does not
 redeliver it during a long run, and does redeliver it within ``ack_wait`` of this process
 dying. A completed run is acknowledged (and the acknowledgement confirmed by the server);
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import oncelog
 from oncelog import EXIT_TRY_LATER, ConfigurationError, Ledger
@@ -66,10 +69,12 @@ class JetStreamConsumer(QueueConsumer):
         agent: str | None = None,
         run_id_field: str | None = None,
         retry_delay: float = 1.0,
+        concurrency: int = 1,
     ) -> None:
         super().__init__(
-            ledger, handler, agent=agent, run_id_field=run_id_field, retry_delay=retry_delay
-        )
+            ledger, handler, agent=agent, run_id_field=run_id_field,
+            retry_delay=retry_delay, concurrency=concurrency,
+        )  # fmt: skip
         if not stream or not durable:
             raise ConfigurationError("a JetStream consumer needs a stream and a durable name")
         if ack_wait <= 0:
@@ -98,20 +103,37 @@ class JetStreamConsumer(QueueConsumer):
         except (OSError, NatsError) as exc:
             log.error("cannot reach NATS: %r", exc)
             return EXIT_TRY_LATER
+        if self.concurrency > 1:
+            self.handler_loop = asyncio.get_running_loop()
+        # The messages' own threads: apart from the loop's default pool, which an async
+        # handler's store calls need while its message's thread waits for it.
+        threads = ThreadPoolExecutor(self.concurrency, thread_name_prefix="oncelog-consume")
+        working: set[asyncio.Future[None]] = set()
         try:
             subscription = await self._subscribe(client.jetstream())
             while not oncelog.draining():
+                working = await _reaped(working, wait=len(working) >= self.concurrency)
+                if len(working) >= self.concurrency:
+                    continue
                 try:
-                    messages = await subscription.fetch(1, timeout=POLL)
+                    messages = await subscription.fetch(
+                        self.concurrency - len(working), timeout=POLL
+                    )
                 except NatsTimeout:
                     continue
-                for message in messages:
-                    await self._handle(message)
+                working |= {asyncio.ensure_future(self._handle(m, threads)) for m in messages}
+            while working:  # draining: each run stops at its next step and is settled
+                working = await _reaped(working, wait=True)
         except NotFoundError as exc:
             raise ConfigurationError(f"JetStream: {exc.description}") from None
         except NatsError as exc:
             log.error("NATS connection lost (its messages are redelivered): %r", exc)
         finally:
+            if working:  # their messages cannot be kept: stop their runs at the next step
+                oncelog.drain()
+                await asyncio.wait(working)
+            self.handler_loop = None
+            threads.shutdown()
             await client.close()
         return EXIT_TRY_LATER
 
@@ -125,9 +147,10 @@ class JetStreamConsumer(QueueConsumer):
         await js.add_consumer(self.stream, config)
         return await js.pull_subscribe_bind(durable=self.durable, stream=self.stream)
 
-    async def _handle(self, message: Msg) -> None:
+    async def _handle(self, message: Msg, threads: ThreadPoolExecutor) -> None:
         message_id = (message.headers or {}).get("Nats-Msg-Id")
-        work = asyncio.ensure_future(asyncio.to_thread(self.process, message.data, message_id))
+        loop = asyncio.get_running_loop()
+        work = loop.run_in_executor(threads, self.process, message.data, message_id)
         try:
             while not work.done():
                 await asyncio.wait({work}, timeout=self.ack_wait / 3)
@@ -154,6 +177,16 @@ class JetStreamConsumer(QueueConsumer):
             log.warning("%s (%s); not settled: %r", outcome.describe(), where, exc)
             return
         log.info("%s (%s)", outcome.describe(), where)
+
+
+async def _reaped(working: set[asyncio.Future[None]], *, wait: bool) -> set[asyncio.Future[None]]:
+    """The messages of ``working`` still being worked on, after waiting up to ``POLL`` for
+    one to end if ``wait``; an error of one that ended (its settlement's) is raised here."""
+    if wait and working:
+        await asyncio.wait(working, timeout=POLL, return_when=asyncio.FIRST_COMPLETED)
+    for ended in [w for w in working if w.done()]:
+        ended.result()
+    return {w for w in working if not w.done()}
 
 
 async def _log_error(exc: Exception) -> None:

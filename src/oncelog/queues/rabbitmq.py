@@ -5,9 +5,10 @@
 
     RabbitMQConsumer(ledger, handle, url="amqp://localhost", queue="tickets").run()
 
-One message at a time (prefetch 1). Its handler runs in a thread while this one keeps the
-connection serviced, so heartbeats flow through a run of any length; the handler's thread
-hands the acknowledgement back with ``add_callback_threadsafe``. A completed run is
+One message at a time by default (prefetch 1), ``concurrency`` at once with a prefetch of as
+many. Each handler runs in a thread of a pool while this one keeps the connection
+serviced, so heartbeats flow through a run of any length; the handler's thread hands the
+acknowledgement back with ``add_callback_threadsafe``. A completed run is
 acknowledged; a parked message is published to the parked queue (``QUEUE.parked`` by
 default, declared here) with the headers ``oncelog-run-id`` and ``oncelog-reason``, then
 rejected without requeue; a message to try later is nacked with requeue after
@@ -36,6 +37,7 @@ except ImportError:
         "the RabbitMQ consumer needs pika: pip install 'oncelog[rabbitmq]'"
     ) from None
 
+
 from ._consume import Handler, Outcome, QueueConsumer, Settle
 
 log = logging.getLogger("oncelog.queues")
@@ -60,10 +62,12 @@ class RabbitMQConsumer(QueueConsumer):
         agent: str | None = None,
         run_id_field: str | None = None,
         retry_delay: float = 1.0,
+        concurrency: int = 1,
     ) -> None:
         super().__init__(
-            ledger, handler, agent=agent, run_id_field=run_id_field, retry_delay=retry_delay
-        )
+            ledger, handler, agent=agent, run_id_field=run_id_field,
+            retry_delay=retry_delay, concurrency=concurrency,
+        )  # fmt: skip
         if not queue:
             raise ConfigurationError("a RabbitMQ consumer needs a queue name")
         try:
@@ -85,45 +89,50 @@ class RabbitMQConsumer(QueueConsumer):
         except AMQPError as exc:
             log.error("cannot reach RabbitMQ: %r", exc)
             return EXIT_TRY_LATER
-        session = _Session(self, connection)
-        try:
-            session.consume()
-        except AMQPError as exc:
-            oncelog.drain()
-            session.wait_for_run()
-            if isinstance(exc, ChannelClosedByBroker) and exc.reply_code == NOT_FOUND:
-                raise ConfigurationError(f"RabbitMQ: {exc.reply_text}") from None
-            log.error("RabbitMQ connection lost (its messages are redelivered): %r", exc)
-        finally:
-            if connection.is_open:
-                connection.close()
+        with oncelog.Fleet(self.concurrency) as fleet:
+            if self.concurrency > 1:
+                self.handler_loop = fleet.loop()
+            session = _Session(self, connection, fleet)
+            try:
+                session.consume()
+            except AMQPError as exc:
+                oncelog.drain()
+                fleet.close()  # the runs in progress reach their next step
+                if isinstance(exc, ChannelClosedByBroker) and exc.reply_code == NOT_FOUND:
+                    raise ConfigurationError(f"RabbitMQ: {exc.reply_text}") from None
+                log.error("RabbitMQ connection lost (its messages are redelivered): %r", exc)
+            finally:
+                self.handler_loop = None
+                if connection.is_open:
+                    connection.close()
         return EXIT_TRY_LATER
 
 
 class _Session:
-    """One connection and the message being worked on (at most one)."""
+    """One connection and the messages being worked on (at most ``concurrency``)."""
 
-    def __init__(self, consumer: RabbitMQConsumer, connection: BlockingConnection) -> None:
+    def __init__(
+        self, consumer: RabbitMQConsumer, connection: BlockingConnection, fleet: oncelog.Fleet
+    ) -> None:
         self.consumer = consumer
         self.connection = connection
-        self.busy: threading.Thread | None = None
+        self.fleet = fleet
+        # Messages delivered and not settled yet; read and written on the connection's
+        # thread only (a delivery and a settlement both run there).
+        self.unsettled = 0
 
     def consume(self) -> None:
         channel = self.connection.channel()
         channel.queue_declare(self.consumer.parked_queue, durable=True)
         channel.confirm_delivery()  # a parked copy is on the broker before the reject
-        channel.basic_qos(prefetch_count=1)
+        # At most one message per slot: the broker sends the next once one is settled.
+        channel.basic_qos(prefetch_count=self.consumer.concurrency)
         tag = channel.basic_consume(self.consumer.queue, self._on_message)
         while not oncelog.draining():
             self.connection.process_data_events(time_limit=POLL)
         channel.basic_cancel(tag)
-        while self.busy is not None:  # its settlement arrives through the connection
+        while self.unsettled:  # their settlements arrive through the connection
             self.connection.process_data_events(time_limit=POLL)
-
-    def wait_for_run(self) -> None:
-        """The connection is gone: let the run in progress reach its next step."""
-        if self.busy is not None:
-            self.busy.join()
 
     def _on_message(
         self,
@@ -134,8 +143,8 @@ class _Session:
     ) -> None:
         assert method.delivery_tag is not None  # a delivery always has its tag
         message = _Message(channel, method.delivery_tag, properties, body)
-        self.busy = threading.Thread(target=self._work, args=(message,), name="oncelog-consume")
-        self.busy.start()
+        self.unsettled += 1
+        self.fleet.start(partial(self._work, message))
 
     def _work(self, message: _Message) -> None:
         outcome = self.consumer.process(message.body, message.properties.message_id)
@@ -156,7 +165,7 @@ class _Session:
                 message.park(self.consumer.parked_queue, outcome)
             log.info(outcome.describe())
         finally:
-            self.busy = None
+            self.unsettled -= 1
 
 
 class _Message(NamedTuple):
