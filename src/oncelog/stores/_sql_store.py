@@ -388,31 +388,14 @@ class SQLStore(StepWrites):
         force: bool = False,
         owner_is_dead: OwnerCheck = _never_dead,
         attempt: int | None = None,
+        correct: bool = False,
     ) -> StepRecord:
         decision = resolutions.Decision(
             resolution, result_json, by, note, force, owner_is_dead, attempt
         )
+        decide = resolutions.correct if correct else resolutions.resolve
         with self._tx() as tx:
-            return resolutions.resolve(tx, run_id, step_id, decision)
-
-    def correct_resolution(
-        self,
-        run_id: str,
-        step_id: str,
-        resolution: Resolution,
-        *,
-        result_json: str | None,
-        by: str,
-        note: str | None,
-        force: bool = False,
-        owner_is_dead: OwnerCheck = _never_dead,
-        attempt: int | None = None,
-    ) -> StepRecord:
-        decision = resolutions.Decision(
-            resolution, result_json, by, note, force, owner_is_dead, attempt
-        )
-        with self._tx() as tx:
-            return resolutions.correct(tx, run_id, step_id, decision)
+            return decide(tx, run_id, step_id, decision)
 
     def set_result_contract(self, tool: str, contract_json: str) -> None:
         with self._tx() as tx:
