@@ -396,15 +396,11 @@ class Store(Protocol):
         nothing); one transaction; ``LeaseLost`` if another owner took the run."""
         ...
 
-    def steps_in_doubt(self, limit: int) -> list[StepRecord]:
-        """Effects recorded ``in_flight`` or ``unknown`` in runs not completed, oldest
-        first (a read)."""
-        ...
-
     def effects_in_doubt(self, limit: int) -> list[EffectInDoubt]:
-        """``steps_in_doubt``, each with its run's lease owner, whether that lease has
-        lapsed by the store's clock (an in-flight effect is then orphaned) and its age,
-        in one statement (a read)."""
+        """Effects recorded ``in_flight`` or ``unknown`` in runs not completed, oldest
+        first, each with its run's lease owner, whether that lease has lapsed by the
+        store's clock (an in-flight effect is then orphaned) and its age, in one statement
+        (a read)."""
         ...
 
     # -- a person's decisions on an effect in doubt -------------------------------------

@@ -343,20 +343,11 @@ class SQLStore(StepWrites):
             (run_id, from_seq, limit),
         )
 
-    def steps_in_doubt(self, limit: int) -> list[StepRecord]:
-        # A completed run has no step in doubt (completing revisits every step), so only
-        # the runs that are not completed are searched, by their primary key.
-        rows = self._read(
-            f"{_SELECT_STEP} WHERE run_id IN "
-            "(SELECT run_id FROM runs WHERE status != 'completed') "
-            "AND state IN (?, ?) ORDER BY started_at LIMIT ?",
-            (*IN_DOUBT, limit),
-        )  # fmt: skip
-        return [step_record(r) for r in rows]
-
     def effects_in_doubt(self, limit: int) -> list[EffectInDoubt]:
-        # An in-flight effect is orphaned once its run's lease has lapsed by the store's
-        # clock (or was released): no worker holds the run, so nobody is running it.
+        # A completed run has no step in doubt (completing revisits every step): only the
+        # runs that are not completed are searched. An in-flight effect is orphaned once
+        # its run's lease has lapsed by the store's clock (or was released): no worker
+        # holds the run, so nobody is running it.
         rows = self._read(
             f"SELECT {_STEP_OF_RUN}, r.owner, "
             f"(r.lease_expires_at IS NULL OR r.lease_expires_at < {NOW}), {NOW} - s.started_at "
