@@ -19,8 +19,7 @@ class PausePoint:
         self.point = point  # as ONCELOG_CRASH_AT names one: point[@step][:hit]
         self.reached_read, self.reached_write = os.pipe()
         self.release_read, self.release_write = os.pipe()
-        self._open = {self.reached_read, self.reached_write, self.release_read}
-        self._open.add(self.release_write)
+        self._open = {*self.fds(), self.reached_read, self.release_write}
 
     def env(self) -> dict[str, str]:
         fds = f"{self.reached_write},{self.release_read}"

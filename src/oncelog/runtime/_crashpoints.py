@@ -76,6 +76,8 @@ def _counted(armed: Armed | None, hits: dict[str, int], point: str, step_id: str
 def reach(point: str, step_id: str) -> None:
     """Pause here until released, then die here without cleanup, as the environment armed
     this point (either or both)."""
+    if not ARMED:
+        return
     if _counted(_pause, _pause_hits, point, step_id) and _fds is not None:
         _wait_for_release(point, *_fds)
     if _counted(_armed, _hits, point, step_id):
