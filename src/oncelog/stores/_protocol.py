@@ -422,12 +422,13 @@ class Store(Protocol):
         """A person's decision on an effect in doubt, in one transaction: the run's lease
         fenced off (token bumped, owner cleared), the step's state and result written
         (``result_json`` None with ``done``: without the provider's answer), the run's
-        stop at that step lifted (journals ``stop_lifted``), the run queued again if no
-        step of it is left ``unknown`` (journals ``run_queued``); journals ``resolved``,
-        naming the owner a ``force`` overrode. With ``correct``, it instead changes a
-        person's resolution of the run's last step, before anything acted on it
-        (journals ``corrected``; the decision it replaces stays in the journal). Returns
-        the step as the decision leaves it.
+        stop at that step lifted (journals ``stop_lifted``), the run queued again if an
+        unknown outcome stopped it and none is left (journals ``run_queued``); journals
+        ``resolved``, naming the owner a ``force`` overrode. With ``correct``, it instead
+        changes a person's resolution of the run's last step, before anything acted on
+        it: the lease fenced off and the step written as above, journals ``corrected``
+        (the decision it replaces stays in the journal). Returns the step as the
+        decision leaves it.
         Raises ``UnknownRun``, ``UnknownStep``; ``AlreadyResolved`` if the step is not in
         doubt (``InvalidResolution`` with ``correct`` if it is not the last step's
         resolution, or something acted on it); ``RunLeased`` while an owner that
