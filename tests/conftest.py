@@ -10,7 +10,7 @@ import pytest
 import oncelog
 
 from .support.engine_workers import Processes
-from .support.postgres import POSTGRES_REASON, fresh_schema, postgres_is_up
+from .support.postgres import ADMIN_URL, POSTGRES_REASON, fresh_schema, postgres_is_up
 from .support.provider_process import Provider, running_provider
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -66,11 +66,39 @@ def ledger(store_url: str) -> Iterator[oncelog.Ledger]:
 
 
 @pytest.fixture
-def engine_provider(tmp_path: Path) -> Iterator[Provider]:
-    """A provider in a process of its own that ignores idempotency keys, so that an
-    engine integration's test counts every effect it really performed."""
-    with running_provider(tmp_path / "provider", "ignores_keys") as running:
+def pg_admin() -> str:
+    """The PostgreSQL server ``pg_url`` makes its schema on: the shared one; a test file
+    that runs a server of its own overrides this."""
+    require(postgres_is_up(), POSTGRES_REASON)
+    return ADMIN_URL
+
+
+@pytest.fixture
+def pg_url(pg_admin: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL schema's ledger URL, dropped afterwards."""
+    with fresh_schema(pg_admin) as url:
+        yield url
+
+
+@pytest.fixture
+def provider_mode() -> str:
+    """How ``provider`` treats idempotency keys: it ignores them, so that each performance
+    counts; a test file overrides this (or parametrizes it) to have them honoured."""
+    return "ignores_keys"
+
+
+@pytest.fixture
+def provider(tmp_path: Path, provider_mode: str) -> Iterator[Provider]:
+    """A provider in a process of its own, which keeps its own record of what it did: a
+    test counts the effects really performed there, never from the ledger."""
+    with running_provider(tmp_path / "provider", provider_mode) as running:
         yield running
+
+
+@pytest.fixture
+def engine_provider(provider: Provider) -> Provider:
+    """``provider``, ignoring idempotency keys, for an engine integration's test."""
+    return provider
 
 
 @pytest.fixture

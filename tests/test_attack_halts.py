@@ -11,7 +11,6 @@ from __future__ import annotations
 import signal
 import subprocess
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,16 +19,9 @@ import oncelog
 
 from .support.launch import environment, run_python
 from .support.operator_commands import oncelog_cli
-from .support.provider_process import Provider, running_provider
+from .support.provider_process import Provider
 
 CATCHER = Path(__file__).parent / "halt_agents" / "catcher.py"
-
-
-@pytest.fixture
-def provider(tmp_path: Path) -> Iterator[Provider]:
-    """Performs every request, whatever its key: each performance counts."""
-    with running_provider(tmp_path / "provider", "ignores_keys") as running:
-        yield running
 
 
 def catcher(

@@ -42,10 +42,10 @@ def answer(payload: Any) -> Any:
     }.get(payload, {"sent": payload})
 
 
-def send_tool(ledger: oncelog.Ledger, provider: FakeProvider) -> SendTool:
+def send_tool(ledger: oncelog.Ledger, fake_provider: FakeProvider) -> SendTool:
     @ledger.tool(kind="create", name="send", refusals=(Refused,))
     def send(payload: Any, *, idempotency_key: str) -> Any:
-        return provider.call(idempotency_key, payload)
+        return fake_provider.call(idempotency_key, payload)
 
     return send
 
@@ -110,13 +110,13 @@ def refused_cleanly(db_path: str, expected: type[E]) -> Iterator[pytest.Exceptio
 
 
 @pytest.fixture
-def provider() -> FakeProvider:
+def fake_provider() -> FakeProvider:
     return FakeProvider(answer=answer)
 
 
 @pytest.fixture
-def send(ledger: oncelog.Ledger, provider: FakeProvider) -> SendTool:
-    return send_tool(ledger, provider)
+def send(ledger: oncelog.Ledger, fake_provider: FakeProvider) -> SendTool:
+    return send_tool(ledger, fake_provider)
 
 
 @pytest.fixture
@@ -151,7 +151,7 @@ UNSERIALISABLE = {
 
 @pytest.mark.parametrize("value", UNSERIALISABLE.values(), ids=UNSERIALISABLE.keys())
 def test_unserialisable_arguments_are_refused_before_anything_is_written(
-    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, db_path: str, value: Any
+    ledger: oncelog.Ledger, send: SendTool, fake_provider: FakeProvider, db_path: str, value: Any
 ) -> None:
     with ledger.run("r") as run:
         with refused_cleanly(db_path, oncelog.UnserializableValue):
@@ -162,13 +162,13 @@ def test_unserialisable_arguments_are_refused_before_anything_is_written(
             run.read("lookup", lambda v: v, value)
         with refused_cleanly(db_path, oncelog.UnserializableValue):
             run.llm("think", lambda v: v, value)
-        assert provider.requests == []
+        assert fake_provider.requests == []
         # Nothing was recorded and no position was used: the run goes on at position 0.
         assert run.effect("mail", send, "fixed") == {"sent": "fixed"}
     assert [(s.seq, s.step_id) for s in ledger.steps("r")] == [(0, "mail")]
     with ledger.run("r") as run:
         assert run.effect("mail", send, "fixed") == {"sent": "fixed"}
-    assert len(provider.requests) == 1
+    assert len(fake_provider.requests) == 1
 
 
 def test_an_argument_error_names_its_run_and_step(ledger: oncelog.Ledger, send: SendTool) -> None:
@@ -180,9 +180,9 @@ def test_an_argument_error_names_its_run_and_step(ledger: oncelog.Ledger, send: 
 
 
 def test_oversized_arguments_are_refused_before_the_call(
-    small: oncelog.Ledger, provider: FakeProvider, db_path: str
+    small: oncelog.Ledger, fake_provider: FakeProvider, db_path: str
 ) -> None:
-    send = send_tool(small, provider)
+    send = send_tool(small, fake_provider)
     with small.run("r") as run:
         with refused_cleanly(db_path, oncelog.PayloadTooLarge) as refused:
             run.effect("mail", send, "y" * SMALL_LIMIT)
@@ -190,7 +190,7 @@ def test_oversized_arguments_are_refused_before_the_call(
         with refused_cleanly(db_path, oncelog.PayloadTooLarge):
             run.read("lookup", len, ["z"] * SMALL_LIMIT)
         assert run.effect("mail", send, "short") == {"sent": "short"}
-    assert len(provider.requests) == 1
+    assert len(fake_provider.requests) == 1
 
 
 @pytest.mark.parametrize(
@@ -199,11 +199,11 @@ def test_oversized_arguments_are_refused_before_the_call(
 )
 def test_an_unrecordable_result_ran_once_and_never_runs_again(
     small: oncelog.Ledger,
-    provider: FakeProvider,
+    fake_provider: FakeProvider,
     answer: str,
     reason: type[oncelog.InvalidPayload],
 ) -> None:
-    send = send_tool(small, provider)
+    send = send_tool(small, fake_provider)
     for attempt in range(3):
         with small.run("r") as run:
             with pytest.raises(oncelog.ResultNotRecorded) as lost:
@@ -214,7 +214,7 @@ def test_an_unrecordable_result_ran_once_and_never_runs_again(
             if attempt == 0:
                 assert isinstance(lost.value.__cause__, reason)
             run.effect("next", send, "after")  # the agent may carry on
-    assert provider.requests == [
+    assert fake_provider.requests == [
         oncelog.idempotency_key("r", "mail", "send"),
         oncelog.idempotency_key("r", "next", "send"),
     ]
@@ -232,12 +232,12 @@ def test_an_unrecordable_result_ran_once_and_never_runs_again(
 )
 def test_a_resolution_with_an_unrecordable_result_is_refused(
     small: oncelog.Ledger,
-    provider: FakeProvider,
+    fake_provider: FakeProvider,
     db_path: str,
     result: Any,
     expected: type[oncelog.InvalidPayload],
 ) -> None:
-    send = send_tool(small, provider)
+    send = send_tool(small, fake_provider)
     with pytest.raises(oncelog.AmbiguousOutcome), small.run("r") as run:
         run.effect("mail", send, "x", oops=1)  # an unexpected TypeError: unknown
     with refused_cleanly(db_path, expected):
@@ -277,7 +277,7 @@ def test_unknown_and_settled_steps_cannot_be_resolved(
 
 
 def test_a_resolution_that_does_not_exist_is_a_typed_error(
-    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, fake_provider: FakeProvider, db_path: str
 ) -> None:
     with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("r") as run:
         run.effect("mail", send, "x", oops=1)
@@ -289,13 +289,13 @@ def test_a_resolution_that_does_not_exist_is_a_typed_error(
 
 
 def assert_others_unaffected(
-    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider
+    ledger: oncelog.Ledger, send: SendTool, fake_provider: FakeProvider
 ) -> None:
-    calls = len(provider.requests)
+    calls = len(fake_provider.requests)
     assert agent(ledger, send, "healthy") == [{"sent": "hello"}, "Refused"]
-    assert len(provider.requests) == calls  # replayed, not re-run
+    assert len(fake_provider.requests) == calls  # replayed, not re-run
     assert agent(ledger, send, "fresh") == [{"sent": "hello"}, "Refused"]
-    assert len(provider.requests) == calls + 2
+    assert len(fake_provider.requests) == calls + 2
 
 
 def assert_only_appended(before: Snapshot, after: Snapshot) -> None:
@@ -305,11 +305,11 @@ def assert_only_appended(before: Snapshot, after: Snapshot) -> None:
 
 
 @pytest.fixture
-def two_runs(ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider) -> FakeProvider:
+def two_runs(ledger: oncelog.Ledger, send: SendTool, fake_provider: FakeProvider) -> FakeProvider:
     for run_id in ("damaged", "healthy"):
         agent(ledger, send, run_id)
-    assert len(provider.requests) == 4
-    return provider
+    assert len(fake_provider.requests) == 4
+    return fake_provider
 
 
 def test_a_result_that_does_not_decode(
@@ -415,7 +415,7 @@ def test_a_plan_with_duplicate_ids_is_refused(ledger: oncelog.Ledger, db_path: s
 
 
 def test_another_plan_for_an_existing_run(
-    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, fake_provider: FakeProvider, db_path: str
 ) -> None:
     agent(ledger, send, "r")
     with (
@@ -433,27 +433,27 @@ def test_another_plan_for_an_existing_run(
         run.effect("s3", send, "new step")
     replaced = [e.data for e in ledger.journal("r") if e.event == "plan_replaced"]
     assert replaced == [{"old": ["s1", "s2"], "new": ["s1", "s2", "s3"]}]
-    assert len(provider.requests) == 3
+    assert len(fake_provider.requests) == 3
 
 
 def test_a_step_outside_the_plan(
-    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, fake_provider: FakeProvider, db_path: str
 ) -> None:
     with ledger.run("r", plan=["s1"]) as run:
         with refused_cleanly(db_path, oncelog.StepNotInPlan) as outside:
             run.effect("improvised", send, "x")
         assert (outside.value.run_id, outside.value.step_id) == ("r", "improvised")
         run.effect("s1", send, "x")
-    assert provider.requests == [oncelog.idempotency_key("r", "s1", "send")]
+    assert fake_provider.requests == [oncelog.idempotency_key("r", "s1", "send")]
     with ledger.run("r", plan=["s1"]) as run:  # the same code replays the same way
         with pytest.raises(oncelog.StepNotInPlan):
             run.effect("improvised", send, "x")
         run.effect("s1", send, "x")
-    assert len(provider.requests) == 1
+    assert len(fake_provider.requests) == 1
 
 
 def test_a_step_id_used_twice(
-    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, fake_provider: FakeProvider, db_path: str
 ) -> None:
     for _ in range(2):  # the same code meets the same refusal on replay
         with ledger.run("r") as run:
@@ -465,7 +465,7 @@ def test_a_step_id_used_twice(
         run.read("look", len, "first")
         with refused_cleanly(db_path, oncelog.DuplicateStep):
             run.read("look", len, "second")
-    assert len(provider.requests) == 1
+    assert len(fake_provider.requests) == 1
     [mail] = ledger.steps("r")
     assert (mail.state, mail.result) == (oncelog.StepState.DONE, {"sent": "first"})
 
@@ -474,18 +474,18 @@ def test_a_step_id_used_twice(
 
 
 def test_a_tool_called_outside_a_run(
-    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, fake_provider: FakeProvider, db_path: str
 ) -> None:
     with refused_cleanly(db_path, oncelog.NoActiveRun):
         send("x")
     agent(ledger, send, "r")
     with refused_cleanly(db_path, oncelog.NoActiveRun):  # after a run has ended, too
         send("x")
-    assert len(provider.requests) == 2
+    assert len(fake_provider.requests) == 2
 
 
 def test_an_undecorated_function_as_an_effect(
-    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, db_path: str
+    ledger: oncelog.Ledger, send: SendTool, fake_provider: FakeProvider, db_path: str
 ) -> None:
     with ledger.run("r") as run:
         not_tools: tuple[Any, ...] = (send.fn, print, lambda: None)
@@ -495,7 +495,7 @@ def test_an_undecorated_function_as_an_effect(
             assert (refused.value.run_id, refused.value.step_id) == ("r", "mail")
         run.effect("mail", send, "x")  # no position was used up
     assert [s.seq for s in ledger.steps("r")] == [0]
-    assert provider.requests == [oncelog.idempotency_key("r", "mail", "send")]
+    assert fake_provider.requests == [oncelog.idempotency_key("r", "mail", "send")]
 
 
 def test_bogus_configuration(ledger: oncelog.Ledger, tmp_path: Path, db_path: str) -> None:
@@ -652,7 +652,7 @@ def oncelog_depth() -> int:
 
 @pytest.mark.parametrize("depth", [201, 1000, 100_000])
 def test_deeply_nested_arguments_are_refused_before_anything_is_written(
-    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, depth: int
+    ledger: oncelog.Ledger, send: SendTool, fake_provider: FakeProvider, depth: int
 ) -> None:
     with ledger.run("r") as run:
         with refused_on_any_store(ledger, oncelog.UnserializableValue) as refused:
@@ -663,17 +663,17 @@ def test_deeply_nested_arguments_are_refused_before_anything_is_written(
         with refused_on_any_store(ledger, oncelog.UnserializableValue):
             ledger.submit("queued", nested(depth))
         assert run.effect("mail", send, "fine") == {"sent": "fine"}
-    assert len(provider.requests) == 1
+    assert len(fake_provider.requests) == 1
 
 
 def test_a_secret_tool_with_deep_arguments_is_refused_too(
-    store_url: str, provider: FakeProvider
+    store_url: str, fake_provider: FakeProvider
 ) -> None:
     with oncelog.open(store_url, redaction_key=b"k" * 32) as ledger:
 
         @ledger.tool(kind="create", secret=("card",))
         def pay(card: Any, *, idempotency_key: str) -> Any:
-            provider.call(idempotency_key, card)
+            fake_provider.call(idempotency_key, card)
             return nested(1000)
 
         with ledger.run("r") as run:
@@ -681,7 +681,7 @@ def test_a_secret_tool_with_deep_arguments_is_refused_too(
                 run.effect("pay", pay, {"x": nested(1000)})
             with pytest.raises(oncelog.ResultNotRecorded):
                 run.effect("pay", pay, "4242")
-    assert len(provider.requests) == 1
+    assert len(fake_provider.requests) == 1
 
 
 SURROGATE = "a\udc80b"  # what os.fsdecode makes of a byte that is not UTF-8
@@ -703,7 +703,7 @@ def test_a_result_with_a_lone_surrogate_is_done_but_not_recorded(ledger: oncelog
 
 
 def test_lone_surrogates_are_refused_before_anything_is_written(
-    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider
+    ledger: oncelog.Ledger, send: SendTool, fake_provider: FakeProvider
 ) -> None:
     with ledger.run("r") as run:
         run.effect("mail", send, "first")
@@ -744,12 +744,12 @@ def test_lone_surrogates_are_refused_before_anything_is_written(
             assert refused.value.run_id == "r"
         run.effect("next", send, "second")  # no position was used
     assert [s.seq for s in ledger.steps("r")] == [0, 1]
-    assert len(provider.requests) == 2
+    assert len(fake_provider.requests) == 2
 
 
 @pytest.mark.parametrize("step_id", ["", "a\x00b", "x" * 513, 7])
 def test_a_step_id_that_cannot_name_a_step(
-    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider, step_id: Any
+    ledger: oncelog.Ledger, send: SendTool, fake_provider: FakeProvider, step_id: Any
 ) -> None:
     with ledger.run("r") as run:
         for step in (
@@ -762,11 +762,11 @@ def test_a_step_id_that_cannot_name_a_step(
             assert refused.value.run_id == "r"
         assert run.effect("mail", send, "x") == {"sent": "x"}  # no position was used
     assert [s.seq for s in ledger.steps("r")] == [0]
-    assert len(provider.requests) == 1
+    assert len(fake_provider.requests) == 1
 
 
 def test_an_empty_step_id_is_refused_in_async_runs_too(
-    ledger: oncelog.Ledger, send: SendTool, provider: FakeProvider
+    ledger: oncelog.Ledger, send: SendTool, fake_provider: FakeProvider
 ) -> None:
     async def agent() -> None:
         async with ledger.run("r") as run:
@@ -774,7 +774,7 @@ def test_an_empty_step_id_is_refused_in_async_runs_too(
                 await run.effect("", send, "x")
 
     asyncio.run(agent())
-    assert provider.requests == []
+    assert fake_provider.requests == []
 
 
 def test_a_refusal_whose_message_holds_a_lone_surrogate_is_recorded(

@@ -31,6 +31,7 @@ from .support import (
     run_agent,
     running_provider,
 )
+from .support.launch import environment, run_python
 
 PROVIDER_KILL = "provider_kill_before_answer"
 CRASH_POINTS = (
@@ -230,3 +231,13 @@ def test_unqualified_crash_point_counts_effects_only(
         f"{ {step: state.value for step, state in recorded.items()} }"
     )
     assert ("effect-2" in view.steps) == (point != "before_intent_commit")
+
+
+@pytest.mark.parametrize("fds", [None, "7", "a,b"])
+def test_a_pause_point_without_its_pipes_fails_at_import(fds: str | None) -> None:
+    """A pause armed with no way to say it is reached, or to be released, would hang its
+    process for ever: oncelog refuses to load instead."""
+    extra = {"ONCELOG_PAUSE_AT": "after_call"} | ({} if fds is None else {"ONCELOG_PAUSE_FDS": fds})
+    done = run_python("-c", "import oncelog.signals._crashpoints", env=environment(**extra))
+    assert done.returncode == 1
+    assert "ONCELOG_PAUSE_FDS=<reached fd>,<release fd>" in done.stderr

@@ -31,7 +31,7 @@ IN_DOUBT = ("after_intent_commit", "after_call", "before_outcome_commit")
 
 
 @pytest.fixture
-def provider(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def provider_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The provider's records; the agents are run as ``python -m tests.crashtest_agents.X``."""
     records = tmp_path / "provider.jsonl"
     records.touch()
@@ -62,7 +62,7 @@ def problems(report: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [p for trial in report["trials"] for p in trial["problems"] if p["kind"] == kind]
 
 
-def test_a_correct_agent_passes_at_every_boundary(provider: Path) -> None:
+def test_a_correct_agent_passes_at_every_boundary(provider_records: Path) -> None:
     """Killed at each of the 15 boundaries of its 3 effects: nothing runs twice. The
     create in doubt halts; the payment's probe settles it; the upsert (a true one,
     accepted with --idempotent) runs again."""
@@ -79,11 +79,13 @@ def test_a_correct_agent_passes_at_every_boundary(provider: Path) -> None:
         assert trial["restarts"] == 1
         assert trial["problems"] == []
         assert trial["crash_at"] == f"{trial['point']}:{trial['effect']}"
-    once = {key: n for (tool, key), n in performed(provider).items() if tool != "set_status"}
+    once = {
+        key: n for (tool, key), n in performed(provider_records).items() if tool != "set_status"
+    }
     assert set(once.values()) == {1}
 
 
-def test_an_upsert_that_creates_is_reported_from_the_attempts(provider: Path) -> None:
+def test_an_upsert_that_creates_is_reported_from_the_attempts(provider_records: Path) -> None:
     """Killed after the provider made the ticket, the restart makes a second one. crashtest
     reports it from the ledger's two attempts under one key; also when the kill came before
     the call, since the ledger cannot tell the two apart."""
@@ -93,7 +95,9 @@ def test_an_upsert_that_creates_is_reported_from_the_attempts(provider: Path) ->
     reported = problems(report, "ran_twice")
     assert {(p["step_id"], p["tool"]) for p in reported} == {("open_ticket", "open_ticket")}
     assert [t["step_id"] for t in report["trials"] if t["problems"]] == ["open_ticket"] * 2
-    tickets = {key: n for (tool, key), n in performed(provider).items() if tool == "open_ticket"}
+    tickets = {
+        key: n for (tool, key), n in performed(provider_records).items() if tool == "open_ticket"
+    }
     twice = {key for key, n in tickets.items() if n > 1}
     assert len(twice) == 1  # after_call; after_intent_commit was killed before the call
     assert twice < {p["key"] for p in reported}
@@ -101,7 +105,7 @@ def test_an_upsert_that_creates_is_reported_from_the_attempts(provider: Path) ->
     assert "--idempotent open_ticket" in reported[0]["fix"]
 
 
-def test_a_run_id_made_at_process_start_is_caught(provider: Path, tmp_path: Path) -> None:
+def test_a_run_id_made_at_process_start_is_caught(provider_records: Path, tmp_path: Path) -> None:
     """Every restart opens a new run: the killed run is never resumed and every effect
     before the kill is performed again, under a new key."""
     kept = tmp_path / "kept"
@@ -120,11 +124,13 @@ def test_a_run_id_made_at_process_start_is_caught(provider: Path, tmp_path: Path
             runs = {run.run_id: run.status for run in ledger.runs()}
         assert runs[problem["run_id"]] is oncelog.RunStatus.RUNNING
         assert sorted(runs.values()) == [oncelog.RunStatus.COMPLETED, oncelog.RunStatus.RUNNING]
-    tickets = sum(n for (tool, _), n in performed(provider).items() if tool == "open_ticket")
+    tickets = sum(
+        n for (tool, _), n in performed(provider_records).items() if tool == "open_ticket"
+    )
     assert tickets == 1 + 3 * 2  # the clean run's, then one per process of each trial
 
 
-def test_step_ids_that_change_between_attempts_are_caught(provider: Path) -> None:
+def test_step_ids_that_change_between_attempts_are_caught(provider_records: Path) -> None:
     """A timestamp in every step id: the restart asks, at a recorded position, for the same
     tool under a new id; oncelog halts instead of running it, crashtest names it."""
     code, report = crashtest("--point", "after_intent_commit", *agent("changing_step_ids_agent"))
@@ -136,7 +142,7 @@ def test_step_ids_that_change_between_attempts_are_caught(provider: Path) -> Non
         assert re.fullmatch(r"triage-\d+", problem["step_id"]), problem
         assert problem["tool"] == "classify"
         assert "plan" in problem["fix"]
-    assert set(performed(provider).values()) == {1}
+    assert set(performed(provider_records).values()) == {1}
 
 
 def journal(kind: str, *between: tuple[str, dict[str, Any]], reason: str | None = None) -> Evidence:
@@ -169,7 +175,7 @@ def test_a_second_attempt_counts_unless_something_said_the_first_did_not_happen(
     assert ran_twice(journal("upsert"), accepted={"t"}) == []
 
 
-def test_an_agent_that_cannot_be_tested_exits_2(provider: Path) -> None:
+def test_an_agent_that_cannot_be_tested_exits_2(provider_records: Path) -> None:
     failing = CliRunner().invoke(cli, ["crashtest", "--", PYTHON, "-c", "exit(5)"])
     assert failing.exit_code == 2
     assert "did not complete (exit 5)" in failing.output
@@ -213,9 +219,9 @@ def test_the_tutorial_agent_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     }
 
 
-def test_reset_runs_before_every_trial(provider: Path, tmp_path: Path) -> None:
+def test_reset_runs_before_every_trial(provider_records: Path, tmp_path: Path) -> None:
     resets = tmp_path / "resets.txt"
-    reset = f'echo "$ONCELOG_RUN_ID" >> {resets}; : > {provider}'
+    reset = f'echo "$ONCELOG_RUN_ID" >> {resets}; : > {provider_records}'
     code, report = crashtest(
         "--point", "after_call", "--idempotent", "set_status", "--reset", reset,
         *agent("correct_agent"),
@@ -227,10 +233,10 @@ def test_reset_runs_before_every_trial(provider: Path, tmp_path: Path) -> None:
     assert run_ids[1:] == [t["run_id"] for t in trials]
     # Emptied before each trial, the provider holds one trial's effects (an upsert in
     # doubt runs twice), not those of the three trials.
-    assert len(provider.read_text().splitlines()) <= len(report["effects"]) + 1
+    assert len(provider_records.read_text().splitlines()) <= len(report["effects"]) + 1
 
 
-def test_a_failing_reset_stops_crashtest(provider: Path) -> None:
+def test_a_failing_reset_stops_crashtest(provider_records: Path) -> None:
     result = CliRunner().invoke(
         cli, ["crashtest", "--reset", "echo no sandbox; exit 3", *agent("correct_agent")]
     )

@@ -6,7 +6,6 @@ further by its process. A real crash of a private server is in ``test_postgres_f
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
@@ -14,8 +13,7 @@ import pytest
 import oncelog
 from oncelog.stores._postgres import PostgresStore
 
-from .conftest import require
-from .support.postgres import POSTGRES_REASON, execute, fresh_schema, postgres_is_up
+from .support.postgres import execute
 
 # A deferred trigger fires as its transaction commits, with the settings the commit uses.
 _NOTE_COMMITS = """
@@ -30,13 +28,6 @@ END $$;
 CREATE CONSTRAINT TRIGGER note_commit AFTER INSERT ON {schema}.journal
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {schema}.note_commit();
 """
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    require(postgres_is_up(), POSTGRES_REASON)
-    with fresh_schema() as url:
-        yield url
 
 
 def schema_of(url: str) -> str:

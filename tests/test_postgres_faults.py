@@ -57,15 +57,9 @@ def server() -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def pg_url(server: Cluster) -> Iterator[str]:
-    with fresh_schema(server.admin_url()) as url:
-        yield url
-
-
-@pytest.fixture
-def provider(tmp_path: Path) -> Iterator[Provider]:
-    with running_provider(tmp_path / "provider", "ignores_keys") as running:
-        yield running
+def pg_admin(server: Cluster) -> str:
+    """``pg_url``'s schemas are made on this file's own server, which its tests stop."""
+    return server.admin_url()
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ import pytest
 
 import oncelog
 
-from .support.launch import python
+from .support.launch import CRASH_ENV, python
+from .support.pause_points import PAUSE_ENV, PausePoint
 
 AGENT = Path(__file__).parent / "race_agents" / "racer.py"
 ROUNDS = 20
@@ -104,7 +105,9 @@ class Pipe:
 
 
 class Start(Protocol):
-    def __call__(self, *args: str, fds: tuple[int, ...] = ()) -> Racer: ...
+    def __call__(
+        self, *args: str, fds: tuple[int, ...] = (), env: dict[str, str] | None = None
+    ) -> Racer: ...
 
 
 @contextmanager
@@ -112,16 +115,16 @@ def agents(tmp_path: Path, db: str | None = None) -> Iterator[Start]:
     """Start agent processes on ``db`` (the SQLite file ``ledger.db`` in ``tmp_path`` if
     not given); whatever happens, none outlives the test."""
     started: list[Racer] = []
-    env = {k: v for k, v in os.environ.items() if k != "ONCELOG_CRASH_AT"}
+    unarmed = {k: v for k, v in os.environ.items() if k not in (CRASH_ENV, PAUSE_ENV)}
 
-    def start(*args: str, fds: tuple[int, ...] = ()) -> Racer:
+    def start(*args: str, fds: tuple[int, ...] = (), env: dict[str, str] | None = None) -> Racer:
         proc = subprocess.Popen(
             python(str(AGENT), db or str(tmp_path / "ledger.db"), *args),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             pass_fds=fds,
-            env=env,
+            env={**unarmed, **(env or {})},
         )
         started.append(Racer(proc))
         return started[-1]
@@ -277,28 +280,29 @@ def test_racers_on_different_runs_do_not_block_each_other(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("renewed", [True, False], ids=["renewed", "renewal-broken"])
 def test_a_call_longer_than_the_lease_keeps_the_run(tmp_path: Path, renewed: bool) -> None:
-    """P1 (lease 1 s) sits in its tool for three lease lengths; P2, started then, must find
-    the run leased (exit 75) and never enter the tool: P1's heartbeat renewed the lease.
-    The control breaks P1's renewal: P2 then takes the run over and, finding the create in
-    flight, halts for a person (exit 3), and P1 cannot record its outcome (exit 75). So
-    the first case passes because of the heartbeat, not because P2 was early."""
-    marker = tmp_path / "marker"
+    """P1 (lease 1 s) is held after its tool answered, before its outcome commits, until its
+    effect is older than a lease by the store's clock; P2, started then, must find the run
+    leased (exit 75) and never enter the tool: P1's heartbeat renewed the lease. The
+    control breaks P1's renewal: its effect is then orphaned, P2 takes the run over and,
+    finding the create in flight, halts for a person (exit 3), and P1 cannot record its
+    outcome (exit 75). So the first case passes because of the heartbeat, not because P2
+    was early."""
+    marker, db = tmp_path / "marker", str(tmp_path / "ledger.db")
     common = ("long", "--marker", str(marker), "--lease-ttl", "1")
-    in_tool, hold = Pipe(), Pipe()
+    paused = PausePoint("after_call@charge")
     broken = () if renewed else ("--no-heartbeat",)
     with agents(tmp_path) as start:
-        first = start(
-            *common, *broken, "--in-tool", str(in_tool.write), "--hold", str(hold.read),
-            fds=(in_tool.write, hold.read),
-        )  # fmt: skip
-        in_tool.close_write()
-        hold.close_read()
-        assert in_tool.read_line() == str(first.pid)
-        time.sleep(3.0)  # three lease lengths inside the tool
-        second = start(*common).end()
-        hold.close_write()
-        owner = first.end()
-    in_tool.close_read()
+        try:
+            first = start(*common, *broken, fds=paused.fds(), env=paused.env())
+            paused.started()
+            assert paused.wait(TIMEOUT) == first.pid
+            effect = effect_older_than(db, lease=1.0)
+            assert effect.orphaned is not renewed, effect
+            second = start(*common).end()
+            paused.release()
+            owner = first.end()
+        finally:
+            paused.close()
     key = oncelog.idempotency_key("long", "charge", "append_marker")
     assert marker_lines(marker) == [f"{first.pid} {key}"]
     if renewed:
@@ -312,6 +316,19 @@ def test_a_call_longer_than_the_lease_keeps_the_run(tmp_path: Path, renewed: boo
         assert "AmbiguousOutcome" in second.stderr
         assert owner.code == 75, owner.stderr
         assert "LeaseLost" in owner.stderr
+
+
+def effect_older_than(db: str, lease: float) -> oncelog.EffectInDoubt:
+    """The one effect in flight, once its intent is older than ``lease`` seconds by the
+    store's clock (its lease, taken before it, is then due, unless renewed)."""
+    deadline = time.monotonic() + TIMEOUT
+    with oncelog.open(db) as ledger:
+        while time.monotonic() < deadline:
+            [effect] = ledger.effects_in_doubt()
+            if effect.age > lease:
+                return effect
+            time.sleep(0.05)  # the store's clock cannot be waited on
+    pytest.fail(f"the effect did not grow older than {lease} s")
 
 
 # -- a stopped owner, taken over after its lease expired ---------------------------------

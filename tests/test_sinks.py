@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -32,10 +32,8 @@ from oncelog.cli import cli
 from oncelog.records._chain import GENESIS, link
 from oncelog.sinks import FileSink, HttpSink, Shipper, SinkUnavailable, SyslogSink
 
-from .conftest import require
 from .support.launch import PYTHON, python
 from .support.operator_commands import oncelog_cli
-from .support.postgres import POSTGRES_REASON, fresh_schema, postgres_is_up
 from .test_journal_chain import fill, intruder, rewrite_chain
 
 CLERK = Path(__file__).parent / "sink_agents" / "clerk.py"
@@ -110,13 +108,6 @@ class Receiver:
 @pytest.fixture
 def signing_key(tmp_path: Path) -> tuple[Path, Path]:
     return new_key_pair(tmp_path / "keys")
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    require(postgres_is_up(), POSTGRES_REASON)
-    with fresh_schema() as url:
-        yield url
 
 
 def test_agents_never_wait_for_a_sink_that_is_down_and_nothing_is_lost(

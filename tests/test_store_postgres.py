@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -16,15 +15,7 @@ from oncelog.stores import open_store
 from oncelog.stores._postgres import PostgresStore
 from oncelog.stores._protocol import Lease, NewStep
 
-from .conftest import require
-from .support.postgres import POSTGRES_REASON, execute, fresh_schema, postgres_is_up
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    require(postgres_is_up(), POSTGRES_REASON)
-    with fresh_schema() as url:
-        yield url
+from .support.postgres import execute
 
 
 def setting(store: PostgresStore, name: str) -> str:

@@ -127,9 +127,9 @@ WRITES = {
     ),
     "a person's correction": Write(
         transitions.CORRECT, StepState.ABANDONED, _resolved,
-        lambda store, lease, _: store.correct_resolution(
+        lambda store, lease, _: store.resolve(
             lease.run_id, "a", Resolution.ABANDON, result_json=None, by="alice", note=None,
-            force=True,
+            force=True, correct=True,
         ),
     ),
 }  # fmt: skip

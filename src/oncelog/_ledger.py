@@ -266,7 +266,8 @@ class Ledger(PersonDecisions):
 
     def in_doubt(self, *, limit: int = 100) -> list[StepRecord]:
         """Effects whose outcome is unknown or not yet recorded, oldest first."""
-        return self.store.steps_in_doubt(numbers.count(limit, "limit"))
+        limit = numbers.count(limit, "limit")
+        return [doubt.step for doubt in self.store.effects_in_doubt(limit)]
 
     def effects_in_doubt(self, *, limit: int = 100) -> list[EffectInDoubt]:
         """``in_doubt()`` with who may still be running each effect: an in-flight effect

@@ -90,10 +90,9 @@ class PersonDecisions:
         if resolution is Resolution.DONE and result is not _UNSET and result is not NO_RESULT:
             result = self._person_result(run_id, step_id, result)
         result_json = self._resolution_result(resolution, result, run_id, step_id)
-        decide = self.store.correct_resolution if correct else self.store.resolve
-        return decide(
+        return self.store.resolve(
             run_id, step_id, resolution, result_json=result_json, by=by, note=note,
-            force=force, owner_is_dead=leases.is_dead, attempt=attempt,
+            force=force, owner_is_dead=leases.is_dead, attempt=attempt, correct=correct,
         )  # fmt: skip
 
     def _resolution_result(

@@ -8,7 +8,7 @@ import functools
 import inspect
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 
@@ -123,88 +123,25 @@ class Tool(Generic[P, R]):
         return f"<oncelog.Tool {self.spec.name} kind={self.spec.kind.value}>"
 
 
-def make_spec(
-    fn: Callable[..., Any],
-    *,
-    kind: Kind | KindName,
-    name: str | None,
-    refusals: tuple[type[BaseException], ...],
-    drift: DriftPolicy | None,
-    probe: Probe | None = None,
-    dedupe_window: timedelta | float | None = None,
-    key_ttl: timedelta | float | None = None,
-    preflight: Preflight | None = None,
-    failures: Classifier | None = None,
-    retry: Retry | None = None,
-    approval: bool | None = None,
-    cost: float | Callable[..., float] = 0.0,
-    irreversible: bool | None = None,
-    secret: tuple[str, ...] = (),
-    result_schema: dict[str, Any] | None = None,
-    once_per: Callable[..., Any] | None = None,
-    once_for: timedelta | float | None = None,
-    repeat: RepeatPolicy = "replay",
-) -> ToolSpec:
-    try:
-        kind = Kind(kind)
-    except ValueError:
-        raise ConfigurationError(
-            f"unknown tool kind {kind!r}; use one of {[k.value for k in Kind]}"
-        ) from None
-    if drift not in (None, "error", "warn"):
-        raise ConfigurationError(f"drift must be 'error' or 'warn', not {drift!r}")
-    if name:
-        check_name(name, "a tool's name")
-    if dedupe_window is not None and key_ttl is not None:
-        raise ConfigurationError("key_ttl is the older name of dedupe_window: give one of them")
-    if key_ttl is not None:
-        # It once only bounded a probe's "not found"; as dedupe_window it also resends an
-        # effect in doubt without a probe, where a tool so declared used to halt.
-        warnings.warn(
-            "key_ttl is now dedupe_window: an effect in doubt inside it is sent again with "
-            "the same key, without a probe or a person; declare dedupe_window instead",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-    if retry is not None and not isinstance(retry, Retry):
-        raise ConfigurationError(f"retry must be an oncelog.Retry, not {retry!r}")
-    subject_seconds = _subject_policy(once_per, once_for, repeat, dedupe_window or key_ttl)
+def _for_function(spec: ToolSpec, fn: Callable[..., Any]) -> ToolSpec:
+    """``tool``'s policies completed with what ``fn``'s signature says: its name by
+    default, and which of the key and the tokens it is handed."""
     params = inspect.signature(fn).parameters
     takes_key = "idempotency_key" in params or any(
         p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
     )
-    takes_token = "fencing_token" in params
-    takes_hold_token = "hold_token" in params
-    if (dedupe_window is not None or key_ttl is not None) and not takes_key:
+    if spec.dedupe_window is not None and not takes_key:
         raise ConfigurationError(
-            f"{name or fn.__qualname__!r} declares a dedupe_window but takes no "
+            f"{spec.name or fn.__qualname__!r} declares a dedupe_window but takes no "
             "idempotency_key: a resend would reach the provider with no key to deduplicate"
         )
-    return ToolSpec(
-        name=name or fn.__qualname__,
-        kind=kind,
-        refusals=refusals,
-        drift=drift or default_drift(kind),
+    return replace(
+        spec,
+        name=spec.name or fn.__qualname__,
         takes_key=takes_key,
-        idempotent=kind.idempotent,
-        probe=probe,
-        dedupe_window=_seconds(key_ttl if dedupe_window is None else dedupe_window),
-        preflight=preflight,
-        failures=failures,
-        retry=retry,
-        approval=kind is Kind.DESTRUCTIVE if approval is None else approval,
-        cost=cost if callable(cost) else numbers.amount(cost, "cost"),
-        irreversible=kind in (Kind.PAYMENT, Kind.DESTRUCTIVE)
-        if irreversible is None
-        else irreversible,
-        takes_token=takes_token,
-        takes_hold_token=takes_hold_token,
-        secret=frozenset(secret),
-        secret_positions=secret_positions(fn, frozenset(secret)),
-        result_schema=result_schema,
-        once_per=once_per,
-        once_for=subject_seconds,
-        repeat_error=repeat == "error",
+        takes_token="fencing_token" in params,
+        takes_hold_token="hold_token" in params,
+        secret_positions=secret_positions(fn, spec.secret),
     )
 
 
@@ -310,14 +247,55 @@ def tool(
     ``SubjectDone``), and the idempotency key derives from the subject. ``once_for``
     frees a done subject after that long (default: never)."""
 
+    try:
+        kind = Kind(kind)
+    except ValueError:
+        raise ConfigurationError(
+            f"unknown tool kind {kind!r}; use one of {[k.value for k in Kind]}"
+        ) from None
+    if drift not in (None, "error", "warn"):
+        raise ConfigurationError(f"drift must be 'error' or 'warn', not {drift!r}")
+    if name:
+        check_name(name, "a tool's name")
+    if dedupe_window is not None and key_ttl is not None:
+        raise ConfigurationError("key_ttl is the older name of dedupe_window: give one of them")
+    if key_ttl is not None:
+        # It once only bounded a probe's "not found"; as dedupe_window it also resends an
+        # effect in doubt without a probe, where a tool so declared used to halt.
+        warnings.warn(
+            "key_ttl is now dedupe_window: an effect in doubt inside it is sent again with "
+            "the same key, without a probe or a person; declare dedupe_window instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+    if retry is not None and not isinstance(retry, Retry):
+        raise ConfigurationError(f"retry must be an oncelog.Retry, not {retry!r}")
+    window = key_ttl if dedupe_window is None else dedupe_window
+    policies = ToolSpec(
+        name=name or "",  # the function's qualified name, once there is a function
+        kind=kind,
+        refusals=refusals,
+        drift=drift or default_drift(kind),
+        takes_key=False,  # ... and what its signature takes
+        idempotent=kind.idempotent,
+        probe=probe,
+        dedupe_window=_seconds(window),
+        preflight=preflight,
+        failures=failures,
+        retry=retry,
+        approval=kind is Kind.DESTRUCTIVE if approval is None else approval,
+        cost=cost if callable(cost) else numbers.amount(cost, "cost"),
+        irreversible=kind in (Kind.PAYMENT, Kind.DESTRUCTIVE)
+        if irreversible is None
+        else irreversible,
+        secret=frozenset(secret),
+        result_schema=result_schema,
+        once_per=once_per,
+        once_for=_subject_policy(once_per, once_for, repeat, window),
+        repeat_error=repeat == "error",
+    )
+
     def declare(fn: Callable[P, R]) -> Tool[P, R]:
-        spec = make_spec(
-            fn, kind=kind, name=name, refusals=refusals, drift=drift, probe=probe,
-            dedupe_window=dedupe_window, key_ttl=key_ttl, preflight=preflight,
-            failures=failures, retry=retry, approval=approval, cost=cost,
-            irreversible=irreversible, secret=secret, result_schema=result_schema,
-            once_per=once_per, once_for=once_for, repeat=repeat,
-        )  # fmt: skip
-        return Tool(fn, spec)
+        return Tool(fn, _for_function(policies, fn))
 
     return declare

@@ -191,9 +191,28 @@ class PollingFeed:
 
 
 class Store(Protocol):
+    """The ledger's storage, written once for both stores (``_sql_store.SQLStore``).
+
+    Words every method below uses:
+
+    - *One transaction*: everything the method writes commits together or not at all;
+      locks are taken in the order ``_sql_tx`` writes down. A write with a ``Lease`` first
+      fences it (``LeaseLost`` if another owner has the run, the run's row then held until
+      the commit) and extends it once half of it is used.
+    - *Journals* ``event``: the transaction appends that record to the run's hash-chained
+      journal (run id ``""`` for records outside any run).
+    - *A read*: no write and no lock; PostgreSQL reads one snapshot, SQLite reads each
+      statement in its own (a read of several statements may see a commit between them).
+    - Every method may raise ``StoreUnavailable`` (the ledger cannot be reached or written
+      now; a failed commit may or may not have landed, and a restart finds out) and
+      ``CorruptRecord`` (a stored value does not decode).
+    """
+
     durability: str
     where: str  # the ledger's place as a person reads it: a path, a URL without password
     created: bool  # opening it made a new ledger
+
+    # -- runs and their leases -------------------------------------------------------
 
     def acquire(
         self,
@@ -208,10 +227,16 @@ class Store(Protocol):
         agent: str | None = None,
         budget: Budget | None = None,
     ) -> tuple[Lease, RunRecord]:
-        """Create the run (plan and agent stored with it) or take it over; bump the
-        fencing token.
-        Raises ``RunLeased`` if a live owner holds an unexpired lease, ``UnknownRun`` if
-        ``create`` is false and it does not exist, ``PlanMismatch`` on another plan."""
+        """Create the run (with its plan, agent and budget; journals ``run_created``) or
+        take an existing one over, and give ``owner`` its lease with the next fencing
+        token for ``ttl`` seconds (journals ``lease_acquired``; a new plan journals
+        ``plan_replaced``), in one transaction, committed without its own flush (it rides
+        on the next durable commit). A ``halted`` run stays halted, any other becomes
+        ``running``. Returns the lease and the run as it was read under the lock.
+        Raises ``RunLeased`` if an owner that ``owner_is_dead`` does not know to be gone
+        holds an unexpired lease, ``UnknownRun`` if ``create`` is false and there is no
+        such run, ``PlanMismatch`` on another plan without ``replace_plan``,
+        ``ConfigurationError`` if the run belongs to another agent."""
         ...
 
     def submit(
@@ -223,8 +248,10 @@ class Store(Protocol):
         plan: tuple[str, ...] | None,
         budget: Budget | None,
     ) -> bool:
-        """Queue a new run for workers, with its input; True if it is new. The same
-        submission again changes nothing; other agent or input raises ``InputMismatch``."""
+        """Queue a new run for workers, with its input, plan, agent and budget (journals
+        ``run_submitted``); one transaction. True if it is new; the same submission again
+        changes nothing and returns False; other agent or input under the same id raises
+        ``InputMismatch``."""
         ...
 
     def claim(
@@ -237,60 +264,106 @@ class Store(Protocol):
     ) -> tuple[Lease, RunRecord] | None:
         """Take the lease (next fencing token) of the submitted run of one of ``agents``
         (None: any; a None in it: runs without an agent) that has waited longest and is
-        ``queued``, or ``running`` with no live owner; None if there is none. Two workers
-        never claim the same run (PostgreSQL: ``FOR UPDATE SKIP LOCKED``)."""
+        ``queued``, or ``running`` with no live owner, as ``acquire`` takes it (journals
+        ``lease_acquired``); one transaction. None if there is none. Two workers never
+        claim the same run (PostgreSQL: ``FOR UPDATE SKIP LOCKED``; SQLite: one writer)."""
         ...
 
     def heartbeat(self, lease: Lease) -> None:
-        """Extend the lease by its TTL; ``LeaseLost`` if another worker took the run."""
+        """Give the lease its whole TTL again, by the store's clock; one transaction that
+        journals nothing. ``LeaseLost`` if another owner took the run."""
         ...
 
+    def finish(
+        self, lease: Lease, status: RunStatus, reason: str | None, stopped_by: str | None = None
+    ) -> None:
+        """Set the run's status and reason and release the lease (owner and expiry
+        cleared, the token kept); journals ``run_<status>``; one transaction.
+        ``stopped_by`` names the error that stopped it, so that a person's decision on
+        that (``resolve``, ``decide_approval``, ``set_budget``, ``set_agent_budget``,
+        ``clear_halt``) queues the run again, in the same transaction as the decision
+        (journals ``run_queued``). ``LeaseLost`` if another owner took the run."""
+        ...
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """The run as stored (a read); ``UnknownRun`` if there is none."""
+        ...
+
+    def list_runs(self, status: RunStatus | None, limit: int) -> list[RunRecord]:
+        """Runs (of ``status`` only, if given), most recently updated first (a read)."""
+        ...
+
+    def released_runs(self, limit: int) -> list[RunRecord]:
+        """Queued runs a person's decision released that no process has leased since,
+        most recently updated first, found without reading their journals through (a
+        read)."""
+        ...
+
+    # -- steps: what a run records -----------------------------------------------------
+
     def steps(self, run_id: str, from_seq: int, limit: int) -> list[StepRecord]:
-        """Recorded steps at positions ``>= from_seq``, in order (a read, no lock)."""
+        """Recorded steps at positions ``>= from_seq``, in order (a read)."""
         ...
 
     def key_times(self, run_id: str, seq: int) -> KeyTimes | None:
-        """The times a key's age is measured from, read with the store's clock's now in
-        one read (no lock); None if nothing is recorded at ``seq``."""
+        """The times a key's age is measured from, with the store's clock's now, in one
+        statement (a read); None if nothing is recorded at ``seq``."""
         ...
 
     def replay_page(self, run_id: str, from_seq: int, to_seq: int) -> ReplayPage:
         """The steps at positions ``from_seq`` to ``to_seq`` (excluded) as replay reads
-        them: ``ReplayPage``, a read, no lock."""
+        them, aggregated into one row (a read of one statement)."""
         ...
 
     def replay_rows(self, run_id: str, from_seq: int, limit: int) -> list[ReplayRow]:
         """``steps`` as replay reads them when a page's texts do not decode: rows of
-        ``REPLAY_COLUMNS``, values as stored but for one flag, done without an error."""
+        ``REPLAY_COLUMNS``, values as stored but for one flag, done without an error (a
+        read)."""
         ...
 
     def write_intent(
         self, lease: Lease, step: NewStep, previous: StepState | None, reason: str | None = None
     ) -> Intent:
-        """Record that the step is about to run (``in_flight``); return its attempt number.
-        ``previous`` is the state it must still be in (``None``: not recorded yet);
-        ``reason`` says why a step in doubt runs again (journalled). Refuses with
-        ``RunHalted`` when a kill switch covers the run, and with ``BudgetExceeded`` or
-        ``BudgetPaused`` when the step would go past a budget of the run or its agent."""
+        """Record that the step is about to run: in one durable transaction, its checks
+        (the fence; the kill switch, under the shared halts lock; the approval it uses
+        up, if ``needs_approval``; the budgets of the run and its agent, the step's cost
+        reserved against them; the claim of its ``subject``), then its row written
+        ``in_flight`` (inserted, or, with ``previous``, the attempt after the last),
+        journals ``intent`` (``reason`` says why a step in doubt runs again). Returns its
+        attempt number and the budget limits it brought past their warning threshold.
+        ``previous`` is the state the step must still be in (``None``: not recorded yet).
+        Refuses, writing nothing, with ``LeaseLost`` (also when the step is no longer in
+        ``previous``), ``RunHalted`` when a kill switch covers the run,
+        ``ApprovalRequired`` with no usable approval, ``BudgetExceeded`` or
+        ``BudgetPaused`` past a budget, ``SubjectHeld`` when another step holds its
+        subject, ``DuplicateStep`` when ``seq`` is recorded already."""
         ...
 
     def write_outcome(self, lease: Lease, step: NewStep, attempt: int, outcome: Outcome) -> None:
-        """Record the outcome of the attempt whose intent was written."""
+        """Record the outcome of the attempt whose intent was written: the row's state,
+        result or error, usage and settled cost, journals ``outcome``; one transaction,
+        committed without its own flush under ``intent`` durability. ``LeaseLost`` if
+        another owner took the run or the step is no longer that attempt in flight."""
         ...
 
     def record_step(
         self, lease: Lease, step: NewStep, previous: StepState | None, outcome: Outcome
     ) -> None:
-        """Intent and outcome in one commit, for steps without external consequences."""
+        """A step without external consequences (a model call, a read) recorded after it
+        ran: ``write_intent``'s checks but the kill switch (asked before the call), its
+        row and its outcome, journals ``recorded``, timed by its start (``elapsed``);
+        one transaction, committed without its own flush under ``intent`` durability.
+        Raises as ``write_intent`` does."""
         ...
 
     def adopt_subject(
         self, lease: Lease, step: NewStep, previous: StepState | None, holder: SubjectClaim
     ) -> None:
         """Record the step done with the result of ``holder``, the step of another run that
-        did its subject's effect, in one commit (its intent journalled with the holder as
-        its reason, then its outcome); ``SubjectHeld`` with what holds it now if that is
-        no longer ``holder`` done."""
+        did its subject's effect, in one transaction: ``write_intent``'s checks and row
+        (journals ``intent``, the holder named as its reason), then its outcome (journals
+        ``outcome``). ``SubjectHeld`` with what holds it now if that is no longer
+        ``holder`` done; otherwise raises as ``write_intent`` does."""
         ...
 
     def subjects(self, run_id: str | None, limit: int) -> list[SubjectClaim]:
@@ -298,11 +371,94 @@ class Store(Protocol):
         recently claimed first (a read)."""
         ...
 
+    def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
+        """A probe's answer for an effect in doubt (``in_flight`` or ``unknown``): the
+        outcome written on that attempt, journals ``probed``; one transaction.
+        ``LeaseLost`` if another owner took the run or the step changed."""
+        ...
+
+    def mark_unknown(self, lease: Lease, seq: int, reason: str, stop: str) -> None:
+        """The step's outcome cannot be known: in one transaction, mark it ``unknown`` (the
+        first reason kept), halt the run for a person at its position, ``stop`` (JSON)
+        saying what stopped it (``runtime/_stops``), journals ``unknown``. ``LeaseLost``
+        if another owner took the run."""
+        ...
+
+    def hold(self, lease: Lease, seq: int, reason: str, stop: str) -> None:
+        """A stop that wrote no step (drift, a budget stop) halts the run for a person at
+        ``seq``: no later position of it starts until that one gets past it. Journals
+        ``run_stopped``; one transaction; ``LeaseLost`` if another owner took the run."""
+        ...
+
+    def lift_stop(self, lease: Lease, seq: int) -> None:
+        """A later start of the run got past the step at ``seq`` that stopped it: the stop
+        cleared if it is the one at ``seq`` (journals ``stop_lifted``, else writes
+        nothing); one transaction; ``LeaseLost`` if another owner took the run."""
+        ...
+
+    def effects_in_doubt(self, limit: int) -> list[EffectInDoubt]:
+        """Effects recorded ``in_flight`` or ``unknown`` in runs not completed, oldest
+        first, each with its run's lease owner, whether that lease has lapsed by the
+        store's clock (an in-flight effect is then orphaned) and its age, in one statement
+        (a read)."""
+        ...
+
+    # -- a person's decisions on an effect in doubt -------------------------------------
+
+    def resolve(
+        self,
+        run_id: str,
+        step_id: str,
+        resolution: Resolution,
+        *,
+        result_json: str | None,
+        by: str,
+        note: str | None,
+        force: bool = False,
+        owner_is_dead: OwnerCheck = ...,
+        attempt: int | None = None,
+        correct: bool = False,
+    ) -> StepRecord:
+        """A person's decision on an effect in doubt, in one transaction: the run's lease
+        fenced off (token bumped, owner cleared), the step's state and result written
+        (``result_json`` None with ``done``: without the provider's answer), the run's
+        stop at that step lifted (journals ``stop_lifted``), the run queued again if an
+        unknown outcome stopped it and none is left (journals ``run_queued``); journals
+        ``resolved``, naming the owner a ``force`` overrode. With ``correct``, it instead
+        changes a person's resolution of the run's last step, before anything acted on
+        it: the lease fenced off and the step written as above, journals ``corrected``
+        (the decision it replaces stays in the journal). Returns the step as the
+        decision leaves it.
+        Raises ``UnknownRun``, ``UnknownStep``; ``AlreadyResolved`` if the step is not in
+        doubt (``InvalidResolution`` with ``correct`` if it is not the last step's
+        resolution, or something acted on it); ``RunLeased`` while an owner that
+        ``owner_is_dead`` does not know to be gone holds the run's lease (by the store's
+        clock), unless ``force``; ``AttemptMismatch`` if ``attempt`` (the attempt the
+        person saw) is not the step's latest (None checks none)."""
+        ...
+
+    def set_result_contract(self, tool: str, contract_json: str) -> None:
+        """Declare (or replace) what a person's result for ``tool`` must look like, in one
+        transaction; journals ``result_declared`` (run ``""``) unless it is the contract
+        journalled last, when it writes nothing."""
+        ...
+
+    def result_contract(self, tool: str) -> str | None:
+        """What a person's result for ``tool`` must look like, as last journalled (as
+        stored, if declared before contracts were journalled); None if undeclared (a
+        read)."""
+        ...
+
+    # -- approvals ----------------------------------------------------------------------
+
     def request_approval(self, lease: Lease, step: NewStep) -> Approval:
-        """The approval request for this step and these arguments: the live one if there
-        is one (pending, approved and unexpired, or denied), else a new pending one. A
-        denied one names the person and note of its journalled decision (no one, and no
-        note, if the journal holds none)."""
+        """The approval request for this step and these arguments, in one transaction:
+        the live one if there is one (pending, approved and unexpired, or denied), else
+        a new pending one (journals ``approval_requested``) that supersedes the step's
+        pending requests with other arguments; approvals past their expiry are marked
+        ``expired``. A denied one names the person and note of its journalled decision
+        (no one, and no note, if the journal holds none). ``LeaseLost`` if another owner
+        took the run."""
         ...
 
     def decide_approval(
@@ -318,23 +474,40 @@ class Store(Protocol):
         args_hash: str | None = None,
     ) -> Approval:
         """A person approves or denies one pending request of a step, named by its id
-        and/or its arguments hash; ``UnknownApproval`` if that request is not pending (it
-        was decided, or superseded by a request with other arguments), or if neither is
-        given and the step was ever asked with other arguments."""
+        and/or its arguments hash, in one transaction: journals ``approval_approved`` or
+        ``approval_denied``, and queues the run again if it stopped for it (journals
+        ``run_queued``). Returns the decided request. ``UnknownApproval`` if there is no
+        such run, if that request is not pending (it was decided, or superseded by a
+        request with other arguments), or if neither is given and the step was ever asked
+        with other arguments."""
         ...
 
-    def approvals(self, status: ApprovalStatus | None, limit: int) -> list[Approval]: ...
+    def approvals(self, status: ApprovalStatus | None, limit: int) -> list[Approval]:
+        """Approval requests (of ``status`` only, if given), newest first (a read)."""
+        ...
+
+    # -- budgets ------------------------------------------------------------------------
 
     def budget_usage(self, run_id: str) -> tuple[Budget | None, Usage]:
-        """The run's budget and what it has used (a read)."""
+        """The run's budget and what it has used (a read); ``UnknownRun`` if none."""
         ...
 
     def set_budget(self, run_id: str, budget: Budget | None, *, by: str) -> None:
-        """A person changes a run's budget (journalled)."""
+        """A person sets (None: removes) a run's budget, in one transaction: its totals
+        counted afresh from its steps, journals ``budget_set``, lifts the run's budget
+        stop (``stop_lifted``) and queues it again if a budget stopped it
+        (``run_queued``). ``UnknownRun`` if there is no such run."""
         ...
 
     def agent_budgets(self) -> list[AgentBudgetSetting]:
         """Every agent's daily budget, by agent (a read of the table, not the journal)."""
+        ...
+
+    def set_agent_budget(self, agent: str, budget: AgentBudget | None, *, by: str) -> None:
+        """Set (None: remove) an agent's daily budget, in one transaction: today's totals
+        counted afresh, the budget stops of its runs lifted and those runs queued again
+        (journals ``stop_lifted``, ``run_queued``); journals ``agent_budget_set`` (run
+        ``""``)."""
         ...
 
     def budget_drift(self, run_id: str | None) -> list[BudgetDrift]:
@@ -342,149 +515,67 @@ class Store(Protocol):
         intent) disagree with the steps they count: each run with a budget (or only
         ``run_id``), and, without ``run_id``, the totals of each agent with one for today
         and for each day to come that has a row (the day it comes, a budget reads it).
-        One read; for ``verify``."""
-        ...
-
-    def set_agent_budget(self, agent: str, budget: AgentBudget | None, *, by: str) -> None:
-        """Set (or, with None, remove) an agent's daily budget (journalled)."""
+        A read, for ``verify``."""
         ...
 
     def record_alert(self, alert: BudgetAlert) -> bool:
-        """Journal a budget alert unless the same (kind, scope, target, limit) is journalled
-        since that budget was last set (for an agent: also today); True if it is new."""
+        """Journal ``budget_alert`` unless the same (kind, scope, target, limit) is
+        journalled since that budget was last set (for an agent: also today), in one
+        transaction holding the journal's lock while it looks; True if it is new."""
         ...
 
-    def settle(self, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
-        """A probe's answer for an effect in doubt (``in_flight`` or ``unknown``)."""
-        ...
-
-    def mark_unknown(self, lease: Lease, seq: int, reason: str, stop: str) -> None:
-        """The step's outcome cannot be known: mark it and halt the run for a person at
-        its position, ``stop`` (JSON) saying what stopped it (``runtime/_stops``)."""
-        ...
-
-    def hold(self, lease: Lease, seq: int, reason: str, stop: str) -> None:
-        """A stop that wrote no step (drift, a budget stop) halts the run for a person at
-        ``seq``: no later position of it starts until that one gets past it."""
-        ...
-
-    def lift_stop(self, lease: Lease, seq: int) -> None:
-        """A later start of the run got past the step at ``seq`` that stopped it."""
-        ...
-
-    def finish(
-        self, lease: Lease, status: RunStatus, reason: str | None, stopped_by: str | None = None
-    ) -> None:
-        """Set the run's status and release the lease (the token is kept); ``stopped_by``
-        names the error that stopped it, so a person's decision on that (``resolve``,
-        ``decide_approval``, ``set_budget``, ``set_agent_budget``, ``clear_halt``) queues
-        the run again, in the same transaction as the decision."""
-        ...
-
-    def resolve(
-        self,
-        run_id: str,
-        step_id: str,
-        resolution: Resolution,
-        *,
-        result_json: str | None,
-        by: str,
-        note: str | None,
-        force: bool = False,
-        owner_is_dead: OwnerCheck = ...,
-        attempt: int | None = None,
-    ) -> StepRecord:
-        """A person's decision on an effect in doubt; ``result_json`` None with ``done``
-        means without the provider's answer. ``RunLeased`` while a live owner holds the
-        run's lease (by the store's clock), unless ``force``: then, as always, the
-        decision fences off any current owner, and the journal names the one overridden.
-        ``AttemptMismatch`` if ``attempt`` (the attempt the person saw) is not the step's
-        latest; None checks none."""
-        ...
-
-    def correct_resolution(
-        self,
-        run_id: str,
-        step_id: str,
-        resolution: Resolution,
-        *,
-        result_json: str | None,
-        by: str,
-        note: str | None,
-        force: bool = False,
-        owner_is_dead: OwnerCheck = ...,
-        attempt: int | None = None,
-    ) -> StepRecord:
-        """Change a person's resolution of the run's last step, before anything acted on
-        it (``InvalidResolution`` otherwise), as ``resolve`` decides: ``RunLeased`` while a
-        live owner holds the run, unless ``force``; ``attempt`` as for ``resolve``. Journalled
-        as ``corrected``."""
-        ...
-
-    def set_result_contract(self, tool: str, contract_json: str) -> None:
-        """Declare (or replace) what a person's result for ``tool`` must look like
-        (journalled when it changes)."""
-        ...
-
-    def result_contract(self, tool: str) -> str | None:
-        """What a person's result for ``tool`` must look like, as last journalled (as
-        stored, if declared before contracts were journalled); None if undeclared."""
-        ...
-
-    def get_run(self, run_id: str) -> RunRecord: ...
-
-    def list_runs(self, status: RunStatus | None, limit: int) -> list[RunRecord]: ...
-
-    def released_runs(self, limit: int) -> list[RunRecord]:
-        """Queued runs a person's decision released that no process has leased since,
-        found without reading their journals through."""
-        ...
-
-    def steps_in_doubt(self, limit: int) -> list[StepRecord]:
-        """Effects recorded ``in_flight`` or ``unknown``, across runs."""
-        ...
-
-    def effects_in_doubt(self, limit: int) -> list[EffectInDoubt]:
-        """``steps_in_doubt``, each with its run's lease owner, whether that lease has
-        lapsed by the store's clock (an in-flight effect is then orphaned) and its age."""
-        ...
-
-    def journal(self, run_id: str | None, after_id: int, limit: int) -> list[JournalEntry]: ...
+    # -- kill switches ------------------------------------------------------------------
 
     def active_halt(self, run_id: str, agent: str | None) -> Halt | None:
-        """The first active kill switch covering the run (a read, no lock). Writes of new
-        steps check the same inside their transaction and raise ``RunHalted``."""
+        """The first active kill switch covering the run (a read). Writes of new steps
+        check the same inside their transaction and raise ``RunHalted``."""
         ...
 
     def set_halt(self, scope: HaltScope, target: str, *, reason: str, by: str) -> Halt:
-        """Turn a switch on (a no-op returning the active halt if it is on already)."""
+        """Turn a switch on, in one transaction holding the halts lock exclusively (every
+        intent either saw it or committed before it); journals ``halt_set``. Returns the
+        switch; a no-op returning the active one if it is on already (the first reason
+        stands)."""
         ...
 
     def clear_halt(self, scope: HaltScope, target: str, *, by: str, note: str | None) -> Halt:
-        """Turn a switch off, recording who did; ``UnknownHalt`` if it is not on."""
+        """Turn a switch off, recording who did, in one transaction: journals
+        ``halt_cleared`` and queues again the runs it stopped (``run_queued``). Returns
+        the cleared switch; ``UnknownHalt`` if it is not on."""
         ...
 
-    def halts(self, *, active_only: bool, limit: int) -> list[Halt]: ...
+    def halts(self, *, active_only: bool, limit: int) -> list[Halt]:
+        """Kill switches (only those on, with ``active_only``), newest first (a read)."""
+        ...
+
+    # -- holds on a resource ------------------------------------------------------------
 
     def take_hold(self, lease: Lease, resource: str) -> int:
-        """Take the hold on ``resource`` (canonical JSON) for the lease's run and return its
-        token (the same one if this lease has it); ``ResourceHeld`` while another run's
-        hold is live (stores/_sql_holds.py)."""
+        """Take the hold on ``resource`` (canonical JSON) for the lease's run, in one
+        transaction (journals ``hold_acquired``), and return its token (the same one, with
+        nothing written, if this lease has it; a new lease of the holder's run takes it
+        again with a new token). ``ResourceHeld`` while another run's hold is live or
+        blocked by an effect in doubt (stores/_sql_holds.py); ``LeaseLost`` if another
+        owner took the run."""
         ...
 
     def give_up_hold(self, lease: Lease, resource: str, token: int) -> bool:
-        """Release the hold taken with ``token``, unless it lapsed and was taken, or an
-        effect begun under it is in doubt (False: it stays as it is)."""
+        """Release the hold taken with ``token`` (journals ``hold_released``), in one
+        transaction; False, with nothing written, if it lapsed and was taken, or an
+        effect begun under it is in doubt (it stays blocked until a person decides)."""
         ...
 
     def release_hold(self, resource: str, *, by: str, why: str, force: bool) -> HoldRecord:
-        """A person frees a hold, journalled in the holder's run: ``UnknownHold`` if none,
-        ``ResourceHeld`` while the holder's lease runs, unless ``force``."""
+        """A person frees a hold, in one transaction, journalled (``hold_released``) in
+        the holder's run; returns it as freed. ``UnknownHold`` if none, ``ResourceHeld``
+        while the holder's lease runs, unless ``force``."""
         ...
 
     def holds(self, limit: int) -> list[HoldRecord]:
-        """Every resource ever held, with its holder and state, by name."""
+        """Every resource ever held, with its holder and state, by name (a read)."""
         ...
+
+    # -- waiting for a person -----------------------------------------------------------
 
     def awaiting_person(self, run_id: str) -> bool:
         """True while the run is ``halted`` or ``waiting`` and no person's decision that
@@ -494,25 +585,39 @@ class Store(Protocol):
         ...
 
     def decisions(self) -> AbstractContextManager[DecisionFeed]:
-        """Listen for people's decisions (PostgreSQL: LISTEN) until the block ends; enter
-        it before looking with ``awaiting_person``, so no decision falls between."""
+        """Listen for people's decisions (PostgreSQL: LISTEN; SQLite: a feed that polls)
+        until the block ends; enter it before looking with ``awaiting_person``, so no
+        decision falls between. Writes nothing."""
         ...
 
     def record_notice(self, run_id: str, notice_id: str, data_json: str) -> bool:
-        """Journal that the run needs a person (the notice ``notice_id``), unless it is
-        journalled already; True until ``confirm_notice`` says it was delivered."""
+        """Journal ``person_needed`` for the notice ``notice_id`` unless it is journalled
+        already, in one transaction holding the run's journal lock while it looks; True
+        until ``confirm_notice`` says it was delivered."""
         ...
 
     def confirm_notice(self, run_id: str, notice_id: str) -> None:
-        """Journal that the notice was delivered: it is not delivered again."""
+        """Journal ``person_notified``: the notice is not delivered again (one
+        transaction)."""
+        ...
+
+    # -- the journal and its evidence ---------------------------------------------------
+
+    def journal(self, run_id: str | None, after_id: int, limit: int) -> list[JournalEntry]:
+        """Journal records after id ``after_id`` (of ``run_id`` only, if given), in id
+        order (a read)."""
         ...
 
     def checkpoint(self, run_id: str, key_id: str, sign: Callable[[str], str]) -> Checkpoint | None:
-        """Sign the run's chain as it stands (its length and head) and keep the signature;
-        None if its chain is empty or that head is already checkpointed."""
+        """Sign the run's chain as it stands (its length and head, read under the run's
+        journal lock) and keep the signature, in one transaction; None, with nothing
+        written, if its chain is empty or that head is already checkpointed."""
         ...
 
-    def checkpoints(self, run_id: str | None, after_id: int, limit: int) -> list[Checkpoint]: ...
+    def checkpoints(self, run_id: str | None, after_id: int, limit: int) -> list[Checkpoint]:
+        """Signed checkpoints after id ``after_id`` (of ``run_id`` only, if given), in id
+        order (a read)."""
+        ...
 
     def table_rows(
         self, table: str, after: tuple[Any, ...], limit: int, run_id: str | None = None
@@ -523,10 +628,13 @@ class Store(Protocol):
         ...
 
     def ledger_meta(self) -> dict[str, int]:
-        """Facts the migrations recorded about the ledger (``chain_from``)."""
+        """Facts the migrations recorded about the ledger (``chain_from``) (a read)."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Close the store's connections (SQLite: its file's, PostgreSQL: its pool); the
+        store is not used afterwards."""
+        ...
 
 
 class OwnerCheck(Protocol):

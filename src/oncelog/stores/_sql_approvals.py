@@ -29,8 +29,7 @@ from ._sql_tx import append, lock_run
 
 
 def request_approval(tx: Tx, lease: Lease, step: NewStep) -> Approval:
-    """The live request of these arguments, or a new pending one that supersedes the
-    pending requests of the step with other arguments (they can no longer be decided)."""
+    """``Store.request_approval``, in the caller's transaction (which has fenced)."""
     tx.execute(
         "UPDATE approvals SET status = 'expired' WHERE run_id = ? AND step_id = ? "
         f"AND status = 'approved' AND expires_at <= {NOW}",
@@ -186,9 +185,9 @@ def decide_approval(
     request: int | None,
     args_hash: str | None,
 ) -> Approval:
-    """Approve or deny the one pending request named by ``request`` (its id) and/or
-    ``args_hash``; naming neither is allowed only while the step was never asked with
-    other arguments, so the decision is always about the arguments the person read."""
+    """``Store.decide_approval`` but the run's queueing. Naming neither ``request`` nor
+    ``args_hash`` is allowed only while the step was never asked with other arguments, so
+    the decision is always about the arguments the person read."""
     if not lock_run(tx, run_id):
         # UnknownApproval all the same (what was asked for is not there), saying why.
         raise UnknownApproval(

@@ -27,8 +27,8 @@ _GLOBAL = ""  # the journal's run id of records outside any run
 
 
 def declare(tx: Tx, tool: str, contract_json: str) -> None:
-    """Store ``tool``'s contract (canonical JSON) and journal it, unless it is the one
-    journalled last (every process declares its tools' contracts as it uses them)."""
+    """``Store.set_result_contract`` (every process declares its tools' contracts as it
+    uses them: most declarations write nothing)."""
     tx.lock_journal(_GLOBAL)  # declarers one at a time: the last journalled is the row's
     with suppress(CorruptRecord):  # a malformed record is declared over
         if _journalled(tx, tool) == decode(contract_json):
@@ -44,8 +44,7 @@ def declare(tx: Tx, tool: str, contract_json: str) -> None:
 
 
 def contract(tx: Tx, tool: str) -> str | None:
-    """``tool``'s contract as last journalled; the row's only if none was (declared
-    before contracts were journalled); None if it has none."""
+    """``Store.result_contract``, in the caller's read."""
     journalled = _journalled(tx, tool)
     if journalled is not _NONE:
         return json.dumps(journalled)

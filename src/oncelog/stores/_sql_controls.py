@@ -286,9 +286,7 @@ def _days_to_come(tx: Tx) -> list[BudgetDrift]:
 
 
 def record_alert(tx: Tx, alert: BudgetAlert) -> bool:
-    """Journal ``alert`` unless the same one (kind, scope, target, limit) is journalled
-    since its budget was last set (and, for an agent, today); True if it is new. The
-    journal's lock is taken before looking, so two processes cannot both find it new."""
+    """``Store.record_alert``, in the caller's transaction."""
     journal_run = alert.target if alert.scope == "run" else ""
     set_event = "budget_set" if alert.scope == "run" else "agent_budget_set"
     since = "" if alert.scope == "run" else f" AND at >= {TODAY}"

@@ -70,7 +70,7 @@ _CHAIN_HEAD = (
 
 
 def checkpoint(tx: Tx, run_id: str, key_id: str, sign: Callable[[str], str]) -> Checkpoint | None:
-    """Sign the run's chain as it stands, unless its latest checkpoint covers it."""
+    """``Store.checkpoint``, in the caller's transaction."""
     tx.lock_journal(run_id)  # the head read is the head kept
     head = tx.execute(_CHAIN_HEAD, (run_id, run_id)).fetchone()
     last = tx.execute(

@@ -47,10 +47,9 @@ def _locked(tx: Tx, resource: str) -> tuple[str, int, int, str] | None:
 
 
 def take(tx: Tx, lease: Lease, resource: str) -> int:
-    """Take ``resource`` for the lease's run and return the hold's token; the same token
-    if this lease has it already. A restart of the holder (a new lease of the same run)
-    takes it again, blocked or not, with a new token: it recovers its own effect in
-    doubt by the usual rules. ``ResourceHeld`` while another run's hold is live."""
+    """``Store.take_hold``. A restart of the holder (a new lease of the same run) takes it
+    again, blocked or not, with a new token: it recovers its own effect in doubt by the
+    usual rules."""
     # A row to lock even for the first taker; as inserted, it is free.
     tx.execute(
         "INSERT INTO holds (resource, holder, holder_token, token, acquired_at, released_at) "
@@ -87,9 +86,7 @@ def take(tx: Tx, lease: Lease, resource: str) -> int:
 
 
 def give_up(tx: Tx, lease: Lease, resource: str, token: int) -> bool:
-    """Release the hold at the end of its ``with`` block: False, and nothing written, if it
-    is no longer this lease's (it lapsed and was taken) or an effect begun under it is in
-    doubt (it stays blocked until a person resolves the effect)."""
+    """``Store.give_up_hold``, at the end of the hold's ``with`` block."""
     found = _locked(tx, resource)
     if found is None or found[0] != lease.run_id or found[2] != token or found[3] == "free":
         return False
@@ -104,8 +101,8 @@ def give_up(tx: Tx, lease: Lease, resource: str, token: int) -> bool:
 
 
 def release_by_person(tx: Tx, resource: str, *, by: str, why: str, force: bool) -> HoldRecord:
-    """A person frees a hold: refused while its holder's lease runs unless ``force``; a
-    hold blocked by an effect in doubt is theirs to free (they decide the world is safe)."""
+    """``Store.release_hold``. A hold blocked by an effect in doubt is a person's to free
+    (they decide the world is safe)."""
     found = _locked(tx, resource)
     if found is None or found[3] == "free":
         raise UnknownHold(f"no run holds {resource}; `oncelog holds` lists the holds")

@@ -14,8 +14,7 @@ NOTIFIED = "person_notified"
 
 
 def record_notice(tx: Tx, run_id: str, notice_id: str, data_json: str) -> bool:
-    """Journal the notice unless it is; True while its delivery is not confirmed. The
-    run's journal lock is taken before looking, so two processes cannot both add it."""
+    """``Store.record_notice``, in the caller's transaction."""
     tx.lock_journal(run_id)
     rows = tx.execute(
         "SELECT event FROM journal WHERE run_id = ? AND event IN (?, ?) "

@@ -39,8 +39,7 @@ def submit(
     plan_json: str | None,
     budget_json: str | None,
 ) -> bool:
-    """Queue a new run with its input; True if it is new. The same submission again (a
-    redelivered message) changes nothing; other input under the same id is refused."""
+    """``Store.submit``, in the caller's transaction."""
     created = tx.execute(
         "INSERT INTO runs (run_id, status, plan, agent, budget, input, created_at, updated_at) "
         f"VALUES (?, 'queued', ?, ?, ?, ?, {NOW}, {NOW}) "
@@ -136,10 +135,8 @@ def released(field: Callable[[str, str], str]) -> str:
 
 
 def awaiting_person(tx: Tx, run_id: str) -> bool:
-    """Whether the run is stopped for a person (``halted`` or ``waiting``) with no decision
-    journalled for it, its agent or every run since its lease was last taken. A decision
-    that landed while the run was still stopping (it could not queue a run still held)
-    is found here, as it is journalled."""
+    """``Store.awaiting_person``. A decision that landed while the run was still stopping
+    (it could not queue a run still held) is found here, as it is journalled."""
     row = tx.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     if row is None:
         raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)

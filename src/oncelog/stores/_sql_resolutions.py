@@ -23,7 +23,7 @@ _SELECT_STEP = f"SELECT {STEP_COLUMNS} FROM steps"
 
 
 class Decision(NamedTuple):
-    """What a person decided on a step, as ``resolve`` and ``correct_resolution`` take it.
+    """What a person decided on a step, as ``resolve`` takes it (with ``correct`` or without).
     (A named tuple: a frozen dataclass costs the opening of a ledger its generated
     methods' compilation.)"""
 

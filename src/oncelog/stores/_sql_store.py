@@ -343,20 +343,11 @@ class SQLStore(StepWrites):
             (run_id, from_seq, limit),
         )
 
-    def steps_in_doubt(self, limit: int) -> list[StepRecord]:
-        # A completed run has no step in doubt (completing revisits every step), so only
-        # the runs that are not completed are searched, by their primary key.
-        rows = self._read(
-            f"{_SELECT_STEP} WHERE run_id IN "
-            "(SELECT run_id FROM runs WHERE status != 'completed') "
-            f"AND {in_doubt()} ORDER BY started_at LIMIT ?",
-            (limit,),
-        )  # fmt: skip
-        return [step_record(r) for r in rows]
-
     def effects_in_doubt(self, limit: int) -> list[EffectInDoubt]:
-        # An in-flight effect is orphaned once its run's lease has lapsed by the store's
-        # clock (or was released): no worker holds the run, so nobody is running it.
+        # A completed run has no step in doubt (completing revisits every step): only the
+        # runs that are not completed are searched. An in-flight effect is orphaned once
+        # its run's lease has lapsed by the store's clock (or was released): no worker
+        # holds the run, so nobody is running it.
         rows = self._read(
             f"SELECT {_STEP_OF_RUN}, r.owner, "
             f"(r.lease_expires_at IS NULL OR r.lease_expires_at < {NOW}), {NOW} - s.started_at "
@@ -388,31 +379,14 @@ class SQLStore(StepWrites):
         force: bool = False,
         owner_is_dead: OwnerCheck = _never_dead,
         attempt: int | None = None,
+        correct: bool = False,
     ) -> StepRecord:
         decision = resolutions.Decision(
             resolution, result_json, by, note, force, owner_is_dead, attempt
         )
+        decide = resolutions.correct if correct else resolutions.resolve
         with self._tx() as tx:
-            return resolutions.resolve(tx, run_id, step_id, decision)
-
-    def correct_resolution(
-        self,
-        run_id: str,
-        step_id: str,
-        resolution: Resolution,
-        *,
-        result_json: str | None,
-        by: str,
-        note: str | None,
-        force: bool = False,
-        owner_is_dead: OwnerCheck = _never_dead,
-        attempt: int | None = None,
-    ) -> StepRecord:
-        decision = resolutions.Decision(
-            resolution, result_json, by, note, force, owner_is_dead, attempt
-        )
-        with self._tx() as tx:
-            return resolutions.correct(tx, run_id, step_id, decision)
+            return decide(tx, run_id, step_id, decision)
 
     def set_result_contract(self, tool: str, contract_json: str) -> None:
         with self._tx() as tx:
