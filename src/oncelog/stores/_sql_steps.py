@@ -16,7 +16,6 @@ from .._exceptions import LeaseLost, halted
 from ..records import _transitions as transitions
 from ..records._budgets import BudgetAlert
 from ..records._records import StepState, StepType, SubjectClaim
-from ..records._transitions import Transition
 from ..signals import _crashpoints as crashpoints
 from . import _sql_approvals as approval_sql
 from . import _sql_controls as controls
@@ -44,7 +43,7 @@ _INSERT_STEP = (
 )
 
 
-def _restart_sql(again: Transition) -> str:
+def _restart_sql(again: transitions.Transition) -> str:
     """A later attempt of an effect (``RESTART``) or of a model call or a read
     (``RECORDED``, whose outcome ``_settle_step`` writes next)."""
     return (
@@ -172,7 +171,7 @@ class StepWrites:
 
     @staticmethod
     def _restart_step(
-        tx: Tx, lease: Lease, step: NewStep, previous: StepState, again: Transition
+        tx: Tx, lease: Lease, step: NewStep, previous: StepState, again: transitions.Transition
     ) -> Any:
         """The step written ``in_flight`` again: its ``(attempts, started_at)``."""
         row = tx.execute(
