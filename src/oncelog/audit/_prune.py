@@ -22,10 +22,12 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._exceptions import ArchiveExists, ConfigurationError
+from .._numbers import seconds
 from ..records._retention import PrunedRun
 from ..stores._protocol import Store
 from . import _pages as pages
@@ -54,20 +56,12 @@ class PruneReport:
         return sum(run.entries for run in self.removed)
 
 
-def _window(value: float, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ConfigurationError(f"{what} must be a number of seconds above 0, not {value!r}")
-    if value == float("inf"):
-        raise ConfigurationError(f"{what} must be finite")
-    return float(value)
-
-
 def prune(
     store: Store,
     archive: str | os.PathLike[str],
     *,
-    older_than: float | None,
-    agents: Mapping[str, float],
+    older_than: float | timedelta | None,
+    agents: Mapping[str, float | timedelta],
     limit: int = LIMIT,
     batch: int = BATCH,
     signer: Signer | None = None,
@@ -75,9 +69,9 @@ def prune(
     """Archive the runs due (``older_than`` seconds after they ended, or their agent's
     window in ``agents``) to ``archive``, then remove them; if ``archive`` holds an
     earlier prune's archive, remove what is left of it instead."""
-    windows = {str(agent): _window(seconds, f"the window of agent {agent!r}")
-               for agent, seconds in agents.items()}  # fmt: skip
-    ledger_window = None if older_than is None else _window(older_than, "the window")
+    windows = {str(agent): seconds(window, f"the window of agent {agent!r}")
+               for agent, window in agents.items()}  # fmt: skip
+    ledger_window = None if older_than is None else seconds(older_than, "older_than")
     if ledger_window is None and not windows:
         raise ConfigurationError("say how long runs are kept: a window for the ledger or an agent")
     for name, value in (("limit", limit), ("batch", batch)):

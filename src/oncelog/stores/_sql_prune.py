@@ -2,12 +2,14 @@
 chains, and the ledger's size.
 
 A run may go once nothing can still happen to it and nothing still depends on it: it
-ended (``completed``, or ``failed`` with no stop waiting for a person), its lease is
+ended (``completed``, or ``failed`` by the agent's own error, not by a stop that waits
+for a person's decision), its lease is
 not live, no step of it is in doubt (``in_flight``, ``unknown``), no approval of it is
 pending, no kill switch on it is on, it is not the last holder of any hold (the row keeps
 the next holder's token greater), no subject claim of it is still in force, and it ended
 before today (UTC): agents' daily budgets count today's steps, so a run ended today stays
-until its day is over.
+until its day is over (and so does a run with a step started today, whatever its row
+says).
 """
 
 from __future__ import annotations
@@ -20,14 +22,20 @@ from .._exceptions import UnknownName
 from ..records._retention import LedgerSize, PruneBatch, PrunedRun
 from ._sql import NOW, TODAY, Tx
 from ._sql_evidence import checkpoint
+from ._sql_queue import AFTER_APPROVAL, AFTER_BUDGET, AFTER_HALT_CLEARED, AFTER_RESOLVE
 from ._sql_tx import append, lock_run
 
+# Stops that a person's decision lets go on (``_sql_queue``): such a run waits for one.
+_AWAITING = ", ".join(
+    f"'{error}'" for error in (*AFTER_RESOLVE, *AFTER_APPROVAL, *AFTER_BUDGET, *AFTER_HALT_CLEARED)
+)
 PRUNABLE = (
-    "r.status IN ('completed', 'failed') AND r.stopped_by IS NULL AND r.stop IS NULL "
+    "r.status IN ('completed', 'failed') AND r.stop IS NULL "
+    f"AND (r.stopped_by IS NULL OR r.stopped_by NOT IN ({_AWAITING})) "
     f"AND (r.lease_expires_at IS NULL OR r.lease_expires_at < {NOW}) "
     f"AND r.updated_at < {TODAY} "
     "AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.run_id = r.run_id "
-    "AND s.state IN ('in_flight', 'unknown')) "
+    f"AND (s.state IN ('in_flight', 'unknown') OR s.started_at >= {TODAY})) "
     "AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.run_id "
     "AND a.status = 'pending') "
     "AND NOT EXISTS (SELECT 1 FROM halts h WHERE h.scope = 'run' AND h.target = r.run_id "
@@ -62,13 +70,17 @@ def candidates(
     ledger's), the longest ended first. ``UnknownName`` for an agent no run names and
     no budget is set for."""
     for agent in sorted(agents):
+        # Named by an earlier prune's anchor: its runs are gone, its window still holds.
+        pattern = _escaped(json.dumps(agent, ensure_ascii=False))
         known = tx.execute(
             "SELECT EXISTS (SELECT 1 FROM runs WHERE agent = ?) "
-            "OR EXISTS (SELECT 1 FROM agent_budgets WHERE agent = ?)",
-            (agent, agent),
+            "OR EXISTS (SELECT 1 FROM agent_budgets WHERE agent = ?) "
+            "OR EXISTS (SELECT 1 FROM journal WHERE run_id = '' AND event = 'runs_pruned' "
+            "AND data LIKE ? ESCAPE '!')",
+            (agent, agent, f"%\"agents\":[%{pattern}%"),
         ).fetchone()
         if not known[0]:
-            raise UnknownName(f"no run of this ledger names agent {agent!r}")
+            raise UnknownName(f"no run of this ledger names agent {agent!r}, nor did any pruned")
     windows: list[str] = []
     params: list[Any] = []
     named = sorted(agents)
@@ -90,6 +102,10 @@ def candidates(
     return [str(row[0]) for row in rows]
 
 
+def _escaped(text: str) -> str:
+    return text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+
+
 def remove(
     tx: Tx,
     runs: Sequence[PrunedRun],
@@ -105,9 +121,10 @@ def remove(
     gone = [run.run_id for run in wanted if run not in present]
     removed: list[PrunedRun] = []
     kept: list[str] = []
+    agents: set[str] = set()
     for run in present:
         may_go = tx.execute(
-            f"SELECT 1 FROM runs r WHERE r.run_id = ? AND {PRUNABLE}", (run.run_id,)
+            f"SELECT r.agent FROM runs r WHERE r.run_id = ? AND {PRUNABLE}", (run.run_id,)
         ).fetchone()
         tx.lock_journal(run.run_id)  # no record is appended to it before the commit
         entries, head = tx.execute(_CHAIN, (run.run_id, run.run_id)).fetchone()
@@ -115,6 +132,8 @@ def remove(
             kept.append(run.run_id)
             continue
         removed.append(run)
+        if may_go[0] is not None:
+            agents.add(str(may_go[0]))
     if not removed:
         return PruneBatch([], gone, kept, None)
     for run in removed:
@@ -124,6 +143,7 @@ def remove(
     tx.execute("DELETE FROM prune_permits")
     data = json.dumps(
         {
+            "agents": sorted(agents),  # so that their windows still apply once all are gone
             "archive": archive,
             "archive_sha256": archive_sha256,
             "runs": [list(run) for run in removed],

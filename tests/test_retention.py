@@ -1,0 +1,270 @@
+"""Retention: ``Ledger.prune`` / ``oncelog prune`` archive completed runs and remove them;
+the ledger and the archive both verify across the cut, on both stores.
+
+A run's age is the time its row last changed (``runs.updated_at``); tests age runs by
+moving that time back, as a clock read days later would see them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import oncelog
+from oncelog.testing import abandon
+
+from .support.launch import python
+
+DAY = 86400.0
+
+
+def tamper(store_url: str, sql: str, params: tuple[Any, ...] = ()) -> None:
+    """A write behind the ledger's back (here: moving a run's end into the past)."""
+    if store_url.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(store_url, autocommit=True) as pg:
+            pg.execute(sql.replace("?", "%s"), params)
+    else:
+        with closing(sqlite3.connect(store_url)) as lite:
+            lite.execute(sql, params)
+            lite.commit()
+
+
+def age(store_url: str, days: float, *run_ids: str, steps: bool = True) -> None:
+    """Move the runs' ends (and their steps' starts) ``days`` into the past. ``verify``
+    holds a step's start to its journalled intent: a run aged so and kept shows there."""
+    marks = ", ".join("?" * len(run_ids))
+    tamper(store_url, f"UPDATE runs SET updated_at = updated_at - ? WHERE run_id IN ({marks})",
+           (days * DAY, *run_ids))  # fmt: skip
+    if steps:
+        tamper(store_url, f"UPDATE steps SET started_at = started_at - ? "
+               f"WHERE run_id IN ({marks})", (days * DAY, *run_ids))  # fmt: skip
+
+
+def sender(ledger: oncelog.Ledger) -> oncelog.Tool[..., Any]:
+    @ledger.tool(kind="create", name="send")
+    def send(n: int, *, idempotency_key: str) -> int:
+        return n
+
+    return send
+
+
+def completed(ledger: oncelog.Ledger, *run_ids: str, agent: str | None = None) -> None:
+    send = sender(ledger)
+    for run_id in run_ids:
+        with ledger.run(run_id, agent=agent) as run:
+            for n in range(3):
+                run.effect(f"s{n}", send, n)
+
+
+def run_ids(ledger: oncelog.Ledger) -> set[str]:
+    return {run.run_id for run in ledger.runs(limit=10_000)}
+
+
+def assert_verifies(ledger: oncelog.Ledger, **options: Any) -> Any:
+    report = ledger.verify(**options)
+    assert report.ok, report.problems
+    return report
+
+
+# -- what prune removes, archives and anchors ---------------------------------------------
+
+
+def test_prune_archives_removes_and_both_verify(ledger: oncelog.Ledger, store_url: str,
+                                               tmp_path: Path) -> None:  # fmt: skip
+    completed(ledger, "old-1", "old-2", "new")
+    age(store_url, 3, "old-1", "old-2")
+    before = ledger.size()
+    archive = tmp_path / "archive.jsonl"
+
+    report = ledger.prune(archive, older_than=DAY)
+
+    assert sorted(run.run_id for run in report.removed) == ["old-1", "old-2"]
+    assert run_ids(ledger) == {"new"}
+    after = ledger.size()
+    assert (after.runs, after.steps) == (before.runs - 2, before.steps - 6)
+    assert after.records < before.records
+    verified = assert_verifies(ledger)
+    assert (verified.pruned_runs, verified.pruned_records) == (2, report.records)
+    assert [name for _, name in verified.anchors] == ["archive.jsonl"]
+    assert [record for record, _ in verified.anchors] == report.anchors
+    checked = ledger.verify_archive(archive)
+    assert checked.ok, checked.problems
+    assert (checked.runs, checked.anchored, checked.unanchored) == (2, 2, [])
+    # The archive is `oncelog export`'s lines: each run's records, hashes as stored.
+    lines = [json.loads(line) for line in archive.read_text().splitlines()]
+    assert lines[0]["type"] == "prune_archive"
+    assert {line["run_id"] for line in lines if line["type"] == "record"} == {"old-1", "old-2"}
+    # Nothing more is due; the ledger is written and read on as before.
+    assert ledger.prune(tmp_path / "second.jsonl", older_than=DAY).archive is None
+    assert not (tmp_path / "second.jsonl").exists()
+    completed(ledger, "later")
+    assert_verifies(ledger)
+
+
+def test_a_signed_anchor_and_an_earlier_export_verify_across_the_cut(
+    store_url: str, tmp_path: Path
+) -> None:
+    keys = tmp_path / "keys"
+    subprocess.run(python("-m", "oncelog", "keys", "new", "--dir", str(keys)), check=True,
+                   capture_output=True)  # fmt: skip
+    private = next(keys.glob("*.key"))
+    public = next(keys.glob("*.pub"))
+    with oncelog.open(store_url, signing_key=str(private)) as ledger:
+        completed(ledger, "old", "new")
+        exported = list(ledger.checkpoints())  # signed at each run's end, kept elsewhere
+        age(store_url, 3, "old")
+        report = ledger.prune(tmp_path / "a.jsonl", older_than=DAY)
+        assert [run.run_id for run in report.removed] == ["old"]
+        # The chain under no run holds the anchor, and a checkpoint signs it.
+        anchor_marks = [mark for mark in ledger.checkpoints() if mark.run_id == ""]
+        assert anchor_marks
+        assert_verifies(ledger, public_keys=[public], against=exported)
+        archived = ledger.verify_archive(tmp_path / "a.jsonl", public_keys=[public])
+        assert archived.ok, archived.problems
+        assert archived.checkpoints >= 1
+        assert archived.signatures_checked
+
+
+def test_an_archive_edited_after_the_prune_fails_its_check(
+    ledger: oncelog.Ledger, store_url: str, tmp_path: Path
+) -> None:
+    completed(ledger, "old")
+    age(store_url, 3, "old")
+    archive = tmp_path / "a.jsonl"
+    ledger.prune(archive, older_than=DAY)
+    lines = [json.loads(line) for line in archive.read_text().splitlines()]
+    intent = next(line for line in lines if line.get("event") == "intent")
+    intent["data"] = intent["data"].replace("send", "wire", 1)  # another tool, after the fact
+    archive.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    checked = ledger.verify_archive(archive)
+    assert not checked.ok
+    assert any("does not follow" in problem for problem in checked.problems)
+    assert any("no anchor" in problem for problem in checked.problems)
+
+
+def test_an_agents_own_window(ledger: oncelog.Ledger, store_url: str, tmp_path: Path) -> None:
+    completed(ledger, "billing-old", "billing-mid", agent="billing")
+    completed(ledger, "other-mid")
+    age(store_url, 10, "billing-old")
+    age(store_url, 3, "billing-mid", "other-mid")
+
+    report = ledger.prune(tmp_path / "a.jsonl", older_than=7 * DAY, agents={"billing": 2 * DAY})
+
+    assert sorted(run.run_id for run in report.removed) == ["billing-mid", "billing-old"]
+    assert run_ids(ledger) == {"other-mid"}
+    assert ledger.prune(tmp_path / "b.jsonl", agents={"billing": 1.0}).archive is None
+
+
+def test_spend_still_in_an_agents_day_is_never_pruned(
+    ledger: oncelog.Ledger, store_url: str, tmp_path: Path
+) -> None:
+    """An agent's daily budget counts today's steps from a running total: a run whose
+    steps started today stays until the day is over, even if its row looks old (a clock
+    stepped back), so the total and the steps it counts still agree."""
+    ledger.set_agent_budget("billing", oncelog.AgentBudget(calls=1000), by="ops")
+    completed(ledger, "today", agent="billing")
+    age(store_url, 3, "today", steps=False)
+    assert ledger.prune(tmp_path / "a.jsonl", older_than=DAY).archive is None
+    assert run_ids(ledger) == {"today"}
+    assert_verifies(ledger)  # the agent's totals included
+
+
+# -- what prune never touches -------------------------------------------------------------
+
+
+def test_runs_that_must_stay_are_never_pruned(
+    ledger: oncelog.Ledger, store_url: str, tmp_path: Path
+) -> None:
+    send = sender(ledger)
+
+    @ledger.tool(kind="create", name="charge")
+    def charge(n: int, *, idempotency_key: str) -> int:
+        raise ConnectionResetError("the provider hung up mid-call")
+
+    @ledger.tool(kind="destructive", name="wipe")
+    def wipe(n: int, *, idempotency_key: str) -> int:
+        return n
+
+    @ledger.tool(kind="payment", name="refund", once_per=lambda order: ("refund", order))
+    def refund(order: int, *, idempotency_key: str) -> int:
+        return order
+
+    completed(ledger, "done")
+    with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("in-doubt") as run:
+        run.effect("charge", charge, 1)
+    with pytest.raises(oncelog.ApprovalRequired), ledger.run("waiting") as run:
+        run.effect("wipe", wipe, 1)
+    with ledger.run("claims-for-ever") as run:
+        run.effect("refund", refund, 7)
+    with ledger.run("holder") as run, run.hold("db-1"):
+        run.effect("s", send, 1)
+    live = ledger.run("live").__enter__()
+    live.effect("s", send, 1)
+    abandon(live)  # its process was killed: the lease stays until it expires
+    with ledger.run("halted-by-person") as run:
+        run.effect("s", send, 1)
+    ledger.halt("investigating", by="ops", run="halted-by-person")
+    with pytest.raises(RuntimeError), ledger.run("failed") as run:
+        run.effect("s", send, 1)
+        raise RuntimeError("the agent's own bug")
+    everyone = run_ids(ledger)
+    age(store_url, 30, *everyone)
+    aged = {(p.kind, p.message) for p in ledger.verify().problems}  # the steps' moved starts
+
+    report = ledger.prune(tmp_path / "a.jsonl", older_than=DAY)
+
+    assert sorted(run.run_id for run in report.removed) == ["done", "failed"]
+    assert run_ids(ledger) == everyone - {"done", "failed"}
+    after = {(p.kind, p.message) for p in ledger.verify().problems}
+    assert after <= aged
+    assert all("'done'" not in m and "'failed'" not in m for _, m in after)
+
+
+# -- bad input ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"older_than": 0}, oncelog.ConfigurationError),
+        ({"older_than": -DAY}, oncelog.ConfigurationError),
+        ({"older_than": float("nan")}, oncelog.ConfigurationError),
+        ({"older_than": "90d"}, oncelog.ConfigurationError),
+        ({}, oncelog.ConfigurationError),
+        ({"agents": {"billing": 0}}, oncelog.ConfigurationError),
+        ({"agents": {"nobody": DAY}}, oncelog.UnknownName),
+        ({"older_than": DAY, "batch": 0}, oncelog.ConfigurationError),
+    ],
+)
+def test_bad_input_is_a_typed_error_and_changes_nothing(
+    ledger: oncelog.Ledger, store_url: str, tmp_path: Path, options: dict[str, Any],
+    error: type[Exception],
+) -> None:  # fmt: skip
+    completed(ledger, "old", agent="billing")
+    age(store_url, 3, "old", steps=False)
+    with pytest.raises(error):
+        ledger.prune(tmp_path / "a.jsonl", **options)
+    assert run_ids(ledger) == {"old"}
+    assert not (tmp_path / "a.jsonl").exists()
+    assert_verifies(ledger)
+
+
+def test_an_existing_file_is_never_written_over(
+    ledger: oncelog.Ledger, store_url: str, tmp_path: Path
+) -> None:
+    completed(ledger, "old")
+    age(store_url, 3, "old")
+    archive = tmp_path / "a.jsonl"
+    archive.write_text("someone's notes\n")
+    with pytest.raises(oncelog.ArchiveExists):
+        ledger.prune(archive, older_than=DAY)
+    assert archive.read_text() == "someone's notes\n"
+    assert run_ids(ledger) == {"old"}
+    assert [p.name for p in tmp_path.iterdir()] == ["a.jsonl"] or (tmp_path / "ledger.db").exists()
