@@ -268,3 +268,44 @@ def test_an_existing_file_is_never_written_over(
     assert archive.read_text() == "someone's notes\n"
     assert run_ids(ledger) == {"old"}
     assert [p.name for p in tmp_path.iterdir()] == ["a.jsonl"] or (tmp_path / "ledger.db").exists()
+
+
+# -- the ledger's size, where a person and a scraper see it ------------------------------
+
+
+def test_the_console_and_the_metrics_show_the_ledgers_size_and_oldest_run(
+    ledger: oncelog.Ledger, store_url: str, tmp_path: Path
+) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from oncelog import metrics
+
+    from .support.console_client import console_client
+
+    completed(ledger, "old", "new")
+    age(store_url, 3, "old")
+    tamper(
+        store_url, "UPDATE runs SET created_at = created_at - ? WHERE run_id = 'old'", (3 * DAY,)
+    )
+
+    def shown() -> tuple[str, str]:
+        registry = CollectorRegistry()
+        registry.register(metrics.LedgerCollector(ledger))
+        with console_client(ledger) as person:
+            page = person.get("/").text
+        return page, generate_latest(registry).decode()
+
+    page, scraped = shown()
+    assert "2 runs, 6 steps" in page
+    assert 'oncelog_ledger_rows{table="runs"} 2.0' in scraped
+    assert "oncelog_ledger_size_bytes" in scraped
+    oldest = ledger.size().oldest_run_at
+    assert oldest is not None
+    line = next(t for t in scraped.splitlines() if t.startswith("oncelog_ledger_oldest_run"))
+    assert float(line.split()[1]) == oldest
+
+    ledger.prune(tmp_path / "a.jsonl", older_than=DAY)
+    page, scraped = shown()
+    assert "1 runs, 3 steps" in page
+    assert 'oncelog_ledger_rows{table="runs"} 1.0' in scraped
+    assert (ledger.size().oldest_run_at or 0) > oldest + DAY

@@ -110,8 +110,12 @@ def test_a_prune_killed_anywhere_leaves_a_verifiable_ledger_and_a_rerun_finishes
     # Killed between batches, twice, each time given the same archive again.
     for _ in range(2):
         process = prune(store_url, archive)
-        count = len(left)
-        wait_until(lambda count=count: remaining(store_url) < count - 3, process)
+        target = len(left) - 3
+
+        def some_went(target: int = target) -> bool:
+            return remaining(store_url) < target
+
+        wait_until(some_went, process)
         kill(process)
         left = check_after_kill(store_url, archive, before, everyone)
 

@@ -77,7 +77,7 @@ def candidates(
             "OR EXISTS (SELECT 1 FROM agent_budgets WHERE agent = ?) "
             "OR EXISTS (SELECT 1 FROM journal WHERE run_id = '' AND event = 'runs_pruned' "
             "AND data LIKE ? ESCAPE '!')",
-            (agent, agent, f"%\"agents\":[%{pattern}%"),
+            (agent, agent, f'%"agents":[%{pattern}%'),
         ).fetchone()
         if not known[0]:
             raise UnknownName(f"no run of this ledger names agent {agent!r}, nor did any pruned")
