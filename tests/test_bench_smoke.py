@@ -55,3 +55,9 @@ def test_instruction_workloads_run(tmp_path: Path) -> None:
     ledger = str(tmp_path / "replayed.db")
     bench("instructions.py", "--child", "record_for_replay", "--units", "6", "--db", ledger)
     bench("instructions.py", "--child", "replay", "--units", "6", "--db", ledger)
+
+
+def test_retention_runs(tmp_path: Path) -> None:
+    out = bench("retention.py", "--runs", "20", "--effects", "2", "--batch", "7", "--dir",
+                str(tmp_path), "--allow-tmpfs")  # fmt: skip
+    assert "vs the floor" in out
