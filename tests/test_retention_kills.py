@@ -182,3 +182,77 @@ def test_runs_that_go_on_while_they_are_pruned_are_kept(store_url: str, tmp_path
         assert run_ids(ledger) == {"again", "halted"}
         assert [step.state.value for step in ledger.steps("again")] == ["done", "in_flight"]
     assert problems(store_url) == {p for p in before if p[1] != "quiet"}
+
+
+RESTARTER = """
+import os, sys, time, oncelog
+ledger = oncelog.open(sys.argv[1])
+called = []
+
+@ledger.tool(kind="create", name="send")
+def send(n, *, idempotency_key):
+    called.append(n)
+    return n
+
+@ledger.tool(kind="destructive", name="wipe")
+def wipe(n, *, idempotency_key):
+    return n
+
+while not os.path.exists(sys.argv[2]):  # the prune has archived the runs: race it
+    time.sleep(0.001)
+for run_id in sys.argv[3:]:
+    called.clear()
+    try:
+        with ledger.run(run_id) as run:
+            run.effect("s0", send, 0)
+            # s0 replayed: the run kept its history, and now waits for a person.
+            print(run_id, "fresh" if called else "kept", flush=True)
+            run.effect("wipe", wipe, 1)
+    except oncelog.ApprovalRequired:
+        pass
+"""
+
+
+def test_a_run_that_starts_waiting_during_a_prune_is_never_removed(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A prune and an agent that starts the same failed runs again, side by side: each
+    run either went before the agent reached it (the agent then starts a new run of that
+    id) or the agent took it first and it now waits for an approval; such a run is kept
+    with its history, whatever the prune archived."""
+    everyone = [f"f{n:02}" for n in range(RUNS)]
+    with oncelog.open(store_url) as ledger:
+        send = ledger.tool(kind="create", name="send")(lambda n, *, idempotency_key: n)
+        for run_id in everyone:
+            try:
+                with ledger.run(run_id) as run:
+                    run.effect("s0", send, 0)
+                    raise RuntimeError("the agent's own bug")
+            except RuntimeError:
+                pass
+    age(store_url, 3, *everyone)
+    archive = tmp_path / "archive.jsonl"
+    restarting = subprocess.Popen(
+        python("-c", RESTARTER, store_url, archive, *reversed(everyone)),
+        env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1)  # ready before the prune starts
+    pruning = prune(store_url, archive)
+    out, err = finish_within(restarting, 120, "the agent restarting runs")
+    assert restarting.returncode == 0, err
+    finish_within(pruning, 120, "the prune")
+    assert pruning.returncode == 0
+    seen = dict(line.split() for line in out.splitlines())
+    kept = {run_id for run_id, how in seen.items() if how == "kept"}
+    with oncelog.open(store_url, create=False) as ledger:
+        waiting = {run.run_id for run in ledger.runs(oncelog.RunStatus.WAITING, limit=1000)}
+        assert kept <= waiting
+        # A run with its history (its first step from days ago): those kept, and those
+        # neither pruned nor reached; only they show the aged starts to verify.
+        original = {
+            run.run_id for run in ledger.runs(limit=1000)
+            if ledger.steps(run.run_id)[0].started_at < time.time() - 86400
+        }  # fmt: skip
+        assert kept <= original
+        report = ledger.verify()
+    assert {p.run_id for p in report.problems} <= original
