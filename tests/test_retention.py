@@ -309,3 +309,37 @@ def test_the_console_and_the_metrics_show_the_ledgers_size_and_oldest_run(
     assert "1 runs, 3 steps" in page
     assert 'oncelog_ledger_rows{table="runs"} 1.0' in scraped
     assert (ledger.size().oldest_run_at or 0) > oldest + DAY
+
+
+def test_the_prune_command_says_what_it_did_and_exits_by_the_table(
+    store_url: str, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from oncelog.cli import cli
+
+    with oncelog.open(store_url) as ledger:
+        completed(ledger, "old", "new", agent="billing")
+    age(store_url, 3, "old")
+    archive = tmp_path / "a.jsonl"
+    (tmp_path / "notes.txt").write_text("keep me\n")
+
+    def prune(*args: str) -> Any:
+        return CliRunner().invoke(cli, ["prune", "--db", store_url, *args])
+
+    assert prune("--to", str(archive)).exit_code == 2  # no window
+    assert prune("--to", str(archive), "--older-than", "-1d").exit_code == 2
+    assert prune("--to", str(archive), "--agent", "billing").exit_code == 2
+    assert prune("--to", str(archive), "--agent", "nobody=1d").exit_code == 5
+    assert prune("--to", str(tmp_path / "notes.txt"), "--older-than", "1d").exit_code == 6
+    assert (tmp_path / "notes.txt").read_text() == "keep me\n"
+    done = prune("--to", str(archive), "--agent", "billing=36h")
+    assert done.exit_code == 0, done.output
+    assert "archived 1 runs" in done.output
+    assert "removed 1 runs" in done.output
+    verified = CliRunner().invoke(cli, ["verify", "--db", store_url, "--archive", str(archive)])
+    assert verified.exit_code == 0, verified.output
+    assert "pruned: 1 runs" in verified.output
+    assert "1 removed under its anchor: ok" in verified.output
+    nothing = prune("--to", str(tmp_path / "b.jsonl"), "--older-than", "1d")
+    assert "no run is due" in nothing.output
