@@ -25,7 +25,8 @@ class PruneBatch(NamedTuple):
 
 
 class LedgerSize(NamedTuple):
-    """How much the ledger holds, for the console and the metrics."""
+    """How much the ledger holds, for the console and the metrics. On PostgreSQL a table
+    of a million rows or more is counted by the server's estimate (``stores/_sql_prune``)."""
 
     runs: int
     steps: int
