@@ -343,3 +343,30 @@ def test_the_prune_command_says_what_it_did_and_exits_by_the_table(
     assert "1 removed under its anchor: ok" in verified.output
     nothing = prune("--to", str(tmp_path / "b.jsonl"), "--older-than", "1d")
     assert "no run is due" in nothing.output
+
+
+def test_a_claim_that_expired_goes_with_its_run_one_in_force_keeps_it(
+    ledger: oncelog.Ledger, store_url: str, tmp_path: Path
+) -> None:
+    @ledger.tool(kind="payment", name="refund", once_per=lambda order: ("refund", order),
+                 once_for=3600)  # fmt: skip
+    def refund(order: int, *, idempotency_key: str) -> int:
+        return order
+
+    for order in (1, 2):
+        with ledger.run(f"refund-{order}") as run:
+            run.effect("refund", refund, order)
+    age(store_url, 3, "refund-1", "refund-2")
+    # As the store's clock will read once the first claim's hour is over.
+    tamper(store_url, "UPDATE subjects SET expires_at = expires_at - 7200 WHERE run_id = ?",
+           ("refund-1",))  # fmt: skip
+    assert len(ledger.subjects()) == 2
+
+    report = ledger.prune(tmp_path / "a.jsonl", older_than=DAY)
+
+    assert [run.run_id for run in report.removed] == ["refund-1"]
+    assert [claim.run_id for claim in ledger.subjects()] == ["refund-2"]
+    after = {p.run_id for p in ledger.verify().problems}
+    assert after <= {"refund-2"}  # only its aged starts
+    with ledger.run("refund-again") as run:  # the expired subject is free, as before
+        assert run.effect("refund", refund, 1) == 1
