@@ -370,3 +370,22 @@ def test_a_claim_that_expired_goes_with_its_run_one_in_force_keeps_it(
     assert after <= {"refund-2"}  # only its aged starts
     with ledger.run("refund-again") as run:  # the expired subject is free, as before
         assert run.effect("refund", refund, 1) == 1
+
+
+def test_a_holds_last_holder_stays_until_another_run_takes_it(
+    ledger: oncelog.Ledger, store_url: str, tmp_path: Path
+) -> None:
+    send = sender(ledger)
+    with ledger.run("first") as run, run.hold("db-1"):
+        run.effect("s", send, 1)
+    age(store_url, 3, "first")
+    assert ledger.prune(tmp_path / "a.jsonl", older_than=DAY).archive is None
+    with ledger.run("second") as run, run.hold("db-1"):
+        run.effect("s", send, 2)
+
+    report = ledger.prune(tmp_path / "b.jsonl", older_than=DAY)
+
+    assert [run.run_id for run in report.removed] == ["first"]
+    [hold] = ledger.holds()
+    assert (hold.holder, hold.token) == ("second", 2)  # the next holder's token stays greater
+    assert_verifies(ledger)
