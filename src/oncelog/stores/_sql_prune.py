@@ -3,13 +3,12 @@ chains, and the ledger's size.
 
 A run may go once nothing can still happen to it and nothing still depends on it: it
 ended (``completed``, or ``failed`` by the agent's own error, not by a stop that waits
-for a person's decision), its lease is
-not live, no step of it is in doubt (``in_flight``, ``unknown``), no approval of it is
-pending, no kill switch on it is on, it is not the last holder of any hold (the row keeps
-the next holder's token greater), no subject claim of it is still in force, and it ended
-before today (UTC): agents' daily budgets count today's steps, so a run ended today stays
-until its day is over (and so does a run with a step started today, whatever its row
-says).
+for a person's decision), its lease is not live, no step of it is in doubt
+(``in_flight``, ``unknown``), no approval of it is pending, no kill switch on it is on,
+it is not the last holder of any hold (the row keeps the next holder's token greater),
+no subject claim of it is still in force, and it ended before today (UTC): agents' daily
+budgets count today's steps, so a run ended today stays until its day is over (and so
+does a run with a step started today, whatever its row says).
 """
 
 from __future__ import annotations
@@ -128,7 +127,8 @@ def remove(
         ).fetchone()
         tx.lock_journal(run.run_id)  # no record is appended to it before the commit
         entries, head = tx.execute(_CHAIN, (run.run_id, run.run_id)).fetchone()
-        if may_go is None or (int(entries), head) != (run.entries, run.head):
+        # A ledger's records from before the chain have no hash: such a run's head is "".
+        if may_go is None or (int(entries), head or "") != (run.entries, run.head):
             kept.append(run.run_id)
             continue
         removed.append(run)
