@@ -333,6 +333,11 @@ def test_the_prune_command_says_what_it_did_and_exits_by_the_table(
     assert prune("--to", str(archive), "--agent", "nobody=1d").exit_code == 5
     assert prune("--to", str(tmp_path / "notes.txt"), "--older-than", "1d").exit_code == 6
     assert (tmp_path / "notes.txt").read_text() == "keep me\n"
+    dry = prune("--to", str(archive), "--agent", "billing=36h", "--dry-run")
+    assert (dry.exit_code, dry.output.split()) == (0, ["old"])
+    assert not archive.exists()
+    with oncelog.open(store_url) as ledger:
+        assert ledger.prunable(agents={"billing": 36 * 3600}) == ["old"]
     done = prune("--to", str(archive), "--agent", "billing=36h")
     assert done.exit_code == 0, done.output
     assert "archived 1 runs" in done.output

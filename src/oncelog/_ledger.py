@@ -365,6 +365,22 @@ class Ledger(PersonDecisions):
         return prune(self.store, archive, older_than=older_than, agents=agents or {},
                      limit=limit, batch=batch, signer=self.signer)  # fmt: skip
 
+    def prunable(
+        self,
+        *,
+        older_than: float | None = None,
+        agents: Mapping[str, float] | None = None,
+        limit: int = 10_000,
+    ) -> list[str]:
+        """The run ids ``prune`` with these windows would archive and remove now, the
+        longest ended first (a read: nothing is written)."""
+        from .audit._prune import checked_windows
+
+        ledger_window, windows = checked_windows(older_than, agents or {})
+        return self.store.prune_candidates(
+            ledger_window, windows, numbers.count(limit, "limit", least=1)
+        )
+
     def verify_archive(
         self, archive: str | os.PathLike[str], *, public_keys: Iterable[str | Path] = ()
     ) -> ArchiveReport:

@@ -56,6 +56,18 @@ class PruneReport:
         return sum(run.entries for run in self.removed)
 
 
+def checked_windows(
+    older_than: float | timedelta | None, agents: Mapping[str, float | timedelta]
+) -> tuple[float | None, dict[str, float]]:
+    """The ledger's window and the agents', in seconds; ``ConfigurationError`` if none."""
+    windows = {str(agent): seconds(window, f"the window of agent {agent!r}")
+               for agent, window in agents.items()}  # fmt: skip
+    ledger_window = None if older_than is None else seconds(older_than, "older_than")
+    if ledger_window is None and not windows:
+        raise ConfigurationError("say how long runs are kept: a window for the ledger or an agent")
+    return ledger_window, windows
+
+
 def prune(
     store: Store,
     archive: str | os.PathLike[str],
@@ -69,11 +81,7 @@ def prune(
     """Archive the runs due (``older_than`` seconds after they ended, or their agent's
     window in ``agents``) to ``archive``, then remove them; if ``archive`` holds an
     earlier prune's archive, remove what is left of it instead."""
-    windows = {str(agent): seconds(window, f"the window of agent {agent!r}")
-               for agent, window in agents.items()}  # fmt: skip
-    ledger_window = None if older_than is None else seconds(older_than, "older_than")
-    if ledger_window is None and not windows:
-        raise ConfigurationError("say how long runs are kept: a window for the ledger or an agent")
+    ledger_window, windows = checked_windows(older_than, agents)
     for name, value in (("limit", limit), ("batch", batch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"{name} must be a whole number above 0, not {value!r}")

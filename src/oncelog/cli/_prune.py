@@ -51,11 +51,12 @@ def _agent_window(text: str) -> tuple[str, float]:
 )
 @click.option("--limit", default=10_000, show_default=True, help="At most this many runs.")
 @click.option("--batch", default=100, show_default=True, help="Runs removed per transaction.")
+@click.option("--dry-run", is_flag=True, help="List the runs it would remove; write nothing.")
 @db_option
 @json_option
 def prune(
     archive: str, older_than: str | None, agents: tuple[str, ...], limit: int, batch: int,
-    db: str | None, as_json: bool,
+    dry_run: bool, db: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Archive completed runs past their window to FILE, then remove them from the ledger."""
     try:
@@ -64,6 +65,14 @@ def prune(
     except click.BadParameter as exc:
         click.echo(f"Error: {exc.message}", err=True)
         sys.exit(2)
+    if dry_run:
+        with opened(db, create=False) as ledger:
+            due = ledger.prunable(older_than=window, agents=windows, limit=limit)
+        if as_json:
+            emit({"due": due})
+        for run_id in [] if as_json else due:
+            say(run_id)
+        return
     with opened(db, create=False) as ledger:
         report = ledger.prune(archive, older_than=window, agents=windows, limit=limit, batch=batch)
     if as_json:
