@@ -394,3 +394,60 @@ def test_a_holds_last_holder_stays_until_another_run_takes_it(
     [hold] = ledger.holds()
     assert (hold.holder, hold.token) == ("second", 2)  # the next holder's token stays greater
     assert_verifies(ledger)
+
+
+# -- the stored policy ------------------------------------------------------------------------
+
+
+def test_a_stored_policy_is_what_prune_uses_and_verify_holds_it(
+    ledger: oncelog.Ledger, store_url: str, tmp_path: Path
+) -> None:
+    completed(ledger, "billing-old", agent="billing")
+    completed(ledger, "other-mid")
+    age(store_url, 10, "billing-old")
+    age(store_url, 3, "other-mid")
+    with pytest.raises(oncelog.ConfigurationError):
+        ledger.prune(tmp_path / "a.jsonl")  # no window given, none set
+    with pytest.raises(oncelog.UnknownName):
+        ledger.set_retention(DAY, by="ops", agent="nobody")
+    with pytest.raises(oncelog.ConfigurationError):
+        ledger.set_retention(-DAY, by="ops")
+    ledger.set_retention(7 * DAY, by="ops")
+    ledger.set_retention(2 * DAY, by="ops", agent="billing")
+    assert ledger.retention() == {"": 7 * DAY, "billing": 2 * DAY}
+    assert ledger.prunable() == ["billing-old"]
+
+    report = ledger.prune(tmp_path / "a.jsonl")
+
+    assert [run.run_id for run in report.removed] == ["billing-old"]
+    ledger.set_retention(None, by="ops", agent="billing")
+    assert ledger.retention() == {"": 7 * DAY}
+    # The retention policy is held to the journal: a window shortened behind its back.
+    aged = {p.message for p in ledger.verify().problems}  # other-mid's aged starts
+    tamper(store_url, "UPDATE retention_policy SET keep = 60 WHERE agent = ''")
+    shortened = {p.message for p in ledger.verify().problems} - aged
+    assert any("the ledger's retention" in message for message in shortened)
+
+
+def test_the_retention_command_shows_and_sets_the_policy(store_url: str) -> None:
+    from click.testing import CliRunner
+
+    from oncelog.cli import cli
+
+    with oncelog.open(store_url) as ledger:
+        completed(ledger, "r", agent="billing")
+
+    def retention(*args: str) -> Any:
+        return CliRunner().invoke(cli, ["retention", "--db", store_url, *args])
+
+    assert "no retention policy" in retention().output
+    assert retention("--set", "90d").exit_code == 2  # who decides
+    assert retention("--set", "soon", "--by", "ops").exit_code == 2
+    assert retention("--set", "30d", "--agent", "nobody", "--by", "ops").exit_code == 5
+    assert retention("--set", "90d", "--by", "ops").exit_code == 0
+    shown = retention("--set", "30d", "--agent", "billing", "--by", "ops")
+    assert shown.exit_code == 0, shown.output
+    assert "ledger: runs kept 90 days" in shown.output
+    assert "agent billing: runs kept 30 days" in shown.output
+    assert retention("--clear", "--agent", "billing", "--by", "ops").exit_code == 0
+    assert json.loads(retention("--json").output) == {"ledger": 90 * DAY, "agents": {}}

@@ -36,7 +36,7 @@ from .records._records import (
 from .records._serialization import encode
 from .runtime._calls import Surroundings
 from .runtime._effects import Engine
-from .runtime._names import check_name
+from .runtime._names import check_name, check_text
 from .runtime._replay import ReplayCursor
 from .runtime._run import RunContext
 from .runtime._run_options import PlanArg, RunOptions
@@ -45,6 +45,7 @@ from .runtime._tools import tool
 from .stores import DEFAULT_PATH, Lease, Store, open_store
 
 if TYPE_CHECKING:
+    from datetime import timedelta
     from pathlib import Path
 
     from .audit._prune import PruneReport
@@ -356,7 +357,8 @@ class Ledger(PersonDecisions):
         batch: int = 100,
     ) -> PruneReport:
         """Retention: archive up to ``limit`` runs that ended more than ``older_than``
-        seconds ago (or their agent's window in ``agents``) and may go, to the new file
+        seconds ago (or their agent's window in ``agents``; neither given, the retention
+        policy's, ``set_retention``) and may go, to the new file
         ``archive``, then remove them ``batch`` at a time, each batch anchored in the
         journal (signed with the ledger's signing key). Given an archive of a prune that
         was stopped, remove what is left of it. ``docs/retention.md`` says what may go."""
@@ -364,6 +366,25 @@ class Ledger(PersonDecisions):
 
         return prune(self.store, archive, older_than=older_than, agents=agents or {},
                      limit=limit, batch=batch, signer=self.signer)  # fmt: skip
+
+    def set_retention(
+        self, keep: float | timedelta | None, *, by: str, agent: str | None = None
+    ) -> None:
+        """The retention policy: keep runs ``keep`` seconds (or a ``timedelta``) after
+        they end, for the ledger or, with ``agent``, that agent's runs (None removes the
+        window). ``prune`` uses it when given no window. Journalled; ``verify`` holds the
+        table to it."""
+        if not by:
+            raise ConfigurationError("set_retention(..., by=...) must name who decides")
+        check_text(by, "by")
+        if agent is not None:
+            check_name(agent, "agent")
+        window = None if keep is None else numbers.seconds(keep, "keep")
+        self.store.set_retention(agent or "", window, by=by)
+
+    def retention(self) -> dict[str, float]:
+        """The retention policy: seconds by agent, ``""`` for the ledger's window."""
+        return self.store.retention()
 
     def prunable(
         self,
@@ -376,7 +397,7 @@ class Ledger(PersonDecisions):
         longest ended first (a read: nothing is written)."""
         from .audit._prune import checked_windows
 
-        ledger_window, windows = checked_windows(older_than, agents or {})
+        ledger_window, windows = checked_windows(self.store, older_than, agents or {})
         return self.store.prune_candidates(
             ledger_window, windows, numbers.count(limit, "limit", least=1)
         )

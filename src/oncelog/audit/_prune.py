@@ -57,14 +57,21 @@ class PruneReport:
 
 
 def checked_windows(
-    older_than: float | timedelta | None, agents: Mapping[str, float | timedelta]
+    store: Store, older_than: float | timedelta | None, agents: Mapping[str, float | timedelta]
 ) -> tuple[float | None, dict[str, float]]:
-    """The ledger's window and the agents', in seconds; ``ConfigurationError`` if none."""
+    """The ledger's window and the agents', in seconds: those given, else the ledger's
+    retention policy (``oncelog retention``); ``ConfigurationError`` if neither has one."""
+    if older_than is None and not agents:
+        stored = store.retention()
+        older_than, agents = stored.pop("", None), stored
     windows = {str(agent): seconds(window, f"the window of agent {agent!r}")
                for agent, window in agents.items()}  # fmt: skip
     ledger_window = None if older_than is None else seconds(older_than, "older_than")
     if ledger_window is None and not windows:
-        raise ConfigurationError("say how long runs are kept: a window for the ledger or an agent")
+        raise ConfigurationError(
+            "say how long runs are kept: a window for the ledger or an agent, given or set "
+            "as the ledger's retention policy (oncelog retention --set)"
+        )
     return ledger_window, windows
 
 
@@ -79,9 +86,9 @@ def prune(
     signer: Signer | None = None,
 ) -> PruneReport:
     """Archive the runs due (``older_than`` seconds after they ended, or their agent's
-    window in ``agents``) to ``archive``, then remove them; if ``archive`` holds an
-    earlier prune's archive, remove what is left of it instead."""
-    ledger_window, windows = checked_windows(older_than, agents)
+    window in ``agents``; neither given, the stored policy's) to ``archive``, then remove
+    them; if ``archive`` holds an earlier prune's archive, remove what is left of it."""
+    ledger_window, windows = checked_windows(store, older_than, agents)
     for name, value in (("limit", limit), ("batch", batch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"{name} must be a whole number above 0, not {value!r}")

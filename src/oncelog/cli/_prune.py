@@ -1,4 +1,5 @@
-"""Retention: ``oncelog prune`` archives completed runs to a new file and removes them."""
+"""Retention: ``oncelog prune`` archives completed runs to a new file and removes them;
+``oncelog retention`` shows and sets the policy it uses when given no window."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def _agent_window(text: str) -> tuple[str, float]:
     "--older-than",
     default=None,
     metavar="WINDOW",
-    help="Remove runs that ended longer ago than this (90d, 12h, seconds).",
+    help="Remove runs that ended longer ago than this (90d, 12h, seconds); "
+    "default: the retention policy (oncelog retention).",
 )
 @click.option(
     "--agent",
@@ -95,3 +97,39 @@ def prune(
         click.echo(f"{len(report.gone)} archived runs were gone already")
     for run_id in report.kept:
         say(f"kept {run_id}: it changed since it was archived, or may no longer go")
+
+
+@click.command()
+@click.option("--set", "window", default=None, metavar="WINDOW",
+              help="Keep runs this long after they end (90d, 12h, seconds).")  # fmt: skip
+@click.option("--clear", is_flag=True, help="Remove the window.")
+@click.option("--agent", default=None, help="The window of this agent's runs, not the ledger's.")
+@click.option("--by", default=None, help="Who decides (needed to set or clear).")
+@db_option
+@json_option
+def retention(
+    window: str | None, clear: bool, agent: str | None, by: str | None, db: str | None,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """Show or set the retention policy `oncelog prune` uses when given no window."""
+    if window is not None or clear:
+        if (window is not None) == clear or not by:
+            click.echo("Error: give --set WINDOW or --clear, and --by NAME", err=True)
+            sys.exit(2)
+        try:
+            keep = None if clear else duration(window or "")
+        except click.BadParameter as exc:
+            click.echo(f"Error: {exc.message}", err=True)
+            sys.exit(2)
+        with opened(db, create=False) as ledger:
+            ledger.set_retention(keep, by=by, agent=agent)
+    with opened(db, create=False) as ledger:
+        policy = ledger.retention()
+    if as_json:
+        emit({"ledger": policy.pop("", None), "agents": policy})
+        return
+    if not policy:
+        click.echo("no retention policy: oncelog prune needs a window")
+    for name, keep in sorted(policy.items()):
+        say(f"{'ledger' if name == '' else 'agent ' + name}: runs kept {keep / 86400:g} days "
+            f"({keep:g} s) after they end")  # fmt: skip

@@ -549,6 +549,16 @@ class Store(Protocol):
         head); with ``signer`` (key id, sign), a checkpoint of that chain."""
         ...
 
+    def set_retention(self, agent: str, keep: float | None, *, by: str) -> None:
+        """Set (None: remove) how many seconds after their end runs are kept, for
+        ``agent`` ('' the ledger's window), journalled (``retention_set``);
+        ``UnknownName`` for an agent the ledger does not know."""
+        ...
+
+    def retention(self) -> dict[str, float]:
+        """The retention policy: seconds by agent, '' the ledger's (a read)."""
+        ...
+
     def ledger_size(self) -> LedgerSize:
         """Runs, steps and journal records held, the oldest run's creation, bytes on disk."""
         ...

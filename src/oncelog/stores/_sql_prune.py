@@ -14,7 +14,7 @@ does a run with a step started today, whatever its row says).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._exceptions import UnknownName
@@ -62,24 +62,30 @@ _REMOVE = (
 )
 
 
-def candidates(
-    tx: Tx, older_than: float | None, agents: Mapping[str, float], limit: int
-) -> list[str]:
-    """Runs that may go and ended longer ago than their window (an agent's own, else the
-    ledger's), the longest ended first. ``UnknownName`` for an agent no run names and
-    no budget is set for."""
+def check_agents(tx: Tx, agents: Iterable[str]) -> None:
+    """``UnknownName`` for an agent no run names, no budget or policy is set for, and no
+    earlier prune removed a run of."""
     for agent in sorted(agents):
         # Named by an earlier prune's anchor: its runs are gone, its window still holds.
         pattern = _escaped(json.dumps(agent, ensure_ascii=False))
         known = tx.execute(
             "SELECT EXISTS (SELECT 1 FROM runs WHERE agent = ?) "
             "OR EXISTS (SELECT 1 FROM agent_budgets WHERE agent = ?) "
+            "OR EXISTS (SELECT 1 FROM retention_policy WHERE agent = ?) "
             "OR EXISTS (SELECT 1 FROM journal WHERE run_id = '' AND event = 'runs_pruned' "
             "AND data LIKE ? ESCAPE '!')",
-            (agent, agent, f'%"agents":[%{pattern}%'),
+            (agent, agent, agent, f'%"agents":[%{pattern}%'),
         ).fetchone()
         if not known[0]:
             raise UnknownName(f"no run of this ledger names agent {agent!r}, nor did any pruned")
+
+
+def candidates(
+    tx: Tx, older_than: float | None, agents: Mapping[str, float], limit: int
+) -> list[str]:
+    """Runs that may go and ended longer ago than their window (an agent's own, else the
+    ledger's), the longest ended first (``check_agents`` first)."""
+    check_agents(tx, agents)
     windows: list[str] = []
     params: list[Any] = []
     named = sorted(agents)
@@ -192,3 +198,24 @@ def size(tx: Tx) -> LedgerSize:
         _rows(tx, "runs"), _rows(tx, "steps"), _rows(tx, "journal"),
         None if oldest is None else float(oldest), on_disk,
     )  # fmt: skip
+
+
+def set_policy(tx: Tx, agent: str, keep: float | None, by: str) -> None:
+    """Set (None: remove) how long runs are kept, for ``agent`` ('' the ledger's)."""
+    if keep is None:
+        tx.execute("DELETE FROM retention_policy WHERE agent = ?", (agent,))
+    else:
+        tx.execute(
+            "INSERT INTO retention_policy (agent, keep, set_by, set_at) "
+            f"VALUES (?, ?, ?, {NOW}) ON CONFLICT (agent) DO UPDATE SET "
+            "keep = excluded.keep, set_by = excluded.set_by, set_at = excluded.set_at",
+            (agent, keep, by),
+        )
+    data = json.dumps({"agent": agent, "by": by, "keep": keep}, ensure_ascii=False,
+                      separators=(",", ":"), sort_keys=True)  # fmt: skip
+    append(tx, "", None, "retention_set", data)
+
+
+def policy(tx: Tx) -> dict[str, float]:
+    rows = tx.execute("SELECT agent, keep FROM retention_policy ORDER BY agent").fetchall()
+    return {str(agent): float(keep) for agent, keep in rows}

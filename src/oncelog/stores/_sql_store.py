@@ -595,6 +595,16 @@ class SQLStore(StepWrites):
         with self._tx() as tx:
             return prune_sql.remove(tx, runs, archive, archive_sha256, signer)
 
+    def set_retention(self, agent: str, keep: float | None, *, by: str) -> None:
+        with self._tx() as tx:
+            if agent:
+                prune_sql.check_agents(tx, [agent])
+            prune_sql.set_policy(tx, agent, keep, by)
+
+    def retention(self) -> dict[str, float]:
+        with self._reading() as tx:
+            return prune_sql.policy(tx)
+
     def ledger_size(self) -> LedgerSize:
         with self._reading() as tx:
             return prune_sql.size(tx)

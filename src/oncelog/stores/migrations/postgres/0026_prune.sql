@@ -20,3 +20,12 @@ CREATE TRIGGER journal_append_only BEFORE UPDATE OR DELETE ON journal
 DROP TRIGGER IF EXISTS checkpoints_append_only ON checkpoints;
 CREATE TRIGGER checkpoints_append_only BEFORE UPDATE OR DELETE ON checkpoints
     FOR EACH ROW EXECUTE FUNCTION oncelog_append_only_but_pruned();
+
+-- The retention policy (oncelog retention): how long runs are kept after they end, for the
+-- ledger (agent '') and per agent; journalled as retention_set under no run.
+CREATE TABLE IF NOT EXISTS retention_policy (
+    agent   TEXT PRIMARY KEY,
+    keep    DOUBLE PRECISION NOT NULL,  -- seconds after a run's end
+    set_by  TEXT NOT NULL,
+    set_at  DOUBLE PRECISION NOT NULL
+);

@@ -12,3 +12,12 @@ DROP TRIGGER IF EXISTS checkpoints_no_delete;
 CREATE TRIGGER checkpoints_no_delete BEFORE DELETE ON checkpoints
 WHEN OLD.run_id = '' OR NOT EXISTS (SELECT 1 FROM prune_permits WHERE run_id = OLD.run_id)
 BEGIN SELECT RAISE(ABORT, 'oncelog checkpoints are append-only'); END;
+
+-- The retention policy (oncelog retention): how long runs are kept after they end, for the
+-- ledger (agent '') and per agent; journalled as retention_set under no run.
+CREATE TABLE IF NOT EXISTS retention_policy (
+    agent   TEXT PRIMARY KEY,
+    keep    DOUBLE PRECISION NOT NULL,  -- seconds after a run's end
+    set_by  TEXT NOT NULL,
+    set_at  DOUBLE PRECISION NOT NULL
+);
