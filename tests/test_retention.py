@@ -304,9 +304,12 @@ def test_the_console_and_the_metrics_show_the_ledgers_size_and_oldest_run(
     line = next(t for t in scraped.splitlines() if t.startswith("oncelog_ledger_oldest_run"))
     assert float(line.split()[1]) == oldest
 
-    ledger.prune(tmp_path / "a.jsonl", older_than=DAY)
+    assert "no retention policy is set" in page
+    ledger.set_retention(DAY, by="ops")
+    ledger.prune(tmp_path / "a.jsonl")
     page, scraped = shown()
     assert "1 runs, 3 steps" in page
+    assert "kept 1.0 days after they end" in page
     assert 'oncelog_ledger_rows{table="runs"} 1.0' in scraped
     assert (ledger.size().oldest_run_at or 0) > oldest + DAY
 

@@ -91,6 +91,7 @@ def overview(ledger: Ledger) -> dict[str, Any]:
         + ledger.runs(RunStatus.WAITING, limit=LISTED),
         "released": [(r, ledger.what_next(r.run_id)) for r in ledger.released_runs()],
         "size": ledger.size(),  # what retention (oncelog prune) keeps in check
+        "retention": sorted(ledger.retention().items()),
     }
 
 
