@@ -68,3 +68,9 @@ def test_fleet_runs(tmp_path: Path) -> None:
         assert f"**{store}**" in out
     assert "| 1 x 8 |" in out
     assert "| 4 x 1 |" in out
+
+
+def test_retention_runs(tmp_path: Path) -> None:
+    out = bench("retention.py", "--runs", "20", "--effects", "2", "--batch", "7", "--dir",
+                str(tmp_path), "--allow-tmpfs")  # fmt: skip
+    assert "vs the floor" in out

@@ -223,6 +223,11 @@ class InputMismatch(ConflictError):
     pass
 
 
+class ArchiveExists(ConflictError):
+    """``prune`` was given an archive file that is there already and holds no earlier
+    prune of this kind: an archive is never written over; name a new file."""
+
+
 class InvalidResolution(ConflictError):
     """A decision the step cannot take: not a resolution, or a result with the wrong one."""
 

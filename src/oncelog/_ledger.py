@@ -6,7 +6,7 @@ What people decide (resolutions, approvals, budgets, kill switches) is ``Ledger`
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import _next as next_steps
@@ -36,7 +36,7 @@ from .records._records import (
 from .records._serialization import encode
 from .runtime._calls import Surroundings
 from .runtime._effects import Engine
-from .runtime._names import check_name
+from .runtime._names import check_name, check_text
 from .runtime._replay import ReplayCursor
 from .runtime._run import RunContext
 from .runtime._run_options import PlanArg, RunOptions
@@ -45,10 +45,14 @@ from .runtime._tools import tool
 from .stores import DEFAULT_PATH, Lease, Store, open_store
 
 if TYPE_CHECKING:
+    from datetime import timedelta
     from pathlib import Path
 
+    from .audit._prune import PruneReport
+    from .audit._prune_archive import ArchiveReport
     from .audit._signing import Signer
     from .audit._verify import Report
+    from .records._retention import LedgerSize
 
 
 # What ``ledger.run(run_id)`` asks for, made once: it is immutable.
@@ -347,6 +351,74 @@ class Ledger(PersonDecisions):
                 "(make one with `oncelog keys new`)"
             )
         return self.store.checkpoint(run_id, self.signer.key_id, self.signer.sign)
+
+    def prune(
+        self,
+        archive: str | os.PathLike[str],
+        *,
+        older_than: float | None = None,
+        agents: Mapping[str, float] | None = None,
+        limit: int = 10_000,
+        batch: int = 100,
+    ) -> PruneReport:
+        """Retention: archive up to ``limit`` runs that ended more than ``older_than``
+        seconds ago (or their agent's window in ``agents``; neither given, the retention
+        policy's, ``set_retention``) and may go, to the new file
+        ``archive``, then remove them ``batch`` at a time, each batch anchored in the
+        journal (signed with the ledger's signing key). Given an archive of a prune that
+        was stopped, remove what is left of it. ``docs/retention.md`` says what may go."""
+        from .audit._prune import prune  # imported when asked
+
+        return prune(self.store, archive, older_than=older_than, agents=agents or {},
+                     limit=limit, batch=batch, signer=self.signer)  # fmt: skip
+
+    def set_retention(
+        self, keep: float | timedelta | None, *, by: str, agent: str | None = None
+    ) -> None:
+        """The retention policy: keep runs ``keep`` seconds (or a ``timedelta``) after
+        they end, for the ledger or, with ``agent``, that agent's runs (None removes the
+        window). ``prune`` uses it when given no window. Journalled; ``verify`` holds the
+        table to it."""
+        if not by:
+            raise ConfigurationError("set_retention(..., by=...) must name who decides")
+        check_text(by, "by")
+        if agent is not None:
+            check_name(agent, "agent")
+        window = None if keep is None else numbers.seconds(keep, "keep")
+        self.store.set_retention(agent or "", window, by=by)
+
+    def retention(self) -> dict[str, float]:
+        """The retention policy: seconds by agent, ``""`` for the ledger's window."""
+        return self.store.retention()
+
+    def prunable(
+        self,
+        *,
+        older_than: float | None = None,
+        agents: Mapping[str, float] | None = None,
+        limit: int = 10_000,
+    ) -> list[str]:
+        """The run ids ``prune`` with these windows would archive and remove now, the
+        longest ended first (a read: nothing is written)."""
+        from .audit._prune import checked_windows
+
+        ledger_window, windows = checked_windows(self.store, older_than, agents or {})
+        return self.store.prune_candidates(
+            ledger_window, windows, numbers.count(limit, "limit", least=1)
+        )
+
+    def verify_archive(
+        self, archive: str | os.PathLike[str], *, public_keys: Iterable[str | Path] = ()
+    ) -> ArchiveReport:
+        """Check a prune's archive: its chains, its checkpoints (signatures with
+        ``public_keys``), and each run it holds against the anchor that removed it."""
+        from .audit._prune_archive import verify_archive
+
+        return verify_archive(archive, store=self.store, public_keys=public_keys)
+
+    def size(self) -> LedgerSize:
+        """Runs, steps and journal records held, the oldest run's creation, bytes on disk."""
+        return self.store.ledger_size()
 
     def checkpoints(
         self, run_id: str | None = None, *, after_id: int = 0, limit: int = 1000

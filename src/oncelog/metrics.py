@@ -97,6 +97,28 @@ class LedgerCollector(Collector):
         yield GaugeMetricFamily(
             "oncelog_approvals_pending", "Effects waiting for a person's approval.", len(pending)
         )
+        yield from self._size()
+
+    def _size(self) -> Iterator[GaugeMetricFamily]:
+        """How much the ledger holds: what retention (``oncelog prune``) keeps in check."""
+        size = self.ledger.size()
+        rows = GaugeMetricFamily(
+            "oncelog_ledger_rows", "Rows the ledger holds, by table.", labels=["table"]
+        )
+        for table, count in (("runs", size.runs), ("steps", size.steps),
+                             ("journal", size.records)):  # fmt: skip
+            rows.add_metric([table], count)
+        yield rows
+        if size.bytes is not None:
+            yield GaugeMetricFamily(
+                "oncelog_ledger_size_bytes", "The ledger's database on disk.", size.bytes
+            )
+        if size.oldest_run_at is not None:
+            yield GaugeMetricFamily(
+                "oncelog_ledger_oldest_run_created_timestamp_seconds",
+                "When the oldest run the ledger holds was created (Unix seconds).",
+                size.oldest_run_at,
+            )
 
     def _in_doubt(self) -> Iterator[GaugeMetricFamily]:
         in_doubt = GaugeMetricFamily(

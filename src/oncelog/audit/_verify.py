@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .._exceptions import ConfigurationError
 from ..records._chain import GENESIS, checkpoint_payload, link
-from ..records._records import Checkpoint
+from ..records._records import Checkpoint, JournalEntry
 from ..stores._protocol import Store
 from . import _pages as pages
 from ._signing import Verifier
@@ -47,6 +47,11 @@ class Report:
     checkpoints: int = 0
     signatures_checked: bool = False
     problems: list[Problem] = field(default_factory=list)
+    # Retention: runs removed by ``oncelog prune``, their chains' records, and the
+    # journal ids of the ``runs_pruned`` records that anchor them (with their archives).
+    pruned_runs: int = 0
+    pruned_records: int = 0
+    anchors: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -98,9 +103,12 @@ def verify(
         chains.setdefault(mark.run_id, _Chain()).heads[mark.entries] = ""
     state = StateCheck()
     chain_from = _chain_from(store, report)
+    pruned: dict[str, tuple[int, str]] = {}  # by run: its chain as a prune removed it
     for entry in pages.journal(store, run_id):
         report.records += 1
         state.feed(entry)
+        if entry.run_id == "" and entry.event == "runs_pruned":
+            _count_pruned(report, pruned, entry)
         chain = chains.setdefault(entry.run_id, _Chain())
         if entry.hash is None:
             if entry.id > chain_from:
@@ -132,8 +140,21 @@ def verify(
     check_budget_totals(store, report, run_id)
     for source, mark in signed:
         report.checkpoints += 1
-        _check_checkpoint(report, verifier, source, mark, chains[mark.run_id])
+        _check_checkpoint(report, verifier, source, mark, chains[mark.run_id], pruned)
     return report
+
+
+def _count_pruned(report: Report, pruned: dict[str, tuple[int, str]], entry: JournalEntry) -> None:
+    """A prune's anchor: which runs it removed, with their chains' lengths and heads."""
+    try:
+        removed = [(str(run), int(entries), str(head)) for run, entries, head in entry.data["runs"]]
+        archive = str(entry.data["archive"])
+    except (KeyError, TypeError, ValueError):
+        return  # a malformed record: its broken link is reported by the chain check
+    report.anchors.append((entry.id, archive))
+    report.pruned_runs += len(removed)
+    report.pruned_records += sum(entries for _, entries, _ in removed)
+    pruned.update((run, (entries, head)) for run, entries, head in removed)
 
 
 def _chain_from(store: Store, report: Report) -> int:
@@ -164,7 +185,12 @@ def check_budget_totals(store: Store, report: Report, run_id: str | None) -> Non
 
 
 def _check_checkpoint(
-    report: Report, verifier: Verifier | None, source: str, mark: Checkpoint, chain: _Chain
+    report: Report,
+    verifier: Verifier | None,
+    source: str,
+    mark: Checkpoint,
+    chain: _Chain,
+    pruned: dict[str, tuple[int, str]],
 ) -> None:
     where = f"checkpoint {mark.id} from {source} (run {mark.run_id!r}, {mark.entries} records)"
     if verifier is not None:
@@ -173,7 +199,16 @@ def _check_checkpoint(
         if wrong is not None:
             report.problems.append(Problem("bad_signature", mark.run_id, f"{where}: {wrong}"))
             return
-    if chain.length < mark.entries:
+    removed = pruned.get(mark.run_id)
+    if not chain.length and removed is not None and removed[0] >= mark.entries:
+        # Pruned: the chain is in the archive; a checkpoint of its end must name its head.
+        if removed[0] == mark.entries and removed[1] != mark.head:
+            report.problems.append(Problem(
+                "rewritten", mark.run_id,
+                f"{where}: the run was pruned with another head than the one signed: the "
+                "chain was rewritten before it was pruned",
+            ))  # fmt: skip
+    elif chain.length < mark.entries:
         report.problems.append(Problem(
             "truncated", mark.run_id,
             f"{where}: the journal holds only {chain.length} records of that run: its tail "

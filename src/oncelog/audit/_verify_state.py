@@ -22,6 +22,7 @@ from ..records._records import JournalEntry
 from ..stores._protocol import Store
 from ._verify_controls import ControlsCheck
 from ._verify_holds import HoldsCheck
+from ._verify_retention import RetentionCheck
 from ._verify_runs import RunsCheck
 from ._verify_steps import StepsCheck
 from ._verify_subjects import SubjectsCheck
@@ -37,7 +38,8 @@ class StateCheck:
         runs = RunsCheck()
         # In this order: the steps' check asks which runs the runs' check found a row of.
         self._checks = (
-            runs, StepsCheck(runs.rows), ControlsCheck(), SubjectsCheck(), HoldsCheck()
+            runs, StepsCheck(runs.rows), ControlsCheck(), SubjectsCheck(), HoldsCheck(),
+            RetentionCheck(),  # the retention policy's table
         )  # fmt: skip
         self.last_id = 0  # the last journal entry fed
 

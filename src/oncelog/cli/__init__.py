@@ -16,6 +16,7 @@ from ._halts import halt, halts, resume
 from ._holds import holds, release
 from ._mcp_proxy import mcp_proxy
 from ._metrics import metrics
+from ._prune import prune, retention
 from ._runs import resolve, runs, unknown
 from ._ship import ship
 from ._show import show
@@ -51,6 +52,8 @@ for command in (
     keys,
     verify,
     export,
+    prune,
+    retention,
     ship,
     crashtest,
     completion,

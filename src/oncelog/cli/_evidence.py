@@ -10,7 +10,7 @@ import click
 
 import oncelog
 
-from ._options import db_option, emit, json_option, opened
+from ._options import db_option, emit, json_option, opened, say
 
 DEFAULT_KEY_DIR = Path("~/.config/oncelog/keys")
 
@@ -36,18 +36,39 @@ def keys_new(folder: str) -> None:
 @click.option("--against", metavar="FILE",
               help="An earlier `oncelog export` kept elsewhere: its checkpoints too.")  # fmt: skip
 @click.option("--run", "run_id", default=None, help="Only this run's chain.")
+@click.option("--archive", "archives", multiple=True, metavar="FILE",
+              help="A prune archive: check it against its anchor too (repeat).")  # fmt: skip
 @db_option
 @json_option
 def verify(
-    public_keys: tuple[str, ...], against: str | None, run_id: str | None, db: str | None,
-    as_json: bool,
+    public_keys: tuple[str, ...], against: str | None, run_id: str | None,
+    archives: tuple[str, ...], db: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Check every journal record's hash and every checkpoint; exit 1 on any problem."""
     with opened(db, create=False) as ledger:
         report = ledger.verify(public_keys=public_keys, against=against or (), run_id=run_id)
+        checked = [ledger.verify_archive(path, public_keys=public_keys) for path in archives]
+    ok = report.ok and all(archive.ok for archive in checked)
     if as_json:
-        emit({**asdict(report), "ok": report.ok})
+        emit({**asdict(report), "ok": ok, "archives": [
+            {**asdict(archive), "ok": archive.ok} for archive in checked
+        ]})  # fmt: skip
     else:
+        for archive in checked:
+            for wrong in archive.problems:
+                say(f"PROBLEM archive {archive.archive}: {wrong}")
+            say(
+                f"archive {archive.archive}: {archive.records} records of {archive.runs} runs, "
+                f"{archive.anchored} removed under its anchor"
+                + (f", {len(archive.unanchored)} not removed by it" if archive.unanchored else "")
+                + (": ok" if archive.ok else f": {len(archive.problems)} problems")
+            )
+        if report.pruned_runs:
+            at = ", ".join(f"{record} ({name})" for record, name in report.anchors)
+            say(
+                f"pruned: {report.pruned_runs} runs ({report.pruned_records} records), "
+                f"anchored at journal records {at}"
+            )
         for problem in report.problems:
             click.echo(f"PROBLEM {problem.kind}: {problem.message}")
         signatures = "checked" if report.signatures_checked else "not checked (no --public-key)"
@@ -61,7 +82,7 @@ def verify(
             )
             + (": ok" if report.ok else f": {len(report.problems)} problems")
         )
-    sys.exit(0 if report.ok else 1)
+    sys.exit(0 if ok else 1)
 
 
 @click.command()

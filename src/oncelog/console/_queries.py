@@ -90,6 +90,8 @@ def overview(ledger: Ledger) -> dict[str, Any]:
         "stopped": ledger.runs(RunStatus.HALTED, limit=LISTED)
         + ledger.runs(RunStatus.WAITING, limit=LISTED),
         "released": [(r, ledger.what_next(r.run_id)) for r in ledger.released_runs()],
+        "size": ledger.size(),  # what retention (oncelog prune) keeps in check
+        "retention": sorted(ledger.retention().items()),
     }
 
 

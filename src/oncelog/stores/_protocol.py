@@ -4,7 +4,7 @@ has taken the run over."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
@@ -29,6 +29,7 @@ from ..records._records import (
     StepType,
     SubjectClaim,
 )
+from ..records._retention import LedgerSize, PruneBatch, PrunedRun
 from ..signals import _drain as drain
 
 # What a commit survives (docs/guarantees.md): ``intent`` fsyncs intents and every other
@@ -629,6 +630,42 @@ class Store(Protocol):
 
     def ledger_meta(self) -> dict[str, int]:
         """Facts the migrations recorded about the ledger (``chain_from``) (a read)."""
+        ...
+
+    def prune_candidates(
+        self, older_than: float | None, agents: Mapping[str, float], limit: int
+    ) -> list[str]:
+        """Up to ``limit`` runs that retention may remove (``stores/_sql_prune``) and that
+        ended more than their window ago: an agent's in ``agents`` (seconds), else
+        ``older_than`` (None: only the named agents' runs); the longest ended first.
+        ``UnknownName`` for an agent the ledger does not know. A read."""
+        ...
+
+    def prune_runs(
+        self,
+        runs: Sequence[PrunedRun],
+        archive: str,
+        archive_sha256: str,
+        signer: tuple[str, Callable[[str], str]] | None,
+    ) -> PruneBatch:
+        """Remove each of ``runs`` that still may go and whose chain is still as
+        archived, with every row of it, and journal what was removed under no run
+        (``runs_pruned``: the archive's name and SHA-256, each run's chain length and
+        head); with ``signer`` (key id, sign), a checkpoint of that chain."""
+        ...
+
+    def set_retention(self, agent: str, keep: float | None, *, by: str) -> None:
+        """Set (None: remove) how many seconds after their end runs are kept, for
+        ``agent`` ('' the ledger's window), journalled (``retention_set``);
+        ``UnknownName`` for an agent the ledger does not know."""
+        ...
+
+    def retention(self) -> dict[str, float]:
+        """The retention policy: seconds by agent, '' the ledger's (a read)."""
+        ...
+
+    def ledger_size(self) -> LedgerSize:
+        """Runs, steps and journal records held, the oldest run's creation, bytes on disk."""
         ...
 
     def close(self) -> None:

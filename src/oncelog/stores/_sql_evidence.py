@@ -27,6 +27,7 @@ STATE_TABLES: dict[str, tuple[str, str, str | None]] = {
     "agent_budgets": ("agent", "agent, budget, set_by", None),
     "result_contracts": ("tool", "tool, contract", None),
     "subjects": ("subject", "subject, run_id, seq, step_id", "run_id = ?"),
+    "retention_policy": ("agent", "agent, keep, set_by", None),
     "holds": (
         "resource",
         "resource, holder, holder_token, token, acquired_at, released_at",

@@ -4,7 +4,7 @@ transaction (``_tx``) or one read (``_read``/``_reading``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -30,6 +30,7 @@ from ..records._records import (
     StepRecord,
     StepState,
 )
+from ..records._retention import LedgerSize, PruneBatch, PrunedRun
 from ..records._serialization import encode
 from . import _sql_approvals as approval_sql
 from . import _sql_contracts as contracts
@@ -37,6 +38,7 @@ from . import _sql_controls as controls
 from . import _sql_evidence as evidence
 from . import _sql_holds as hold_sql
 from . import _sql_notices as notices
+from . import _sql_prune as prune_sql
 from . import _sql_queue as queue
 from . import _sql_resolutions as resolutions
 from . import _sql_runs as runs
@@ -548,6 +550,38 @@ class SQLStore(StepWrites):
     def ledger_meta(self) -> dict[str, int]:
         with self._reading() as tx:
             return evidence.ledger_meta(tx)
+
+    # -- retention ----------------------------------------------------------------------
+
+    def prune_candidates(
+        self, older_than: float | None, agents: Mapping[str, float], limit: int
+    ) -> list[str]:
+        with self._reading() as tx:
+            return prune_sql.candidates(tx, older_than, agents, limit)
+
+    def prune_runs(
+        self,
+        runs: Sequence[PrunedRun],
+        archive: str,
+        archive_sha256: str,
+        signer: tuple[str, Callable[[str], str]] | None,
+    ) -> PruneBatch:
+        with self._tx() as tx:
+            return prune_sql.remove(tx, runs, archive, archive_sha256, signer)
+
+    def set_retention(self, agent: str, keep: float | None, *, by: str) -> None:
+        with self._tx() as tx:
+            if agent:
+                prune_sql.check_agents(tx, [agent])
+            prune_sql.set_policy(tx, agent, keep, by)
+
+    def retention(self) -> dict[str, float]:
+        with self._reading() as tx:
+            return prune_sql.policy(tx)
+
+    def ledger_size(self) -> LedgerSize:
+        with self._reading() as tx:
+            return prune_sql.size(tx)
 
     def close(self) -> None:
         raise NotImplementedError
