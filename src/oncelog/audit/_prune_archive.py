@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ArchiveExists, ConfigurationError
+from ..records._chain import GENESIS, checkpoint_payload, link
 from ..records._records import Checkpoint
 from ..records._retention import PrunedRun
 from ..stores._protocol import Store
 from . import _pages as pages
-from ._chain import GENESIS, checkpoint_payload, link
 from ._signing import Verifier
 
 ARCHIVE = "prune_archive"
