@@ -67,19 +67,20 @@ class GroupSync:
         every ticket handed out before it starts."""
         self._syncing = True
         first, last = self._settled + 1, self._written
-        # Anything but a finished fdatasync (an OSError, an interrupt) fails the tickets.
-        error: OSError | None = OSError(errno.EINTR, "the fsync was interrupted")
+        error: OSError | None = None
+        synced = False
         self._mutex.release()
         try:
             if self._fd is None:
                 self._fd = os.open(self._wal_path, os.O_RDWR | os.O_CLOEXEC)
             _fdatasync(self._fd)
-            error = None
+            synced = True
         except OSError as exc:
             error = exc
         finally:
             self._mutex.acquire()
-            if error is not None:
+            if not synced:  # an OSError, or an interrupt: the tickets fail either way
+                error = error or OSError(errno.EINTR, "the fsync was interrupted")
                 self._failed.append((first, last, error))
             self._settled, self._syncing = last, False
             if self._waiting:
