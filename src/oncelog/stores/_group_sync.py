@@ -87,11 +87,16 @@ class GroupSync:
                 self._turn.notify_all()
 
     def close(self) -> None:
+        """Before the store's connection closes: a committer may be between its commit
+        and its ``wait`` (it left the store's lock), so what is not yet synced is synced
+        now, while the WAL is surely there; its ``wait`` then finds its ticket settled."""
         with self._mutex:
             while self._syncing:
                 self._waiting += 1
                 self._turn.wait()
                 self._waiting -= 1
+            if self._settled < self._written:
+                self._sync_for_all()
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
