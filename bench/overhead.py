@@ -2,13 +2,15 @@
 
     python bench/overhead.py [--quick] [--write docs/benchmarks.md] [--dir DIR] [--keep]
 
-The physical floor of an effect is two durable commits (the intent before the call, the
-outcome after it). This script measures, in one process and on one disk:
+The physical floor of an effect is two commits (the intent before the call, the outcome
+after it), fsynced as its durability mode promises. This script measures, in one process
+and on one disk:
 
-1. effects: a guarded ``run.effect`` against the bare tool call and against the floor (a raw
+1. effects: a guarded ``run.effect`` against the bare tool call and against its floor (a raw
    ``sqlite3`` connection, WAL, doing one INSERT and one UPDATE of a comparable row, each
-   in its own committed transaction), for durability ``full`` (``synchronous=FULL``) and
-   ``process`` (``synchronous=NORMAL``). Batches of each variant alternate, repeated, so
+   in its own committed transaction): for durability ``intent`` the INSERT's commit
+   fsynced and the UPDATE's not, for ``full`` both (``synchronous=FULL``), for
+   ``process`` neither (``synchronous=NORMAL``). Batches of each variant alternate, repeated, so
    the drift of a noisy machine hits all variants alike; the medians over repetitions are
    reported. Then where the guarded path spends its time: per SQL statement, WAL pages
    written, and a cProfile of the Python side.

@@ -4,6 +4,7 @@ benchmarks are never timed assertions; their numbers are in docs/benchmarks.md."
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 from .conftest import require
@@ -14,8 +15,10 @@ BENCH = Path(__file__).parents[1] / "bench"
 
 
 def bench(script: str, *args: str) -> str:
+    """Run a script of ``bench/`` (or ``-c`` code) in that folder, where its modules import."""
+    argv = python(script, *args) if script == "-c" else python(str(BENCH / script), *args)
     done = subprocess.run(
-        python(str(BENCH / script), *args),
+        argv,
         capture_output=True, text=True, timeout=600, cwd=BENCH,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -44,6 +47,26 @@ def test_postgres_effect_runs() -> None:
     out = bench("postgres_effect.py", "--reps", "1", "--batch", "20", "--postgres", ADMIN_URL)
     assert "| guarded `run.effect` |" in out
     assert "| floor: INSERT, UPDATE (2 commits) |" in out
+
+
+def test_server_cpu_is_read_from_the_benchmark_s_cluster_only(tmp_path: Path) -> None:
+    """Another process named ``postgres`` (another cluster's, or anything so named) is not
+    charged to the benchmark; the backend serving it is."""
+    require(postgres_is_up(), POSTGRES_REASON)
+    impostor = tmp_path / "postgres"
+    impostor.symlink_to(sys.executable)
+    script = (
+        "import subprocess, sys\n"
+        "from _workers import postgres\n"
+        "from _workers.cpu import cluster_ticks, postmaster_of\n"
+        f"other = subprocess.Popen([{str(impostor)!r}, '-c', 'import time; time.sleep(30)'])\n"
+        f"with postgres.connect({ADMIN_URL!r}) as conn:\n"
+        "    backend = conn.execute('SELECT pg_backend_pid()').fetchone()[0]\n"
+        f"    counted = cluster_ticks(postmaster_of({ADMIN_URL!r}))\n"
+        "other.kill()\n"
+        "print(backend in counted, other.pid in counted)\n"
+    )
+    assert bench("-c", script).split() == ["True", "False"]
 
 
 def test_instruction_workloads_run(tmp_path: Path) -> None:

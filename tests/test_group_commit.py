@@ -124,3 +124,25 @@ def test_commits_made_during_an_fsync_share_the_next_and_a_failure_fails_each_it
     # tried again, as the next fsync could succeed without the pages the kernel dropped.
     assert [getattr(e, "errno", None) for e in errors] == ([errno.EIO] * 2 if fails else [])
     group.close()
+
+
+def test_a_commit_still_on_its_way_to_its_sync_when_the_store_closes_is_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A committer leaves the store's lock before it waits for its fsync, so a close can
+    come between; the close syncs it while the WAL is there, and its wait returns."""
+    synced: list[int] = []
+
+    def fdatasync(fd: int) -> None:
+        synced.append(fd)
+        os.fdatasync(fd)
+
+    monkeypatch.setattr(_group_sync, "_fdatasync", fdatasync)
+    wal = tmp_path / "ledger.db-wal"
+    wal.write_bytes(b"frames")
+    group = GroupSync(str(wal))
+    ticket = group.committed()
+    group.close()
+    wal.unlink()  # as the last connection's close removes it
+    group.wait(ticket)
+    assert len(synced) == 1

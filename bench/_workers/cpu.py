@@ -63,19 +63,22 @@ def cluster_cpu(url: str) -> Callable[[], float]:
     postmaster = postmaster_of(url)
 
     def seconds() -> float:
-        parents: dict[int, int] = {}
-        ticks: dict[int, int] = {}
-        for entry in Path("/proc").glob("[0-9]*"):
-            fields = _stat_fields(entry.name)
-            if fields is not None:
-                parents[int(entry.name)], ticks[int(entry.name)] = int(fields[1]), _ticks(fields)
-        if postmaster not in ticks:
-            raise RuntimeError(f"the postmaster {postmaster} is gone")
-        return sum(t for pid, t in ticks.items() if _descends(pid, postmaster, parents)) / (
-            TICKS_PER_S
-        )
+        return sum(cluster_ticks(postmaster).values()) / TICKS_PER_S
 
     return seconds
+
+
+def cluster_ticks(postmaster: int) -> dict[int, int]:
+    """The CPU ticks of ``postmaster`` and of each of its live descendants, by pid."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        fields = _stat_fields(entry.name)
+        if fields is not None:
+            parents[int(entry.name)], ticks[int(entry.name)] = int(fields[1]), _ticks(fields)
+    if postmaster not in ticks:
+        raise RuntimeError(f"the postmaster {postmaster} is gone")
+    return {pid: t for pid, t in ticks.items() if _descends(pid, postmaster, parents)}
 
 
 def _descends(pid: int, ancestor: int, parents: dict[int, int]) -> bool:

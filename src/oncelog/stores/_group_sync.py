@@ -67,30 +67,36 @@ class GroupSync:
         every ticket handed out before it starts."""
         self._syncing = True
         first, last = self._settled + 1, self._written
-        # Anything but a finished fdatasync (an OSError, an interrupt) fails the tickets.
-        error: OSError | None = OSError(errno.EINTR, "the fsync was interrupted")
+        error: OSError | None = None
+        synced = False
         self._mutex.release()
         try:
             if self._fd is None:
                 self._fd = os.open(self._wal_path, os.O_RDWR | os.O_CLOEXEC)
             _fdatasync(self._fd)
-            error = None
+            synced = True
         except OSError as exc:
             error = exc
         finally:
             self._mutex.acquire()
-            if error is not None:
+            if not synced:  # an OSError, or an interrupt: the tickets fail either way
+                error = error or OSError(errno.EINTR, "the fsync was interrupted")
                 self._failed.append((first, last, error))
             self._settled, self._syncing = last, False
             if self._waiting:
                 self._turn.notify_all()
 
     def close(self) -> None:
+        """Before the store's connection closes: a committer may be between its commit
+        and its ``wait`` (it left the store's lock), so what is not yet synced is synced
+        now, while the WAL is surely there; its ``wait`` then finds its ticket settled."""
         with self._mutex:
             while self._syncing:
                 self._waiting += 1
                 self._turn.wait()
                 self._waiting -= 1
+            if self._settled < self._written:
+                self._sync_for_all()
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None

@@ -437,9 +437,9 @@ class SQLiteStore(SQLStore):
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
             if self._group is not None:
                 self._group.close()
+            self._db.close()
             if self._whole:
                 checked.stamp(self._whole)
                 self._whole = ""
