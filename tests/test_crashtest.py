@@ -80,6 +80,10 @@ def test_a_correct_agent_passes_at_every_boundary(provider_records: Path) -> Non
         assert trial["restarts"] == 1
         assert trial["problems"] == []
         assert trial["crash_at"] == f"{trial['point']}:{trial['effect']}"
+    # The charge in doubt was settled on its probe's word: the report says so.
+    relied = {(r["tool"], r["relied_on"]) for t in trials for r in t["recoveries"]}
+    assert relied == {("charge", "probe")}
+    assert report["counted_at"] == "ledger"
     once = {
         key: n for (tool, key), n in performed(provider_records).items() if tool != "set_status"
     }
