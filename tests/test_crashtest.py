@@ -310,6 +310,7 @@ def test_a_window_the_provider_does_not_honour_is_caught_only_at_the_provider(
     assert said.exit_code == 0
     assert "counted from the ledger" in said.output
     assert "not on what the provider showed" in said.output
+    assert "open_ticket on a declared dedupe_window: after_call 1" in said.output
 
     code, counted = crashtest(*points, "--count", count_command(), *agent("dedupe_window_agent"))
     assert code == 1

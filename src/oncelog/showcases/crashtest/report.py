@@ -136,7 +136,7 @@ def summary(report: Report) -> str:
     lines = ["", f"{_many(len(report.trials), 'boundary')}: {counts}."]
     if report.ledgers is not None:
         lines.append(f"The trials' ledgers and logs are in {report.ledgers}.")
-    lines += _wrapped(_approvals(report)) + _wrapped(_counted(report))
+    lines += _wrapped(_approvals(report)) + _wrapped(_counted(report)) + _which(report)
     if report.passed:
         where = "at the provider" if report.count_command else "in the ledger"
         lines.append(
@@ -187,6 +187,21 @@ def _counted(report: Report) -> str:
         f"made, not what the provider performed.{unseen} --count CMD counts them at the "
         "provider."
     )
+
+
+def _which(report: Report) -> list[str]:
+    """The boundaries each tool's recoveries relied on a window or a probe at."""
+    where: dict[tuple[str, Reliance], list[str]] = {}
+    for trial in report.trials:
+        for recovery in trial.recoveries:
+            at = f"{trial.boundary.point} {trial.boundary.effect}"
+            found = where.setdefault((recovery.tool, recovery.relied_on), [])
+            if at not in found:
+                found.append(at)
+    return [
+        _item(f"{tool} on {RELIED_ON[reliance]}: {', '.join(at)}")
+        for (tool, reliance), at in where.items()
+    ]
 
 
 def _wrapped(text: str) -> list[str]:
