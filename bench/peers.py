@@ -4,7 +4,7 @@ DBOS on SQLite and a LangGraph graph with its SQLite checkpointer, in one invoca
 
     python bench/peers.py [--quick] [--write docs/benchmarks.md] [--dir DIR] [--keep]
 
-Needs the ``bench`` extra (``pip install 'oncelog[bench]'``). For each contender, in
+Needs the ``bench`` extra (``pip install '.[bench]'``). For each contender, in
 child processes taking turns: the time of a warm 20-step run (per-step overhead above the
 bare loop), the whole process (start, import, open, one run, exit) and the time from
 restarting a process killed as its last step began to that last step running again.

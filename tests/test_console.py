@@ -496,7 +496,7 @@ def test_without_the_extra_the_command_names_it(db_path: str) -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 1
-    assert "pip install 'oncelog[console]'" in done.stderr
+    assert "pip install '.[console]'" in done.stderr
 
 
 def test_a_non_loopback_address_is_warned_about(db_path: str, tmp_path: Path) -> None:

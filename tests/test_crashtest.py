@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 import oncelog
 from oncelog.cli import cli
+from oncelog.showcases.crashtest import trials
 from oncelog.showcases.crashtest.evidence import Evidence
 from oncelog.showcases.crashtest.findings import ran_twice
 
@@ -79,6 +80,10 @@ def test_a_correct_agent_passes_at_every_boundary(provider_records: Path) -> Non
         assert trial["restarts"] == 1
         assert trial["problems"] == []
         assert trial["crash_at"] == f"{trial['point']}:{trial['effect']}"
+    # The charge in doubt was settled on its probe's word: the report says so.
+    relied = {(r["tool"], r["relied_on"]) for t in trials for r in t["recoveries"]}
+    assert relied == {("charge", "probe")}
+    assert report["counted_at"] == "ledger"
     once = {
         key: n for (tool, key), n in performed(provider_records).items() if tool != "set_status"
     }
@@ -243,3 +248,85 @@ def test_a_failing_reset_stops_crashtest(provider_records: Path) -> None:
     assert result.exit_code == 2
     assert "the --reset command failed (exit 3)" in result.output
     assert "no sandbox" in result.output
+
+
+def count_command() -> str:
+    return f"{PYTHON} -m tests.crashtest_agents.provider_count"
+
+
+def test_an_agent_with_an_approval_is_proven_with_a_test_person(
+    provider_records: Path, tmp_path: Path
+) -> None:
+    """The charge waits for approval (exit 4). Without --approve crashtest cannot test it
+    and says how; with one, each request is granted in the test person's name, journalled
+    as crashtest's, and every boundary of the charge is reached: the first process stops at
+    the approval, the next one is killed at the boundary."""
+    waiting = CliRunner().invoke(cli, ["crashtest", *agent("approval_agent")])
+    assert waiting.exit_code == 2
+    assert "did not complete (exit 4)" in waiting.output
+    assert "--approve NAME" in waiting.output
+    kept = tmp_path / "kept"
+    code, report = crashtest(
+        "--approve", "tess", "--keep", str(kept), "--idempotent", "set_status",
+        "--count", count_command(), *agent("approval_agent"),
+    )  # fmt: skip
+    assert code == 0, report
+    assert report["approved_by"] == "tess"
+    charges = [t for t in report["trials"] if t["step_id"] == "charge"]
+    assert len(charges) == 5
+    for trial in charges:
+        assert trial["outcome"] == "completed", trial
+        assert trial["approvals"] >= 1
+    for number, trial in enumerate(report["trials"], 1):
+        if trial["step_id"] != "charge":
+            continue
+        with oncelog.open(str(kept / f"{number:03d}" / "ledger.db")) as ledger:
+            decided = [e.data for e in ledger.iter_journal() if e.event == "approval_approved"]
+            granted = ledger.approvals(None)
+        assert granted
+        assert {a.decided_by for a in granted} == {"tess"}
+        assert {(d["by"], d["note"]) for d in decided} == {("tess", trials.APPROVAL_NOTE)}
+        assert len(decided) == len(granted)
+    charges = [n for (tool, _), n in performed(provider_records).items() if tool == "charge"]
+    assert set(charges) == {1}  # each trial's run charged at most once
+
+
+def test_a_window_the_provider_does_not_honour_is_caught_only_at_the_provider(
+    provider_records: Path,
+) -> None:
+    """open_ticket declares a dedupe_window, but its provider ignores keys: killed after
+    the call, the restart sends it again on the window's word and the provider opens a
+    second ticket. From the ledger, crashtest passes but says what it could not see; with
+    --count it fails, naming the window."""
+    points = ("--point", "after_call", "--idempotent", "set_status")
+    code, blind = crashtest(*points, *agent("dedupe_window_agent"))
+    assert code == 0
+    assert blind["counted_at"] == "ledger"
+    [window] = [r for t in blind["trials"] for r in t["recoveries"] if r["tool"] == "open_ticket"]
+    assert window["relied_on"] == "dedupe_window"
+    tickets = [n for (tool, _), n in performed(provider_records).items() if tool == "open_ticket"]
+    assert max(tickets) == 2  # what the ledger did not show
+    said = CliRunner().invoke(cli, ["crashtest", *points, *agent("dedupe_window_agent")])
+    assert said.exit_code == 0
+    assert "counted from the ledger" in said.output
+    assert "not on what the provider showed" in said.output
+    assert "open_ticket on a declared dedupe_window: after_call 1" in said.output
+
+    code, counted = crashtest(*points, "--count", count_command(), *agent("dedupe_window_agent"))
+    assert code == 1
+    assert counted["counted_at"] == "provider"
+    [problem] = problems(counted, "performed_twice")
+    assert (problem["step_id"], problem["tool"]) == ("open_ticket", "open_ticket")
+    assert "dedupe_window" in problem["detail"]
+    assert "Remove dedupe_window from open_ticket" in problem["fix"]
+    [trial] = [t for t in counted["trials"] if t["problems"]]
+    assert trial["performed"]["open_ticket"] == 2
+
+
+def test_a_count_command_that_prints_nonsense_stops_crashtest(provider_records: Path) -> None:
+    result = CliRunner().invoke(cli, ["crashtest", "--count", "echo lots", *agent("correct_agent")])
+    assert result.exit_code == 2
+    assert "must print a number" in result.output
+    nothing = CliRunner().invoke(cli, ["crashtest", "--count", "echo 0", *agent("correct_agent")])
+    assert nothing.exit_code == 2
+    assert "counted nothing" in nothing.output

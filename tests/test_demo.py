@@ -64,7 +64,7 @@ def running(pid: int, argv: list[str]) -> bool:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """One run of the command, as a user starts it; its folder and its output."""
-    require(HAVE_DEMO, "needs the demo's extra: pip install 'oncelog[demo]'")
+    require(HAVE_DEMO, "needs the demo's extra: pip install '.[demo]'")
     out = tmp_path_factory.mktemp("demo") / "out"
     state_before = LOCALSTRIPE_STATE.read_bytes() if LOCALSTRIPE_STATE.exists() else None
     done = subprocess.run(
@@ -146,7 +146,7 @@ def test_without_the_extra_it_names_the_extra(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "aiosmtpd", None)  # what an absent package looks like
     result = CliRunner().invoke(cli, ["demo"])
     assert result.exit_code == 1
-    assert "pip install 'oncelog[demo]'" in result.output
+    assert "pip install '.[demo]'" in result.output
 
 
 def test_a_folder_with_something_in_it_is_refused(tmp_path: Path) -> None:
@@ -172,7 +172,7 @@ def ticket_service(db: Path, *flags: str) -> Iterator[str]:
 def test_the_ticket_service_deduplicates_only_when_told(
     tmp_path: Path, flags: tuple[str, ...], made: int
 ) -> None:
-    require(HAVE_DEMO, "needs the demo's extra: pip install 'oncelog[demo]'")
+    require(HAVE_DEMO, "needs the demo's extra: pip install '.[demo]'")
     from oncelog.showcases.demo.clients import HelpDesk
 
     with ticket_service(tmp_path / "tickets.db", *flags) as url:

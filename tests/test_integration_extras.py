@@ -35,7 +35,9 @@ def test_a_missing_framework_names_its_extra(
 ) -> None:
     monkeypatch.setitem(sys.modules, framework, None)  # as if it were not installed
     monkeypatch.delitem(sys.modules, f"oncelog.integrations.{module}", raising=False)
-    with pytest.raises(oncelog.ConfigurationError, match=rf"pip install 'oncelog\[{extra}\]'"):
+    with pytest.raises(
+        oncelog.ConfigurationError, match=rf"pip install '\.\[{extra}\]' in oncelog's checkout"
+    ):
         importlib.import_module(f"oncelog.integrations.{module}")
 
 

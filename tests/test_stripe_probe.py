@@ -96,7 +96,7 @@ def start_localstripe(log: Path) -> LocalStripe:
 
 @pytest.fixture(scope="module")
 def localstripe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStripe]:
-    require(HAVE_CLIENTS, "needs stripe and localstripe: pip install 'oncelog[stripe]' localstripe")
+    require(HAVE_CLIENTS, "needs stripe and localstripe: pip install '.[stripe]' localstripe")
     server = start_localstripe(tmp_path_factory.mktemp("localstripe") / "server.log")
     yield server
     server.stop()
@@ -161,7 +161,7 @@ def test_import_without_stripe_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(sys.modules, "stripe", None)  # what an absent package looks like
     monkeypatch.delitem(sys.modules, "oncelog.probes.stripe", raising=False)
     importlib.import_module("oncelog.probes")  # the package itself needs no client
-    with pytest.raises(ImportError, match=r"pip install 'oncelog\[stripe\]'"):
+    with pytest.raises(ImportError, match=r"pip install '\.\[stripe\]' in oncelog's checkout"):
         importlib.import_module("oncelog.probes.stripe")
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import quote
 
 DEFAULT_URL = os.environ.get("ONCELOG_BENCH_POSTGRES", "postgresql://root@127.0.0.1:5432/test")
-NEEDS = "psycopg (pip install 'oncelog[postgres]') and a user who may create schemas"
+NEEDS = "psycopg (pip install '.[postgres]') and a user who may create schemas"
 
 
 def connect(url: str) -> Any:

@@ -1,6 +1,6 @@
 """A Celery task whose receipt goes out once, however its worker dies.
 
-    pip install 'oncelog[celery]'
+    pip install '.[celery]'
     celery -A tasks worker --pool=solo -l info
     python tasks.py order-1
 

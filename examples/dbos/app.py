@@ -1,6 +1,6 @@
 """A DBOS workflow whose receipt goes out once, however its process dies.
 
-    pip install 'oncelog[dbos]'
+    pip install '.[dbos]'
     python app.py order-1
 
 DBOS keeps its state in dbos.sqlite, oncelog in .oncelog/ledger.db. The receipt

@@ -1,6 +1,6 @@
 """A LangGraph support agent whose email goes out once, however often it is killed.
 
-    pip install 'oncelog[langgraph]'
+    pip install '.[langgraph]'
     python examples/langgraph/agent.py ticket-4711
 
 Offline: the model is a scripted chat model that answers from the conversation. The

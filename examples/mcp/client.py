@@ -1,7 +1,7 @@
 """An MCP client that knows nothing of oncelog: it starts ``oncelog mcp-proxy`` in front of
 server.py, as it would start the server itself, and calls ``send_email``.
 
-    pip install 'oncelog[mcp]'
+    pip install '.[mcp]'
     python examples/mcp/client.py ticket-4711
 """
 

@@ -1,6 +1,6 @@
 """An OpenAI Agents SDK agent whose charge happens once, however often it is killed.
 
-    pip install 'oncelog[openai-agents]'
+    pip install '.[openai-agents]'
     python examples/openai_agents/agent.py ticket-4711
 
 Offline: the model is the SDK's ScriptedModel, answering from the conversation. The

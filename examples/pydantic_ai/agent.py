@@ -1,6 +1,6 @@
 """A PydanticAI agent whose email goes out once, however often it is killed.
 
-    pip install 'oncelog[pydantic-ai]'
+    pip install '.[pydantic-ai]'
     python examples/pydantic_ai/agent.py ticket-4711
 
 Offline: the model is a FunctionModel answering from the conversation. The email

@@ -1,6 +1,6 @@
 """The worker, and the starter of one workflow.
 
-pip install 'oncelog[temporal]'
+pip install '.[temporal]'
 temporal server start-dev                      # or any Temporal server
 python worker.py                               # runs activities and the workflow
 python worker.py start order-1                 # starts the workflow, prints its result

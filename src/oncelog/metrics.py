@@ -1,4 +1,4 @@
-"""Prometheus metrics (the ``metrics`` extra: ``pip install 'oncelog[metrics]'``).
+"""Prometheus metrics (the ``metrics`` extra: ``pip install '.[metrics]'``).
 
 Two sources, both with labels of bounded cardinality (tool, kind, outcome; never a run
 id): what this process's runs did (``instrument()``: effects called and their durations,
@@ -27,7 +27,7 @@ try:
     from prometheus_client.registry import Collector
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ConfigurationError(
-        "oncelog.metrics needs prometheus-client: pip install 'oncelog[metrics]'"
+        "oncelog.metrics needs prometheus-client: pip install '.[metrics]' in oncelog's checkout"
     ) from exc
 
 if TYPE_CHECKING:

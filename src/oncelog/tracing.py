@@ -1,4 +1,4 @@
-"""OpenTelemetry spans for tool calls (the ``otel`` extra: ``pip install 'oncelog[otel]'``).
+"""OpenTelemetry spans for tool calls (the ``otel`` extra: ``pip install '.[otel]'``).
 
 Each effect that is called (not replayed) becomes a span named ``execute_tool {tool}``,
 following the GenAI semantic conventions for tool execution (``gen_ai.operation.name``,
@@ -21,7 +21,7 @@ try:
     from opentelemetry.trace import SpanKind, Status, StatusCode
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ConfigurationError(
-        "oncelog.tracing needs opentelemetry-api: pip install 'oncelog[otel]'"
+        "oncelog.tracing needs opentelemetry-api: pip install '.[otel]' in oncelog's checkout"
     ) from exc
 
 # Outcomes after which the call did not do what was asked, or may not have.

@@ -5,8 +5,13 @@ performs appends one line with its tool and idempotency key, the way a provider 
 its own records whatever the agent's ledger says. An append survives the SIGKILL that
 follows it, so the test counts what really happened from this file.
 
+The provider ignores idempotency keys: a call sent again with the same key is performed
+again. ``count`` prints how many times it performed each tool, as ``crashtest --count``
+reads it.
+
 Each agent module is this shop's ``main`` with at most one thing changed: where its run id
-comes from, how it names its steps, or the kind it declares for ``open_ticket``. Run one
+comes from, how it names its steps, the kind or the dedupe window it declares for
+``open_ticket``, or an approval its charge waits for. Run one
 as ``python -m tests.crashtest_agents.NAME`` from the repository's root.
 """
 
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -50,14 +56,16 @@ def main(
     name: Callable[[str], str] = str,
     plan: tuple[str, ...] | None = PLAN,
     ticket_kind: oncelog.Kind = oncelog.Kind.CREATE,
+    ticket_window: float | None = None,
+    charge_approval: bool = False,
 ) -> None:
     ledger = oncelog.open()  # $ONCELOG_URL: crashtest gives each trial its own ledger
 
-    @ledger.tool(kind=ticket_kind, name="open_ticket")
+    @ledger.tool(kind=ticket_kind, name="open_ticket", dedupe_window=ticket_window)
     def open_ticket(customer: str, subject: str, *, idempotency_key: str) -> dict[str, Any]:
         return perform("open_ticket", idempotency_key, customer=customer, subject=subject)
 
-    @ledger.tool(kind="payment", name="charge", probe=find_charge)
+    @ledger.tool(kind="payment", name="charge", probe=find_charge, approval=charge_approval)
     def charge(customer: str, cents: int, *, idempotency_key: str) -> dict[str, Any]:
         return perform("charge", idempotency_key, customer=customer, cents=cents)
 
@@ -73,3 +81,9 @@ def main(
             run.effect(name("set_status"), set_status, ticket["id"], "solved")
 
     oncelog.run_main(agent)
+
+
+def count() -> None:
+    """Print how many times the provider performed each tool, as JSON."""
+    with open(os.environ[PROVIDER_ENV], encoding="utf-8") as records:
+        print(json.dumps(Counter(line["tool"] for line in map(json.loads, records))))

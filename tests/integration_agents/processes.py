@@ -18,7 +18,7 @@ TIMEOUT = 120.0  # a hung agent is a failure, not a reason to hang the suite
 
 
 def require_framework(module: str, extra: str) -> None:
-    require(importlib.util.find_spec(module) is not None, f"pip install 'oncelog[{extra}]'")
+    require(importlib.util.find_spec(module) is not None, f"pip install '.[{extra}]'")
 
 
 def run_agent(module: str, *args: str, crash_at: str | None = None) -> AgentExit:

@@ -1,4 +1,4 @@
-"""Ed25519 keys for checkpoints (the ``signing`` extra: ``pip install 'oncelog[signing]'``).
+"""Ed25519 keys for checkpoints (the ``signing`` extra: ``pip install '.[signing]'``).
 
 A key pair is two files: the private key (PEM, PKCS#8, mode 0600) for the processes that
 write the ledger, and the public key (PEM) for whoever verifies it. A key's id is the
@@ -23,7 +23,8 @@ def _crypto() -> Any:
         from cryptography.hazmat.primitives.asymmetric import ed25519
     except ImportError as exc:
         raise ConfigurationError(
-            "signed checkpoints need the cryptography package: pip install 'oncelog[signing]'"
+            "signed checkpoints need the cryptography package: "
+            "pip install '.[signing]' in oncelog's checkout"
         ) from exc
     return serialization, ed25519
 
@@ -37,7 +38,7 @@ def key_id(public_key: Any) -> str:
 def new_key_pair(folder: str | Path) -> tuple[Path, Path]:
     """Write a new Ed25519 key pair into ``folder`` (made if missing); return the paths of
     the private key (mode 0600, for ``oncelog.open(signing_key=...)``) and the public key
-    (for ``Ledger.verify(public_keys=...)``). Needs ``pip install 'oncelog[signing]'``."""
+    (for ``Ledger.verify(public_keys=...)``). Needs ``pip install '.[signing]'``."""
     serialization, ed25519 = _crypto()
     folder = Path(folder)
     private = ed25519.Ed25519PrivateKey.generate()

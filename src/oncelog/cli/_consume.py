@@ -88,7 +88,7 @@ def consume() -> None:
 @click.option("--parked-queue", default=None, help="Where parked messages go [QUEUE.parked].")
 @consumer_options
 def rabbitmq(target: str, db: str | None, lease_ttl: float, **options: Any) -> None:
-    """Consume a RabbitMQ queue (needs 'oncelog[rabbitmq]')."""
+    """Consume a RabbitMQ queue (needs the rabbitmq extra: pip install '.[rabbitmq]')."""
     try:
         from ..queues.rabbitmq import RabbitMQConsumer
     except oncelog.ConfigurationError as exc:
@@ -109,7 +109,7 @@ def rabbitmq(target: str, db: str | None, lease_ttl: float, **options: Any) -> N
 )
 @consumer_options
 def jetstream(target: str, db: str | None, lease_ttl: float, **options: Any) -> None:
-    """Consume a NATS JetStream stream (needs 'oncelog[nats]')."""
+    """Consume a NATS JetStream stream (needs the nats extra: pip install '.[nats]')."""
     try:
         from ..queues.jetstream import JetStreamConsumer
     except oncelog.ConfigurationError as exc:

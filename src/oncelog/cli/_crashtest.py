@@ -58,6 +58,15 @@ class CannotTest(click.ClickException):
     "--reset", "reset", default=None, metavar="CMD",
     help="A shell command run before each trial, to put the agent's services back.",
 )  # fmt: skip
+@click.option(
+    "--approve", "approver", default=None, metavar="NAME",
+    help="Grant the agent's approvals in NAME's name, journalled as crashtest's.",
+)  # fmt: skip
+@click.option(
+    "--count", "count", default=None, metavar="CMD",
+    help="A shell command printing how many effects the provider performed (a number, or "
+    "JSON per tool): count at the provider, not from the ledger.",
+)  # fmt: skip
 @json_option
 @click.pass_context
 def crashtest(
@@ -69,19 +78,25 @@ def crashtest(
     timeout: float,
     keep: Path | None,
     reset: str | None,
+    approver: str | None,
+    count: str | None,
     as_json: bool,
 ) -> None:
     """Kill COMMAND with SIGKILL at every effect boundary, restart it with the same run id
     ($ONCELOG_RUN_ID, or {run_id} in its arguments) and its own ledger ($ONCELOG_URL) until
     it completes, halts or waits, and report what its ledger shows. --reset runs a shell
-    command before each trial (the first, clean run too). Exit 0 when nothing
-    ran twice and no mistake was seen, 1 otherwise, 2 when the agent cannot be tested."""
+    command before each trial (the first, clean run too); --count another, before and
+    after each, whose difference is what the provider performed in the trial. Exit 0 when
+    nothing ran twice and no mistake was seen, 1 otherwise, 2 when the agent cannot be
+    tested."""
     points = tuple(point for point in CRASH_POINTS if point in points) or CRASH_POINTS
     say = (lambda line: None) if as_json else click.echo
     say(f"oncelog crashtest: {shlex.join(command)}")
     with _workdir(keep) as workdir:
         trials = Trials(
-            Agent(command, timeout, reset), workdir, Settings(max_restarts, frozenset(idempotent))
+            Agent(command, timeout, reset, count),
+            workdir,
+            Settings(max_restarts, frozenset(idempotent), approver),
         )
         try:
             effects = trials.learn()
@@ -93,7 +108,7 @@ def crashtest(
                 say(table.row(results[-1]))
         except NotTestable as exc:
             raise CannotTest(str(exc)) from exc
-        report = Report(command, tuple(effects), tuple(results), keep)
+        report = Report(command, tuple(effects), tuple(results), keep, approver, count)
     if as_json:
         emit(report.to_json())
     else:

@@ -37,7 +37,7 @@ def demo(out: Path | None) -> None:
     missing = [name for name in NEEDS if find_spec(name) is None]
     if missing:
         raise click.ClickException(
-            f"the demo needs {', '.join(missing)}: pip install 'oncelog[demo]'"
+            f"the demo needs {', '.join(missing)}: pip install '.[demo]' in oncelog's checkout"
         )
     from ..showcases.demo.runner import run_demo  # imports the Stripe client
     from ..showcases.demo.services import unwound_by_sigterm

@@ -1,4 +1,4 @@
-"""``oncelog mcp-proxy -- COMMAND``: guard any MCP server's tools (oncelog[mcp])."""
+"""``oncelog mcp-proxy -- COMMAND``: guard any MCP server's tools (the mcp extra)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 same screen. Server-rendered pages over the ``Ledger`` API, local by default, behind a
 token; ``oncelog console`` starts it.
 
-Needs the ``console`` extra: ``pip install 'oncelog[console]'``.
+Needs the ``console`` extra: ``pip install '.[console]'``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ if find_spec("python_multipart") is None and find_spec("multipart") is None:
     _missing.append("python-multipart")
 if _missing:
     raise ConfigurationError(
-        f"the console needs {', '.join(_missing)}: pip install 'oncelog[console]'"
+        f"the console needs {', '.join(_missing)}: pip install '.[console]' in oncelog's checkout"
     )
 
 from ._access import Access, is_loopback, url_host  # noqa: E402

@@ -154,7 +154,8 @@ def unguarded(framework: str, tool: str, fix: str) -> UnguardedTool:
 
 def missing_extra(extra: str, framework: str) -> ConfigurationError:
     return ConfigurationError(
-        f"oncelog's {framework} integration needs {framework}: pip install 'oncelog[{extra}]'"
+        f"oncelog's {framework} integration needs {framework}: "
+        f"pip install '.[{extra}]' in oncelog's checkout"
     )
 
 

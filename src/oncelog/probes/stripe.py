@@ -78,7 +78,8 @@ try:
     import stripe
 except ImportError as exc:  # the extra is optional; say which one to install
     raise ImportError(
-        "oncelog.probes.stripe needs the Stripe client: pip install 'oncelog[stripe]'"
+        "oncelog.probes.stripe needs the Stripe client: "
+        "pip install '.[stripe]' in oncelog's checkout"
     ) from exc
 
 from oncelog import (

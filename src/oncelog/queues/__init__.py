@@ -2,8 +2,8 @@
 has completed, so a message redelivered after its consumer died resumes the same run
 instead of starting the task again.
 
-- ``oncelog.queues.rabbitmq.RabbitMQConsumer`` (``pip install 'oncelog[rabbitmq]'``)
-- ``oncelog.queues.jetstream.JetStreamConsumer`` (``pip install 'oncelog[nats]'``)
+- ``oncelog.queues.rabbitmq.RabbitMQConsumer`` (``pip install '.[rabbitmq]'``)
+- ``oncelog.queues.jetstream.JetStreamConsumer`` (``pip install '.[nats]'``)
 
 Each module imports its broker's client when it is imported, and raises
 ``ConfigurationError`` naming the extra when the client is missing. ``docs/queues.md``

@@ -1,5 +1,5 @@
 """A NATS JetStream consumer that runs each message as an oncelog run (``pip install
-'oncelog[nats]'``)::
+'.[nats]'`` in oncelog's checkout)::
 
     from oncelog.queues.jetstream import JetStreamConsumer
 
@@ -37,7 +37,7 @@ try:
     from nats.js.errors import NotFoundError
 except ImportError:
     raise ConfigurationError(
-        "the JetStream consumer needs nats-py: pip install 'oncelog[nats]'"
+        "the JetStream consumer needs nats-py: pip install '.[nats]' in oncelog's checkout"
     ) from None
 
 from ._consume import Handler, Outcome, QueueConsumer, Settle

@@ -1,5 +1,5 @@
 """A RabbitMQ consumer that runs each message as an oncelog run (``pip install
-'oncelog[rabbitmq]'``)::
+'.[rabbitmq]'`` in oncelog's checkout)::
 
     from oncelog.queues.rabbitmq import RabbitMQConsumer
 
@@ -34,7 +34,7 @@ try:
     from pika.spec import Basic, BasicProperties
 except ImportError:
     raise ConfigurationError(
-        "the RabbitMQ consumer needs pika: pip install 'oncelog[rabbitmq]'"
+        "the RabbitMQ consumer needs pika: pip install '.[rabbitmq]' in oncelog's checkout"
     ) from None
 
 

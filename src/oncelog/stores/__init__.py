@@ -76,6 +76,7 @@ def _postgres_store(url: str, durability: str, create: bool, timeout: float | No
         from ._postgres import PostgresStore
     except ImportError as exc:
         raise ConfigurationError(
-            f"a PostgreSQL ledger needs psycopg: pip install 'oncelog[postgres]' ({exc})"
+            "a PostgreSQL ledger needs psycopg: "
+            f"pip install '.[postgres]' in oncelog's checkout ({exc})"
         ) from exc
     return PostgresStore(url, durability=durability, create=create, timeout=timeout)

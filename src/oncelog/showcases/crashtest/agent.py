@@ -15,6 +15,7 @@ from typing import IO
 
 from oncelog.testing import CRASH_ENV
 
+from . import counting
 from .errors import NotTestable
 
 RUN_ID_ENV = "ONCELOG_RUN_ID"
@@ -49,6 +50,9 @@ class Agent:
     # A shell command run before each trial, to put the services the agent changes back
     # as they were (empty a test mailbox, drop a sandbox's records); None: nothing to do.
     reset_command: str | None = None
+    # A shell command printing how many effects the provider has performed so far: a
+    # number, or a JSON object of counts per tool; None: effects are counted from the ledger.
+    count_command: str | None = None
 
     def reset(self, run_id: str, ledger: Path, log: Path) -> None:
         """Run the reset command for the trial about to start; refuse to go on if it fails,
@@ -61,6 +65,19 @@ class Agent:
             raise NotTestable(
                 f"the --reset command failed ({happened}): {self.reset_command}\n{ended.tail()}"
             )
+
+    def count(self, run_id: str, ledger: Path, log: Path) -> dict[str, int] | None:
+        """What the provider says it has performed so far (see ``counting``), or None
+        without a count command."""
+        if self.count_command is None:
+            return None
+        ended = self._run(["/bin/sh", "-c", self.count_command], run_id, ledger, log)
+        if ended.code != 0:
+            happened = "took longer than --timeout" if ended.code is None else f"exit {ended.code}"
+            raise NotTestable(
+                f"the --count command failed ({happened}): {self.count_command}\n{ended.tail()}"
+            )
+        return counting.parse(log.read_text(encoding="utf-8", errors="replace"), self.count_command)
 
     def start(self, run_id: str, ledger: Path, log: Path, crash_at: str | None = None) -> Exit:
         """Run one process to its end; ``crash_at`` arms a crash point in it only."""

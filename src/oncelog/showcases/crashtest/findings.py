@@ -5,7 +5,13 @@
 - a run the killed process left unfinished that no restarted process entered again: its
   run id was made at process start (``run_id_at_start``);
 - a restarted process asking, at a recorded position, for the same tool under another
-  step id (``step_ids_change``), or for another step altogether (``replay_diverged``).
+  step id (``step_ids_change``), or for another step altogether (``replay_diverged``);
+- with ``--count``, a tool the provider performed more often than in the run without
+  crashes (``performed_twice``), whatever the ledger says.
+
+The ledger also shows which recoveries relied on a declared ``dedupe_window`` or on a
+probe's answer rather than on what the provider showed (``recoveries``): only a count at
+the provider can tell whether they were right.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 
 import oncelog
 
+from .counting import ALL_TOOLS
 from .evidence import Evidence
 
 
@@ -28,6 +35,14 @@ class Kind(str, enum.Enum):
     STEP_IDS_CHANGE = "step_ids_change"
     REPLAY_DIVERGED = "replay_diverged"
     AGENT_FAILED = "agent_failed"
+    PERFORMED_TWICE = "performed_twice"
+
+
+class Reliance(str, enum.Enum):
+    """What a recovery took the provider's word from, instead of the provider's records."""
+
+    WINDOW = "dedupe_window"  # sent again with the same key, trusting the provider dedupes
+    PROBE = "probe"  # the probe's answer: found (recorded done) or not found (sent again)
 
 
 FIXES = {
@@ -54,6 +69,23 @@ FIXES = {
     Kind.AGENT_FAILED: (
         "after a restart, an agent must complete (exit 0), halt for a person (3), wait for "
         "one (4) or ask to be run again later (75): see how its output ends, in the detail"
+    ),
+    Kind.PERFORMED_TWICE: (
+        "find out why the provider performed it again: check that the --count command counts "
+        "this agent's effects only, and that {tool} passes its idempotency key to the provider"
+    ),
+}
+RELIANCE_FIXES = {
+    Reliance.WINDOW: (
+        "{tool}'s provider did not deduplicate the call sent again with the same key: it "
+        "ignores the key, or forgets it sooner than the declared dedupe_window. Remove "
+        "dedupe_window from {tool} (an effect in doubt then asks its probe or a person), or "
+        "pass the key where the provider honours it"
+    ),
+    Reliance.PROBE: (
+        "{tool}'s probe answered that the effect had not happened when the provider had "
+        "performed it: make it look the key up where the provider records it, and answer "
+        "NOT_FOUND only when it is sure"
     ),
 }
 # A read changes nothing, by declaration: calling it again is never reported.
@@ -135,6 +167,85 @@ def _ran_twice(first: oncelog.JournalEntry, attempts: int, blind: list[int]) -> 
         Kind.RAN_TWICE, detail, fix.format(tool=data["tool"], kind=data["kind"]),
         first.run_id, data["step_id"], data["tool"], data["key"],
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """An effect in doubt that a restart settled on someone's word but the provider's."""
+
+    run_id: str
+    step_id: str
+    tool: str
+    relied_on: Reliance
+    said: str  # what the journal recorded
+
+
+def recoveries(evidence: Evidence) -> list[Recovery]:
+    """The effects in doubt that a declared window sent again, or a probe's answer sent
+    again or recorded done, in the journal's order."""
+    first: dict[tuple[str, int | None], dict[str, object]] = {}
+    found = []
+    for entry in evidence.journal:
+        data, where = entry.data, (entry.run_id, entry.seq)
+        if entry.event == "intent" and data.get("type") == "effect":
+            first.setdefault(where, data)
+            reason = str(data.get("reason") or "")
+            relied = _reliance(reason)
+            if relied is not None:
+                found.append(
+                    Recovery(entry.run_id, str(data["step_id"]), str(data["tool"]), relied, reason)
+                )
+        elif entry.event == "probed" and where in first:
+            step = first[where]
+            found.append(
+                Recovery(
+                    entry.run_id, str(step["step_id"]), str(step["tool"]), Reliance.PROBE,
+                    "the probe found it at the provider: recorded done without calling it",
+                )
+            )  # fmt: skip
+    return found
+
+
+def _reliance(reason: str) -> Reliance | None:
+    if "the provider deduplicates it" in reason:
+        return Reliance.WINDOW
+    if "the probe answered" in reason:
+        return Reliance.PROBE
+    return None
+
+
+def performed_twice(
+    beyond: dict[str, tuple[int, int]], relied: Iterable[Recovery], run_id: str
+) -> list[Problem]:
+    """The tools the provider performed more often in this trial than in the clean run,
+    each with the recovery that let it happen, as far as the ledger shows one."""
+    relied = list(relied)
+    problems = []
+    for tool, (count, clean) in beyond.items():
+        whose = [r for r in relied if r.tool == tool or tool == ALL_TOOLS]
+        what = "every tool together" if tool == ALL_TOOLS else tool
+        detail = (
+            f"the provider performed {what} {count} times in this trial, {clean} in the run "
+            "without crashes"
+        )
+        if whose:
+            detail += (
+                "; the restart relied on "
+                + ", ".join(dict.fromkeys(f"{_RELIED[r.relied_on]} ({r.tool})" for r in whose))
+                + ", not on what the provider showed"
+            )
+            fix = RELIANCE_FIXES[whose[-1].relied_on]
+        else:
+            fix = FIXES[Kind.PERFORMED_TWICE]
+        named = whose[-1].tool if whose else what
+        step_id = whose[-1].step_id if whose else None
+        problems.append(
+            Problem(Kind.PERFORMED_TWICE, detail, fix.format(tool=named), run_id, step_id, named)
+        )
+    return problems
+
+
+_RELIED = {Reliance.WINDOW: "the declared dedupe_window", Reliance.PROBE: "the probe's answer"}
 
 
 def not_resumed(at_kill: Evidence, final: Evidence) -> list[Problem]:

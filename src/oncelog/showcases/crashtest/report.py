@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from .evidence import Effect
-from .findings import Kind, Problem
-from .trials import Boundary, Outcome, TrialResult
+from .findings import Kind, Problem, Reliance
+from .trials import APPROVAL_NOTE, Boundary, Outcome, TrialResult
 
 WIDTH = 100
 LABELS = {
@@ -21,7 +21,10 @@ LABELS = {
     Kind.STEP_IDS_CHANGE: "step ids change between attempts",
     Kind.REPLAY_DIVERGED: "replay diverged",
     Kind.AGENT_FAILED: "agent failed",
+    Kind.PERFORMED_TWICE: "performed twice at the provider",
 }
+
+RELIED_ON = {Reliance.WINDOW: "a declared dedupe_window", Reliance.PROBE: "a probe's answer"}
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,8 @@ class Report:
     effects: tuple[Effect, ...]
     trials: tuple[TrialResult, ...]
     ledgers: Path | None  # where the trials' ledgers and logs were kept
+    approver: str | None = None  # the test person who granted approvals
+    count_command: str | None = None  # None: effects were counted from the ledger
 
     @property
     def problems(self) -> list[tuple[Boundary, Problem]]:
@@ -42,6 +47,11 @@ class Report:
     def outcomes(self) -> dict[str, int]:
         counted = Counter(trial.outcome for trial in self.trials)
         return {outcome.value: counted[outcome] for outcome in Outcome if counted[outcome]}
+
+    def relied(self) -> dict[Reliance, int]:
+        """How many recoveries relied on each thing other than the provider's records."""
+        counted = Counter(r.relied_on for trial in self.trials for r in trial.recoveries)
+        return {reliance: counted[reliance] for reliance in Reliance if counted[reliance]}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +68,9 @@ class Report:
                 "problems": len(self.problems),
             },
             "ledgers": None if self.ledgers is None else str(self.ledgers),
+            "counted_at": "ledger" if self.count_command is None else "provider",
+            "count_command": self.count_command,
+            "approved_by": self.approver,
         }
 
 
@@ -67,7 +80,12 @@ def _trial_json(trial: TrialResult) -> dict[str, Any]:
         "point": b.point, "effect": b.effect, "step_id": b.step_id, "tool": b.tool,
         "kind": b.kind, "crash_at": b.crash_at, "run_id": trial.run_id,
         "outcome": trial.outcome.value, "exit_code": trial.exit_code,
-        "restarts": trial.restarts,
+        "restarts": trial.restarts, "approvals": trial.approvals, "performed": trial.performed,
+        "recoveries": [
+            {"run_id": r.run_id, "step_id": r.step_id, "tool": r.tool,
+             "relied_on": r.relied_on.value, "said": r.said}
+            for r in trial.recoveries
+        ],
         "problems": [
             {"kind": p.kind.value, "run_id": p.run_id, "step_id": p.step_id, "tool": p.tool,
              "key": p.key, "detail": p.detail, "fix": p.fix}
@@ -118,9 +136,12 @@ def summary(report: Report) -> str:
     lines = ["", f"{_many(len(report.trials), 'boundary')}: {counts}."]
     if report.ledgers is not None:
         lines.append(f"The trials' ledgers and logs are in {report.ledgers}.")
+    lines += _wrapped(_approvals(report)) + _wrapped(_counted(report)) + _which(report)
     if report.passed:
+        where = "at the provider" if report.count_command else "in the ledger"
         lines.append(
-            "PASSED: no effect ran twice, every restart resumed its run, and step ids held."
+            f"PASSED: no effect ran twice {where}, every restart resumed its run, and step "
+            "ids held."
         )
         return "\n".join(lines)
     lines += ["", f"FAILED: {_many(len(report.problems), 'problem')}."]
@@ -131,6 +152,60 @@ def summary(report: Report) -> str:
     fixes = dict.fromkeys((problem.kind, problem.fix) for _, problem in report.problems)
     lines += [_item(f"{LABELS[kind]}: {fix}") for kind, fix in fixes]
     return "\n".join(lines)
+
+
+def _approvals(report: Report) -> str:
+    granted = sum(trial.approvals for trial in report.trials)
+    if not granted:
+        return ""
+    return (
+        f"{_many(granted, 'approval')} granted by the test person {report.approver!r}, "
+        f"journalled with the note {APPROVAL_NOTE!r}."
+    )
+
+
+def _counted(report: Report) -> str:
+    """Where the effects were counted, and what the recoveries took on trust."""
+    relied = report.relied()
+    trusted = ""
+    if relied:
+        trusted = f"{_many(sum(relied.values()), 'recovery')} relied on " + " and ".join(
+            RELIED_ON[reliance] + (f" ({n})" if len(relied) > 1 else "")
+            for reliance, n in relied.items()
+        )
+    if report.count_command is not None:
+        checked = f" {trusted}; the provider's counts checked them." if trusted else ""
+        return f"Effects were counted at the provider (--count {report.count_command}).{checked}"
+    unseen = (
+        f" {trusted}, not on what the provider showed: if the provider ignores the key or "
+        "the probe is wrong, an effect ran twice and this report cannot see it."
+        if trusted
+        else ""
+    )
+    return (
+        "Effects were counted from the ledger (no --count): it shows the attempts oncelog "
+        f"made, not what the provider performed.{unseen} --count CMD counts them at the "
+        "provider."
+    )
+
+
+def _which(report: Report) -> list[str]:
+    """The boundaries each tool's recoveries relied on a window or a probe at."""
+    where: dict[tuple[str, Reliance], list[str]] = {}
+    for trial in report.trials:
+        for recovery in trial.recoveries:
+            at = f"{trial.boundary.point} {trial.boundary.effect}"
+            found = where.setdefault((recovery.tool, recovery.relied_on), [])
+            if at not in found:
+                found.append(at)
+    return [
+        _item(f"{tool} on {RELIED_ON[reliance]}: {', '.join(at)}")
+        for (tool, reliance), at in where.items()
+    ]
+
+
+def _wrapped(text: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH) if text else []
 
 
 def _item(text: str) -> str:
