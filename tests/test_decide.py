@@ -318,3 +318,11 @@ def test_settled_steps_replay_and_failures_record(s: Situation) -> None:
     if action in {Action.RETRY_LATER, Action.RESEND_LATER}:
         assert s.max_attempts is not None
         assert s.attempts < s.max_attempts
+
+
+@given(SITUATIONS)
+def test_another_step_recorded_at_the_position_is_neither_run_nor_replayed(s: Situation) -> None:
+    """Whatever is recorded at a position, a visit by another step (the code took another
+    path) is a divergence: nothing runs there and no other step's result is handed back."""
+    if s.failure is None and s.recorded is not None:
+        assert decide(replace(s, same_step=False, subject_held=None)) is Action.DIVERGE
