@@ -1,6 +1,7 @@
 """The outcome half of a live step: what its call returned or raised, recorded after it.
-The engine (``_effects.Engine``) decides the step and writes its intent before the call,
-and hands the call's end to its ``Outcomes``.
+The engine (``_effects.Engine``) decides the step and writes its intent before the call;
+its ``Outcomes`` record the call's end: ``complete``, which the run calls, and ``fail``,
+through ``Engine.fail``, which makes an effect marked unknown the run's stop.
 """
 
 from __future__ import annotations
