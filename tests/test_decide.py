@@ -72,6 +72,10 @@ TABLE: list[tuple[str, Situation, Action]] = [
     ("done", replace(EFFECT, recorded=StepState.DONE), Action.REPLAY),
     ("done while draining", replace(EFFECT, recorded=StepState.DONE, draining=True),
      Action.REPLAY),
+    ("done, asked with other arguments (the engine checks the drift)",
+     replace(EFFECT, recorded=StepState.DONE, same_args=False), Action.REPLAY),
+    ("query recorded, found on the replay page", replace(LLM, step_type=StepType.READ,
+     recorded=StepState.DONE), Action.REPLAY),
     ("done, result not recordable",
      replace(EFFECT, recorded=StepState.DONE, result_missing=True), Action.REPLAY_UNRECORDED),
     ("failed", replace(EFFECT, recorded=StepState.FAILED, result_missing=True),
@@ -80,6 +84,13 @@ TABLE: list[tuple[str, Situation, Action]] = [
     ("model call recorded", replace(LLM, recorded=StepState.DONE), Action.REPLAY),
     ("done, preflight declared: not asked", replace(PREFLIGHT, recorded=StepState.DONE),
      Action.REPLAY),
+    # -- another step recorded at the position: the code took another path -----------
+    ("another step recorded done", replace(EFFECT, recorded=StepState.DONE, same_step=False),
+     Action.DIVERGE),
+    ("another step recorded in flight, draining",
+     replace(EFFECT, recorded=IN_FLIGHT, same_step=False, draining=True), Action.DIVERGE),
+    ("another step recorded not done",
+     replace(LLM, recorded=StepState.NOT_DONE, same_step=False), Action.DIVERGE),
     # -- known not done: run again (same key), at the recorded time --------------------
     ("not_done", replace(EFFECT, recorded=StepState.NOT_DONE), Action.RUN),
     ("not_done while draining",
@@ -307,3 +318,11 @@ def test_settled_steps_replay_and_failures_record(s: Situation) -> None:
     if action in {Action.RETRY_LATER, Action.RESEND_LATER}:
         assert s.max_attempts is not None
         assert s.attempts < s.max_attempts
+
+
+@given(SITUATIONS)
+def test_another_step_recorded_at_the_position_is_neither_run_nor_replayed(s: Situation) -> None:
+    """Whatever is recorded at a position, a visit by another step (the code took another
+    path) is a divergence: nothing runs there and no other step's result is handed back."""
+    if s.failure is None and s.recorded is not None:
+        assert decide(replace(s, same_step=False, subject_held=None)) is Action.DIVERGE

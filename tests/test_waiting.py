@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import random
 import signal
 import subprocess
@@ -428,6 +429,28 @@ def test_run_main_does_not_wait_on_what_no_decision_changes() -> None:
         oncelog.run_main(diverges, wait_for_person=60, drain_on_sigterm=False)
     assert ended.value.code == oncelog.EXIT_HALTED
     assert time.monotonic() - started_at < 5
+
+
+def test_a_stop_carries_how_to_wait_for_its_decision(store_url: str) -> None:
+    """What ``run_main`` waits with comes with the stop, not from a list of stopped runs:
+    on the ledger's store while it is open, on one opened again from its URL once it is
+    closed. A stop no run raised (made by the agent's code, or unpickled) carries none."""
+    with oncelog.open(store_url, approval_poll=0.05) as ledger:
+
+        @ledger.tool(kind="destructive", name="wipe")
+        def wipe(*, idempotency_key: str) -> str:
+            return "wiped"
+
+        with pytest.raises(oncelog.ApprovalRequired) as stopped, ledger.run("r1") as run:
+            run.effect("wipe", wipe)
+        wait = stopped.value.wait_for_decision
+        assert wait is not None
+        assert wait(0.1) is False
+    with oncelog.open(store_url) as person:
+        person.approve("r1", "wipe", by="alice")
+    assert wait(5) is True
+    assert pickle.loads(pickle.dumps(stopped.value)).wait_for_decision is None
+    assert oncelog.NeedsPerson("made by hand", run_id="r1").wait_for_decision is None
 
 
 def test_a_raised_budget_is_a_decision(ledger: oncelog.Ledger) -> None:

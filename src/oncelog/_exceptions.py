@@ -62,6 +62,7 @@ attributes to show beside it (the CLI and ``run_main`` print them as ``run: ...`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ._exit_codes import (
@@ -245,6 +246,10 @@ class AttemptMismatch(InvalidResolution):
 
 class RunStopped(OnceLogError):
     """The run cannot continue in this process."""
+
+    # Given by a run that stopped for a person to whoever catches the stop (``run_main``):
+    # wait up to this many seconds for the decision; True if one came. Not pickled.
+    wait_for_decision: Callable[[float], bool] | None = None
 
 
 class NeedsPerson(RunStopped):

@@ -19,6 +19,7 @@ from .audit import _pages as pages
 from .audit._export import export_lines
 from .controls._alerts import AlertCallback
 from .controls._notices import AnyAlertCallback, Notices
+from .controls._waiting import Waiter
 from .process import _leases as leases
 from .process import _main as main
 from .process._heartbeat import HEARTBEATS
@@ -91,6 +92,7 @@ class Ledger(PersonDecisions):
         self.notices = Notices(store, on_alert, alert_webhook)
         self.url = url  # what the store was opened from, if it was opened from a URL
         self.closed = False
+        self.waiter = Waiter(store, url, approval_poll, self.notices)
         self.signer = signer  # signs a checkpoint of each run's chain when the run ends
         self._redaction_key = redaction_key
         # tool -> (schema object, form, contract) this process stored
@@ -178,7 +180,10 @@ class Ledger(PersonDecisions):
             return None
         return RunContext(self, claimed[0].run_id, RunOptions(claimed=claimed))
 
-    def _start(self, run_id: str, options: RunOptions) -> tuple[Engine, RunRecord]:
+    def start_run(self, run_id: str, options: RunOptions) -> tuple[Engine, RunRecord]:
+        """What entering ``run(...)``'s context does (``RunContext``): take the run's
+        lease, or the one a worker claimed, and make the engine of its steps. Not for an
+        agent's code: enter ``ledger.run(...)``."""
         if self._new_here or (main.RUNNING[0] and not self._said_where):
             self._say_where(run_id)
         if options.claimed is not None:
@@ -428,7 +433,7 @@ class Ledger(PersonDecisions):
 
     def close(self) -> None:
         HEARTBEATS.release_store(self.store)
-        self.closed = True
+        self.closed = self.waiter.closed = True
         self.store.close()
 
     def __enter__(self) -> Ledger:

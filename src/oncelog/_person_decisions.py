@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from . import _numbers as numbers
 from ._exceptions import ConfigurationError, InvalidPayload, InvalidResolution
 from ._person_results import Form, ResultContract
-from .controls import _waiting as waiting
 from .process import _leases as leases
 from .records._budgets import AgentBudget, AgentBudgetSetting, Budget, Usage
 from .records._no_result import NO_RESULT
@@ -35,6 +34,7 @@ from .runtime._names import check_name, check_text
 
 if TYPE_CHECKING:
     from .controls._notices import Notices
+    from .controls._waiting import Waiter
     from .stores import Store
 
 _UNSET: Any = object()  # resolve() given no result at all, which None cannot stand for
@@ -47,6 +47,7 @@ class PersonDecisions:
     max_payload_bytes: int
     approval_poll: float  # seconds between looks, while async code waits
     notices: Notices
+    waiter: Waiter  # waits for a person's decision on one of the ledger's runs
     # tool -> (schema object, form, contract) this process stored
     _declared_results: dict[str, tuple[object, str, str]]
     steps: Callable[[str], list[StepRecord]]  # every recorded step of a run, in order
@@ -128,9 +129,7 @@ class PersonDecisions:
         waits. On PostgreSQL the decision wakes the waiter at once (LISTEN/NOTIFY);
         otherwise it looks every ``approval_poll`` seconds."""
         seconds = numbers.seconds(timeout, "timeout", positive=False)
-        return waiting.wait_for_decision(
-            self.store, run_id, seconds, self.approval_poll, self.notices.redeliver
-        )
+        return self.waiter.wait(run_id, seconds)
 
     async def wait_for_decision_async(self, run_id: str, *, timeout: float | timedelta) -> bool:
         """``wait_for_decision`` for async code: the event loop goes on meanwhile."""

@@ -13,65 +13,50 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from .._exceptions import Draining, OnceLogError
+from .._exceptions import Draining
 from ..signals import _drain as drain
 from ..stores import Store, open_store
 
 if TYPE_CHECKING:
     from ._notices import Notices
 
-
-class Waitable(Protocol):
-    """What the waiter uses of a ``Ledger`` (which imports this module)."""
-
-    @property
-    def url(self) -> str | None: ...
-    @property
-    def closed(self) -> bool: ...
-    @property
-    def approval_poll(self) -> float: ...
-    @property
-    def notices(self) -> Notices: ...
-    def wait_for_decision(self, run_id: str, *, timeout: float | timedelta) -> bool: ...
-
-
-# The ledgers of the runs that stopped for a person in this process, by run id, so that
-# ``run_main`` can wait on the run its agent stopped at. Bounded: workers never wait.
-_stopped: dict[str, Waitable] = {}
-_REMEMBERED = 32
 # Seconds between attempts to deliver again, while waiting, a notice whose delivery failed.
 REDELIVER_EVERY = 30.0
 
 
-def note_stop(ledger: Waitable, run_id: str) -> None:
-    """The run ``run_id`` of ``ledger`` stopped for a person in this process."""
-    _stopped.pop(run_id, None)
-    _stopped[run_id] = ledger
-    while len(_stopped) > _REMEMBERED:
-        del _stopped[next(iter(_stopped))]
+class Waiter:
+    """How a ledger waits for a person's decision on one of its runs: owned by the
+    ``Ledger``, which waits with it (``wait_for_decision``), and handed by a run that
+    stops for a person to whoever catches its stop (``RunStopped.wait_for_decision``,
+    which ``run_main`` calls), even once the ledger is closed."""
 
+    def __init__(self, store: Store, url: str | None, poll: float, notices: Notices) -> None:
+        self._store = store
+        self._url = url  # what the store was opened from, to open it again once closed
+        self._poll = poll
+        self._notices = notices
+        self.closed = False  # the ledger's store is closed
 
-def wait_after_stop(stop: OnceLogError, timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds for a decision on the run ``stop`` stopped; False if
-    none came, or if this process never saw that run stop (nothing to watch)."""
-    ledger = _stopped.pop(stop.run_id or "", None)
-    if ledger is None or stop.run_id is None:
-        return False
-    if not ledger.closed:
-        return ledger.wait_for_decision(stop.run_id, timeout=timeout)
-    if ledger.url is None:
-        return False  # a closed ledger made from a store object: nothing to open again
-    store = open_store(ledger.url)
-    try:
-        notices = ledger.notices.moved_to(store)
-        return wait_for_decision(
-            store, stop.run_id, timeout, ledger.approval_poll, notices.redeliver
-        )
-    finally:
-        store.close()
+    def wait(self, run_id: str, timeout: float) -> bool:
+        """``wait_for_decision`` on the ledger's store."""
+        return wait_for_decision(self._store, run_id, timeout, self._poll, self._notices.redeliver)
+
+    def after_stop(self, run_id: str, timeout: float) -> bool:
+        """``wait`` for the run ``run_id``, which stopped for a person in this process; on
+        the store opened again from its URL if the ledger was closed since (False if it
+        was made from a store object: nothing to open again)."""
+        if not self.closed:
+            return self.wait(run_id, timeout)
+        if self._url is None:
+            return False
+        store = open_store(self._url)
+        try:
+            notices = self._notices.moved_to(store)
+            return wait_for_decision(store, run_id, timeout, self._poll, notices.redeliver)
+        finally:
+            store.close()
 
 
 def wait_for_decision(

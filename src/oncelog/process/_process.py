@@ -21,7 +21,6 @@ from .._exceptions import (
     WaitingForPerson,
 )
 from .._exit_codes import EXIT_COMPLETED, EXIT_ERROR
-from ..controls import _waiting as waiting
 from ..records._display import printable
 from ..signals._drain import handle_sigterm
 from . import _main as main
@@ -89,13 +88,15 @@ def run_main(
             sys.exit(EXIT_COMPLETED)
 
 
-def _decided(stop: OnceLogError, patience: float) -> bool:
+def _decided(stop: NeedsPerson | WaitingForPerson, patience: float) -> bool:
     """Wait for a person's decision on the run ``stop`` stopped; False if none came in
     time. Draining while waiting, or losing the ledger, exits at once."""
     print(f"oncelog: {explain(stop)}", file=sys.stderr)
     print(f"oncelog: waiting up to {patience:g} s for a person's decision", file=sys.stderr)
     try:
-        decided = waiting.wait_after_stop(stop, patience)
+        # False at once if this process never saw the run stop: nothing to watch.
+        wait = stop.wait_for_decision
+        decided = wait is not None and wait(patience)
     except OnceLogError as exc:  # Draining, or the ledger out of reach: 75, try later
         _exit_for(exc)
     if not decided:

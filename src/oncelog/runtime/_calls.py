@@ -135,6 +135,15 @@ class Replayed(NamedTuple):
     value: Any
 
 
+class Adopted(Exception):
+    """Carries the result of another run's step on the subject out of the intent's write
+    to ``Engine.prepare``, which hands it back as this step's."""
+
+    def __init__(self, replayed: Replayed) -> None:
+        super().__init__()
+        self.replayed = replayed
+
+
 @dataclass(slots=True)
 class Pending:
     """A step that runs live: its intent is durable if it is an effect. Made once per live

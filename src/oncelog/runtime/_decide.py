@@ -18,6 +18,11 @@ held by another run's step is decided on that step's state: done, its result is 
 later; in doubt in a dead one, that run's restart or a person settles it; freed since,
 claim it.
 
+Every visit of a position is decided here, replay included: a step recorded done is
+replayed whatever else holds (the engine still compares its arguments: a drift is an
+error or a warning, by the tool's policy); another step recorded at the position
+(``DIVERGE``) means the code took another path than the recorded run.
+
 Before any attempt a declared preflight may find the effect done (recorded done without a
 call) or in conflict (a person decides). A visit starts with no probe or preflight answer;
 ``ASK_PROBE`` and ``ASK_PREFLIGHT`` mean: ask, then decide again with the answer. A failed
@@ -45,6 +50,7 @@ class Action(enum.Enum):
 
     STOP_DRAINING = "stop_draining"  # this process is shutting down: start nothing
     STOP_LEASE_LOST = "stop_lease_lost"  # another worker owns the run now
+    DIVERGE = "diverge"  # another step is recorded at this position: the code must change
     REPLAY = "replay"  # hand back the recorded result
     REPLAY_UNRECORDED = "replay_unrecorded"  # done, but its result could not be recorded
     REPLAY_REFUSED = "replay_refused"  # the provider refused: raise it again
@@ -80,6 +86,7 @@ class Situation:
     step_type: StepType
     idempotent: bool  # the tool's kind is safe to run again (read, upsert)
     recorded: StepState | None = None  # None: nothing recorded at this position
+    same_step: bool = True  # what is recorded there is the step asked for (id, tool, type)
     result_missing: bool = False  # an error is recorded: for a done step, why no result
     draining: bool = False
     lease_lost: bool = False
@@ -109,7 +116,11 @@ def decide(s: Situation) -> Action:
         return _after_failure(s)
     if s.subject_held is not None:
         return _subject_held(s)
-    if s.recorded is None or s.recorded is StepState.NOT_DONE:
+    if s.recorded is None:
+        return _live(s, Action.RUN)
+    if not s.same_step:
+        return Action.DIVERGE
+    if s.recorded is StepState.NOT_DONE:
         return _live(s, Action.RUN)
     if s.recorded in IN_DOUBT:
         return _in_doubt(s)

@@ -1,21 +1,23 @@
-"""The I/O around the effect state machine (``_decide``): it reads what is recorded at a
-position, asks the provider's probe, writes intents and outcomes, and turns each
+"""The engine: the I/O around the effect state machine (``_decide``). It reads what is
+recorded at a position, asks the provider's probe, writes intents, and turns each
 ``Action`` into a store write, a returned value or an exception.
 
-``prepare`` decides (replay, run live, or stop) and writes the intent; ``complete`` and
-``fail`` (``_outcomes``) write the outcome. The sync and async runs share these; only the
-call differs.
-What the engine needs from its process (is it draining, has a heartbeat found the lease
-lost, who observes steps, the clock) comes in as ``Surroundings``.
+Every visit of a position is decided by ``decide``: ``replay_done`` (a done step found on
+the replay page, no store call) and ``prepare`` (anything else: replay, run live, or
+stop; it writes the intent). After the call its ``Outcomes`` (``_outcomes``) write the
+outcome: ``complete`` and ``fail``. The store is reached through ``RunStore``
+(``_run_store``), the same methods watched for a lost disk or lease. The sync and async
+runs share these; only the call differs. What the engine needs from its process (is it
+draining, has a heartbeat found the lease lost, who observes steps, the clock) comes in
+as ``Surroundings``.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import asdict, replace
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from typing import Any, NoReturn
 
 from .. import _numbers as numbers
 from .._commands import oncelog_command
@@ -36,7 +38,6 @@ from .._exceptions import (
     PreflightUnanswered,
     ResultNotRecorded,
     StepNotInPlan,
-    StoreUnavailable,
     SubjectBusy,
     SubjectDone,
     SubjectInDoubt,
@@ -60,8 +61,8 @@ from ..stores._protocol import (
     SubjectHeld,
     new_step,
 )
-from . import _outcomes as outcomes
 from ._calls import (
+    Adopted,
     Again,
     Call,
     Pending,
@@ -72,9 +73,11 @@ from ._calls import (
     idempotency_key,
 )
 from ._decide import IN_DOUBT, Action, Situation, attempts_left, decide, deduplicated, key_honoured
+from ._outcomes import Outcomes
 from ._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found
 from ._reconcile import ask
-from ._replay import MISS, ReplayCursor, check_same_step
+from ._replay import MISS, ReplayCursor, divergence
+from ._run_store import RunStore
 from ._stops import Stop
 from ._subjects import subject_key, subject_text
 
@@ -86,26 +89,30 @@ _REPLAYS = frozenset(
     {Action.REPLAY, Action.REPLAY_UNRECORDED, Action.REPLAY_REFUSED, Action.REPLAY_ABANDONED}
 )
 
-T = TypeVar("T")
-P = ParamSpec("P")
 _CLAIM_TRIES = 8  # a subject freed, then claimed by a third run, again and again
 _NO_STOP = 1 << 62  # the position of a stop in a run that has none: past every step
 
 
-class _Adopted(Exception):
-    """Carries the result of another run's step on the subject out of the intent's write
-    to ``prepare``, which hands it back as this step's."""
-
-    def __init__(self, replayed: Replayed) -> None:
-        super().__init__()
-        self.replayed = replayed
+# Whether ``decide`` replays a done step found on the replay page as it is asked (the
+# same step, the same arguments, its result recorded), by whether its tool is idempotent
+# and by its type's value: replay's hot path looks it up at every step, in two subscripts
+# (building the step's situation would cost more than the rest of its replay).
+_DONE_ON_PAGE = tuple(
+    {step_type.value: decide(Situation(step_type, idempotent, StepState.DONE)) is Action.REPLAY
+     for step_type in StepType}
+    for idempotent in (False, True)
+)  # fmt: skip
 
 
 @functools.cache
-def _settled(step_type: StepType, idempotent: bool, state: StepState, missing: bool) -> Action:
-    """A settled step is decided by its state alone: each decision is made once, since
-    replay asks for one per recorded step."""
-    return decide(Situation(step_type, idempotent, state, result_missing=missing))
+def _by_record(
+    step_type: StepType, idempotent: bool, state: StepState, missing: bool, same_step: bool
+) -> Action:
+    """A settled step, or another step than the one asked, is decided by its record
+    alone: each decision is made once, since replay asks for one per recorded step."""
+    return decide(
+        Situation(step_type, idempotent, state, same_step=same_step, result_missing=missing)
+    )
 
 
 @functools.cache
@@ -155,57 +162,45 @@ class Engine:
         surroundings: Surroundings | None = None,
         stop: Stop | None = None,
     ) -> None:
-        self.store = store
+        self.store = store  # as the run's ``Run`` uses it (holds, the run's end)
         self.lease = lease
         self.cursor = cursor
         self.plan = plan
         self.payload_limit = payload_limit
         self.key_namespace = key_namespace
-        self._broken: StoreUnavailable | None = None
         self.alerts = AlertSender(store, on_budget_alert)
         self.surroundings = surroundings or Surroundings()
+        # Every store access of a step, by the store's method names (``_run_store``).
+        self.run_store = RunStore(store, cursor, lease.run_id, self.surroundings)
+        self.outcomes = Outcomes(self.run_store, lease, cursor, payload_limit, self.surroundings)
         self.stop = stop  # the run's sticky stop (``_stops``), recorded or raised here
         self._stop_from = _NO_STOP if stop is None else stop.seq  # replay's fast path ends
-
-    def _store(self, operation: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Every store access of a step. Once one cannot reach the disk, this run takes no
-        further step: the failed step has used its position, and a retry in the same
-        process would record it one position later, under another key. A new process
-        replays from what the ledger durably holds."""
-        if self._broken is not None:
-            raise StoreUnavailable(
-                f"an earlier ledger operation of this run failed ({self._broken}); "
-                "restart the run to continue from what was recorded",
-                run_id=self.run_id,
-            )
-        try:
-            return operation(*args, **kwargs)
-        except StoreUnavailable as exc:
-            self._broken = exc
-            raise
-        except LeaseLost:
-            observe.fencing_rejected(self.surroundings.observers, self.run_id)
-            raise
 
     @property
     def run_id(self) -> str:
         return self.lease.run_id
 
     def replay_done(
-        self, seq: int, step_id: str | None, step_type: StepType, tool: str, payload: Any
+        self,
+        seq: int,
+        step_id: str | None,
+        step_type: StepType,
+        tool: str,
+        payload: Any,
+        idempotent: bool,
     ) -> Any:
         """Replay's hot path, one call per recorded step: the result of the done step at
-        ``seq`` when it is the same step asked with the same arguments (the table's row
-        for a done step is REPLAY whatever else holds: tests/test_decide.py). MISS for
-        anything else, and for a step not on the page read last: ``prepare`` decides it,
-        with the checks and the messages of every other state."""
-        found = (  # no store call
-            self.cursor.page.get(seq) if self._broken is None and seq < self._stop_from else None
-        )
+        ``seq`` when it is the same step asked with the same arguments and ``decide``
+        replays it (its row for a done step: tests/test_decide.py). MISS for anything
+        else, and for a step not on the page read last: ``prepare`` decides it, with the
+        checks and the messages of every other state."""
+        # No store call. A broken store (``RunStore``) has emptied the page.
+        found = self.cursor.page.get(seq) if seq < self._stop_from else None
         if (
             found is None or found[1] != step_type or found[2] != tool
             or found[0] != (f"{tool}@{seq}" if step_id is None else step_id)
             or found[3] != payload  # comparing decoded arguments runs in C: no encoding
+            or not _DONE_ON_PAGE[idempotent][found[1]]
         ):  # fmt: skip
             return MISS
         return found[4]
@@ -236,7 +231,7 @@ class Engine:
             self._stopped(seq, again)
             raise
         if stop.durable:
-            self._store(self.store.lift_stop, self.lease, seq)
+            self.run_store.lift_stop(self.lease, seq)
         self.stop, self._stop_from = None, _NO_STOP
         return got
 
@@ -247,7 +242,7 @@ class Engine:
             return  # a later step refused by the stop: the stop stays the first one
         stop = Stop.of(seq, error)
         if stop.durable and stop != self.stop:
-            self._store(self.store.hold, self.lease, seq, error.message, stop.to_json())
+            self.run_store.hold(self.lease, seq, error.message, stop.to_json())
         self.stop, self._stop_from = stop, seq
 
     def _decided(self, seq: int, call: Call) -> Replayed | Pending:
@@ -255,13 +250,13 @@ class Engine:
         as this step's."""
         try:
             return self._prepare(seq, call)
-        except _Adopted as adopted:
+        except Adopted as adopted:
             return adopted.replayed
 
     def _prepare(self, seq: int, call: Call) -> Replayed | Pending:
         step_id = call.step_id if call.step_id is not None else f"{call.spec.name}@{seq}"
         # Past what is recorded, ``cursor.row`` would say None: no call.
-        if seq < self.cursor.frontier or self._broken is not None:
+        if seq < self.cursor.frontier or self.run_store.broken is not None:
             found = self._recorded(seq, step_id, call)
             if found is not None:
                 return found
@@ -276,20 +271,16 @@ class Engine:
 
     def _recorded(self, seq: int, step_id: str, call: Call) -> Replayed | Pending | None:
         """``prepare`` for a step recorded at ``seq``; None if nothing is."""
-        if self._store(self.cursor.row, seq) is None:  # reads the page holding seq
+        if self.run_store.row(seq) is None:  # reads the page holding seq
             return None
-        value = self.replay_done(seq, call.step_id, call.step_type, call.tool, call.payload)
+        value = self.replay_done(
+            seq, call.step_id, call.step_type, call.tool, call.payload, call.idempotent
+        )
         if value is not MISS:
             return Replayed(value)
-        record = self._store(self.cursor.recorded, seq)
+        record = self.run_store.recorded(seq)
         if record is None:
             return None
-        check_same_step(record, step_id, call.tool, call.step_type)
-        if record.state is StepState.DONE and record.error_json is None:
-            # Replay's hot path, one call per recorded step: the table's row for a
-            # done step is REPLAY whatever else holds (tests/test_decide.py).
-            self._check_drift(record, call)
-            return Replayed(record.result)
         return self._visit(seq, step_id, call, record, None)
 
     def _new_step(self, seq: int, step_id: str, call: Call) -> NewStep:
@@ -384,7 +375,7 @@ class Engine:
             retry_wait=0.0 if record.retry_at is None else record.retry_at - surroundings.clock(),
             preflight_declared=spec.preflight is not None,
             probe_declared=spec.probe is not None,
-            key_age=outcomes.key_age_of(self, record.seq) if aged else 0.0,
+            key_age=self.outcomes.key_age(record.seq) if aged else 0.0,
             dedupe_window=spec.dedupe_window,
             same_args=not in_doubt or self._same_args(record, call),
             drift_error=call.drift == "error",
@@ -399,10 +390,17 @@ class Engine:
         situation: Situation | None,
     ) -> Replayed | Pending:
         """Decide, ask the provider when the decision says so, decide again; then act."""
-        if record is not None and record.state in _SETTLED:  # replay's hot path
-            missing = record.error_json is not None
-            return self._replay(_settled(call.step_type, call.idempotent, record.state, missing),
-                                record, call)  # fmt: skip
+        if record is not None:
+            same = (
+                record.step_id == step_id and record.tool == call.tool
+                and record.type is call.step_type
+            )  # fmt: skip
+            if not same or record.state in _SETTLED:  # decided by the record alone
+                missing = record.error_json is not None
+                action = _by_record(call.step_type, call.idempotent, record.state, missing, same)
+                if action is Action.DIVERGE:
+                    raise divergence(record, step_id, call.tool, call.step_type)
+                return self._replay(action, record, call)
         if situation is None:
             situation = self._situation(call, record)
         said: list[str] = []
@@ -491,7 +489,7 @@ class Engine:
             # A model call or a query is recorded after it runs; look for a kill switch
             # first so a halted agent spends nothing. Effects check inside their intent.
             lease = self.lease
-            halt = self._store(self.store.active_halt, lease.run_id, lease.agent)
+            halt = self.run_store.active_halt(lease.run_id, lease.agent)
             if halt is not None:
                 raise halted(halt, lease.run_id, step.step_id)
             if lease.budgeted:
@@ -512,7 +510,7 @@ class Engine:
             self._check_approval(step)
         for _ in range(_CLAIM_TRIES):
             try:
-                intent = self._store(self.store.write_intent, self.lease, step, previous, reason)
+                intent = self.run_store.write_intent(self.lease, step, previous, reason)
                 break
             except (BudgetExceeded, BudgetPaused) as exc:
                 self.alerts.send(exc.alert)
@@ -531,7 +529,7 @@ class Engine:
     def _subject_held(
         self, step: NewStep, call: Call, previous: StepState | None, holder: SubjectClaim
     ) -> None:
-        """Another run's step holds the subject: take its result (``_Adopted``) or raise
+        """Another run's step holds the subject: take its result (``Adopted``) or raise
         what its state means; return if it was freed since, to claim it again."""
         while True:
             same = holder.args_hash == step.args_hash
@@ -553,15 +551,15 @@ class Engine:
                 adopted = replace(step, cost=0.0, irreversible=False, needs_approval=False,
                                   subject=None, subject_for=None)  # fmt: skip
                 try:
-                    self._store(self.store.adopt_subject, self.lease, adopted, previous, holder)
+                    self.run_store.adopt_subject(self.lease, adopted, previous, holder)
                 except SubjectHeld as held:  # it changed hands or was freed meanwhile
                     holder = held.holder
                     continue
                 self.cursor.advance_frontier(step.seq)
-                record = self._store(self.store.steps, self.run_id, step.seq, 1)[0]
+                record = self.run_store.steps(self.run_id, step.seq, 1)[0]
                 missing = record.error_json is not None
-                action = _settled(call.step_type, call.idempotent, record.state, missing)
-                raise _Adopted(self._replay(action, record, call))
+                action = _by_record(call.step_type, call.idempotent, record.state, missing, True)
+                raise Adopted(self._replay(action, record, call))
             if action is Action.DRIFT:
                 raise ArgumentDrift(
                     f"{step.subject} was done by run {holder.run_id!r}, step "
@@ -605,7 +603,7 @@ class Engine:
 
     def _check_budget(self, step: NewStep) -> None:
         """Before a model call or a query: would one more step be over the budget?"""
-        budget, used = self._store(self.store.budget_usage, self.run_id)
+        budget, used = self.run_store.budget_usage(self.run_id)
         if budget is None:
             return
         over, warnings = check(
@@ -620,7 +618,7 @@ class Engine:
     def _check_approval(self, step: NewStep) -> None:
         """Ask for approval of these arguments, or find the decision. The intent then
         consumes an approval in its own transaction."""
-        approval = self._store(self.store.request_approval, self.lease, step)
+        approval = self.run_store.request_approval(self.lease, step)
         if approval.status is ApprovalStatus.DENIED:
             # Who and why come from the journalled decision (request_approval): a row
             # edited behind the ledger's back says nothing to the agent.
@@ -672,13 +670,14 @@ class Engine:
             else in_doubt(reason, self.run_id, record.step_id, record.key, record.attempts)
         )
         stop = Stop.of(record.seq, error)
-        self._store(self.store.mark_unknown, self.lease, record.seq, reason, stop.to_json())
+        self.run_store.mark_unknown(self.lease, record.seq, reason, stop.to_json())
         self.stop, self._stop_from = stop, record.seq
         raise error
 
     def fail(self, pending: Pending, exc: Exception) -> Exception | Again:
-        """The outcome half's ``fail``: an effect it marks unknown is the run's stop."""
-        error = outcomes.fail(self, pending, exc)
+        """Record a call that raised (``Outcomes.fail``): an effect it marks unknown is
+        the run's stop."""
+        error = self.outcomes.fail(pending, exc)
         if isinstance(error, NeedsPerson):
             self.stop = Stop.of(pending.step.seq, error)
             self._stop_from = pending.step.seq
@@ -696,7 +695,7 @@ class Engine:
         """The preflight found the effect done, or in conflict, before an attempt: the
         intent records what it said, and the tool is not called (so no approval is used)."""
         self._write_intent(replace(step, needs_approval=False), call, previous, said)
-        record = self._store(self.store.steps, self.run_id, step.seq, 1)[0]
+        record = self.run_store.steps(self.run_id, step.seq, 1)[0]
         if found is None:
             self._halt(action, record, call, said)
         return self._settle(record, call, found)
@@ -711,10 +710,10 @@ class Engine:
             )
         except InvalidPayload as exc:
             outcome = Outcome(StepState.DONE, error_json=error_json(exc))
-            self._store(self.store.settle, self.lease, record.seq, record.attempts, outcome)
+            self.run_store.settle(self.lease, record.seq, record.attempts, outcome)
             raise self._not_recorded(record._replace(error_json=outcome.error_json)) from exc
         outcome = Outcome(StepState.DONE, result_json)
-        self._store(self.store.settle, self.lease, record.seq, record.attempts, outcome)
+        self.run_store.settle(self.lease, record.seq, record.attempts, outcome)
         return Replayed(returned)
 
     def _same_args(self, record: StepRecord, call: Call) -> bool:
@@ -743,9 +742,6 @@ class Engine:
                 run_id=self.run_id, step_id=record.step_id, key=record.key,
             )  # fmt: skip
         log.warning("%s; returning the recorded outcome", message)
-
-    # The outcome half (``_outcomes``): what the call returned or raised, recorded.
-    complete = outcomes.complete
 
     def _refused(self, record: StepRecord) -> EffectRefused:
         error = record.error or {}

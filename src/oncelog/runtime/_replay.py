@@ -167,14 +167,16 @@ class ReplayCursor:
             )
 
 
-def check_same_step(record: StepRecord, step_id: str, tool: str, step_type: StepType) -> None:
-    if record.step_id != step_id or record.tool != tool or record.type is not step_type:
-        raise ReplayDivergence(
-            f"position {record.seq} records {record.type.value} step {record.step_id!r} "
-            f"({record.tool}); the code now asks for {step_type.value} step {step_id!r} "
-            f"({tool}); the code must ask for the recorded steps in order (see: "
-            f"{oncelog_command('show', [record.run_id])}), then restart the agent",
-            run_id=record.run_id,
-            step_id=step_id,
-            key=record.key,
-        )
+def divergence(
+    record: StepRecord, step_id: str, tool: str, step_type: StepType
+) -> ReplayDivergence:
+    """The error for another step recorded at the position than the one the code asks."""
+    return ReplayDivergence(
+        f"position {record.seq} records {record.type.value} step {record.step_id!r} "
+        f"({record.tool}); the code now asks for {step_type.value} step {step_id!r} "
+        f"({tool}); the code must ask for the recorded steps in order (see: "
+        f"{oncelog_command('show', [record.run_id])}), then restart the agent",
+        run_id=record.run_id,
+        step_id=step_id,
+        key=record.key,
+    )

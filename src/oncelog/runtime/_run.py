@@ -8,6 +8,7 @@ does its store writes in a worker thread so the event loop never waits on an fsy
 from __future__ import annotations
 
 import contextvars
+import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeVar, cast
@@ -28,7 +29,6 @@ from .._exceptions import (
     WaitingForPerson,
 )
 from .._log import log
-from ..controls import _waiting as waiting
 from ..process import _leases as leases
 from ..process._heartbeat import HEARTBEATS
 from ..records._budgets import remaining
@@ -50,12 +50,20 @@ _COMPLETED, _FAILED = RunStatus.COMPLETED, RunStatus.FAILED  # read at every run
 
 if TYPE_CHECKING:
     from ..audit._signing import Signer
+    from ..controls._notices import Notices
+    from ..controls._waiting import Waiter
     from ..records._budgets import Budget, Usage
 
 
-class Host(waiting.Waitable, Protocol):
+class Host(Protocol):
     """What a run uses of its ``Ledger``, which imports this module to make runs."""
 
+    @property
+    def approval_poll(self) -> float: ...
+    @property
+    def notices(self) -> Notices: ...
+    @property
+    def waiter(self) -> Waiter: ...
     @property
     def max_payload_bytes(self) -> int: ...
     @property
@@ -65,7 +73,7 @@ class Host(waiting.Waitable, Protocol):
     def declare_result(self, tool: str, schema: dict[str, Any] | None = None) -> None: ...
     def redaction_key_for(self, tool_name: str) -> bytes: ...
     def checkpoint(self, run_id: str) -> object: ...
-    def _start(self, run_id: str, options: RunOptions) -> tuple[Engine, RunRecord]: ...
+    def start_run(self, run_id: str, options: RunOptions) -> tuple[Engine, RunRecord]: ...
 
 
 R = TypeVar("R")
@@ -216,7 +224,7 @@ class _Steps:
         seq = cursor.position()
         cursor.next = seq + 1
         if seq < cursor.frontier:
-            value = engine.replay_done(seq, step_id, type_, spec.name, payload)
+            value = engine.replay_done(seq, step_id, type_, spec.name, payload, spec.idempotent)
             if value is not MISS:
                 return seq, value
         elif args_json is None:  # a concurrent step's position was taken in between
@@ -253,7 +261,7 @@ class _Steps:
                 if err is None:
                     continue
                 raise err from exc
-            return self._engine.complete(got, result)
+            return self._engine.outcomes.complete(got, result)
 
     def tool_called(
         self, tool: Tool[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -310,7 +318,8 @@ class _Steps:
         finally:
             leases.forget(engine.lease.owner)
         if isinstance(exc, (NeedsPerson, WaitingForPerson)):
-            waiting.note_stop(self._ledger, self.run_id)
+            # Whoever catches the stop (``run_main``) may wait for the decision with it.
+            exc.wait_for_decision = functools.partial(self._ledger.waiter.after_stop, self.run_id)
             self._ledger.notices.stopped(exc, self.run_id, engine.lease.agent)
         self._sign_chain()
         if escapes is not None:
@@ -435,7 +444,7 @@ class AsyncRun(_Steps):
                 if err is None:
                     continue
                 raise err from exc
-            return await _in_thread(self._engine.complete, got, result)
+            return await _in_thread(self._engine.outcomes.complete, got, result)
 
     async def _prepared(self, seq: int, call: Call) -> Replayed | Pending:
         told = False
@@ -496,7 +505,7 @@ class RunContext:
         return claimed[1]
 
     def __enter__(self) -> Run:
-        engine, record = self._ledger._start(self._run_id, self._options)
+        engine, record = self._ledger.start_run(self._run_id, self._options)
         run = Run(self._ledger, engine, record)
         self._run, self._token = run, _current.set(run)
         return run
@@ -507,7 +516,7 @@ class RunContext:
         self._exit(exc)
 
     async def __aenter__(self) -> AsyncRun:
-        start = self._ledger._start
+        start = self._ledger.start_run
         engine, record = await _in_thread(lambda: start(self._run_id, self._options))
         run = AsyncRun(self._ledger, engine, record)
         self._run, self._token = run, _current.set(run)
