@@ -21,6 +21,7 @@ from .._exceptions import UnknownName
 from ..records._retention import LedgerSize, PruneBatch, PrunedRun
 from ._sql import NOW, TODAY, Tx
 from ._sql_evidence import checkpoint
+from ._sql_guards import in_doubt
 from ._sql_queue import AFTER_APPROVAL, AFTER_BUDGET, AFTER_HALT_CLEARED, AFTER_RESOLVE
 from ._sql_tx import append, lock_run
 
@@ -34,7 +35,7 @@ PRUNABLE = (
     f"AND (r.lease_expires_at IS NULL OR r.lease_expires_at < {NOW}) "
     f"AND r.updated_at < {TODAY} "
     "AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.run_id = r.run_id "
-    f"AND (s.state IN ('in_flight', 'unknown') OR s.started_at >= {TODAY})) "
+    f"AND ({in_doubt('s.state')} OR s.started_at >= {TODAY})) "
     "AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.run_id "
     "AND a.status = 'pending') "
     "AND NOT EXISTS (SELECT 1 FROM halts h WHERE h.scope = 'run' AND h.target = r.run_id "
