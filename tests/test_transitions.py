@@ -362,3 +362,30 @@ def test_an_old_versions_calls_do_what_this_versions_do() -> None:
             )
         assert err.value.sqlstate == "OL003"
         assert state_of(store, "r") is settled
+
+
+def test_functions_changed_in_a_newer_oncelog_reach_a_current_ledger_at_its_next_open() -> None:
+    """A ledger whose schema is current but whose server functions are another oncelog's
+    (a transition changed in the table, shipped without a numbered migration) gets this
+    oncelog's at its next open; one whose functions are this oncelog's is left alone."""
+    require(postgres_is_up(), POSTGRES_REASON)
+    import psycopg
+
+    with fresh_schema() as url:
+        oncelog.open(url).close()
+        expected = _functions(_schema(url))
+        with psycopg.connect(url, autocommit=True) as conn:
+            # An older oncelog's functions: the outcome's guard lets it leave any state, and
+            # the version function answers another digest.
+            conn.execute(functions().replace(f"AND {leaves(transitions.OUTCOME)};", ";"))
+            conn.execute(
+                "CREATE OR REPLACE FUNCTION oncelog_functions_version() RETURNS text "
+                "LANGUAGE sql IMMUTABLE AS $$ SELECT 'older'::text $$"
+            )
+        assert _functions(_schema(url)) != expected
+        oncelog.open(url).close()
+        assert _functions(_schema(url)) == expected
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP FUNCTION oncelog_functions_version()")  # from before digests
+        oncelog.open(url).close()
+        assert _functions(_schema(url)) == expected

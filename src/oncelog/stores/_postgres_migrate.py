@@ -3,14 +3,16 @@
 Every migration runs in one transaction that first takes a transaction-level advisory
 lock: two processes opening a new database at once apply each version once, the second
 finding it recorded. A schema newer than this oncelog knows is refused, as SQLite's is.
-A run that applied any migration applies the server functions last, in the same
-transaction (``migrations/postgres/functions.sql``, its guards filled in from the
-transition table by ``_sql_guards.functions``): whatever an older migration defined, the
-functions a ledger ends with are that file's.
+A run that applied any migration, or that finds the ledger's server functions other than
+this oncelog's (by their digest, ``oncelog_functions_version()``), applies them last, in
+the same transaction (``migrations/postgres/functions.sql``, its guards filled in from the
+transition table by ``_sql_guards.functions``): whatever an older migration or an older
+oncelog defined, the functions a ledger ends with are this file's.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import psycopg
@@ -19,7 +21,9 @@ from .._exceptions import ConfigurationError, LedgerNotFound
 from ._migrations import pending
 from ._postgres_pool import MIGRATIONS_LOCK, POSTGRES
 from ._sql import NOW
-from ._sql_guards import functions
+from ._sql_guards import functions, functions_version
+
+log = logging.getLogger("oncelog")
 
 
 def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, *, create: bool) -> bool:
@@ -81,7 +85,35 @@ def _migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str, create: bool
                 conn.execute(functions())
             except psycopg.errors.InsufficientPrivilege as exc:
                 raise _behind(where, migrations[-1].version, exc) from None
+        elif not _functions_current(conn):
+            _refresh_functions(conn, where)
     return current == 0
+
+
+def _refresh_functions(conn: psycopg.Connection[tuple[Any, ...]], where: str) -> None:
+    """Apply this oncelog's server functions to a ledger whose schema is current, in a
+    savepoint: a role that may not replace them (one that only reads the ledger never
+    calls them) opens the ledger as before, and the next open by its owner brings them."""
+    try:
+        with conn.transaction():
+            conn.execute(functions())
+    except psycopg.errors.InsufficientPrivilege:
+        log.warning(
+            "%s: the ledger's server functions are an older oncelog's and this role may not "
+            "replace them; open it once as the role that owns the schema",
+            where,
+        )
+
+
+def _functions_current(conn: psycopg.Connection[tuple[Any, ...]]) -> bool:
+    """Whether the ledger's server functions are this oncelog's (their digest, which
+    ``oncelog_functions_version()`` answers; a ledger from before it has none)."""
+    # Its body read from the catalogue: a call would not parse where it does not exist.
+    row = conn.execute(
+        "SELECT prosrc FROM pg_proc WHERE proname = 'oncelog_functions_version' "
+        "AND pronamespace = current_schema()::regnamespace"
+    ).fetchone()
+    return row is not None and f"'{functions_version()}'" in row[0]
 
 
 def _behind(where: str, version: int, exc: Exception) -> ConfigurationError:

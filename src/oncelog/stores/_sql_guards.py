@@ -5,6 +5,8 @@ once, when a module is loaded: the statements' texts are constants, as before.""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import re
 from collections.abc import Iterable
@@ -52,6 +54,22 @@ def _fill(match: re.Match[str]) -> str:
 def functions() -> str:
     """The PostgreSQL server functions, their guards filled in from the table: each
     ``{{ write.leaves }}`` (``leaves``: the states it may leave) and ``{{ write.enters }}``
-    (``enters``: the one state it writes), ``write`` a name of ``TRANSITIONS``."""
+    (``enters``: the one state it writes), ``write`` a name of ``TRANSITIONS``; last,
+    ``oncelog_functions_version()``, which answers ``functions_version()``."""
+    return _filled() + (
+        "CREATE OR REPLACE FUNCTION oncelog_functions_version() RETURNS text "
+        f"LANGUAGE sql IMMUTABLE AS $$ SELECT '{functions_version()}'::text $$;\n"
+    )
+
+
+def functions_version() -> str:
+    """A digest of the functions' text: a ledger whose ``oncelog_functions_version()``
+    answers another (or none) gets them again at its next open, so a transition changed in
+    the table reaches existing ledgers without a numbered migration."""
+    return hashlib.sha256(_filled().encode()).hexdigest()[:32]
+
+
+@functools.cache
+def _filled() -> str:
     with open(FUNCTIONS_FILE, encoding="utf-8") as text:
         return _PLACEHOLDER.sub(_fill, text.read())

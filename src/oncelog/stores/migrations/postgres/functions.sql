@@ -6,8 +6,9 @@
 -- trigger functions and oncelog_server_life keep their earlier copies in the migrations
 -- that made them, as a later migration's triggers and statements run against them before
 -- this file is applied; whatever they left, this file replaces. A change here reaches an
--- existing ledger with the next numbered migration: ship it with one (a comment alone
--- will do).
+-- existing ledger at its next open: _sql_guards.functions appends
+-- oncelog_functions_version(), a digest of this text, and an open that finds another
+-- applies the file again (_postgres_migrate._refresh_functions).
 --
 -- The states a transition may leave from and go to are not written here: a write's
 -- name and "leaves" in double braces (its guard: "state = ..." or "state IN (...)"), or
