@@ -31,6 +31,7 @@ from .records._records import (
     RunRecord,
     RunStatus,
     StepRecord,
+    StepState,
     SubjectClaim,
 )
 from .records._serialization import encode
@@ -277,7 +278,16 @@ class Ledger(PersonDecisions):
         """``in_doubt()`` with who may still be running each effect: an in-flight effect
         whose run's lease has lapsed (by the store's clock) is orphaned, since nobody is
         running it; each comes with the lease's last owner and its age."""
-        return self.store.effects_in_doubt(numbers.count(limit, "limit"))
+        found = self.store.effects_in_doubt(numbers.count(limit, "limit"))
+        # A lease owner certainly gone (a SIGKILLed process on this host) runs nothing,
+        # though its lease has not lapsed yet: as ``resolve`` and a restart see it.
+        return [
+            d._replace(orphaned=True)
+            if d.step.state is StepState.IN_FLIGHT and not d.orphaned
+            and d.lease_owner is not None and leases.is_dead(d.lease_owner)
+            else d
+            for d in found
+        ]  # fmt: skip
 
     def what_next(self, run_id: str) -> list[str]:
         """What happens next for the run, in words a person acts on: the first line says

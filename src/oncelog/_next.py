@@ -9,12 +9,14 @@ from typing import Protocol
 
 from ._commands import oncelog_command, option, quoted
 from ._exceptions import resolve_command
+from .process import _leases as leases
 from .records._records import (
     Approval,
     Halt,
     RunRecord,
     RunStatus,
     StepRecord,
+    owner_shown,
 )
 from .records._transitions import IN_DOUBT
 
@@ -40,16 +42,41 @@ def what_next(ledger: Reads, run_id: str) -> list[str]:
     q = quoted(run_id)
     if run.status is RunStatus.COMPLETED:
         return ["the run is completed: nothing is left to do"]
-    if run.owner is not None and run.status in (RunStatus.RUNNING, RunStatus.WAITING):
+    held = run.status in (RunStatus.RUNNING, RunStatus.WAITING)
+    if held and run.owner is not None and not leases.is_dead(run.owner):
+        holder = owner_shown(run.owner)
         return [
-            f"the process that holds the run ({run.owner}) goes on by itself; if it is gone, "
+            f"the process that holds the run ({holder}) goes on by itself; if it is gone, "
             f"restart the agent with run id {q}"
         ]
     if run.status is RunStatus.QUEUED:
         return [_taken_by(run)]
     if run.status is RunStatus.FAILED:
         return [f"the run failed ({run.reason}); run it again under the same id to retry"]
-    return [f"the run is still {run.status.value}: a person must act", *_commands(ledger, run)]
+    commands = _commands(ledger, run)
+    if commands or not held:
+        return [f"the run is still {run.status.value}: a person must act", *commands]
+    return _restart(run)
+
+
+def _restart(run: RunRecord) -> list[str]:
+    """Nothing holds a run that nothing stops: whatever started it starts it again, under
+    the same id. The ledger does not record what started a run, so each engine's way is
+    named (its integration's page says more)."""
+    q = quoted(run.run_id)
+    gone = "" if run.owner is None else f" (the one that did, {owner_shown(run.owner)}, is gone)"
+    if run.input_json is not None:
+        return [f"no process holds the run{gone}: {_taken_by(run)}"]
+    return [
+        f"no process holds the run{gone}: restart its agent with run id {q}; recorded steps "
+        "replay and it goes on from where it stopped",
+        f"a Celery task: send it again with the same task id, TASK.apply_async(ARGS, "
+        f"task_id={run.run_id!r}) (or the same run_id= key)",
+        "a Temporal activity: the workflow schedules the activity again, its run named by "
+        "the same name= (oncelog_temporal.run(ledger, name=...))",
+        f"a DBOS step: DBOS.delete_workflow(WORKFLOW_ID), then start the workflow again under "
+        f"the same id (the run {q} is WORKFLOW_ID/STEP)",
+    ]
 
 
 def _taken_by(run: RunRecord) -> str:

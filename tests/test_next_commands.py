@@ -1,0 +1,107 @@
+"""What a person reads right after a SIGKILL, and what every command printed for them does
+when pasted into a shell as it is (with their name for NAME): ``oncelog unknown`` tells a
+dead owner from a live one, each ``decide:`` command is accepted, and the ``next:`` line
+after a decision names the restart. The agent is a real process killed with SIGKILL; what
+reached the provider is read from its tool's tries file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import oncelog
+
+from .support.flaky_agent import FLAKY, flaky, tries_made
+from .support.launch import environment
+
+DECISIONS = ("done", "not_done", "abandon")
+
+
+def pasted(command: str, store_url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``command`` run by bash as an operator pastes it, NAME replaced by their name."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = {**os.environ, "PATH": path, "ONCELOG_URL": store_url}
+    return subprocess.run(
+        ["bash", "-c", command.replace("--by NAME", "--by alice")],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def unknown(store_url: str, cwd: Path) -> str:
+    done = pasted("oncelog unknown", store_url, cwd)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def decide_lines(shown: str) -> list[str]:
+    """The commands under ``decide:``, as printed."""
+    lines = shown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("decide:"))
+    first = lines[start].split("decide:", 1)[1].strip()
+    rest = [line.strip() for line in lines[start + 1 : start + len(DECISIONS)]]
+    return [first, *rest]
+
+
+def killed_after_the_call(store_url: str, tries: Path) -> None:
+    code, out = flaky(store_url, tries, "--kind", "create", crash_at="after_call")
+    assert code == -signal.SIGKILL, out
+    assert len(tries_made(tries)) == 1
+
+
+@pytest.mark.parametrize("decision", DECISIONS)
+def test_each_printed_decision_pastes_as_it_is_and_next_names_the_restart(
+    store_url: str, tmp_path: Path, decision: str
+) -> None:
+    tries = tmp_path / "tries"
+    killed_after_the_call(store_url, tries)
+    shown = unknown(store_url, tmp_path)
+    assert ("orphaned" in shown, "(pid " in shown) == (True, True), shown  # no lease wait
+    assert "may still be running" not in shown
+    lines = decide_lines(shown)
+    assert [line.split()[4] for line in lines] == list(DECISIONS), shown
+    [line] = [line for line in lines if line.split()[4] == decision]
+    done = pasted(line, store_url, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "next: no process holds the run: restart its agent with run id r;" in done.stdout
+    assert "a person must act" not in done.stdout
+    code, out = flaky(store_url, tries, "--kind", "create")  # the restart it names
+    made = tries_made(tries)
+    if decision == "not_done":  # sent again, with the same key
+        assert (code, len(made), made[0].key == made[1].key) == (0, 2, True), out
+    elif decision == "done":
+        assert (code, len(made)) == (0, 1), out
+    else:
+        assert len(made) == 1, out
+    with oncelog.open(store_url, create=False) as ledger:
+        assert ledger.effects_in_doubt() == []
+
+
+def test_a_live_owner_is_told_apart_from_a_dead_one(store_url: str, tmp_path: Path) -> None:
+    tries, hold = tmp_path / "tries", tmp_path / "hold"
+    args = [str(FLAKY), store_url, "r", str(tries), "--kind", "create", "--hold", str(hold)]
+    agent = subprocess.Popen([sys.executable, *args], env=environment(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not tries_made(tries):
+            assert (time.monotonic() < deadline, agent.poll()) == (True, None)
+            time.sleep(0.05)
+        shown = unknown(store_url, tmp_path)
+        assert (" in_flight " in shown, "a live process" in shown) == (True, True), shown
+        assert f"pid {agent.pid} on " in shown
+        decided = pasted(decide_lines(shown)[1], store_url, tmp_path)  # not_done
+        assert decided.returncode == oncelog.RunLeased.exit_code, decided.stdout
+        os.kill(agent.pid, signal.SIGKILL)
+        agent.wait(timeout=60)
+        shown = unknown(store_url, tmp_path)
+        assert (" orphaned " in shown, "is gone" in shown) == (True, True), shown
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait(timeout=60)
