@@ -20,6 +20,7 @@ from oncelog import (
     StepState,
     SubjectClaim,
 )
+from oncelog.display import step_timings
 
 LISTED = 200  # runs on the runs and budgets pages; recent decisions on the others
 HISTORY = 30
@@ -116,9 +117,11 @@ def timeline(ledger: Ledger, run_id: str) -> dict[str, Any]:
     covering = [h for h in ledger.halts() if covers(h, run)]
     budget = None if run.budget is None else run_budget(ledger, run)
     journal = list(ledger.iter_journal(run_id))
+    steps = ledger.steps(run_id)
     return {
         "run": run,
-        "steps": ledger.steps(run_id),
+        "steps": steps,
+        "timings": step_timings(steps, journal),
         "journal": journal,
         "halts": covering,
         "budget": budget,
