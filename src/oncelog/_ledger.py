@@ -295,6 +295,12 @@ class Ledger(PersonDecisions):
         that move it (``oncelog show`` prints them, the console shows them)."""
         return next_steps.what_next(self, run_id)
 
+    def waiting_in_place(self, run_id: str) -> next_steps.Waiter | None:
+        """The process that waits in place for a person's decision on the run
+        (``run_main(wait_for_person=...)``), if one does: it goes on by itself once the
+        run is decided, so nothing needs restarting."""
+        return next_steps.waiting_in_place(self, run_id)
+
     def released_runs(self) -> list[RunRecord]:
         """Queued runs that a person's decision released and nothing has taken up since:
         they still need attention until one moves."""

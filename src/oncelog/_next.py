@@ -5,7 +5,9 @@ only reads, through the ledger's public reads (``Reads``)."""
 
 from __future__ import annotations
 
-from typing import Protocol
+import time
+from collections.abc import Iterator
+from typing import NamedTuple, Protocol
 
 from ._commands import oncelog_command, option, quoted
 from ._exceptions import resolve_command
@@ -13,6 +15,7 @@ from .process import _leases as leases
 from .records._records import (
     Approval,
     Halt,
+    JournalEntry,
     RunRecord,
     RunStatus,
     StepRecord,
@@ -29,6 +32,38 @@ class Reads(Protocol):
     def steps(self, run_id: str) -> list[StepRecord]: ...
     def approvals(self, status: str, *, limit: int) -> list[Approval]: ...
     def halts(self, *, limit: int) -> list[Halt]: ...
+    def iter_journal(self, run_id: str | None = None) -> Iterator[JournalEntry]: ...
+
+
+class Waiter(NamedTuple):
+    """A process that waits in place for a person's decision on a run
+    (``run_main(wait_for_person=...)``): its lease owner identity, and until when it waits
+    (wall clock, its host's)."""
+
+    owner: str
+    until: float
+
+    def described(self) -> str:
+        until = time.strftime("%H:%M:%S UTC", time.gmtime(self.until))
+        return f"{owner_shown(self.owner)}, until {until}"
+
+
+def waiting_in_place(ledger: Reads, run_id: str) -> Waiter | None:
+    """The process waiting in place for a decision on ``run_id``, if one does: the last
+    ``waiting_for_person`` record since a process last took the run, whose wait has not
+    run out and whose process is not certainly gone."""
+    last = None
+    for entry in ledger.iter_journal(run_id):
+        if entry.event == "waiting_for_person":
+            last = entry
+        elif entry.event == "lease_acquired":  # the run was taken up since
+            last = None
+    if last is None:
+        return None
+    waiter = Waiter(str(last.data.get("owner")), float(last.data.get("until") or 0))
+    if waiter.until <= time.time() or leases.is_dead(waiter.owner):
+        return None
+    return waiter
 
 
 LISTED = 1000  # released runs shown; more than any person works through at once
@@ -49,11 +84,20 @@ def what_next(ledger: Reads, run_id: str) -> list[str]:
             f"the process that holds the run ({holder}) goes on by itself; if it is gone, "
             f"restart the agent with run id {q}"
         ]
-    if run.status is RunStatus.QUEUED:
-        return [_taken_by(run)]
     if run.status is RunStatus.FAILED:
         return [f"the run failed ({run.reason}); run it again under the same id to retry"]
-    commands = _commands(ledger, run)
+    waiter = None if run.owner is not None else waiting_in_place(ledger, run_id)
+    commands = [] if run.status is RunStatus.QUEUED else _commands(ledger, run)
+    if waiter is not None:
+        goes_on = (
+            f"the agent waiting in place for a decision ({waiter.described()}) goes on by itself"
+        )
+        if commands:
+            return [f"the run is still {run.status.value}: a person must act; {goes_on} "
+                    "once it is decided", *commands]  # fmt: skip
+        return [f"{goes_on}: nothing needs restarting"]
+    if run.status is RunStatus.QUEUED:
+        return [_taken_by(run)]
     if commands or not held:
         return [f"the run is still {run.status.value}: a person must act", *commands]
     return _restart(run)

@@ -122,6 +122,7 @@ def timeline(ledger: Ledger, run_id: str) -> dict[str, Any]:
         "run": run,
         "steps": steps,
         "timings": step_timings(steps, journal),
+        "waiter": ledger.waiting_in_place(run_id),
         "journal": journal,
         "halts": covering,
         "budget": budget,

@@ -11,12 +11,14 @@ again: it replays what is recorded and continues, exactly as a restarted process
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from .._exceptions import Draining, OnceLogError
+from ..process import _leases as leases
 from ..signals import _drain as drain
 from ..stores import Store, open_store
 
@@ -83,6 +85,22 @@ def wait_for_decision(
     called every ``REDELIVER_EVERY`` seconds: notices that could not be delivered."""
     deadline = time.monotonic() + timeout
     next_delivery = time.monotonic() + REDELIVER_EVERY
+    waiter = leases.new_owner()  # whoever decides learns nothing needs restarting
+    store.record_waiting(run_id, json.dumps({"owner": waiter, "until": time.time() + timeout}))
+    try:
+        return _watch(store, run_id, deadline, next_delivery, poll, redeliver)
+    finally:
+        leases.forget(waiter)
+
+
+def _watch(
+    store: Store,
+    run_id: str,
+    deadline: float,
+    next_delivery: float,
+    poll: float,
+    redeliver: Callable[[], None],
+) -> bool:
     with store.decisions() as feed:  # listening before looking: nothing falls between
         while True:
             if time.monotonic() >= next_delivery:
