@@ -105,3 +105,53 @@ def test_a_live_owner_is_told_apart_from_a_dead_one(store_url: str, tmp_path: Pa
         if agent.poll() is None:
             agent.kill()
             agent.wait(timeout=60)
+
+
+CLERK = Path(__file__).parent / "wait_agents" / "clerk.py"
+
+
+def clerk(
+    store_url: str, markers: Path, *options: str, crash: str | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of the clerk agent on run ``r1``: two emails."""
+    env = environment(crash)
+    return [sys.executable, str(CLERK), store_url, "r1", str(markers), "2", *options], env
+
+
+def test_an_agent_waiting_in_place_is_named_and_goes_on_by_itself(
+    db_path: str, tmp_path: Path
+) -> None:
+    markers = tmp_path / "keys"
+    argv, env = clerk(db_path, markers, crash="after_call@send-1")
+    assert subprocess.run(argv, env=env, capture_output=True, timeout=60).returncode == -9
+    argv, env = clerk(db_path, markers, "--wait", "120", "--poll", "0.2")
+    agent = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        with oncelog.open(db_path, create=False) as ledger:
+            while ledger.waiting_in_place("r1") is None:
+                assert (time.monotonic() < deadline, agent.poll()) == (True, None)
+                time.sleep(0.05)
+            waiter = ledger.waiting_in_place("r1")
+            assert waiter is not None
+            assert f"pid {agent.pid} on " in waiter.described()
+            [first, *commands] = ledger.what_next("r1")
+        assert "the agent waiting in place for a decision (pid " in first
+        assert "goes on by itself once it is decided" in first
+        assert any(c.startswith("oncelog resolve r1 send-1 ") for c in commands)
+        shown = unknown(db_path, tmp_path)
+        done = pasted(decide_lines(shown)[0], db_path, tmp_path)  # done, --result '{}'
+        assert done.returncode == 0, done.stdout + done.stderr
+        said = done.stdout.split("next: ", 1)[1]
+        assert "goes on by itself" in said or "completed" in said, said
+        assert "restart its agent" not in said, said
+        _, stderr = agent.communicate(timeout=60)
+        assert agent.returncode == 0, stderr
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.communicate(timeout=60)
+    assert len(markers.read_text().splitlines()) == 2  # send-1 was not sent again
+    with oncelog.open(db_path, create=False) as ledger:
+        assert ledger.waiting_in_place("r1") is None  # it took the run up
