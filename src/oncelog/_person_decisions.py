@@ -128,9 +128,13 @@ class PersonDecisions:
         waits. On PostgreSQL the decision wakes the waiter at once (LISTEN/NOTIFY);
         otherwise it looks every ``approval_poll`` seconds."""
         seconds = numbers.seconds(timeout, "timeout", positive=False)
-        return waiting.wait_for_decision(
-            self.store, run_id, seconds, self.approval_poll, self.notices.redeliver
-        )
+        waiter = leases.new_owner()
+        try:
+            return waiting.wait_for_decision(
+                self.store, run_id, seconds, self.approval_poll, self.notices.redeliver, waiter
+            )
+        finally:
+            leases.forget(waiter)
 
     async def wait_for_decision_async(self, run_id: str, *, timeout: float | timedelta) -> bool:
         """``wait_for_decision`` for async code: the event loop goes on meanwhile."""

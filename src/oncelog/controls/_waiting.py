@@ -18,7 +18,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from .._exceptions import Draining, OnceLogError
-from ..process import _leases as leases
 from ..signals import _drain as drain
 from ..stores import Store, open_store
 
@@ -56,9 +55,10 @@ def note_stop(ledger: Waitable, run_id: str) -> None:
         del _stopped[next(iter(_stopped))]
 
 
-def wait_after_stop(stop: OnceLogError, timeout: float) -> bool:
+def wait_after_stop(stop: OnceLogError, timeout: float, waiter: str) -> bool:
     """Wait up to ``timeout`` seconds for a decision on the run ``stop`` stopped; False if
-    none came, or if this process never saw that run stop (nothing to watch)."""
+    none came, or if this process never saw that run stop (nothing to watch). ``waiter``
+    is this process's identity as a lease owner, journalled with the wait."""
     ledger = _stopped.pop(stop.run_id or "", None)
     if ledger is None or stop.run_id is None:
         return False
@@ -70,27 +70,30 @@ def wait_after_stop(stop: OnceLogError, timeout: float) -> bool:
     try:
         notices = ledger.notices.moved_to(store)
         return wait_for_decision(
-            store, stop.run_id, timeout, ledger.approval_poll, notices.redeliver
+            store, stop.run_id, timeout, ledger.approval_poll, notices.redeliver, waiter
         )
     finally:
         store.close()
 
 
 def wait_for_decision(
-    store: Store, run_id: str, timeout: float, poll: float, redeliver: Callable[[], None]
+    store: Store,
+    run_id: str,
+    timeout: float,
+    poll: float,
+    redeliver: Callable[[], None],
+    waiter: str,
 ) -> bool:
     """True as soon as the run is no longer stopped for a person, or a decision that may
     let it go on is journalled; False after ``timeout`` seconds without one. Raises
     ``Draining`` when the process starts draining (SIGTERM) meanwhile. ``redeliver`` is
-    called every ``REDELIVER_EVERY`` seconds: notices that could not be delivered."""
+    called every ``REDELIVER_EVERY`` seconds: notices that could not be delivered. The
+    wait is journalled first with ``waiter`` (a lease owner identity of this process), so
+    whoever decides learns that nothing needs restarting."""
     deadline = time.monotonic() + timeout
     next_delivery = time.monotonic() + REDELIVER_EVERY
-    waiter = leases.new_owner()  # whoever decides learns nothing needs restarting
     store.record_waiting(run_id, json.dumps({"owner": waiter, "until": time.time() + timeout}))
-    try:
-        return _watch(store, run_id, deadline, next_delivery, poll, redeliver)
-    finally:
-        leases.forget(waiter)
+    return _watch(store, run_id, deadline, next_delivery, poll, redeliver)
 
 
 def _watch(

@@ -24,6 +24,7 @@ from .._exit_codes import EXIT_COMPLETED, EXIT_ERROR
 from ..controls import _waiting as waiting
 from ..records._display import printable
 from ..signals._drain import handle_sigterm
+from . import _leases as leases
 from . import _main as main
 
 log = logging.getLogger("oncelog")
@@ -95,7 +96,11 @@ def _decided(stop: OnceLogError, patience: float) -> bool:
     print(f"oncelog: {explain(stop)}", file=sys.stderr)
     print(f"oncelog: waiting up to {patience:g} s for a person's decision", file=sys.stderr)
     try:
-        decided = waiting.wait_after_stop(stop, patience)
+        waiter = leases.new_owner()
+        try:
+            decided = waiting.wait_after_stop(stop, patience, waiter)
+        finally:
+            leases.forget(waiter)
     except OnceLogError as exc:  # Draining, or the ledger out of reach: 75, try later
         _exit_for(exc)
     if not decided:
