@@ -37,8 +37,8 @@ IN_FLIGHT_REASON = (
 
 
 ORPHANED_REASON = (
-    "started, with no outcome recorded, and its run's lease has expired: nobody is running "
-    "it. It may or may not have happened"
+    "started, with no outcome recorded, and its run's lease has expired or the process that "
+    "held it is gone: nobody is running it. It may or may not have happened"
 )
 
 
