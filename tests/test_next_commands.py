@@ -155,3 +155,33 @@ def test_an_agent_waiting_in_place_is_named_and_goes_on_by_itself(
     assert len(markers.read_text().splitlines()) == 2  # send-1 was not sent again
     with oncelog.open(db_path, create=False) as ledger:
         assert ledger.waiting_in_place("r1") is None  # it took the run up
+
+
+def test_a_halted_run_decided_names_each_engines_resend(ledger: oncelog.Ledger) -> None:
+    @ledger.tool(kind="create", name="send")
+    def send(*, idempotency_key: str) -> None:
+        raise ConnectionResetError("the answer was lost")
+
+    try:
+        with ledger.run("task-7f3a") as run:
+            run.effect("mail", send)
+    except oncelog.AmbiguousOutcome:
+        pass
+    ledger.resolve("task-7f3a", "mail", "done", by="alice", result={"id": "m1"})
+    [first, *resend] = ledger.what_next("task-7f3a")
+    assert first.startswith("the run task-7f3a is queued: restart its agent with run id")
+    assert resend[0] == (
+        "a Celery task: send it again with the same task id, "
+        "TASK.apply_async(ARGS, task_id='task-7f3a') (or the same run_id= key)"
+    )
+    assert [line.split(":")[0] for line in resend] == [
+        "a Celery task", "a Temporal activity", "a DBOS step"
+    ]  # fmt: skip
+
+
+def test_a_submitted_run_decided_names_the_worker_to_start(ledger: oncelog.Ledger) -> None:
+    ledger.submit("q-1", {"ticket": 7}, agent="support")
+    ledger.halt("look first", by="ops", run="q-1")
+    ledger.clear_halt(by="ops", run="q-1")
+    [line] = ledger.what_next("q-1")
+    assert "oncelog worker MODULE:HANDLER --agent support" in line

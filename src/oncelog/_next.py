@@ -97,7 +97,7 @@ def what_next(ledger: Reads, run_id: str) -> list[str]:
                     "once it is decided", *commands]  # fmt: skip
         return [f"{goes_on}: nothing needs restarting"]
     if run.status is RunStatus.QUEUED:
-        return [_taken_by(run)]
+        return _taken_by(run)
     if commands or not held:
         return [f"the run is still {run.status.value}: a person must act", *commands]
     return _restart(run)
@@ -105,15 +105,23 @@ def what_next(ledger: Reads, run_id: str) -> list[str]:
 
 def _restart(run: RunRecord) -> list[str]:
     """Nothing holds a run that nothing stops: whatever started it starts it again, under
-    the same id. The ledger does not record what started a run, so each engine's way is
-    named (its integration's page says more)."""
+    the same id."""
     q = quoted(run.run_id)
     gone = "" if run.owner is None else f" (the one that did, {owner_shown(run.owner)}, is gone)"
     if run.input_json is not None:
-        return [f"no process holds the run{gone}: {_taken_by(run)}"]
+        return [f"no process holds the run{gone}: {_taken_by(run)[0]}"]
     return [
         f"no process holds the run{gone}: restart its agent with run id {q}; recorded steps "
         "replay and it goes on from where it stopped",
+        *_resent(run),
+    ]
+
+
+def _resent(run: RunRecord) -> list[str]:
+    """How each engine starts a run again under the same id. The ledger does not record
+    what started a run, so each engine's way is named (its integration's page says more)."""
+    q = quoted(run.run_id)
+    return [
         f"a Celery task: send it again with the same task id, TASK.apply_async(ARGS, "
         f"task_id={run.run_id!r}) (or the same run_id= key)",
         "a Temporal activity: the workflow schedules the activity again, its run named by "
@@ -123,17 +131,20 @@ def _restart(run: RunRecord) -> list[str]:
     ]
 
 
-def _taken_by(run: RunRecord) -> str:
+def _taken_by(run: RunRecord) -> list[str]:
     q = quoted(run.run_id)
     if run.input_json is not None:
-        return (
+        agent = "" if run.agent is None else f" {option('--agent', run.agent)}"
+        return [
             f"the run {q} is queued: an `oncelog worker` takes it and resumes it where it "
-            "stopped (start one if none is running)"
-        )
-    return (
+            f"stopped (start one if none is running: oncelog worker MODULE:HANDLER{agent}, "
+            "with the handler its queue consumer runs)"
+        ]
+    return [
         f"the run {q} is queued: restart its agent with run id {q}; recorded steps replay "
-        "and it goes on from where it stopped (a process waiting on it goes on by itself)"
-    )
+        "and it goes on from where it stopped (a process waiting on it goes on by itself)",
+        *_resent(run),
+    ]
 
 
 def _commands(ledger: Reads, run: RunRecord) -> list[str]:
