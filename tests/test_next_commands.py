@@ -185,3 +185,21 @@ def test_a_submitted_run_decided_names_the_worker_to_start(ledger: oncelog.Ledge
     ledger.clear_halt(by="ops", run="q-1")
     [line] = ledger.what_next("q-1")
     assert "oncelog worker MODULE:HANDLER --agent support" in line
+
+
+@pytest.mark.parametrize("run_id", ["x;touch F;y", "-rf", "$(touch F)", "line\nbreak;touch F"])
+def test_a_decide_line_decides_exactly_that_run_whatever_its_id(
+    store_url: str, tmp_path: Path, run_id: str
+) -> None:
+    tries = tmp_path / "tries"
+    env = {"ONCELOG_RUN_ID": run_id}
+    code, out = flaky(store_url, tries, "--kind", "create", "--run-id-from-env",
+                      crash_at="after_call", **env)  # fmt: skip
+    assert code == -signal.SIGKILL, out
+    [line] = [d for d in decide_lines(unknown(store_url, tmp_path)) if " not_done " in d]
+    done = pasted(line, store_url, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (tmp_path / "F").exists()
+    with oncelog.open(store_url, create=False) as ledger:
+        [step] = ledger.steps(run_id)
+    assert step.state is oncelog.StepState.NOT_DONE, step
