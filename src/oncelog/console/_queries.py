@@ -51,7 +51,7 @@ class Doubt:
     reason: str  # the recorded reason, with the probe's answer when there was a probe
     state: str = "unknown"  # unknown, orphaned (nobody runs it) or in_flight
     age: float = 0.0  # seconds since its intent, by the store's clock
-    lease_owner: str | None = None  # the run's lease owner, or the last one
+    lease_owner: str | None = None  # the run's lease owner, or the last one: pid on host
     subject: str | None = None  # the subject it holds: no other run acts on it meanwhile
 
 
@@ -178,7 +178,8 @@ def doubts(ledger: Ledger) -> dict[str, Any]:
         reason = _doubt_reason(step, d.orphaned)
         run = ledger.get_run(step.run_id)
         subject = claims.get((step.run_id, step.seq))
-        found.append(Doubt(step, run, reason, d.state, d.age, d.lease_owner, subject))
+        owner = None if d.lease_owner is None else d.holder  # pid 41 on host-a
+        found.append(Doubt(step, run, reason, d.state, d.age, owner, subject))
     return {"doubts": found}
 
 
