@@ -30,18 +30,22 @@ HIDDEN_FIELD = re.compile(r'<input type="hidden" name="(\w+)" value="([^"]*)">')
 
 
 def decide_line(store_url: str) -> str:
-    """The ``decide:`` command ``oncelog unknown`` prints for the one effect in doubt."""
-    [line] = [
-        line.split("decide:", 1)[1].strip()
-        for line in cli(store_url, "unknown").stdout.splitlines()
-        if "decide:" in line
-    ]
-    return line
+    """The ``decide:`` commands ``oncelog unknown`` prints for the one effect in doubt, one
+    per decision, each on its line."""
+    lines = cli(store_url, "unknown").stdout.splitlines()
+    [start] = [i for i, line in enumerate(lines) if "decide:" in line]
+    return "\n".join(
+        [lines[start].split("decide:", 1)[1].strip()]
+        + [line.strip() for line in lines[start + 1 : start + 3]]
+    )
 
 
 def pasted(line: str, resolution: str, by: str) -> list[str]:
-    """The printed command as a person pastes it, with their decision and name in."""
-    words = shlex.split(line.replace("done|not_done|abandon", resolution))
+    """The printed command of ``resolution`` as a person pastes it, with their name in."""
+    [words] = [
+        w for w in (shlex.split(one, comments=True) for one in line.splitlines())
+        if w[4] == resolution
+    ]  # fmt: skip
     assert words[:2] == ["oncelog", "resolve"], line
     return [by if word == "NAME" else word for word in words[1:]]
 

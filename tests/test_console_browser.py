@@ -286,3 +286,72 @@ def test_a_person_on_a_phone_releases_a_hold_from_the_subjects_and_holds_page(
             [released] = ledger.holds()
     context.close()
     assert (released.holder, released.state) == ("r-holder", "free")
+
+
+DESKTOP: ViewportSize = {"width": 1280, "height": 800}
+
+
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_a_refused_decision_is_typed_once_then_a_kill_switch_on_the_run(
+    browser: Browser, login_url: str, incidents: str, tmp_path: Path, viewport: ViewportSize
+) -> None:
+    """At a phone's width and a desktop's: the checkboxes are boxes, not fields; a decision
+    refused comes back as typed, so ticking one box more records it; the run page shows
+    the wait for a person apart from the call; a kill switch on the run goes on and off."""
+    from playwright.sync_api import expect
+
+    phone = viewport is PHONE
+    context = browser.new_context(viewport=viewport, is_mobile=phone, has_touch=phone)
+    person = context.new_page()
+    person.goto(login_url)
+    base = login_url.split("/login")[0]
+    person.goto(base + "/unknown")
+    effect = person.locator("article", has_text="r-killed")
+    for box in ("Plain text", "No result"):
+        size = effect.get_by_label(box).bounding_box()
+        assert size is not None
+        assert size["width"] < 40, f"the {box!r} checkbox is {size['width']} px wide"
+    effect.get_by_label("Done: it happened").check()
+    effect.get_by_label("Result (JSON").fill("250 2.0.0 Ok: queued as 4F2A1")
+    effect.get_by_label("Your name").fill("bob")
+    effect.get_by_label("Note").fill("the server's reply")
+    effect.get_by_role("button", name="Record the decision").click()
+    expect(person.get_by_role("alert")).to_contain_text("not JSON")
+    person.screenshot(path=str(tmp_path / f"refused-{viewport['width']}.png"), full_page=True)
+    effect = person.locator("article", has_text="r-killed")
+    expect(effect.get_by_label("Result (JSON")).to_have_value("250 2.0.0 Ok: queued as 4F2A1")
+    expect(effect.get_by_label("Your name")).to_have_value("bob")
+    expect(effect.get_by_label("Note")).to_have_value("the server's reply")
+    expect(effect.get_by_label("Done: it happened")).to_be_checked()
+    effect.get_by_label("Plain text").check()  # the one thing missing
+    effect.get_by_role("button", name="Record the decision").click()
+    expect(person.get_by_role("status")).to_contain_text("Decision recorded")
+    with oncelog.open(incidents) as ledger:
+        [step] = ledger.steps("r-killed")
+    assert (step.state, step.result) == (oncelog.StepState.DONE, "250 2.0.0 Ok: queued as 4F2A1")
+    person.goto(base + "/runs/r-killed")
+    expect(person.locator("p.waited")).to_contain_text("call not timed; resolved by bob")
+    wide = person.evaluate("document.documentElement.scrollWidth")
+    assert wide <= viewport["width"], f"the run page is {wide} px wide"
+    person.screenshot(path=str(tmp_path / f"run-{viewport['width']}.png"))
+    go(person, "Halts")
+    person.get_by_label("Covers").select_option("run")
+    person.get_by_label("Run id or agent").fill("r-killed")
+    person.get_by_label("Reason").fill("looking at the email")
+    person.get_by_label("Your name").fill("carol")
+    person.get_by_role("button", name="Turn on").click()
+    expect(person.get_by_role("status")).to_contain_text("Kill switch on")
+    switch = person.locator("article", has_text="looking at the email")
+    switch.get_by_label("Your name").fill("dave")
+    switch.get_by_label("Why it is safe").fill("looked")
+    switch.get_by_role("button", name="Clear this switch").click()
+    expect(person.get_by_role("status")).to_contain_text("Kill switch off")
+    person.screenshot(path=str(tmp_path / f"halts-{viewport['width']}.png"), full_page=True)
+    context.close()
+    with oncelog.open(incidents) as ledger:
+        [cleared] = ledger.halts(active_only=False)
+    assert (cleared.scope, cleared.target, cleared.cleared_by) == (
+        oncelog.HaltScope.RUN,
+        "r-killed",
+        "dave",
+    )

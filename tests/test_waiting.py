@@ -445,10 +445,10 @@ def test_a_stop_carries_how_to_wait_for_its_decision(store_url: str) -> None:
             run.effect("wipe", wipe)
         wait = stopped.value.wait_for_decision
         assert wait is not None
-        assert wait(0.1) is False
+        assert wait(0.1, "waiter-1") is False
     with oncelog.open(store_url) as person:
         person.approve("r1", "wipe", by="alice")
-    assert wait(5) is True
+    assert wait(5, "waiter-1") is True
     assert pickle.loads(pickle.dumps(stopped.value)).wait_for_decision is None
     assert oncelog.NeedsPerson("made by hand", run_id="r1").wait_for_decision is None
 

@@ -248,8 +248,9 @@ class RunStopped(OnceLogError):
     """The run cannot continue in this process."""
 
     # Given by a run that stopped for a person to whoever catches the stop (``run_main``):
-    # wait up to this many seconds for the decision; True if one came. Not pickled.
-    wait_for_decision: Callable[[float], bool] | None = None
+    # wait up to this many seconds for the decision, journalling the wait under the given
+    # lease owner identity of this process; True if one came. Not pickled.
+    wait_for_decision: Callable[[float, str], bool] | None = None
 
 
 class NeedsPerson(RunStopped):

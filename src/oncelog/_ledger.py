@@ -32,6 +32,7 @@ from .records._records import (
     RunRecord,
     RunStatus,
     StepRecord,
+    StepState,
     SubjectClaim,
 )
 from .records._serialization import encode
@@ -282,13 +283,28 @@ class Ledger(PersonDecisions):
         """``in_doubt()`` with who may still be running each effect: an in-flight effect
         whose run's lease has lapsed (by the store's clock) is orphaned, since nobody is
         running it; each comes with the lease's last owner and its age."""
-        return self.store.effects_in_doubt(numbers.count(limit, "limit"))
+        found = self.store.effects_in_doubt(numbers.count(limit, "limit"))
+        # A lease owner certainly gone (a SIGKILLed process on this host) runs nothing,
+        # though its lease has not lapsed yet: as ``resolve`` and a restart see it.
+        return [
+            d._replace(orphaned=True)
+            if d.step.state is StepState.IN_FLIGHT and not d.orphaned
+            and d.lease_owner is not None and leases.is_dead(d.lease_owner)
+            else d
+            for d in found
+        ]  # fmt: skip
 
     def what_next(self, run_id: str) -> list[str]:
         """What happens next for the run, in words a person acts on: the first line says
         what the run does by itself; any others are the commands, arguments filled in,
         that move it (``oncelog show`` prints them, the console shows them)."""
         return next_steps.what_next(self, run_id)
+
+    def waiting_in_place(self, run_id: str) -> next_steps.Waiter | None:
+        """The process that waits in place for a person's decision on the run
+        (``run_main(wait_for_person=...)``), if one does: it goes on by itself once the
+        run is decided, so nothing needs restarting."""
+        return next_steps.waiting_in_place(self, run_id)
 
     def released_runs(self) -> list[RunRecord]:
         """Queued runs that a person's decision released and nothing has taken up since:

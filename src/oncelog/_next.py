@@ -5,16 +5,21 @@ only reads, through the ledger's public reads (``Reads``)."""
 
 from __future__ import annotations
 
-from typing import Protocol
+import time
+from collections.abc import Iterator
+from typing import NamedTuple, Protocol
 
 from ._commands import oncelog_command, option, quoted
 from ._exceptions import resolve_command
+from .process import _leases as leases
 from .records._records import (
     Approval,
     Halt,
+    JournalEntry,
     RunRecord,
     RunStatus,
     StepRecord,
+    owner_shown,
 )
 from .records._transitions import IN_DOUBT
 
@@ -27,6 +32,38 @@ class Reads(Protocol):
     def steps(self, run_id: str) -> list[StepRecord]: ...
     def approvals(self, status: str, *, limit: int) -> list[Approval]: ...
     def halts(self, *, limit: int) -> list[Halt]: ...
+    def iter_journal(self, run_id: str | None = None) -> Iterator[JournalEntry]: ...
+
+
+class Waiter(NamedTuple):
+    """A process that waits in place for a person's decision on a run
+    (``run_main(wait_for_person=...)``): its lease owner identity, and until when it waits
+    (wall clock, its host's)."""
+
+    owner: str
+    until: float
+
+    def described(self) -> str:
+        until = time.strftime("%H:%M:%S UTC", time.gmtime(self.until))
+        return f"{owner_shown(self.owner)}, until {until}"
+
+
+def waiting_in_place(ledger: Reads, run_id: str) -> Waiter | None:
+    """The process waiting in place for a decision on ``run_id``, if one does: the last
+    ``waiting_for_person`` record since a process last took the run, whose wait has not
+    run out and whose process is not certainly gone."""
+    last = None
+    for entry in ledger.iter_journal(run_id):
+        if entry.event == "waiting_for_person":
+            last = entry
+        elif entry.event == "lease_acquired":  # the run was taken up since
+            last = None
+    if last is None:
+        return None
+    waiter = Waiter(str(last.data.get("owner")), float(last.data.get("until") or 0))
+    if waiter.until <= time.time() or leases.is_dead(waiter.owner):
+        return None
+    return waiter
 
 
 LISTED = 1000  # released runs shown; more than any person works through at once
@@ -40,29 +77,74 @@ def what_next(ledger: Reads, run_id: str) -> list[str]:
     q = quoted(run_id)
     if run.status is RunStatus.COMPLETED:
         return ["the run is completed: nothing is left to do"]
-    if run.owner is not None and run.status in (RunStatus.RUNNING, RunStatus.WAITING):
+    held = run.status in (RunStatus.RUNNING, RunStatus.WAITING)
+    if held and run.owner is not None and not leases.is_dead(run.owner):
+        holder = owner_shown(run.owner)
         return [
-            f"the process that holds the run ({run.owner}) goes on by itself; if it is gone, "
+            f"the process that holds the run ({holder}) goes on by itself; if it is gone, "
             f"restart the agent with run id {q}"
         ]
-    if run.status is RunStatus.QUEUED:
-        return [_taken_by(run)]
     if run.status is RunStatus.FAILED:
         return [f"the run failed ({run.reason}); run it again under the same id to retry"]
-    return [f"the run is still {run.status.value}: a person must act", *_commands(ledger, run)]
+    waiter = None if run.owner is not None else waiting_in_place(ledger, run_id)
+    commands = [] if run.status is RunStatus.QUEUED else _commands(ledger, run)
+    if waiter is not None:
+        goes_on = (
+            f"the agent waiting in place for a decision ({waiter.described()}) goes on by itself"
+        )
+        if commands:
+            return [f"the run is still {run.status.value}: a person must act; {goes_on} "
+                    "once it is decided", *commands]  # fmt: skip
+        return [f"{goes_on}: nothing needs restarting"]
+    if run.status is RunStatus.QUEUED:
+        return _taken_by(run)
+    if commands or not held:
+        return [f"the run is still {run.status.value}: a person must act", *commands]
+    return _restart(run)
 
 
-def _taken_by(run: RunRecord) -> str:
+def _restart(run: RunRecord) -> list[str]:
+    """Nothing holds a run that nothing stops: whatever started it starts it again, under
+    the same id."""
+    q = quoted(run.run_id)
+    gone = "" if run.owner is None else f" (the one that did, {owner_shown(run.owner)}, is gone)"
+    if run.input_json is not None:
+        return [f"no process holds the run{gone}: {_taken_by(run)[0]}"]
+    return [
+        f"no process holds the run{gone}: restart its agent with run id {q}; recorded steps "
+        "replay and it goes on from where it stopped",
+        *_resent(run),
+    ]
+
+
+def _resent(run: RunRecord) -> list[str]:
+    """How each engine starts a run again under the same id. The ledger does not record
+    what started a run, so each engine's way is named (its integration's page says more)."""
+    q = quoted(run.run_id)
+    return [
+        f"a Celery task: send it again with the same task id, TASK.apply_async(ARGS, "
+        f"task_id={run.run_id!r}) (or the same run_id= key)",
+        "a Temporal activity: the workflow schedules the activity again, its run named by "
+        "the same name= (oncelog_temporal.run(ledger, name=...))",
+        f"a DBOS step: DBOS.delete_workflow(WORKFLOW_ID), then start the workflow again under "
+        f"the same id (the run {q} is WORKFLOW_ID/STEP)",
+    ]
+
+
+def _taken_by(run: RunRecord) -> list[str]:
     q = quoted(run.run_id)
     if run.input_json is not None:
-        return (
+        agent = "" if run.agent is None else f" {option('--agent', run.agent)}"
+        return [
             f"the run {q} is queued: an `oncelog worker` takes it and resumes it where it "
-            "stopped (start one if none is running)"
-        )
-    return (
+            f"stopped (start one if none is running: oncelog worker MODULE:HANDLER{agent}, "
+            "with the handler its queue consumer runs)"
+        ]
+    return [
         f"the run {q} is queued: restart its agent with run id {q}; recorded steps replay "
-        "and it goes on from where it stopped (a process waiting on it goes on by itself)"
-    )
+        "and it goes on from where it stopped (a process waiting on it goes on by itself)",
+        *_resent(run),
+    ]
 
 
 def _commands(ledger: Reads, run: RunRecord) -> list[str]:

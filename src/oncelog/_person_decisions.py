@@ -129,7 +129,11 @@ class PersonDecisions:
         waits. On PostgreSQL the decision wakes the waiter at once (LISTEN/NOTIFY);
         otherwise it looks every ``approval_poll`` seconds."""
         seconds = numbers.seconds(timeout, "timeout", positive=False)
-        return self.waiter.wait(run_id, seconds)
+        waiter = leases.new_owner()
+        try:
+            return self.waiter.wait(run_id, seconds, waiter)
+        finally:
+            leases.forget(waiter)
 
     async def wait_for_decision_async(self, run_id: str, *, timeout: float | timedelta) -> bool:
         """``wait_for_decision`` for async code: the event loop goes on meanwhile."""

@@ -17,7 +17,8 @@ keyed hashes already), and ids as they are stored (``visible``).
 
 On a terminal or in a log, text from the ledger is printed through ``printable``, and a
 command for a person to paste is built by ``oncelog_command``, which quotes its ids for
-the shell."""
+the shell. ``step_timings`` tells a step's time at its provider from its wait for a person
+or a restart, which are shown apart."""
 
 from __future__ import annotations
 
@@ -31,8 +32,9 @@ from .records._display import (
     resolve_command,
     visible,
 )
+from .records._timings import StepTiming, step_timings
 
 __all__ = [
-    "MASK", "escape_invisible", "exact_json", "oncelog_command", "printable", "redact",
-    "resolve_command", "visible",
+    "MASK", "StepTiming", "escape_invisible", "exact_json", "oncelog_command", "printable",
+    "redact", "resolve_command", "step_timings", "visible",
 ]  # fmt: skip

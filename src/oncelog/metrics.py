@@ -124,7 +124,8 @@ class LedgerCollector(Collector):
         in_doubt = GaugeMetricFamily(
             "oncelog_effects_in_doubt",
             "Effects whose outcome is not recorded, by kind and state: unknown (found in "
-            "doubt), orphaned (in flight, its run's lease expired: nobody is running it) or "
+            "doubt), orphaned (in flight, its run's lease expired or its process is gone: nobody "
+            "is running it) or "
             "in_flight (its process holds the run and may still be running it).",
             labels=["kind", "state"],
         )

@@ -57,34 +57,53 @@ def unknown(db: str | None, as_json: bool) -> None:
         subject = claims.get((s.run_id, s.seq))
         if subject is not None:  # no other run acts on it until this is decided
             say(f"    subject:   {visible(subject)}, held by this effect")
-        say(f"    started:   {_age(d.age)} ago; lease owner {d.lease_owner or '-'}")
+        say(f"    started:   {_age(d.age)} ago; lease owner {d.holder}")
         say(f"    why:       {why}")
-        say(f"    decide:    {_resolve_command(s)}")
+        for i, line in enumerate(decisions(s)):
+            say(f"    {'decide:' if i == 0 else '':<11}{line}")
     for run_id, lines in released.items():
         say(f"{visible(run_id)}: decided, not moved yet: {lines[0]}")
 
 
-def _resolve_command(step: oncelog.StepRecord) -> str:
-    return resolve_command(step.run_id, step.step_id, step.attempts)
+# Each decision's command, as it pastes (with the person's name for NAME), and after a
+# shell comment, when it is the one to run.
+_DECISIONS = (
+    ("done", "--result '{}' --by NAME", "it happened: put the provider's answer in --result "
+     "(the agent gets it), or give --no-result"),
+    ("not_done", "--by NAME", "it did not happen: it is sent again, with the same key"),
+    ("abandon", "--by NAME", "give it up: the agent gets EffectAbandoned at this step"),
+)  # fmt: skip
+
+
+def decisions(step: oncelog.StepRecord, *, said: bool = True) -> list[str]:
+    """The ``oncelog resolve`` command of each decision on ``step``'s attempt in doubt,
+    with when to run it after ``#`` if ``said``."""
+    return [
+        resolve_command(step.run_id, step.step_id, step.attempts, then=then, options=options)
+        + (f"  # {why}" if said else "")
+        for then, options, why in _DECISIONS
+    ]
 
 
 def _why_in_flight(doubt: oncelog.EffectInDoubt) -> str:
+    owner = doubt.holder
     if not doubt.orphaned:
-        return "in flight: its process may still be running it"
-    step = doubt.step
-    return (
-        "orphaned: its run's lease has expired, so nobody is running it; it may or may not "
-        "have happened. Decide: "
-        + resolve_command(
-            step.run_id, step.step_id, step.attempts, then="done",
-            options="--result JSON --by NAME",
+        return (
+            f"in flight: a live process ({owner}) holds its run's lease and heartbeats, so it "
+            "may still be running it; if that process is gone (on another host), decide once "
+            "its lease lapses, or now with --force"
         )
-        + " (or not_done, or abandon), or start the run again to let its probe look"
-    )  # fmt: skip
+    return (
+        f"orphaned: its run's lease has expired or the process that held it ({owner}) is "
+        "gone, so nobody is running it; it may or may not have happened. Decide below, or "
+        "start the run again to let its probe look"
+    )
 
 
 def _doubt_row(doubt: oncelog.EffectInDoubt, why: str, subject: str | None) -> dict[str, Any]:
-    row = {**step_row(doubt.step), "reason": why, "subject": subject}
+    commands = decisions(doubt.step, said=False)
+    row = {**step_row(doubt.step), "reason": f"{why}; decide: {' | '.join(commands)}"}
+    row.update(subject=subject, decide=commands)
     row.update(orphaned=doubt.orphaned, age_seconds=round(doubt.age, 3))
     row["lease_owner"] = doubt.lease_owner
     return row

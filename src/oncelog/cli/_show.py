@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 import oncelog
-from oncelog.display import redact, visible
+from oncelog.display import StepTiming, redact, step_timings, visible
 
 from ._options import db_option, emit, json_option, opened, say
 
@@ -78,6 +78,14 @@ def step_row(step: oncelog.StepRecord) -> dict[str, Any]:
     return row
 
 
+def _timed(timing: StepTiming) -> dict[str, Any]:
+    """A step's timing for ``--json``: the call's seconds, apart from a wait."""
+    return {
+        "call_seconds": timing.call, "waited_seconds": timing.waited,
+        "settled_by": timing.settled_by,
+    }  # fmt: skip
+
+
 def _decision(entry: oncelog.JournalEntry, steps: dict[int, str]) -> dict[str, Any]:
     data = entry.data
     step = steps.get(entry.seq) if entry.seq is not None else data.get("step_id")
@@ -116,11 +124,15 @@ def show(run_id: str, with_journal: bool, db: str | None, as_json: bool) -> None
         claims = ledger.subjects(run_id, limit=SUBJECTS)
     ids = {s.seq: s.step_id for s in steps}
     subjects = _subjects(claims, journal)
+    timings = step_timings(steps, journal)
     decisions = [_decision(e, ids) for e in journal if e.event in DECISIONS]
     if as_json:
         out: dict[str, Any] = {
             "run": run_row(run),
-            "steps": [{**step_row(s), "subject": subjects.get(s.seq)} for s in steps],
+            "steps": [
+                {**step_row(s), "subject": subjects.get(s.seq), **_timed(timings[s.seq])}
+                for s in steps
+            ],
             "decisions": decisions,
             "kill_switches": [{**dataclasses.asdict(h), "scope": h.scope.value} for h in switches],
             "next": after,
@@ -129,7 +141,7 @@ def show(run_id: str, with_journal: bool, db: str | None, as_json: bool) -> None
             out["journal"] = [_journal_row(e) for e in journal]
         emit(out)
         return
-    _print_run(run, steps, subjects)
+    _print_run(run, steps, subjects, timings)
     _print_decisions(decisions, switches)
     say("next:")
     for line in after:
@@ -164,7 +176,10 @@ def _subjects(
 
 
 def _print_run(
-    run: oncelog.RunRecord, steps: list[oncelog.StepRecord], subjects: dict[int, str]
+    run: oncelog.RunRecord,
+    steps: list[oncelog.StepRecord],
+    subjects: dict[int, str],
+    timings: dict[int, StepTiming],
 ) -> None:
     say(
         f"run {visible(run.run_id)}: {run.status.value}"
@@ -173,7 +188,7 @@ def _print_run(
     if run.plan:
         say(f"plan: {', '.join(run.plan)}")
     for s in steps:
-        took = "" if s.finished_at is None else f" {1000 * (s.finished_at - s.started_at):.0f} ms"
+        took = "" if s.finished_at is None else f" {timings[s.seq].described()}"
         say(
             f"{s.seq:>4} {visible(s.step_id):<20} {s.type.value:<6} {s.kind:<11} "
             f"{s.state.value:<9} x{s.attempts} {s.key}  {when(s.started_at)}{took}"

@@ -59,7 +59,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        shown=shown, shown_entry=shown_entry, when=_when, duration=_duration, number=_number,
+        shown=shown, shown_entry=shown_entry, when=_when, seconds=_milliseconds, number=_number,
         approved=approved, visible=visible, run_path=run_path,
     )  # fmt: skip
     env.globals["shown_chars"] = SHOWN_CHARS
@@ -77,8 +77,8 @@ def _when(ts: float | None) -> str:
     return "—" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
 
 
-def _duration(start: float, end: float | None) -> str:
-    return "—" if end is None else f"{(end - start) * 1000:.1f} ms"
+def _milliseconds(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
 
 
 def _number(value: float | None) -> str:

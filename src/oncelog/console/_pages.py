@@ -135,8 +135,25 @@ def problem(request: Request, exc: OnceLogError) -> Response:
     )
 
 
+# The library's words name the CLI's flags; on a page, the person ticks a box instead.
+_ON_A_PAGE = (
+    ("force the decision (--force, force=True)",
+     "tick “Decide even if the process holding this run is still alive” in the form below "
+     "and record the decision again"),
+    ("release it with --force",
+     "tick “Release even if its holder's lease still runs” and release it again"),
+    ("then decide on it (--attempt ", "then decide on it on this page (attempt "),
+)  # fmt: skip
+
+
 def describe(exc: OnceLogError) -> str:
-    return exc.message if isinstance(exc, FormError) else f"{type(exc).__name__}: {exc}"
+    """``exc`` as a page shows it: in the words of the page's own controls."""
+    if isinstance(exc, FormError):
+        return exc.message
+    said = f"{type(exc).__name__}: {exc}"
+    for flag, box in _ON_A_PAGE:
+        said = said.replace(flag, box)
+    return said
 
 
 def status_for(exc: OnceLogError) -> int:

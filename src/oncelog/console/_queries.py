@@ -20,6 +20,7 @@ from oncelog import (
     StepState,
     SubjectClaim,
 )
+from oncelog.display import step_timings
 
 LISTED = 200  # runs on the runs and budgets pages; recent decisions on the others
 HISTORY = 30
@@ -36,8 +37,8 @@ IN_FLIGHT_REASON = (
 
 
 ORPHANED_REASON = (
-    "started, with no outcome recorded, and its run's lease has expired: nobody is running "
-    "it. It may or may not have happened"
+    "started, with no outcome recorded, and its run's lease has expired or the process that "
+    "held it is gone: nobody is running it. It may or may not have happened"
 )
 
 
@@ -50,7 +51,7 @@ class Doubt:
     reason: str  # the recorded reason, with the probe's answer when there was a probe
     state: str = "unknown"  # unknown, orphaned (nobody runs it) or in_flight
     age: float = 0.0  # seconds since its intent, by the store's clock
-    lease_owner: str | None = None  # the run's lease owner, or the last one
+    lease_owner: str | None = None  # the run's lease owner, or the last one: pid on host
     subject: str | None = None  # the subject it holds: no other run acts on it meanwhile
 
 
@@ -116,9 +117,12 @@ def timeline(ledger: Ledger, run_id: str) -> dict[str, Any]:
     covering = [h for h in ledger.halts() if covers(h, run)]
     budget = None if run.budget is None else run_budget(ledger, run)
     journal = list(ledger.iter_journal(run_id))
+    steps = ledger.steps(run_id)
     return {
         "run": run,
-        "steps": ledger.steps(run_id),
+        "steps": steps,
+        "timings": step_timings(steps, journal),
+        "waiter": ledger.waiting_in_place(run_id),
         "journal": journal,
         "halts": covering,
         "budget": budget,
@@ -174,7 +178,8 @@ def doubts(ledger: Ledger) -> dict[str, Any]:
         reason = _doubt_reason(step, d.orphaned)
         run = ledger.get_run(step.run_id)
         subject = claims.get((step.run_id, step.seq))
-        found.append(Doubt(step, run, reason, d.state, d.age, d.lease_owner, subject))
+        owner = None if d.lease_owner is None else d.holder  # pid 41 on host-a
+        found.append(Doubt(step, run, reason, d.state, d.age, owner, subject))
     return {"doubts": found}
 
 

@@ -11,6 +11,7 @@ again: it replays what is recorded and continues, exactly as a restarted process
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -39,35 +40,57 @@ class Waiter:
         self._notices = notices
         self.closed = False  # the ledger's store is closed
 
-    def wait(self, run_id: str, timeout: float) -> bool:
-        """``wait_for_decision`` on the ledger's store."""
-        return wait_for_decision(self._store, run_id, timeout, self._poll, self._notices.redeliver)
+    def wait(self, run_id: str, timeout: float, waiter: str) -> bool:
+        """``wait_for_decision`` on the ledger's store; ``waiter`` is this process's
+        identity as a lease owner, journalled with the wait."""
+        return wait_for_decision(
+            self._store, run_id, timeout, self._poll, self._notices.redeliver, waiter
+        )
 
-    def after_stop(self, run_id: str, timeout: float) -> bool:
+    def after_stop(self, run_id: str, timeout: float, waiter: str) -> bool:
         """``wait`` for the run ``run_id``, which stopped for a person in this process; on
         the store opened again from its URL if the ledger was closed since (False if it
         was made from a store object: nothing to open again)."""
         if not self.closed:
-            return self.wait(run_id, timeout)
+            return self.wait(run_id, timeout, waiter)
         if self._url is None:
             return False
         store = open_store(self._url)
         try:
             notices = self._notices.moved_to(store)
-            return wait_for_decision(store, run_id, timeout, self._poll, notices.redeliver)
+            return wait_for_decision(store, run_id, timeout, self._poll, notices.redeliver, waiter)
         finally:
             store.close()
 
 
 def wait_for_decision(
-    store: Store, run_id: str, timeout: float, poll: float, redeliver: Callable[[], None]
+    store: Store,
+    run_id: str,
+    timeout: float,
+    poll: float,
+    redeliver: Callable[[], None],
+    waiter: str,
 ) -> bool:
     """True as soon as the run is no longer stopped for a person, or a decision that may
     let it go on is journalled; False after ``timeout`` seconds without one. Raises
     ``Draining`` when the process starts draining (SIGTERM) meanwhile. ``redeliver`` is
-    called every ``REDELIVER_EVERY`` seconds: notices that could not be delivered."""
+    called every ``REDELIVER_EVERY`` seconds: notices that could not be delivered. The
+    wait is journalled first with ``waiter`` (a lease owner identity of this process), so
+    whoever decides learns that nothing needs restarting."""
     deadline = time.monotonic() + timeout
     next_delivery = time.monotonic() + REDELIVER_EVERY
+    store.record_waiting(run_id, json.dumps({"owner": waiter, "until": time.time() + timeout}))
+    return _watch(store, run_id, deadline, next_delivery, poll, redeliver)
+
+
+def _watch(
+    store: Store,
+    run_id: str,
+    deadline: float,
+    next_delivery: float,
+    poll: float,
+    redeliver: Callable[[], None],
+) -> bool:
     with store.decisions() as feed:  # listening before looking: nothing falls between
         while True:
             if time.monotonic() >= next_delivery:

@@ -23,6 +23,7 @@ from .._exceptions import (
 from .._exit_codes import EXIT_COMPLETED, EXIT_ERROR
 from ..records._display import printable
 from ..signals._drain import handle_sigterm
+from . import _leases as leases
 from . import _main as main
 
 log = logging.getLogger("oncelog")
@@ -96,7 +97,11 @@ def _decided(stop: NeedsPerson | WaitingForPerson, patience: float) -> bool:
     try:
         # False at once if this process never saw the run stop: nothing to watch.
         wait = stop.wait_for_decision
-        decided = wait is not None and wait(patience)
+        waiter = leases.new_owner()
+        try:
+            decided = wait is not None and wait(patience, waiter)
+        finally:
+            leases.forget(waiter)
     except OnceLogError as exc:  # Draining, or the ledger out of reach: 75, try later
         _exit_for(exc)
     if not decided:

@@ -191,6 +191,12 @@ class ReplayPage(NamedTuple):
     results: str
 
 
+def owner_shown(owner: str) -> str:
+    """A lease owner (``host|pid|start|namespace|nonce``) as a person tells it apart."""
+    parts = owner.split("|")
+    return f"pid {parts[1]} on {parts[0]}" if len(parts) >= 3 else owner
+
+
 class EffectInDoubt(NamedTuple):
     """An effect whose outcome is not recorded, with who may still be running it. The
     times are the store's clock, like lease expiry."""
@@ -199,6 +205,11 @@ class EffectInDoubt(NamedTuple):
     orphaned: bool  # in flight, and no live lease holds its run: nobody is running it
     lease_owner: str | None  # the run's lease owner, or its last one once it expired
     age: float  # seconds since the effect's intent was written
+
+    @property
+    def holder(self) -> str:
+        """The lease owner as a person tells it apart (``pid 41 on host-a``), or ``-``."""
+        return "-" if self.lease_owner is None else owner_shown(self.lease_owner)
 
     @property
     def state(self) -> str:

@@ -597,6 +597,12 @@ class Store(Protocol):
         until ``confirm_notice`` says it was delivered."""
         ...
 
+    def record_waiting(self, run_id: str, data_json: str) -> None:
+        """Journal ``waiting_for_person``: a process waits in place for a decision on the
+        run (``run_main(wait_for_person=...)``), with its identity and until when, so that
+        whoever decides knows that nothing needs restarting (one transaction)."""
+        ...
+
     def confirm_notice(self, run_id: str, notice_id: str) -> None:
         """Journal ``person_notified``: the notice is not delivered again (one
         transaction)."""

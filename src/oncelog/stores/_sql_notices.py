@@ -11,6 +11,7 @@ from ._sql_tx import append
 
 NEEDED = "person_needed"
 NOTIFIED = "person_notified"
+WAITING = "waiting_for_person"
 
 
 def record_notice(tx: Tx, run_id: str, notice_id: str, data_json: str) -> bool:
@@ -31,3 +32,8 @@ def record_notice(tx: Tx, run_id: str, notice_id: str, data_json: str) -> bool:
 
 def confirm_notice(tx: Tx, run_id: str, notice_id: str) -> None:
     append(tx, run_id, None, NOTIFIED, journal_json(id=text(notice_id)))
+
+
+def record_waiting(tx: Tx, run_id: str, data_json: str) -> None:
+    """``Store.record_waiting``, in the caller's transaction."""
+    append(tx, run_id, None, WAITING, data_json)

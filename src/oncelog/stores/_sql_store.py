@@ -513,6 +513,10 @@ class SQLStore(StepWrites):
         with self._tx() as tx:
             return notices.record_notice(tx, run_id, notice_id, data_json)
 
+    def record_waiting(self, run_id: str, data_json: str) -> None:
+        with self._tx() as tx:
+            notices.record_waiting(tx, run_id, data_json)
+
     def confirm_notice(self, run_id: str, notice_id: str) -> None:
         with self._tx() as tx:
             notices.confirm_notice(tx, run_id, notice_id)
