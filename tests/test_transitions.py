@@ -242,7 +242,7 @@ def test_no_module_keeps_its_own_copy_of_the_states() -> None:
             if isinstance(node, ast.Dict) and {"abandon", "abandoned"} <= _strings(node):
                 copies.append(f"{path.relative_to(SRC)}:{node.lineno}")
     # A surface uses public names only, and none says "in doubt" yet (issue 31, item 1).
-    assert copies == ["cli/_runs.py:175"]
+    assert [copy.partition(":")[0] for copy in copies] == ["cli/_runs.py"]
     stores = SRC / "stores"
     sql_states = re.compile(r"state (=|IN \(|<>|!=) ?'(in_flight|unknown|not_done|abandoned)'")
     written = [
