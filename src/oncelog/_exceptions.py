@@ -204,6 +204,10 @@ class UnknownHalt(UnknownName):
     pass
 
 
+class UnknownAgent(UnknownName):
+    """No run of that agent is recorded (a kill switch for it would stop nothing)."""
+
+
 class UnknownApproval(UnknownName):
     pass
 

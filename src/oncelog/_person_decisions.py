@@ -247,17 +247,26 @@ class PersonDecisions:
     # -- the kill switch ----------------------------------------------------------------
 
     def halt(
-        self, reason: str, *, by: str, run: str | None = None, agent: str | None = None
+        self,
+        reason: str,
+        *,
+        by: str,
+        run: str | None = None,
+        agent: str | None = None,
+        ahead: bool = False,
     ) -> Halt:
         """Turn a durable kill switch on: for one ``run``, every run of an ``agent``, or,
         with neither, every run. From then on no new step of a covered run starts (it
         raises ``RunHalted``, exit code 3), in this process or any other, across restarts,
-        until a person clears it. ``by`` names who or what set it (a person, a detector)."""
+        until a person clears it. ``by`` names who or what set it (a person, a detector).
+        A run or agent the ledger has never seen is refused (``UnknownRun``,
+        ``UnknownAgent``: a typo would stop nothing) unless ``ahead=True`` says the switch
+        is set ahead of its first start."""
         scope, target = _switch(run, agent)
         if not reason or not by:
             raise ConfigurationError("a halt needs a reason and by=... naming who set it")
         _check_decision("halt", by, reason)
-        return self.store.set_halt(scope, target, reason=reason, by=by)
+        return self.store.set_halt(scope, target, reason=reason, by=by, ahead=ahead)
 
     def clear_halt(
         self,

@@ -94,7 +94,9 @@ def _switch(form: Form) -> dict[str, str | None]:
 
 def set_halt(form: Form, ledger: Ledger) -> tuple[str, str | None]:
     switch = _switch(form)
-    ledger.halt(form.text("reason", required=True), by=form.person(), **switch)
+    ledger.halt(
+        form.text("reason", required=True), by=form.person(), ahead=form.flag("ahead"), **switch
+    )
     return "halted", switch.get("run")
 
 

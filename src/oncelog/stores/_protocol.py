@@ -532,11 +532,14 @@ class Store(Protocol):
         check the same inside their transaction and raise ``RunHalted``."""
         ...
 
-    def set_halt(self, scope: HaltScope, target: str, *, reason: str, by: str) -> Halt:
+    def set_halt(
+        self, scope: HaltScope, target: str, *, reason: str, by: str, ahead: bool = False
+    ) -> Halt:
         """Turn a switch on, in one transaction holding the halts lock exclusively (every
         intent either saw it or committed before it); journals ``halt_set``. Returns the
         switch; a no-op returning the active one if it is on already (the first reason
-        stands)."""
+        stands). A switch for a run or agent no row names is refused (``UnknownRun``,
+        ``UnknownAgent``, listing the nearest names) unless ``ahead``."""
         ...
 
     def clear_halt(self, scope: HaltScope, target: str, *, by: str, note: str | None) -> Halt:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .._exceptions import AttemptMismatch, InvalidResolution, RunLeased, UnknownRun
+from .._exceptions import AttemptMismatch, InvalidResolution, RunLeased
 from ..records._records import Resolution, StepRecord
 from ..records._transitions import CORRECT, MARK_UNKNOWN, RESOLVE, RESOLVED_STATE
+from . import _sql_names as names
 from . import _sql_queue as queue
 from . import _sql_refusals as refusals
 from . import _sql_stops as stops
@@ -66,7 +67,7 @@ def _decide(
     """The step ``find`` allows a decision on, the live owner a forced decision overrides,
     and the step's row as the decision leaves it."""
     if not lock_run(tx, run_id):
-        raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+        raise names.unknown_run(tx, run_id)
     step = find(tx, run_id, step_id)
     _check_attempt(step, decision.attempt)
     overridden = _live_holder(tx, step, decision.owner_is_dead, force=decision.force)
