@@ -241,6 +241,11 @@ class AlreadyResolved(InvalidResolution):
     message says who and when)."""
 
 
+class NotRetryable(ConflictError):
+    """A retry that could perform an effect twice: the step is done, in doubt, abandoned
+    by a person, or the run went on past it. The message names the command that fits."""
+
+
 class AttemptMismatch(InvalidResolution):
     """The decision was made on another attempt of the step than the one it is at now
     (the step was run again since the person looked), or names none where one is needed:

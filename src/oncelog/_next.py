@@ -16,7 +16,7 @@ from .records._records import (
     RunStatus,
     StepRecord,
 )
-from .records._transitions import IN_DOUBT
+from .records._transitions import IN_DOUBT, RETRY
 
 
 class Reads(Protocol):
@@ -48,8 +48,24 @@ def what_next(ledger: Reads, run_id: str) -> list[str]:
     if run.status is RunStatus.QUEUED:
         return [_taken_by(run)]
     if run.status is RunStatus.FAILED:
-        return [f"the run failed ({run.reason}); run it again under the same id to retry"]
+        return _failed(ledger, run)
     return [f"the run is still {run.status.value}: a person must act", *_commands(ledger, run)]
+
+
+def _failed(ledger: Reads, run: RunRecord) -> list[str]:
+    """A run that ended on an error: an effect that did not happen (refused, or its retry
+    policy ran out) gets a fresh set of attempts from a person; else the code is fixed."""
+    steps = ledger.steps(run.run_id)
+    last = steps[-1] if steps else None
+    if last is not None and last.state in RETRY.sources:
+        retry = oncelog_command("retry", [run.run_id, last.step_id], options="--by NAME --why WHY")
+        return [
+            f"the run failed ({run.reason}): step {quoted(last.step_id)} did not happen; once "
+            "the provider can take it, give it a fresh set of attempts with the same key, "
+            "then restart the run under the same id",
+            retry,
+        ]
+    return [f"the run failed ({run.reason}); fix the cause, then run it again under the same id"]
 
 
 def _taken_by(run: RunRecord) -> str:

@@ -41,6 +41,7 @@ from . import _sql_notices as notices
 from . import _sql_prune as prune_sql
 from . import _sql_queue as queue
 from . import _sql_resolutions as resolutions
+from . import _sql_retries as retries
 from . import _sql_runs as runs
 from ._protocol import (
     BudgetDrift,
@@ -390,6 +391,21 @@ class SQLStore(StepWrites):
         decide = resolutions.correct if correct else resolutions.resolve
         with self._tx() as tx:
             return decide(tx, run_id, step_id, decision)
+
+    def retry_step(
+        self,
+        run_id: str,
+        step_id: str,
+        *,
+        by: str,
+        why: str,
+        force: bool = False,
+        owner_is_dead: OwnerCheck = _never_dead,
+    ) -> StepRecord:
+        with self._tx() as tx:
+            return retries.retry(
+                tx, run_id, step_id, by=by, why=why, force=force, gone=owner_is_dead
+            )
 
     def set_result_contract(self, tool: str, contract_json: str) -> None:
         with self._tx() as tx:
