@@ -15,6 +15,7 @@ from .records._records import (
     RunRecord,
     RunStatus,
     StepRecord,
+    StepState,
 )
 from .records._transitions import IN_DOUBT, RETRY
 
@@ -64,6 +65,22 @@ def _failed(ledger: Reads, run: RunRecord) -> list[str]:
             "the provider can take it, give it a fresh set of attempts with the same key, "
             "then restart the run under the same id",
             retry,
+        ]
+    if last is not None and last.state is StepState.ABANDONED:
+        correct = resolve_command(
+            run.run_id, last.step_id, None, then="not_done", options="--correct --by NAME"
+        )
+        return [
+            f"the run failed ({run.reason}): a person abandoned step {quoted(last.step_id)}; "
+            "once the provider shows it did not happen, correct that decision, then restart "
+            "the run under the same id",
+            correct,
+        ]
+    if run.stopped_by == "ApprovalDenied":
+        return [
+            f"the run failed ({run.reason}): a denial is final for those arguments, at every "
+            "replay; if the action must happen after all, start a new run (a new run id) "
+            "and approve its request"
         ]
     return [f"the run failed ({run.reason}); fix the cause, then run it again under the same id"]
 
