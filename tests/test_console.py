@@ -39,6 +39,7 @@ ACTIONS = [
     "/budgets/run",
     "/budgets/agent",
     "/holds/release",
+    "/steps/retry",
 ]
 FOREIGN = "http://evil.example"
 # The hidden fields of r-mail's resolve form: its step, and the attempt the page shows.

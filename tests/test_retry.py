@@ -17,6 +17,7 @@ import pytest
 
 import oncelog
 
+from .support.console_client import console_client
 from .support.launch import run_python
 from .support.provider_process import Provider
 
@@ -146,4 +147,33 @@ def test_a_retry_is_refused_once_the_run_went_past_the_step(ledger: oncelog.Ledg
         run.effect("log", log)
     with pytest.raises(oncelog.NotRetryable, match="went on past"):
         ledger.retry("r", "post", by="ops", why="try")
+    assert ledger.verify().ok
+
+
+def test_the_console_lists_a_refused_run_and_retries_it(ledger: oncelog.Ledger) -> None:
+    down = [True]
+
+    @ledger.tool(kind="create", name="post", refusals=(PermissionError,))
+    def post(*, idempotency_key: str) -> str:
+        if down[0]:
+            raise PermissionError("quota")
+        return "posted"
+
+    with pytest.raises(oncelog.EffectRefused), ledger.run("r-quota") as run:
+        run.effect("post", post)
+    with console_client(ledger) as person:
+        assert "r-quota" in person.get("/").text  # the "needs a person" page lists it
+        page = person.get("/runs/r-quota").text
+        assert 'action="/steps/retry"' in page
+        refused = person.post("/steps/retry", {"run_id": "r-quota", "step_id": "post", "by": "x"})
+        assert refused.status_code == 400  # no why: nothing changed
+        assert ledger.steps("r-quota")[0].state is oncelog.StepState.FAILED
+        form = {"run_id": "r-quota", "step_id": "post", "by": "erin", "why": "quota raised"}
+        assert person.post("/steps/retry", form).status_code == 303
+        assert 'action="/steps/retry"' not in person.get("/runs/r-quota").text
+    down[0] = False
+    with ledger.run("r-quota") as run:
+        assert run.effect("post", post) == "posted"
+    [entry] = [e for e in ledger.journal("r-quota") if e.event == "retried"]
+    assert entry.data["by"] == "erin"
     assert ledger.verify().ok

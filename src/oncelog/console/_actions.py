@@ -106,6 +106,14 @@ def clear_halt(form: Form, ledger: Ledger) -> tuple[str, str | None]:
     return "cleared", switch.get("run")
 
 
+def retry_effect(form: Form, ledger: Ledger) -> tuple[str, str | None]:
+    """A fresh set of attempts, with the same key, for the step the page showed."""
+    run_id, step_id = form.exact("run_id", required=True), form.exact("step_id", required=True)
+    why = form.text("why", required=True)
+    ledger.retry(run_id, step_id, by=form.person(), why=why, force=form.flag("force"))
+    return "retried", run_id
+
+
 def _limits(form: Form, names: list[str]) -> dict[str, Any]:
     """The limits filled in, whole numbers as ints (steps, tokens and calls are counts)."""
     limits = {name: form.number(name) for name in names}
@@ -154,6 +162,7 @@ ACTIONS: dict[str, tuple[str, Change]] = {
     "/budgets/run": ("budgets", set_run_budget),
     "/budgets/agent": ("budgets", set_agent_budget),
     "/holds/release": ("holds", release_hold),
+    "/steps/retry": ("overview", retry_effect),
 }
 
 
