@@ -112,4 +112,6 @@ def test_approving_another_runs_request_names_its_run(store_url: str) -> None:
         theirs = next(a for a in ledger.approvals() if a.run_id == "r2")
         with pytest.raises(oncelog.UnknownApproval, match="belongs to run 'r2', step 'delete'"):
             ledger.approve("r1", "delete", by="alice", request=theirs.id)
+        with pytest.raises(oncelog.UnknownApproval, match="pending in run 'r1': step 'delete'"):
+            ledger.approve("r1", "delte", by="alice")
         assert {a.status for a in ledger.approvals(None)} == {oncelog.ApprovalStatus.PENDING}

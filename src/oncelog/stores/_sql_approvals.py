@@ -303,13 +303,26 @@ def _asked(tx: Tx, request: Approval) -> bool:
 
 def _elsewhere(tx: Tx, request: int | None, run_id: str, step_id: str) -> str:
     """Where the request a person named belongs, when it is another step's: they read it
-    on the wrong row, or typed the wrong run."""
+    on the wrong row, or typed the wrong run; naming none, the run's steps that wait."""
     if request is None:
-        return ""
+        return _asked_in_run(tx, run_id, step_id)
     row = tx.execute("SELECT run_id, step_id FROM approvals WHERE id = ?", (request,)).fetchone()
     if row is None or (row[0], row[1]) == (run_id, step_id):
         return ""
     return f"; request {request} belongs to run {row[0]!r}, step {row[1]!r}"
+
+
+def _asked_in_run(tx: Tx, run_id: str, step_id: str) -> str:
+    """The steps of the run that have a pending request, nearest the one named first."""
+    rows = tx.execute(
+        "SELECT DISTINCT step_id FROM approvals WHERE run_id = ? AND status = 'pending'",
+        (run_id,),
+    ).fetchall()
+    pending = [str(row[0]) for row in rows if row[0] != step_id]
+    if not pending:
+        return ""
+    near = names.nearest(step_id, pending) or sorted(pending)[:3]
+    return f"; pending in run {run_id!r}: step {', '.join(repr(p) for p in near)}"
 
 
 def _no_such(step_id: str, request: int | None, args_hash: str | None) -> str:
