@@ -107,7 +107,9 @@ def test_a_caught_budget_stop_refuses_a_cheaper_step_until_the_budget_is_raised(
 def test_a_caught_kill_switch_ends_the_run_halted_not_completed(
     store_url: str, provider: Provider
 ) -> None:
-    oncelog_cli(store_url, "halt", "--run", "r", "--reason", "incident 7", "--by", "ops")
+    with oncelog.open(store_url):
+        pass  # a kill switch is set on a ledger that exists: `halt` creates none
+    oncelog_cli(store_url, "halt", "--run", "r", "--ahead", "--reason", "incident 7", "--by", "ops")
     for _ in range(2):
         halted = catcher(store_url, provider, "switch")
         assert halted.returncode == oncelog.EXIT_HALTED, halted.stdout + halted.stderr

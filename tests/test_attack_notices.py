@@ -28,7 +28,9 @@ HELD = 60.0  # seconds: an agent not out by then is held by its webhook
 
 def halted_agent(db_path: str, webhook: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """Run the agent to its end after a kill switch: it halts and sends one notice."""
-    oncelog_cli(db_path, "halt", "--run", "r1", "--reason", "audit", "--by", "bob")
+    with oncelog.open(db_path):
+        pass  # a kill switch is set on a ledger that exists
+    oncelog_cli(db_path, "halt", "--run", "r1", "--ahead", "--reason", "audit", "--by", "bob")
     return agent(db_path, webhook, tmp_path)
 
 

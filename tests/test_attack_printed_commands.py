@@ -62,7 +62,7 @@ def test_the_printed_resume_command_clears_exactly_that_runs_switch(
     tries = tmp_path / "tries"
     env = {"ONCELOG_RUN_ID": run_id}
     with oncelog.open(store_url) as ledger:
-        ledger.halt("looking", by="ops", run=run_id)
+        ledger.halt("looking", by="ops", run=run_id, ahead=True)  # before its first start
     code, out = flaky(store_url, tries, "--run-id-from-env", **env)
     assert code == oncelog.EXIT_HALTED, out
     pasted = _pasted(_printed(out, "resume"), store_url, tmp_path)

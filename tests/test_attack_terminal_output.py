@@ -45,7 +45,7 @@ def test_ids_reach_the_terminal_escaped_and_never_forge_a_row(
     approvals = _cli(store_url, "approvals")
     with oncelog.open(store_url, create=False) as ledger:
         ledger.approve(run_id, "charge", by="alice")
-        ledger.halt("looking", by="ops", agent=run_id)
+        ledger.halt("looking", by="ops", agent=run_id, ahead=True)
     code, out = flaky(
         store_url, tries, "--approval", "--run-id-from-env", crash_at="after_call@charge", **env
     )

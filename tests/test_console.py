@@ -39,6 +39,7 @@ ACTIONS = [
     "/budgets/run",
     "/budgets/agent",
     "/holds/release",
+    "/steps/retry",
 ]
 FOREIGN = "http://evil.example"
 # The hidden fields of r-mail's resolve form: its step, and the attempt the page shows.
@@ -414,6 +415,8 @@ def test_bad_input_is_explained_and_changes_nothing(busy: oncelog.Ledger, person
         ("/halts/set", {"scope": "global", "target": "r-mail", "reason": "x", "by": "a"},
          "leave the agent or run id empty"),
         ("/halts/set", {"scope": "agent", "reason": "x", "by": "a"}, "target is required"),
+        ("/halts/set", {"scope": "run", "target": "r-mial", "reason": "x", "by": "a"},
+         "did you mean 'r-mail'"),
         ("/halts/clear", {"scope": "global", "by": "a"}, "UnknownHalt"),
         ("/budgets/run", {"run_id": "nope", "by": "a"}, "no run named"),
     ]  # fmt: skip
@@ -442,6 +445,10 @@ def test_the_kill_switch_is_set_and_cleared_by_name(busy: oncelog.Ledger, person
     assert ("halt_set", "oncall") in events
     assert ("halt_cleared", "erin") in events
     assert len(busy.halts()) == 2
+    ahead = {"scope": "run", "target": "r-next", "reason": "not yet", "by": "oncall",
+             "ahead": "yes"}  # fmt: skip
+    assert person.post("/halts/set", ahead).status_code == 303  # a run not started yet
+    assert ("run", "r-next") in {(h.scope.value, h.target) for h in busy.halts()}
 
 
 def test_a_person_raises_a_budget(busy: oncelog.Ledger, person: Person) -> None:

@@ -107,10 +107,10 @@ def test_scopes(ledger: oncelog.Ledger) -> None:
             return False
         return True
 
-    ledger.halt("billing paused", by="ops", agent="billing")
+    ledger.halt("billing paused", by="ops", agent="billing", ahead=True)
     assert not attempt("b1", "billing")
     assert attempt("s1", "support")
-    ledger.halt("this ticket", by="ops", run="s2")
+    ledger.halt("this ticket", by="ops", run="s2", ahead=True)
     assert not attempt("s2", "support")
     assert attempt("s3", "support")
     ledger.halt("everything", by="ops")

@@ -51,7 +51,7 @@ def fill(ledger: oncelog.Ledger, runs: int = 3) -> None:
         with ledger.run(f"r{r}") as run:
             for n in range(4):
                 run.effect(f"s{n}", send, n)
-    ledger.halt("drill", by="ops", agent="billing")  # records outside any run chain too
+    ledger.halt("drill", by="ops", agent="billing", ahead=True)  # outside any run chain too
 
 
 @contextmanager

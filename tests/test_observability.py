@@ -149,7 +149,7 @@ def test_tool_spans_follow_the_genai_conventions(db_path: str) -> None:
 
 def test_oncelog_metrics_command_serves_the_ledger(db_path: str) -> None:
     with oncelog.open(db_path) as ledger:
-        ledger.halt("freeze", by="ops", agent="billing")
+        ledger.halt("freeze", by="ops", agent="billing", ahead=True)
     port = free_port()
     server = subprocess.Popen(
         python("-m", "oncelog", "metrics", "--port", str(port), "--db", db_path),

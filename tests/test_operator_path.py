@@ -130,7 +130,7 @@ def test_a_budget_stop_names_the_budgets_command(ledger: oncelog.Ledger) -> None
 
 
 def test_a_kill_switch_names_the_resume_command(ledger: oncelog.Ledger) -> None:
-    ledger.halt("lockout", by="detector", agent="mailer")
+    ledger.halt("lockout", by="detector", agent="mailer", ahead=True)  # no run of it yet
     with pytest.raises(oncelog.RunHalted) as stopped, ledger.run("h1", agent="mailer") as run:
         run.read("one", lambda: 1)
     assert "oncelog resume --agent mailer --by NAME" in str(stopped.value)
@@ -142,7 +142,7 @@ def test_a_kill_switch_names_the_resume_command(ledger: oncelog.Ledger) -> None:
 def test_show_lists_decisions_switches_and_the_journal(halted: str) -> None:
     with oncelog.open(halted) as ledger:
         ledger.halt("look first", by="ops", run="r1")
-        ledger.halt("all mail", by="ops", agent="mailer")
+        ledger.halt("all mail", by="ops", agent="mailer", ahead=True)
         ledger.clear_halt(by="ann", run="r1", note="looked")
     invoke("resolve", "r1", "mail", "abandon", "--by", "alice", "--note", "sent by hand",
            "--db", halted)  # fmt: skip

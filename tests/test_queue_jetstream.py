@@ -186,7 +186,7 @@ def test_a_halted_run_is_terminated_and_a_worker_finishes_it_after_a_person(
     stream: Stream, consumers: Consumers
 ) -> None:
     with oncelog.open(consumers.db_path) as ledger:
-        ledger.halt("refund loop", by="ops", agent="support")
+        ledger.halt("refund loop", by="ops", agent="support", ahead=True)
     stream.publish({"effects": 1}, message_id="task-4")
     consumer = consumers.start("--agent", "support")
     consumers.wait_log(consumer, "run task-4 parked: waits for a person: RunHalted")

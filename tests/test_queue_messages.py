@@ -49,7 +49,7 @@ def test_what_each_ending_tells_the_broker(ledger: oncelog.Ledger) -> None:
     other = consumer.process(b'{"n": 2}', "m1")
     assert (other.settle, other.reason.split(":")[0]) == (Settle.PARK, "InputMismatch")
     assert consumer.process(b"\xff", None).settle is Settle.PARK
-    ledger.halt("incident", by="ops", agent="support")
+    ledger.halt("incident", by="ops", agent="support", ahead=True)
     halted = consumer.process(b'{"n": 3}', "m2")
     assert (halted.settle, halted.reason.split(":")[1]) == (Settle.PARK, " RunHalted")
     assert consumer.process(b'{"n": 3}', "m2").reason.startswith("halted for a person")

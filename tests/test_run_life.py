@@ -119,7 +119,7 @@ def test_a_run_switched_off_before_it_existed_chains_after_its_switch(db_path: s
     run's records follow that one in its chain, and its first step is refused."""
     send = oncelog.tool(kind="create", name="send")(lambda *, idempotency_key: 1)
     with oncelog.open(db_path) as ledger:
-        ledger.halt("not yet", by="ops", run="r")
+        ledger.halt("not yet", by="ops", run="r", ahead=True)
         with pytest.raises(oncelog.RunHalted), ledger.run("r") as run:
             run.effect("a", send)
         events = [e.event for e in ledger.journal("r")]

@@ -153,13 +153,13 @@ def test_the_kill_switch_is_read_again_whenever_the_file_changed(db_path: str) -
         with traced(store) as sent:
             assert store.active_halt("r", "a") is None
         assert sent == ["PRAGMA data_version"]
-        other.set_halt(HaltScope.RUN, "r", reason="stop", by="ann")
+        other.set_halt(HaltScope.RUN, "r", reason="stop", by="ann", ahead=True)
         assert store.active_halt("r", "a") is not None
         assert store.active_halt("r", "a") is not None  # a switch on is never remembered
         other.clear_halt(HaltScope.RUN, "r", by="ann", note=None)
         assert store.active_halt("r", "a") is None
         assert store.active_halt("other-run", "a") is None  # remembered for one run only
-        store.set_halt(HaltScope.AGENT, "a", reason="stop", by="ann")
+        store.set_halt(HaltScope.AGENT, "a", reason="stop", by="ann", ahead=True)
         assert store.active_halt("other-run", "a") is not None
         other.set_halt(HaltScope.GLOBAL, "", reason="all", by="ann")
         assert store.active_halt("r", None) is not None
@@ -282,7 +282,7 @@ def test_the_folded_checks_refuse_as_the_statements_they_replace(db_path: str) -
         model = NewStep(1, "a", StepType.LLM, "model", "llm", "key-m", digest(ARGS), ARGS)
         with pytest.raises(oncelog.DuplicateStep):
             store.record_step(lease, model, None, Outcome(StepState.DONE, "1"))
-        store.set_halt(HaltScope.RUN, "s", reason="stop", by="ann")
+        store.set_halt(HaltScope.RUN, "s", reason="stop", by="ann", ahead=True)
         with pytest.raises(oncelog.RunHalted):
             store.write_intent(lease, effect(1, "b"), None)
         assert [s.step_id for s in store.steps("s", 0, 10)] == ["a"]

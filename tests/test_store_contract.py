@@ -362,7 +362,7 @@ def test_released_runs_are_the_ones_a_decision_queued_that_nothing_took_since(
 
         ledger.submit("submitted", {})  # queued, but by no person's decision
         for run_id in ("released", "taken"):
-            ledger.halt("checking", by="ops", run=run_id)
+            ledger.halt("checking", by="ops", run=run_id, ahead=True)
             with pytest.raises(oncelog.RunHalted), ledger.run(run_id) as run:
                 run.read("look", look)
             for _ in range(3):  # a longer journal after the decision changes nothing

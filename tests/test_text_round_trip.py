@@ -104,7 +104,7 @@ def test_reasons_notes_and_names_of_people_come_back_exactly(ledger: oncelog.Led
     [entry] = [e for e in ledger.journal(ident("r")) if e.event == "resolved"]
     assert (entry.data["by"], entry.data["note"]) == (named("bob"), named("n"))
 
-    halt = ledger.halt(named("why"), by=named("carol"), agent=ident("agent"))
+    halt = ledger.halt(named("why"), by=named("carol"), agent=ident("agent"), ahead=True)
     assert (halt.target, halt.reason, halt.set_by) == (ident("agent"), named("why"), named("carol"))
     cleared = ledger.clear_halt(by=named("dave"), agent=ident("agent"), note=named("ok"))
     assert (cleared.cleared_by, cleared.note) == (named("dave"), named("ok"))

@@ -132,6 +132,12 @@ WRITES = {
             force=True, correct=True,
         ),
     ),
+    "a person's retry": Write(
+        transitions.RETRY, StepState.NOT_DONE, _effect,
+        lambda store, lease, _: store.retry_step(
+            lease.run_id, "a", by="alice", why="the provider is back", force=True
+        ),
+    ),
 }  # fmt: skip
 
 

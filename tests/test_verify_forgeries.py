@@ -64,7 +64,7 @@ def build(url: str, private: Path) -> None:
         with pytest.raises(oncelog.ApprovalRequired), ledger.run("w") as run:
             run.effect("w", wipe)
         ledger.submit("queued-1", {"n": 1}, budget=Budget(steps=3))
-        ledger.halt("drill", by="ops", agent="billing")
+        ledger.halt("drill", by="ops", agent="billing", ahead=True)
         ledger.clear_halt(by="ops", agent="billing", note="drill over")
         ledger.halt("audit", by="ops", run="paid")
 

@@ -268,7 +268,7 @@ def test_async_code_waits_for_a_decision(ledger: oncelog.Ledger) -> None:
         await asyncio.to_thread(ledger.clear_halt, by="alice", run="r1")
         return before, await ledger.wait_for_decision_async("r1", timeout=5)
 
-    ledger.halt("suspicious", by="detector", run="r1")
+    ledger.halt("suspicious", by="detector", run="r1", ahead=True)
     assert asyncio.run(agent()) == (False, True)
 
 
@@ -277,7 +277,7 @@ def test_run_main_waits_in_process_and_goes_on(db_path: str) -> None:
     another thread here) and replays what it recorded."""
     calls: list[str] = []
     with oncelog.open(db_path, approval_poll=0.05) as ledger:
-        ledger.halt("hold on", by="detector", run="r1")
+        ledger.halt("hold on", by="detector", run="r1", ahead=True)
 
         def agent() -> None:
             calls.append("agent")
@@ -390,7 +390,7 @@ def test_a_failed_delivery_is_tried_again_at_the_next_stop(ledger: oncelog.Ledge
         if len(tries) == 1:
             raise ConnectionError("the pager is down")
 
-    ledger.halt("audit", by="bob", run="r1")
+    ledger.halt("audit", by="bob", run="r1", ahead=True)
     with oncelog.open(ledger.url, on_alert=flaky) as watched:
         for _ in range(3):
             with pytest.raises(oncelog.RunHalted), watched.run("r1") as run:
@@ -411,7 +411,7 @@ def test_a_waiting_process_delivers_a_failed_notice_again(
         if len(tries) == 1:
             raise ConnectionError("the pager is down")
 
-    ledger.halt("audit", by="bob", run="r1")
+    ledger.halt("audit", by="bob", run="r1", ahead=True)
     with oncelog.open(ledger.url, on_alert=flaky, approval_poll=0.02) as watched:
         with pytest.raises(oncelog.RunHalted), watched.run("r1") as run:
             run.llm("think", think)

@@ -205,6 +205,10 @@ class UnknownHalt(UnknownName):
     pass
 
 
+class UnknownAgent(UnknownName):
+    """No run of that agent is recorded (a kill switch for it would stop nothing)."""
+
+
 class UnknownApproval(UnknownName):
     pass
 
@@ -236,6 +240,11 @@ class InvalidResolution(ConflictError):
 class AlreadyResolved(InvalidResolution):
     """The step is not in doubt: its outcome is recorded, or a person decided already (the
     message says who and when)."""
+
+
+class NotRetryable(ConflictError):
+    """A retry that could perform an effect twice: the step is done, in doubt, abandoned
+    by a person, or the run went on past it. The message names the command that fits."""
 
 
 class AttemptMismatch(InvalidResolution):

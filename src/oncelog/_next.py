@@ -19,9 +19,10 @@ from .records._records import (
     RunRecord,
     RunStatus,
     StepRecord,
+    StepState,
     owner_shown,
 )
-from .records._transitions import IN_DOUBT
+from .records._transitions import IN_DOUBT, RETRY
 
 
 class Reads(Protocol):
@@ -85,7 +86,7 @@ def what_next(ledger: Reads, run_id: str) -> list[str]:
             f"restart the agent with run id {q}"
         ]
     if run.status is RunStatus.FAILED:
-        return [f"the run failed ({run.reason}); run it again under the same id to retry"]
+        return _failed(ledger, run)
     waiter = None if run.owner is not None else waiting_in_place(ledger, run_id)
     commands = [] if run.status is RunStatus.QUEUED else _commands(ledger, run)
     if waiter is not None:
@@ -129,6 +130,38 @@ def _resent(run: RunRecord) -> list[str]:
         f"a DBOS step: DBOS.delete_workflow(WORKFLOW_ID), then start the workflow again under "
         f"the same id (the run {q} is WORKFLOW_ID/STEP)",
     ]
+
+
+def _failed(ledger: Reads, run: RunRecord) -> list[str]:
+    """A run that ended on an error: an effect that did not happen (refused, or its retry
+    policy ran out) gets a fresh set of attempts from a person; else the code is fixed."""
+    steps = ledger.steps(run.run_id)
+    last = steps[-1] if steps else None
+    if last is not None and last.state in RETRY.sources:
+        retry = oncelog_command("retry", [run.run_id, last.step_id], options="--by NAME --why WHY")
+        return [
+            f"the run failed ({run.reason}): step {quoted(last.step_id)} did not happen; once "
+            "the provider can take it, give it a fresh set of attempts with the same key, "
+            "then restart the run under the same id",
+            retry,
+        ]
+    if last is not None and last.state is StepState.ABANDONED:
+        correct = resolve_command(
+            run.run_id, last.step_id, None, then="not_done", options="--correct --by NAME"
+        )
+        return [
+            f"the run failed ({run.reason}): a person abandoned step {quoted(last.step_id)}; "
+            "once the provider shows it did not happen, correct that decision, then restart "
+            "the run under the same id",
+            correct,
+        ]
+    if run.stopped_by == "ApprovalDenied":
+        return [
+            f"the run failed ({run.reason}): a denial is final for those arguments, at every "
+            "replay; if the action must happen after all, start a new run (a new run id) "
+            "and approve its request"
+        ]
+    return [f"the run failed ({run.reason}); fix the cause, then run it again under the same id"]
 
 
 def _taken_by(run: RunRecord) -> list[str]:

@@ -96,6 +96,27 @@ class PersonDecisions:
             force=force, owner_is_dead=leases.is_dead, attempt=attempt, correct=correct,
         )  # fmt: skip
 
+    def retry(
+        self, run_id: str, step_id: str, *, by: str, why: str, force: bool = False
+    ) -> StepRecord:
+        """Give an effect known not to have happened a fresh set of attempts, with the same
+        idempotency key: one whose retry policy ran out or that the provider refused
+        (``EffectRefused``), or one waiting for its next attempt after an outage (it is
+        tried at once). The run goes on from that step at its next start (a run that
+        ended on the refusal is queued again); the steps before it are kept. ``by`` and
+        ``why`` are journalled.
+
+        Refused with ``NotRetryable``, naming the command that fits, where a retry could
+        perform the effect twice: a done step, one in doubt (resolve it), one a person
+        abandoned (correct that decision), or one the run went on past. ``RunLeased``
+        while a live process holds the run, unless ``force``."""
+        _check_decision("retry", by, why, run_id, step_id)
+        if not why:
+            raise ConfigurationError("retry(..., why=...) must say why", run_id=run_id)
+        return self.store.retry_step(
+            run_id, step_id, by=by, why=why, force=force, owner_is_dead=leases.is_dead
+        )
+
     def _resolution_result(
         self, resolution: Resolution, result: Any, run_id: str, step_id: str
     ) -> str | None:
@@ -250,17 +271,26 @@ class PersonDecisions:
     # -- the kill switch ----------------------------------------------------------------
 
     def halt(
-        self, reason: str, *, by: str, run: str | None = None, agent: str | None = None
+        self,
+        reason: str,
+        *,
+        by: str,
+        run: str | None = None,
+        agent: str | None = None,
+        ahead: bool = False,
     ) -> Halt:
         """Turn a durable kill switch on: for one ``run``, every run of an ``agent``, or,
         with neither, every run. From then on no new step of a covered run starts (it
         raises ``RunHalted``, exit code 3), in this process or any other, across restarts,
-        until a person clears it. ``by`` names who or what set it (a person, a detector)."""
+        until a person clears it. ``by`` names who or what set it (a person, a detector).
+        A run or agent the ledger has never seen is refused (``UnknownRun``,
+        ``UnknownAgent``: a typo would stop nothing) unless ``ahead=True`` says the switch
+        is set ahead of its first start."""
         scope, target = _switch(run, agent)
         if not reason or not by:
             raise ConfigurationError("a halt needs a reason and by=... naming who set it")
         _check_decision("halt", by, reason)
-        return self.store.set_halt(scope, target, reason=reason, by=by)
+        return self.store.set_halt(scope, target, reason=reason, by=by, ahead=ahead)
 
     def clear_halt(
         self,

@@ -69,6 +69,11 @@ def a_person_decides(ledger: oncelog.Ledger) -> None:
     halt: oncelog.Halt = ledger.halt("runaway", by="carol", agent="support")
     assert halt.scope is oncelog.HaltScope.AGENT
     ledger.clear_halt(by="carol", agent="support", note="fixed")
+    ledger.halt("not started yet", by="carol", run="r-next", ahead=True)
+    retried: oncelog.StepRecord = ledger.retry("r", "s", by="alice", why="the provider is back")
+    assert retried.state is oncelog.StepState.NOT_DONE
+    refusals: tuple[type[oncelog.OnceLogError], ...] = (oncelog.NotRetryable, oncelog.UnknownAgent)
+    assert all(issubclass(r, oncelog.OnceLogError) for r in refusals)
     ledger.set_budget("r", oncelog.Budget(tokens=1000), by="dave")
     ledger.set_agent_budget("support", oncelog.AgentBudget(cost=10.0), by="dave")
 

@@ -63,7 +63,7 @@ class RunsCheck:
                        stop=data["stop"])  # fmt: skip
         elif event == "stop_lifted":
             run.update(stop_seq=None, stop=None)
-        elif event in ("resolved", "corrected"):  # a decision fences off the lease holder
+        elif event in ("resolved", "corrected", "retried"):  # a decision fences off the holder
             run.update(owner=None, fencing_token=run["fencing_token"] + 1)
         elif event == "run_queued" and "by" in data:  # released by a person's decision
             run.update(status="queued", reason=None, stopped_by=None)

@@ -4,7 +4,8 @@ The entries mirror the statements that wrote the row: an intent inserts it (or, 
 step run again, updates the arguments, attempts, start and reserved cost and clears the
 outcome, the retry time and the reason), an outcome or a probe's answer settles it (an
 outcome of a retry policy sets the next attempt's time), ``unknown`` (the row keeps its
-first reason since the intent) and ``resolved`` are a person's business. A step recorded
+first reason since the intent) and ``resolved`` are a person's business, as is ``retried``
+(the attempts counted from zero again, no retry time). A step recorded
 after it ran (a model call, a read) is one ``recorded`` entry, replayed as its intent
 followed by its outcome (whose cost it names ``settled_cost``); a ledger written before
 that holds the two entries, replayed as they are. Columns the runtime reads are all here;
@@ -25,7 +26,7 @@ from typing import Any
 
 from ..records._no_result import NO_RESULT
 from ..records._records import JournalEntry
-from ..records._transitions import INTENT, MARK_UNKNOWN, state_after
+from ..records._transitions import INTENT, MARK_UNKNOWN, RETRY, state_after
 from ..stores import STEP_COLUMNS
 from ..stores._protocol import Store
 from ._verify_rows import Found, decoded, differences, table
@@ -64,6 +65,8 @@ class StepsCheck:
         elif entry.event in ("resolved", "corrected"):  # a correction replaces a decision
             result = NO_RESULT if data.get("no_result") else data.get("result")
             step.update(state=state_after(entry.event, data), result=result)
+        elif entry.event == RETRY.event:  # a person's fresh set of attempts, same key
+            step.update(state=state_after(entry.event, data), attempts=0, retry_at=None)
 
     def _intent(
         self, where: tuple[str, int], step: dict[str, Any] | None, data: dict[str, Any], at: float

@@ -17,6 +17,7 @@ from ._holds import holds, release
 from ._mcp_proxy import mcp_proxy
 from ._metrics import metrics
 from ._prune import prune, retention
+from ._retries import redrive, retry
 from ._runs import resolve, runs, unknown
 from ._ship import ship
 from ._show import show
@@ -35,6 +36,8 @@ for command in (
     show,
     unknown,
     resolve,
+    retry,
+    redrive,
     approvals,
     approve,
     deny,

@@ -53,14 +53,27 @@ def _describe(halt: oncelog.Halt) -> str:
 @switch_options
 @click.option("--reason", required=True, help="Why; shown to whoever meets the halt.")
 @click.option("--by", required=True, help="Who sets it (recorded).")
+@click.option(
+    "--ahead",
+    is_flag=True,
+    help="The run or agent has not started yet: set the switch all the same (without it, "
+    "an id the ledger has never seen is refused).",
+)
 @db_option
 def halt(
-    run: str | None, agent: str | None, every: bool, reason: str, by: str, db: str | None
+    run: str | None,
+    agent: str | None,
+    every: bool,
+    reason: str,
+    by: str,
+    ahead: bool,
+    db: str | None,
 ) -> None:
-    """Turn a kill switch on: no new step of a covered run starts until a person clears it."""
+    """Turn a kill switch on: no new step of a covered run starts until a person clears it.
+    Never creates a ledger: pointed at none, it says where it looked."""
     _one(run, agent, every)
-    with opened(db) as ledger:
-        found = ledger.halt(reason, by=by, run=run, agent=agent)
+    with opened(db, create=False) as ledger:
+        found = ledger.halt(reason, by=by, run=run, agent=agent, ahead=ahead)
     say(f"halted: {_describe(found)}")
 
 
@@ -76,13 +89,15 @@ def resume(
     _one(run, agent, every)
     with opened(db, create=False) as ledger:
         found = ledger.clear_halt(by=by, run=run, agent=agent, note=note)
-        after = (
-            ledger.what_next(run)
-            if run is not None
-            else ["restart the halted agents it covered; each resumes where it stopped "
-                  "(oncelog runs --status queued lists them)"]
-        )  # fmt: skip
-    say(f"cleared: {_describe(found)}")
+        say(f"cleared: {_describe(found)}")
+        if run is None:
+            after = ["restart the halted agents it covered; each resumes where it stopped "
+                     "(oncelog runs --status queued lists them)"]  # fmt: skip
+        else:
+            try:
+                after = ledger.what_next(run)
+            except oncelog.UnknownRun:  # a switch set ahead, for a run that never started
+                after = [f"run {run} has not started: nothing was waiting on this switch"]
     print_next(after)
 
 

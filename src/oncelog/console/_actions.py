@@ -94,7 +94,9 @@ def _switch(form: Form) -> dict[str, str | None]:
 
 def set_halt(form: Form, ledger: Ledger) -> tuple[str, str | None]:
     switch = _switch(form)
-    ledger.halt(form.text("reason", required=True), by=form.person(), **switch)
+    ledger.halt(
+        form.text("reason", required=True), by=form.person(), ahead=form.flag("ahead"), **switch
+    )
     return "halted", switch.get("run")
 
 
@@ -102,6 +104,14 @@ def clear_halt(form: Form, ledger: Ledger) -> tuple[str, str | None]:
     switch = _switch(form)
     ledger.clear_halt(by=form.person(), note=form.optional("note"), **switch)
     return "cleared", switch.get("run")
+
+
+def retry_effect(form: Form, ledger: Ledger) -> tuple[str, str | None]:
+    """A fresh set of attempts, with the same key, for the step the page showed."""
+    run_id, step_id = form.exact("run_id", required=True), form.exact("step_id", required=True)
+    why = form.text("why", required=True)
+    ledger.retry(run_id, step_id, by=form.person(), why=why, force=form.flag("force"))
+    return "retried", run_id
 
 
 def _limits(form: Form, names: list[str]) -> dict[str, Any]:
@@ -152,6 +162,7 @@ ACTIONS: dict[str, tuple[str, Change]] = {
     "/budgets/run": ("budgets", set_run_budget),
     "/budgets/agent": ("budgets", set_agent_budget),
     "/holds/release": ("holds", release_hold),
+    "/steps/retry": ("overview", retry_effect),
 }
 
 

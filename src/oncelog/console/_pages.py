@@ -38,6 +38,7 @@ NOTICES = {
     "approved": "Approved, for exactly these arguments, once.",
     "denied": "Denied: the agent gets ApprovalDenied at that step.",
     "resolved": "Decision recorded in the run's journal.",
+    "retried": "A fresh set of attempts, with the same key, recorded in the run's journal.",
     "halted": "Kill switch on: no new step of a covered run starts.",
     "cleared": "Kill switch off: restart the halted agents; they resume.",
     "budget": "Budget saved.",

@@ -91,9 +91,25 @@ def overview(ledger: Ledger) -> dict[str, Any]:
         "stopped": ledger.runs(RunStatus.HALTED, limit=LISTED)
         + ledger.runs(RunStatus.WAITING, limit=LISTED),
         "released": [(r, ledger.what_next(r.run_id)) for r in ledger.released_runs()],
+        "refused": refused_runs(ledger),
         "size": ledger.size(),  # what retention (oncelog prune) keeps in check
         "retention": sorted(ledger.retention().items()),
     }
+
+
+# The states of a step a person may give a fresh set of attempts (``Ledger.retry``).
+RETRYABLE = (StepState.FAILED, StepState.NOT_DONE)
+
+
+def refused_runs(ledger: Ledger) -> list[tuple[RunRecord, StepRecord]]:
+    """Runs that ended on an effect that did not happen (refused, or its retry policy ran
+    out), with that step: nothing moves them on but a person's retry."""
+    found = []
+    for run in ledger.runs(RunStatus.FAILED, limit=LISTED):
+        steps = ledger.steps(run.run_id)
+        if steps and steps[-1].state in RETRYABLE:
+            found.append((run, steps[-1]))
+    return found
 
 
 def runs(
@@ -118,11 +134,13 @@ def timeline(ledger: Ledger, run_id: str) -> dict[str, Any]:
     budget = None if run.budget is None else run_budget(ledger, run)
     journal = list(ledger.iter_journal(run_id))
     steps = ledger.steps(run_id)
+    retryable = run.status is RunStatus.FAILED and steps and steps[-1].state in RETRYABLE
     return {
         "run": run,
         "steps": steps,
         "timings": step_timings(steps, journal),
         "waiter": ledger.waiting_in_place(run_id),
+        "retryable": steps[-1] if retryable else None,
         "journal": journal,
         "halts": covering,
         "budget": budget,

@@ -19,6 +19,7 @@ from where each may be made.
     in_flight, unknown --probed--> done;  --unknown--> unknown
     in_flight, unknown --a person's decision--> done | not_done | abandoned
     done, not_done, abandoned --a person's correction--> done | not_done | abandoned
+    failed, not_done --a person's retry (attempts reset, same key)--> not_done
 """
 
 from __future__ import annotations
@@ -74,10 +75,17 @@ MARK_UNKNOWN = Transition("unknown", IN_DOUBT, frozenset({_UNKNOWN}))
 # A person's decision on a step in doubt, and their correction of the last one.
 RESOLVE = Transition("resolved", IN_DOUBT, _DECIDED)
 CORRECT = Transition("corrected", _DECIDED, _DECIDED)
+# A person's fresh set of attempts for an effect known not to have happened (refused, its
+# retry policy ran out, or waiting for its next attempt after an outage): the same key,
+# the attempts counted from zero. Never from done (it happened) nor in doubt (a person
+# resolves it first): either could perform an effect twice.
+RETRY = Transition("retried", frozenset({StepState.FAILED, StepState.NOT_DONE}),
+                   frozenset({StepState.NOT_DONE}))  # fmt: skip
 
 TRANSITIONS: Mapping[str, Transition] = MappingProxyType({
     "intent": INTENT, "restart": RESTART, "outcome": OUTCOME, "probed": PROBED,
     "recorded": RECORDED, "unknown": MARK_UNKNOWN, "resolved": RESOLVE, "corrected": CORRECT,
+    "retried": RETRY,
 })  # fmt: skip
 
 # The records whose writer chose the state among the targets: the record names it.

@@ -438,6 +438,28 @@ class Store(Protocol):
         person saw) is not the step's latest (None checks none)."""
         ...
 
+    def retry_step(
+        self,
+        run_id: str,
+        step_id: str,
+        *,
+        by: str,
+        why: str,
+        force: bool = False,
+        owner_is_dead: OwnerCheck = ...,
+    ) -> StepRecord:
+        """A person's fresh set of attempts for an effect known not to have happened
+        (``failed``: refused, or its retry policy ran out; ``not_done``: waiting for its
+        next attempt), in one transaction: the run's lease fenced off, the step written
+        ``not_done`` with its attempts at zero and no retry time (the same key), a run
+        that ended ``failed`` queued again (journals ``run_queued``); journals
+        ``retried`` with ``by``, ``why``, the state and attempts it had and the owner a
+        ``force`` overrode. Returns the step as it leaves it.
+        Raises ``UnknownRun``, ``UnknownStep``; ``NotRetryable`` for a step done, in
+        doubt or abandoned, or one the run went on past (a later step, or completed);
+        ``RunLeased`` as ``resolve``, unless ``force``."""
+        ...
+
     def set_result_contract(self, tool: str, contract_json: str) -> None:
         """Declare (or replace) what a person's result for ``tool`` must look like, in one
         transaction; journals ``result_declared`` (run ``""``) unless it is the contract
@@ -532,11 +554,14 @@ class Store(Protocol):
         check the same inside their transaction and raise ``RunHalted``."""
         ...
 
-    def set_halt(self, scope: HaltScope, target: str, *, reason: str, by: str) -> Halt:
+    def set_halt(
+        self, scope: HaltScope, target: str, *, reason: str, by: str, ahead: bool = False
+    ) -> Halt:
         """Turn a switch on, in one transaction holding the halts lock exclusively (every
         intent either saw it or committed before it); journals ``halt_set``. Returns the
         switch; a no-op returning the active one if it is on already (the first reason
-        stands)."""
+        stands). A switch for a run or agent no row names is refused (``UnknownRun``,
+        ``UnknownAgent``, listing the nearest names) unless ``ahead``."""
         ...
 
     def clear_halt(self, scope: HaltScope, target: str, *, by: str, note: str | None) -> Halt:

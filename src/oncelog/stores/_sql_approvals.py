@@ -20,6 +20,7 @@ from typing import Any
 from .._exceptions import ApprovalRequired, CorruptRecord, UnknownApproval
 from ..records._records import Approval, ApprovalStatus
 from ..records._serialization import decode, digest
+from . import _sql_names as names
 from ._protocol import Lease, NewStep
 from ._rows import APPROVAL_COLUMNS, approval_record, journal_json, number
 from ._rows import text as quoted
@@ -191,7 +192,8 @@ def decide_approval(
     if not lock_run(tx, run_id):
         # UnknownApproval all the same (what was asked for is not there), saying why.
         raise UnknownApproval(
-            f"no run named {run_id!r}, so no approval is pending for it",
+            f"no run named {run_id!r}, so no approval is pending for it"
+            f"{names.did_you_mean(run_id, names.run_ids(tx))}",
             run_id=run_id, step_id=step_id,
         )  # fmt: skip
     chosen = _chosen(tx, run_id, step_id, request, args_hash)
@@ -239,7 +241,10 @@ def _chosen(
     if pending:
         return _as_shown(tx, pending[-1])
     if not named:
-        raise UnknownApproval(_no_such(step_id, request, args_hash), **where)
+        raise UnknownApproval(
+            _no_such(step_id, request, args_hash) + _elsewhere(tx, request, run_id, step_id),
+            **where,
+        )
     last = named[-1]
     if last.status is ApprovalStatus.SUPERSEDED:
         newer = [a.id for a in asked if a.status is ApprovalStatus.PENDING]
@@ -294,6 +299,30 @@ def _asked(tx: Tx, request: Approval) -> bool:
         except (ValueError, AttributeError):
             continue  # a malformed record asks nothing; verify reports its broken link
     return False
+
+
+def _elsewhere(tx: Tx, request: int | None, run_id: str, step_id: str) -> str:
+    """Where the request a person named belongs, when it is another step's: they read it
+    on the wrong row, or typed the wrong run; naming none, the run's steps that wait."""
+    if request is None:
+        return _asked_in_run(tx, run_id, step_id)
+    row = tx.execute("SELECT run_id, step_id FROM approvals WHERE id = ?", (request,)).fetchone()
+    if row is None or (row[0], row[1]) == (run_id, step_id):
+        return ""
+    return f"; request {request} belongs to run {row[0]!r}, step {row[1]!r}"
+
+
+def _asked_in_run(tx: Tx, run_id: str, step_id: str) -> str:
+    """The steps of the run that have a pending request, nearest the one named first."""
+    rows = tx.execute(
+        "SELECT DISTINCT step_id FROM approvals WHERE run_id = ? AND status = 'pending'",
+        (run_id,),
+    ).fetchall()
+    pending = [str(row[0]) for row in rows if row[0] != step_id]
+    if not pending:
+        return ""
+    near = names.nearest(step_id, pending) or sorted(pending)[:3]
+    return f"; pending in run {run_id!r}: step {', '.join(repr(p) for p in near)}"
 
 
 def _no_such(step_id: str, request: int | None, args_hash: str | None) -> str:

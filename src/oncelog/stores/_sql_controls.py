@@ -5,9 +5,10 @@ row lock first (see ``_sql_tx`` for the order of locks)."""
 
 from __future__ import annotations
 
-from .._exceptions import UnknownHalt, UnknownRun
+from .._exceptions import UnknownAgent, UnknownHalt, UnknownName
 from ..records._budgets import AgentBudget, Budget, BudgetAlert, Usage
 from ..records._records import Approval, ApprovalStatus, Halt, HaltScope
+from . import _sql_names as names
 from . import _sql_stops as stops
 from ._protocol import BudgetDrift, Lease, NewStep
 from ._rows import APPROVAL_COLUMNS, HALT_COLUMNS, approval_record, halt_record, journal_json
@@ -15,7 +16,7 @@ from ._rows import text as quoted
 from ._shared import check_agent_budget as shared_check_agent_budget
 from ._shared import check_run_budget, run_usage
 from ._sql import NOW, TODAY, Tx
-from ._sql_tx import append
+from ._sql_tx import append, lock_run
 
 # -- approvals ----------------------------------------------------------------------------
 
@@ -61,13 +62,15 @@ def _journal_run(scope: HaltScope, target: str) -> str:
     return target if scope is HaltScope.RUN else ""
 
 
-def set_halt(tx: Tx, scope: HaltScope, target: str, reason: str, by: str) -> Halt:
+def set_halt(tx: Tx, scope: HaltScope, target: str, reason: str, by: str, *, ahead: bool) -> Halt:
     # Exclusive: waits for the intents being written to commit, and holds new ones back
     # until this halt is committed, so each either saw it or committed before it.
     tx.lock_halts(exclusive=True)
     existing = _switch_on(tx, scope, target)
     if existing is not None:
         return existing  # already on: the first reason stands
+    if not ahead:
+        _check_seen(tx, scope, target)
     row = tx.execute(
         "INSERT INTO halts (scope, target, reason, set_by, set_at) "
         f"VALUES (?, ?, ?, ?, {NOW}) RETURNING {HALT_COLUMNS}",
@@ -81,12 +84,36 @@ def set_halt(tx: Tx, scope: HaltScope, target: str, reason: str, by: str) -> Hal
     return halt_record(row or ())
 
 
+def _check_seen(tx: Tx, scope: HaltScope, target: str) -> None:
+    """Refuse a switch for a run or agent the ledger has never seen: a typo, or the wrong
+    ledger, would otherwise stop nothing while saying it did (``ahead`` means it)."""
+    error: UnknownName
+    if scope is HaltScope.RUN and not lock_run(tx, target):
+        error = names.unknown_run(tx, target)
+    elif scope is HaltScope.AGENT and not names.has_agent(tx, target):
+        error = UnknownAgent(
+            f"no run of an agent named {target!r} is recorded"
+            f"{names.did_you_mean(target, names.agents(tx))}"
+        )
+    else:
+        return
+    raise type(error)(
+        f"{error}: nothing would be halted. Check the id (and --db), or set it ahead for "
+        "one that has not started yet (--ahead, ahead=True)",
+        run_id=error.run_id,
+    )
+
+
 def clear_halt(tx: Tx, scope: HaltScope, target: str, by: str, note: str | None) -> Halt:
     tx.lock_halts(exclusive=True)
     on = _switch_on(tx, scope, target)
     if on is None:
         named = "" if scope is HaltScope.GLOBAL else f" for {target!r}"
-        raise UnknownHalt(f"no {scope.value} kill switch is on{named}")
+        on_now = [h.target for h in list_halts(tx, True, 1000) if h.scope is scope]
+        raise UnknownHalt(
+            f"no {scope.value} kill switch is on{named}, so none was cleared"
+            f"{names.did_you_mean(target, on_now) if named else ''}"
+        )
     row = tx.execute(
         f"UPDATE halts SET cleared_by = ?, cleared_at = {NOW}, note = ? WHERE id = ? "
         f"RETURNING {HALT_COLUMNS}",
@@ -162,7 +189,7 @@ def budget_usage(tx: Tx, run_id: str) -> tuple[Budget | None, Usage]:
         (run_id,),
     ).fetchone()
     if run is None:
-        raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+        raise names.unknown_run(tx, run_id)
     totals = run[2:] if run[0] is not None else tx.execute(_RUN_COUNTED, (run_id,)).fetchone()
     return run_usage(run[0], run[1], totals or ())
 
@@ -192,7 +219,7 @@ def set_budget(tx: Tx, run_id: str, budget: Budget | None, by: str) -> None:
         f"UPDATE runs SET budget = ?, {_RUN_RECOUNT} WHERE run_id = ?", (limits, run_id)
     )
     if cursor.rowcount != 1:
-        raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+        raise names.unknown_run(tx, run_id)
     append(tx, run_id, None, "budget_set", journal_json(budget=limits, by=quoted(by)))
     stops.lift_budget_stops(tx, by, run_id=run_id)
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .._exceptions import InputMismatch, UnknownRun
+from .._exceptions import InputMismatch
 from ..records._records import HaltScope
+from . import _sql_names as names
 from ._protocol import OwnerCheck
 from ._rows import journal_json, text
 from ._sql import NOW, Tx, in_list
@@ -139,7 +140,7 @@ def awaiting_person(tx: Tx, run_id: str) -> bool:
     (it could not queue a run still held) is found here, as it is journalled."""
     row = tx.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     if row is None:
-        raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+        raise names.unknown_run(tx, run_id)
     if row[0] not in ("halted", "waiting"):
         return False
     decided = tx.execute(

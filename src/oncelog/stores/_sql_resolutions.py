@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .._exceptions import AttemptMismatch, InvalidResolution, RunLeased, UnknownRun
+from .._exceptions import AttemptMismatch, InvalidResolution, RunLeased
 from ..records._records import Resolution, StepRecord
 from ..records._transitions import CORRECT, MARK_UNKNOWN, RESOLVE, RESOLVED_STATE
+from . import _sql_names as names
 from . import _sql_queue as queue
 from . import _sql_refusals as refusals
 from . import _sql_stops as stops
@@ -66,10 +67,10 @@ def _decide(
     """The step ``find`` allows a decision on, the live owner a forced decision overrides,
     and the step's row as the decision leaves it."""
     if not lock_run(tx, run_id):
-        raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+        raise names.unknown_run(tx, run_id)
     step = find(tx, run_id, step_id)
     _check_attempt(step, decision.attempt)
-    overridden = _live_holder(tx, step, decision.owner_is_dead, force=decision.force)
+    overridden = live_holder(tx, step, decision.owner_is_dead, force=decision.force)
     return step, overridden, _decide_step(tx, step, decision.resolution, decision.result_json)
 
 
@@ -96,7 +97,7 @@ def _check_attempt(step: StepRecord, attempt: int | None) -> None:
 def _step_resolved_last(tx: Tx, run_id: str, step_id: str) -> StepRecord:
     """The step a correction may change: a person's resolution is the last thing that
     happened to it, and the run has no step after it (nothing acted on it yet)."""
-    step = _step(tx, run_id, step_id)
+    step = find_step(tx, run_id, step_id)
     last = tx.execute(
         "SELECT event FROM journal WHERE run_id = ? AND seq = ? ORDER BY id DESC LIMIT 1",
         (run_id, step.seq),
@@ -125,7 +126,7 @@ def _step_resolved_last(tx: Tx, run_id: str, step_id: str) -> StepRecord:
     return step
 
 
-def _live_holder(tx: Tx, step: StepRecord, gone: OwnerCheck, *, force: bool) -> str | None:
+def live_holder(tx: Tx, step: StepRecord, gone: OwnerCheck, *, force: bool) -> str | None:
     """The owner of a live lease on the step's run (by the store's clock), whose
     process may be running the step this instant: refused (``RunLeased``) unless
     ``force``; then it is the owner the decision overrides. None without one."""
@@ -144,7 +145,7 @@ def _live_holder(tx: Tx, step: StepRecord, gone: OwnerCheck, *, force: bool) -> 
     return str(owner)
 
 
-def _step(tx: Tx, run_id: str, step_id: str) -> StepRecord:
+def find_step(tx: Tx, run_id: str, step_id: str) -> StepRecord:
     row = tx.execute(
         f"{_SELECT_STEP} WHERE run_id = ? AND step_id = ?", (run_id, step_id)
     ).fetchone()
@@ -154,7 +155,7 @@ def _step(tx: Tx, run_id: str, step_id: str) -> StepRecord:
 
 
 def _step_in_doubt(tx: Tx, run_id: str, step_id: str) -> StepRecord:
-    step = _step(tx, run_id, step_id)
+    step = find_step(tx, run_id, step_id)
     if step.state not in RESOLVE.sources:
         raise refusals.not_in_doubt(tx, step)
     return step

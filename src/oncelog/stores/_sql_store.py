@@ -10,7 +10,6 @@ from typing import Any
 
 from .._exceptions import (
     ConfigurationError,
-    UnknownRun,
 )
 from ..records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
 from ..records._records import (
@@ -37,10 +36,12 @@ from . import _sql_contracts as contracts
 from . import _sql_controls as controls
 from . import _sql_evidence as evidence
 from . import _sql_holds as hold_sql
+from . import _sql_names as names
 from . import _sql_notices as notices
 from . import _sql_prune as prune_sql
 from . import _sql_queue as queue
 from . import _sql_resolutions as resolutions
+from . import _sql_retries as retries
 from . import _sql_runs as runs
 from ._protocol import (
     BudgetDrift,
@@ -189,7 +190,7 @@ class SQLStore(StepWrites):
             current = self._run_row(tx, run_id, lock=True)
             if current is None:
                 if not create:
-                    raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
+                    raise names.unknown_run(tx, run_id)
                 if runs.create(tx, run_id, plan_json, agent, budget):
                     return self._take(tx, run_id, owner, ttl)
                 # Another worker's insert committed while this one waited: that run is
@@ -295,10 +296,11 @@ class SQLStore(StepWrites):
         append(tx, lease.run_id, None, "run_" + status.value, entry)
 
     def get_run(self, run_id: str) -> RunRecord:
-        rows = self._read(f"{_SELECT_RUN} WHERE run_id = ?", (run_id,))
-        if not rows:
-            raise UnknownRun(f"no run named {run_id!r}", run_id=run_id)
-        return run_record(rows[0])
+        with self._reading() as tx:
+            row = tx.execute(f"{_SELECT_RUN} WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise names.unknown_run(tx, run_id)
+        return run_record(row)
 
     def list_runs(self, status: RunStatus | None, limit: int) -> list[RunRecord]:
         where, params = ("WHERE status = ?", (status.value,)) if status else ("", ())
@@ -390,6 +392,21 @@ class SQLStore(StepWrites):
         with self._tx() as tx:
             return decide(tx, run_id, step_id, decision)
 
+    def retry_step(
+        self,
+        run_id: str,
+        step_id: str,
+        *,
+        by: str,
+        why: str,
+        force: bool = False,
+        owner_is_dead: OwnerCheck = _never_dead,
+    ) -> StepRecord:
+        with self._tx() as tx:
+            return retries.retry(
+                tx, run_id, step_id, by=by, why=why, force=force, gone=owner_is_dead
+            )
+
     def set_result_contract(self, tool: str, contract_json: str) -> None:
         with self._tx() as tx:
             contracts.declare(tx, tool, contract_json)
@@ -433,9 +450,11 @@ class SQLStore(StepWrites):
         with self._reading() as tx:
             return controls.active_halt(tx, run_id, agent)
 
-    def set_halt(self, scope: HaltScope, target: str, *, reason: str, by: str) -> Halt:
+    def set_halt(
+        self, scope: HaltScope, target: str, *, reason: str, by: str, ahead: bool = False
+    ) -> Halt:
         with self._tx() as tx:
-            return controls.set_halt(tx, scope, target, reason, by)
+            return controls.set_halt(tx, scope, target, reason, by, ahead=ahead)
 
     def clear_halt(self, scope: HaltScope, target: str, *, by: str, note: str | None) -> Halt:
         with self._tx() as tx:

@@ -421,10 +421,12 @@ class SQLiteStore(SQLStore):
             self._no_halt = None if halt is not None else (version, run_id, agent)
             return halt
 
-    def set_halt(self, scope: HaltScope, target: str, *, reason: str, by: str) -> Halt:
+    def set_halt(
+        self, scope: HaltScope, target: str, *, reason: str, by: str, ahead: bool = False
+    ) -> Halt:
         with self._lock:
             self._no_halt = None
-            return super().set_halt(scope, target, reason=reason, by=by)
+            return super().set_halt(scope, target, reason=reason, by=by, ahead=ahead)
 
     @contextmanager
     def _reading(self) -> Iterator[Tx]:

@@ -1,0 +1,73 @@
+"""A person's way out of an effect that did not happen: a fresh set of attempts with the
+same key (``retry``), and the run driven on again from the step it stopped at after an
+outage (``redrive``). Both refuse what could perform an effect twice."""
+
+from __future__ import annotations
+
+import click
+
+from oncelog.display import visible
+
+from ._options import db_option, opened, print_next, say
+
+_WHO = click.option("--by", required=True, help="Who decides (journalled).")
+_WHY = click.option("--why", required=True, help="Why it is safe to try again (journalled).")
+_FORCE = click.option(
+    "--force",
+    is_flag=True,
+    help="Even while a live process holds the run (it is fenced off; journalled).",
+)
+
+
+@click.command()
+@click.argument("run_id")
+@click.argument("step_id")
+@_WHO
+@_WHY
+@_FORCE
+@db_option
+def retry(run_id: str, step_id: str, by: str, why: str, force: bool, db: str | None) -> None:
+    """Give an effect whose retry policy ran out, or that the provider refused, a fresh set
+    of attempts with the same idempotency key; the run goes on from it at its next start.
+    Refused for a step done, in doubt (resolve it) or abandoned (correct that)."""
+    _retry(run_id, step_id, by, why, force, db)
+
+
+@click.command()
+@click.argument("run_id")
+@click.option(
+    "--from",
+    "step_id",
+    default=None,
+    metavar="STEP_ID",
+    help="The step to drive on from (default: the run's last step).",
+)
+@_WHO
+@_WHY
+@_FORCE
+@db_option
+def redrive(
+    run_id: str, step_id: str | None, by: str, why: str, force: bool, db: str | None
+) -> None:
+    """After an outage: a new attempt at the step the run stopped at (or --from STEP, which
+    must be its last), the steps before it kept. Never re-runs a done effect or one in
+    doubt: those are refused, naming the command that fits."""
+    if step_id is None:
+        with opened(db, create=False) as ledger:
+            ledger.get_run(run_id)  # an unknown run is refused, naming the nearest
+            steps = ledger.steps(run_id)
+        if not steps:
+            raise click.UsageError(f"run {run_id} has no step to drive on from")
+        step_id = steps[-1].step_id
+    _retry(run_id, step_id, by, why, force, db)
+
+
+def _retry(run_id: str, step_id: str, by: str, why: str, force: bool, db: str | None) -> None:
+    with opened(db, create=False) as ledger:
+        step = ledger.retry(run_id, step_id, by=by, why=why, force=force)
+        after = ledger.what_next(run_id)
+    say(
+        f"{visible(run_id)} {visible(step_id)}: {step.state.value}, a fresh set of attempts "
+        f"with the same key {step.key} (by {visible(by)})"
+    )
+    print_next(after)

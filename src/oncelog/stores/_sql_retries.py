@@ -1,0 +1,96 @@
+"""A person's retry of an effect known not to have happened: a fresh set of attempts with
+the same key, written in the caller's transaction, holding the run's row and fencing any
+worker still running it. The way out of a step whose retry policy ran out (or that the
+provider refused), and of one backing off after an outage: the run goes on from there
+at its next start, the steps before it kept."""
+
+from __future__ import annotations
+
+from .._exceptions import NotRetryable, resolve_command
+from ..records._records import StepRecord, StepState
+from ..records._transitions import IN_DOUBT, RETRY
+from . import _sql_names as names
+from . import _sql_resolutions as resolutions
+from ._protocol import OwnerCheck
+from ._rows import STEP_COLUMNS, journal_json, number, step_record
+from ._rows import text as quoted
+from ._sql import NOW, Tx
+from ._sql_guards import enters, leaves
+from ._sql_tx import append, lock_run
+
+
+def retry(
+    tx: Tx, run_id: str, step_id: str, *, by: str, why: str, force: bool, gone: OwnerCheck
+) -> StepRecord:
+    """``Store.retry_step``."""
+    if not lock_run(tx, run_id):
+        raise names.unknown_run(tx, run_id)
+    step = resolutions.find_step(tx, run_id, step_id)
+    _check_retryable(tx, step)
+    overridden = resolutions.live_holder(tx, step, gone, force=force)
+    tx.execute(
+        "UPDATE runs SET fencing_token = fencing_token + 1, owner = NULL, "
+        "lease_expires_at = NULL WHERE run_id = ?",
+        (run_id,),
+    )
+    row = tx.execute(
+        f"UPDATE steps SET state = {enters(RETRY)}, attempts = 0, retry_at = NULL "
+        f"WHERE run_id = ? AND seq = ? AND {leaves(RETRY)} RETURNING {STEP_COLUMNS}",
+        (run_id, step.seq),
+    ).fetchone()
+    append(
+        tx, run_id, step.seq, RETRY.event,
+        journal_json(by=quoted(by), why=quoted(why), was=quoted(step.state.value),
+                     attempts=number(step.attempts), overrode=quoted(overridden)),
+    )  # fmt: skip
+    # A run that ended on the refusal is queued again, so a worker (or a restart) takes
+    # it; one still running or stopped otherwise keeps its status.
+    queued = tx.execute(
+        f"UPDATE runs SET status = 'queued', reason = NULL, stopped_by = NULL, "
+        f"updated_at = {NOW} WHERE run_id = ? AND status = 'failed' RETURNING run_id",
+        (run_id,),
+    ).fetchone()
+    if queued is not None:
+        tx.announce_decision(run_id)
+        append(tx, run_id, None, "run_queued", journal_json(by=quoted(by)))
+    return step_record(row or ())
+
+
+def _correct(run_id: str, step_id: str) -> str:
+    return resolve_command(run_id, step_id, None, then="not_done", options="--correct --by NAME")
+
+
+def _check_retryable(tx: Tx, step: StepRecord) -> None:
+    """Refuse what a retry could perform twice, naming the command that fits instead."""
+    run, q = step.run_id, f"step {step.step_id!r} of run {step.run_id}"
+    if step.state in IN_DOUBT:
+        why = (
+            f"{q} is in doubt ({step.state.value}): it may have happened, and a retry "
+            "would send it again. Look it up at the provider (key "
+            f"{step.key}), then decide: {resolve_command(run, step.step_id, step.attempts)}"
+        )
+    elif step.state is StepState.DONE:
+        why = (
+            f"{q} is done: oncelog never performs a done effect again. If the provider "
+            "shows it did not happen and a person resolved it done, correct that decision: "
+            f"{_correct(run, step.step_id)}"
+        )
+    elif step.state is StepState.ABANDONED:
+        why = (
+            f"{q} was abandoned by a person, who did not say whether it happened. Once "
+            "the provider shows it did not, correct that decision: "
+            f"{_correct(run, step.step_id)}"
+        )
+    elif tx.execute(
+        "SELECT 1 FROM steps WHERE run_id = ? AND seq > ? UNION ALL "
+        "SELECT 1 FROM runs WHERE run_id = ? AND status = 'completed'",
+        (run, step.seq, run),
+    ).fetchone():
+        why = (
+            f"the run went on past {q} (a later step is recorded, or it completed): its "
+            "code handled the refusal, and a retry would change what those steps were "
+            "decided on. Start a new run for it"
+        )
+    else:
+        return
+    raise NotRetryable(why, run_id=run, step_id=step.step_id, key=step.key)
