@@ -77,10 +77,8 @@ class Worker:
             try:
                 claimed = self.run_one()
             except StoreUnavailable as exc:
-                # The ledger is out of reach (a restart, a partition): wait and claim again.
                 # The run this worker held, if any, is claimable again once it is back.
-                log.warning("cannot reach the ledger (%s); trying again in %.1f s", exc, backoff)
-                if drain.wait_for_drain(backoff):
+                if _unreachable(exc, backoff):
                     break
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
@@ -119,10 +117,7 @@ class Worker:
                 try:
                     context = self._claim()
                 except StoreUnavailable as exc:
-                    log.warning(
-                        "cannot reach the ledger (%s); trying again in %.1f s", exc, backoff
-                    )
-                    if drain.wait_for_drain(backoff):
+                    if _unreachable(exc, backoff):
                         break
                     backoff = min(backoff * 2, MAX_BACKOFF)
                     continue
@@ -164,6 +159,13 @@ class Worker:
 async def _run_async(context: RunContext, handler: Handler) -> None:
     async with context as run:
         await handler(run, context.claimed_record.input)
+
+
+def _unreachable(exc: StoreUnavailable, backoff: float) -> bool:
+    """The ledger is out of reach (a restart, a partition): wait ``backoff`` seconds before
+    claiming again; True if the process starts draining meanwhile."""
+    log.warning("cannot reach the ledger (%s); trying again in %.1f s", exc, backoff)
+    return drain.wait_for_drain(backoff)
 
 
 @contextmanager
