@@ -226,6 +226,16 @@ TABLE: list[tuple[str, Situation, Action]] = [
      replace(PROBED, failure=Failure.NOT_PERFORMED), Action.RECORD_NOT_DONE),
     ("still in progress at the provider", replace(EFFECT, failure=Failure.IN_PROGRESS),
      Action.STOP_RESEND_LATER),
+    # -- the provider holds the key for a request with other parameters ----------------
+    ("key mismatch, key young: never resent", replace(DEDUPED, failure=Failure.KEY_MISMATCH,
+     max_attempts=3), Action.HALT),
+    ("key mismatch, probe not asked", replace(PROBED, failure=Failure.KEY_MISMATCH),
+     Action.ASK_PROBE),
+    ("key mismatch, probe found it",
+     replace(PROBED, failure=Failure.KEY_MISMATCH, probe=Found({"id": 1})), Action.SETTLE_DONE),
+    ("key mismatch, probe found nothing",
+     replace(PROBED, failure=Failure.KEY_MISMATCH, probe=NOT_FOUND, dedupe_window=60.0),
+     Action.HALT),
 ]  # fmt: skip
 
 
@@ -297,6 +307,14 @@ def test_a_call_failing_in_doubt_asks_a_declared_probe_before_anything(s: Situat
     asked = s.probe_declared and s.probe is None and not s.idempotent
     if s.failure is Failure.IN_DOUBT and s.step_type is StepType.EFFECT and asked:
         assert decide(s) is Action.ASK_PROBE
+
+
+@given(SITUATIONS)
+def test_a_key_held_for_other_parameters_is_never_sent_again(s: Situation) -> None:
+    """The provider said the key belongs to another request: a resend gets the same
+    answer, and only what a probe found settles the effect without a person."""
+    if s.failure is Failure.KEY_MISMATCH and s.step_type is StepType.EFFECT:
+        assert decide(s) in {Action.ASK_PROBE, Action.SETTLE_DONE, Action.HALT}
 
 
 @given(SITUATIONS)

@@ -144,7 +144,7 @@ def test_stripe_errors() -> None:
     assert classify(error(stripe.RateLimitError)) is Failure.NOT_PERFORMED
     in_use = error(stripe.IdempotencyError, code="idempotency_key_in_use")
     assert classify(in_use) is Failure.IN_PROGRESS
-    assert classify(error(stripe.IdempotencyError)) is Failure.IN_DOUBT
+    assert classify(error(stripe.IdempotencyError)) is Failure.KEY_MISMATCH
     assert classify(error(stripe.APIConnectionError)) is Failure.IN_DOUBT
     assert classify(error(stripe.APIError, http_status=500)) is Failure.IN_DOUBT
     assert classify(ValueError("not stripe's")) is None

@@ -1,5 +1,5 @@
 """What a failed call means: certainly not performed, refused, still in progress at the
-provider, or in doubt.
+provider, the key already taken by another request, or in doubt.
 
 A tool declares ``failures=``: a function from the exception its call raised to a
 ``Failure`` (or None: it does not know, and the call is in doubt). oncelog retries what
@@ -26,6 +26,9 @@ class Failure(enum.Enum):
     REFUSED = "refused"  # certainly not performed; sending again is refused the same way
     IN_PROGRESS = "in_progress"  # the provider still processes an earlier send of the key
     IN_DOUBT = "in_doubt"  # it may have been performed
+    # The provider holds the key for a request with other parameters: sending this one
+    # again is refused the same way, and whether the first was ours a person decides.
+    KEY_MISMATCH = "key_mismatch"
 
 
 Classifier = Callable[[BaseException], "Failure | None"]

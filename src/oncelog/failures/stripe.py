@@ -9,8 +9,9 @@ is in doubt can be sent again (``dedupe_window=timedelta(hours=24)``).
   ``AuthenticationError``, ``PermissionError``: refused.
 - ``RateLimitError`` (429: not processed): not performed.
 - any error with code ``idempotency_key_in_use`` (409: a request with this key is still
-  being processed): in progress; an ``IdempotencyError`` (the key was used with other
-  parameters): in doubt.
+  being processed): in progress; an ``IdempotencyError`` (400 ``idempotency_error``: the
+  key was used with other parameters): key mismatch, a person decides (a resend with the
+  key gets the same answer, and a new key could pay twice).
 - ``APIConnectionError`` (the network failed somewhere between sending and the answer),
   ``APIError`` (5xx) and anything else from Stripe: in doubt.
 """
@@ -31,7 +32,7 @@ def classify(exc: BaseException) -> Failure | None:
     if getattr(exc, "code", None) == "idempotency_key_in_use":
         return Failure.IN_PROGRESS  # whatever class the client raised it as
     if isinstance(exc, stripe.IdempotencyError):
-        return Failure.IN_DOUBT
+        return Failure.KEY_MISMATCH
     refused = (stripe.CardError, stripe.InvalidRequestError, stripe.AuthenticationError,
                stripe.PermissionError)  # fmt: skip
     if isinstance(exc, refused):

@@ -222,6 +222,8 @@ def _after_failure(s: Situation) -> Action:
         return Action.RECORD_REFUSED
     if s.failure is Failure.IN_PROGRESS:
         return Action.STOP_RESEND_LATER
+    if s.failure is Failure.KEY_MISMATCH:
+        return _key_mismatch(s)
     if s.failure is Failure.NOT_PERFORMED or s.idempotent:
         if s.max_attempts is None:
             return Action.RECORD_NOT_DONE
@@ -240,3 +242,11 @@ def _after_failure(s: Situation) -> Action:
     if s.max_attempts is None:
         return Action.STOP_RESEND_LATER
     return Action.RESEND_LATER if attempts_left(s) else Action.HALT
+
+
+def _key_mismatch(s: Situation) -> Action:
+    """The provider answered that the key belongs to a request with other parameters: a
+    resend gets the same answer, so only a probe's ``Found`` settles it; else a person."""
+    if s.probe_declared and s.probe is None:
+        return Action.ASK_PROBE
+    return Action.SETTLE_DONE if isinstance(s.probe, Found) else Action.HALT
