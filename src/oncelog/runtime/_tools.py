@@ -18,6 +18,7 @@ from ..failures import Classifier
 from ..records._redact import secret_positions
 from ._names import check_name
 from ._probes import Preflight, Probe
+from ._providers import Provider, with_provider
 from ._retry import Retry
 
 P = ParamSpec("P")
@@ -214,6 +215,7 @@ def tool(
     once_per: Callable[..., Any] | None = None,
     once_for: timedelta | float | None = None,
     repeat: RepeatPolicy = "replay",
+    provider: Provider | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]:
     """Declare a tool. ``name`` defaults to the function's qualified name and is part
     of the idempotency key, so keep it stable. ``refusals`` are the exceptions that
@@ -245,7 +247,11 @@ def tool(
     effect acts on, its subject: the ledger lets one step of any run act on a subject;
     another run asking later gets that step's result without a call (``repeat="error"``:
     ``SubjectDone``), and the idempotency key derives from the subject. ``once_for``
-    frees a done subject after that long (default: never)."""
+    frees a done subject after that long (default: never). ``provider`` (one of
+    ``oncelog.providers``) gives the provider's published ``dedupe_window``, its
+    classifier of the answers to a repeated key, and its probe where one ships; the
+    tool's own arguments win, but a ``dedupe_window`` longer than the provider's is
+    refused."""
 
     try:
         kind = Kind(kind)
@@ -271,6 +277,7 @@ def tool(
     if retry is not None and not isinstance(retry, Retry):
         raise ConfigurationError(f"retry must be an oncelog.Retry, not {retry!r}")
     window = key_ttl if dedupe_window is None else dedupe_window
+    probe, window, failures = with_provider(provider, probe, _seconds(window), failures)
     policies = ToolSpec(
         name=name or "",  # the function's qualified name, once there is a function
         kind=kind,
