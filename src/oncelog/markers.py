@@ -38,7 +38,6 @@ The rules it keeps:
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -47,11 +46,10 @@ from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
 from ._exceptions import ConfigurationError
+from ._log import log
 from .runtime._probes import CANNOT_TELL, NOT_FOUND, Found, ProbeAnswer
 
 __all__ = ["MarkerProbe", "marker", "stamp", "stamped"]
-
-log = logging.getLogger("oncelog.markers")
 
 T = TypeVar("T")
 

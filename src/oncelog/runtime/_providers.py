@@ -13,17 +13,15 @@ unless a probe settles it.
 from __future__ import annotations
 
 import importlib
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
 from .._exceptions import ConfigurationError
+from .._log import log
 from ..failures import Classifier, first
 from ..failures.keys import KeyAnswer, answers
 from ._probes import Probe
-
-log = logging.getLogger("oncelog")
 
 
 @dataclass(frozen=True)
