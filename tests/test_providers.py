@@ -168,6 +168,24 @@ def test_an_answer_not_read_yet_is_not_read_by_the_classifier(tmp_path: Path) ->
         assert json.loads(answer.read()) == NYLAS_BUSY  # still the caller's to read
 
 
+def test_a_streamed_requests_answer_is_left_unread(tmp_path: Path) -> None:
+    with key_provider(tmp_path, 409, NYLAS_BUSY) as server:
+        answer = requests.post(server.url, json={}, stream=True, timeout=10)
+        with pytest.raises(requests.HTTPError) as caught:
+            answer.raise_for_status()
+        assert providers.nylas.classify(caught.value) is None
+        assert answer.json() == NYLAS_BUSY  # still the caller's to read
+
+
+def test_a_provider_declares_what_can_be_checked() -> None:
+    with pytest.raises(oncelog.ConfigurationError, match="where its figures"):
+        providers.Provider("X", "Idempotency-Key", timedelta(hours=1), None, None, ())
+    with pytest.raises(oncelog.ConfigurationError, match="positive"):
+        providers.Provider("X", "Idempotency-Key", timedelta(0), None, None, ("https://x",))
+    with pytest.raises(oncelog.ConfigurationError, match="4xx or 5xx"):
+        KeyAnswer(200, "ok")
+
+
 def test_key_answers_come_before_a_tools_own_classifier() -> None:
     declared = oncelog.tool(
         kind="create", provider=providers.nylas, failures=httpx_failures.classify

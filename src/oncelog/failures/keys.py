@@ -27,6 +27,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from .._exceptions import ConfigurationError
 from . import Classifier, Failure
 
 _CODE_FIELDS = ("code", "type", "name", "error")
@@ -39,6 +40,10 @@ class KeyAnswer:
 
     status: int
     code: str
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.status, int) and 400 <= self.status <= 599) or not self.code:
+            raise ConfigurationError(f"an error answer is a 4xx or 5xx status and a code, not {self}")
 
     def __str__(self) -> str:
         return f"{self.status} {self.code}"
@@ -92,6 +97,8 @@ def _body_codes(response: Any) -> list[str]:
     """The codes in a response's JSON body; none if it was not read or is not JSON (a
     streamed body is never read here: classifying must not consume what the caller
     may still read)."""
+    if getattr(response, "_content", None) is False:
+        return []  # a requests.Response whose body is still on the wire (stream=True)
     try:
         content = response.content
         body = json.loads(content) if isinstance(content, (bytes, str)) and content else None

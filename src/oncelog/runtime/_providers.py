@@ -46,6 +46,18 @@ class Provider:
     probe: Callable[[], Probe] | None = None
     notes: str = ""
 
+    def __post_init__(self) -> None:
+        if not self.name or not self.key_field:
+            raise ConfigurationError("a provider needs its name and its key's field")
+        if self.dedupe_window is not None and self.dedupe_window <= timedelta(0):
+            raise ConfigurationError(
+                f"{self.name}'s dedupe_window must be positive or None (unpublished), "
+                f"not {self.dedupe_window}"
+            )
+        if not self.sources:
+            # A figure nobody can check is a guess, and a guessed window is a duplicate.
+            raise ConfigurationError(f"{self.name}: say where its figures are published")
+
     @property
     def key_answers(self) -> Classifier:
         """Its documented answers to a repeated key (``oncelog.failures.keys``)."""
