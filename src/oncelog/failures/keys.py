@@ -43,7 +43,9 @@ class KeyAnswer:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.status, int) and 400 <= self.status <= 599) or not self.code:
-            raise ConfigurationError(f"an error answer is a 4xx or 5xx status and a code, not {self}")
+            raise ConfigurationError(
+                f"an error answer is a 4xx or 5xx status and a code, not {self}"
+            )
 
     def __str__(self) -> str:
         return f"{self.status} {self.code}"
