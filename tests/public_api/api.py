@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import oncelog
-from oncelog import testing
+from oncelog import markers, providers, testing
 
 
 @oncelog.tool(kind="create", name="send_email")
@@ -117,3 +117,21 @@ def a_test() -> None:
 
 
 ANY_RESULT: Any = oncelog.NO_RESULT
+
+
+@oncelog.tool(kind="payment", provider=providers.adyen, dedupe_window=timedelta(days=1))
+def capture(psp_reference: str, *, idempotency_key: str) -> dict[str, str]:
+    return {"pspReference": psp_reference}
+
+
+def stamped_notes(notes: list[dict[str, str]]) -> markers.MarkerProbe[dict[str, str]]:
+    return markers.MarkerProbe(
+        search=lambda marker: [note for note in notes if marker in note["body"]],
+        marker_of=lambda note: markers.stamped(note["body"]),
+        consistent_after=timedelta(seconds=5),
+    )
+
+
+@oncelog.tool(kind="create", probe=stamped_notes([]))
+def add_note(body: str, *, idempotency_key: str) -> dict[str, str]:
+    return {"body": markers.stamp(body, idempotency_key)}
