@@ -24,9 +24,11 @@ from oncelog.failures import Failure, first
 from oncelog.failures import httpx as httpx_failures
 from oncelog.failures.keys import KeyAnswer, answers
 
-from .support.launch import python
+from .support.launch import environment, python, run_python
+from .support.provider_process import running_provider
 
 KEY_PROVIDER = Path(__file__).parent / "support" / "key_provider.py"
+AGENT = Path(__file__).parent / "crash_agents" / "provider_agent.py"
 DOCS = Path(__file__).parents[1] / "docs" / "providers.md"
 DAY = 24 * 3600.0
 
@@ -248,6 +250,39 @@ def test_a_key_still_in_flight_stops_and_sends_again_later(
         [step] = ledger.steps("r")
         assert step.state is oncelog.StepState.IN_FLIGHT
         assert server.keys() == [step.key]
+
+
+# -- killed agents: what the declaration alone decides, counted at the provider --------
+
+
+def pay(store_url: str, url: str, name: str, crash_at: str | None = None) -> Any:
+    return run_python(AGENT, store_url, "r", url, name, env=environment(crash_at=crash_at))
+
+
+def test_killed_inside_the_providers_window_is_sent_again_once(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Adyen's published window (31 days) lets the restart send the payment again with
+    its key; a provider that honours keys performs it once."""
+    with running_provider(tmp_path / "provider", "honours_keys") as provider:
+        assert pay(store_url, provider.url, "adyen", "after_call@pay").returncode == -9
+        again = pay(store_url, provider.url, "adyen")
+        assert again.returncode == 0, again.stderr
+        with oncelog.open(store_url) as ledger:
+            [step] = ledger.steps("r")
+        assert provider.counts("r") == {step.key: 1}
+        assert (step.state, step.attempts) == (oncelog.StepState.DONE, 2)
+
+
+def test_killed_at_a_provider_with_no_published_window_halts(
+    store_url: str, tmp_path: Path
+) -> None:
+    """PayPal publishes no window: nothing is sent again, a person decides."""
+    with running_provider(tmp_path / "provider", "ignores_keys") as provider:
+        assert pay(store_url, provider.url, "paypal", "after_call@pay").returncode == -9
+        halted = pay(store_url, provider.url, "paypal")
+        assert halted.returncode == oncelog.EXIT_HALTED, halted.stderr
+        assert provider.total("r") == 1
 
 
 # -- the docs -------------------------------------------------------------------------
