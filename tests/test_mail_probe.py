@@ -1,0 +1,135 @@
+"""The mail tool and its finder against a mail system of the test's own (Dovecot and an
+SMTP server, separate processes): an agent SIGKILLed around its email is restarted, and
+the messages are counted in the Maildir, never in the ledger."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import oncelog
+from oncelog import StepState
+from oncelog.testing import CRASH_POINTS
+
+from .conftest import require
+from .support.launch import environment, python
+from .support.mail_system import (
+    DOVECOT_REASON,
+    MailSystem,
+    dovecot_is_installed,
+    running_mail_system,
+)
+
+AGENT = Path(__file__).parent / "crash_agents" / "mail_agent.py"
+DELAY = 1.0  # the archive gets every accepted message within this (here: before the 250)
+
+
+@pytest.fixture
+def mail() -> Iterator[MailSystem]:
+    require(dovecot_is_installed(), DOVECOT_REASON)
+    with running_mail_system() as system:
+        yield system
+
+
+@dataclass(frozen=True)
+class Agent:
+    ledger: Path
+    run_id: str
+    mail: MailSystem
+    delivery_delay: float | None = DELAY
+
+    def run(self, crash_at: str | None = None, kill_in_smtp: bool = False) -> int:
+        argv = python(AGENT, "--ledger", self.ledger, "--run", self.run_id,
+                      "--smtp-port", str(self.mail.smtp_port),
+                      "--imap-port", str(self.mail.imap_port))  # fmt: skip
+        if self.delivery_delay is not None:
+            argv += ["--delivery-delay", str(self.delivery_delay)]
+        if kill_in_smtp:
+            argv += ["--kill-file", str(self.mail.kill_file)]
+        done = subprocess.run(argv, env=environment(crash_at), capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+        assert done.returncode in (0, 3, -9), done.stderr[-3000:]
+        return done.returncode
+
+    def step(self) -> oncelog.StepRecord:
+        with oncelog.open(str(self.ledger)) as ledger:
+            return {step.step_id: step for step in ledger.steps(self.run_id)}["email"]
+
+    def journal(self) -> list[str]:
+        seq = self.step().seq
+        with oncelog.open(str(self.ledger)) as ledger:
+            return [entry.event for entry in ledger.journal(self.run_id) if entry.seq == seq]
+
+    def sent(self) -> int:
+        return len(self.mail.with_key(self.step().key))
+
+
+# (how it dies, whether the server had accepted the message)
+KILLS = [
+    pytest.param({"crash_at": "after_intent_commit@email"}, False, id="before-the-send"),
+    pytest.param({"kill_in_smtp": True}, True, id="stored-no-250-read"),
+    pytest.param({"crash_at": "after_call@email"}, True, id="accepted-not-recorded"),
+    pytest.param({"crash_at": "before_outcome_commit@email"}, True, id="outcome-not-committed"),
+]
+
+
+@pytest.mark.parametrize(("kill", "accepted"), KILLS)
+def test_a_killed_send_is_settled_by_the_mailbox(
+    tmp_path: Path, mail: MailSystem, kill: dict[str, object], accepted: bool
+) -> None:
+    agent = Agent(tmp_path / "ledger.db", "refund-1", mail)
+    assert agent.run(**kill) == -9  # type: ignore[arg-type]
+    assert agent.sent() == (1 if accepted else 0)
+    assert agent.run() == 0  # the finder decided; no person needed
+    step = agent.step()
+    assert agent.sent() == 1
+    assert (step.state, step.attempts) == (StepState.DONE, 1 if accepted else 2)
+    assert ("probed" in agent.journal()) is accepted
+    [message] = mail.with_key(step.key)
+    assert step.result == {"message_id": message["Message-ID"], "to": ["ada@example.com"]}
+
+
+def test_imap_down_at_the_probe_halts_for_a_person(tmp_path: Path, mail: MailSystem) -> None:
+    agent = Agent(tmp_path / "ledger.db", "refund-2", mail)
+    assert agent.run(crash_at="after_call@email") == -9
+    mail.stop_imap()
+    assert agent.run() == 3  # CANNOT_TELL: halted, nothing sent again
+    assert agent.step().state is StepState.UNKNOWN
+    assert agent.sent() == 1
+    # The way out (docs/email.md): with IMAP back, the restart's probe settles it ...
+    mail.start_imap()
+    with oncelog.open(str(agent.ledger)) as ledger:
+        ledger.resolve(agent.run_id, "email", "not_done", by="test", note="look again", force=True)
+    assert agent.step().state is StepState.NOT_DONE
+    assert agent.run() == 0
+    assert agent.sent() == 2  # ... a person who says "not done" is believed: a second send
+
+
+def test_a_person_settles_what_the_finder_cannot(tmp_path: Path, mail: MailSystem) -> None:
+    """Without a delivery delay, a message not found is not proof: a person decides."""
+    agent = Agent(tmp_path / "ledger.db", "refund-3", mail, delivery_delay=None)
+    assert agent.run(crash_at="after_intent_commit@email") == -9
+    assert agent.run() == 3
+    assert agent.sent() == 0
+    with oncelog.open(str(agent.ledger)) as ledger:
+        ledger.resolve(agent.run_id, "email", "not_done", by="test", note="not in the archive")
+    assert agent.run() == 0
+    assert agent.sent() == 1
+
+
+def test_random_kills_send_each_email_once(tmp_path: Path, mail: MailSystem) -> None:
+    seed = random.randrange(2**32)
+    chosen = random.Random(seed)
+    kills = [{"crash_at": f"{point}@email"} for point in CRASH_POINTS] + [{"kill_in_smtp": True}]
+    for trial in range(8):
+        agent = Agent(tmp_path / "ledger.db", f"trial-{trial}", mail)
+        exits = [agent.run(**chosen.choice(kills)) for _ in range(chosen.randint(1, 2))]  # type: ignore[arg-type]
+        while exits[-1] == -9:
+            exits.append(agent.run())
+        assert exits[-1] == 0, (seed, trial, exits)  # never a halt
+        assert agent.sent() == 1, (seed, trial, exits)
