@@ -8,7 +8,8 @@ stored is what the world got, whatever happened to the agent.
 ``--kill-file``: after storing a message, if FILE holds a pid, SIGKILL that process and
 remove FILE, before answering: the agent dies with its message accepted and no 250 read.
 ``--refuse``: answer RCPT for ADDRESS with 550. ``--stall``: for a message to ADDRESS,
-store it and wait 5 s before answering (a client's timeout fires inside DATA).
+store it and wait 5 s before answering (a client's timeout fires inside DATA). A
+session that sent a message to ``quit-refused@example.com`` gets 451 to its QUIT.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from aiosmtpd.controller import Controller
+
+REFUSED_QUIT = "quit-refused@example.com"  # a session that sent to it gets 451 to QUIT
 
 
 class Store:
@@ -47,7 +50,14 @@ class Store:
             self.kill_file.unlink()
         if self.stall in envelope.rcpt_tos:
             await asyncio.sleep(5)
+        if REFUSED_QUIT in envelope.rcpt_tos:
+            session.refuse_quit = True
         return "250 OK stored"
+
+    async def handle_QUIT(self, server: Any, session: Any, envelope: Any) -> str:
+        if getattr(session, "refuse_quit", False):
+            return "451 4.3.0 not now"
+        return "221 Bye"
 
 
 def main() -> None:

@@ -14,6 +14,8 @@ arose, read from its traceback, and what the server answered:
   of 5xx (``SMTPSenderRefused``, ``SMTPAuthenticationError``, every recipient of
   ``SMTPRecipientsRefused``) is refused, any other answer (4xx, a refused connection, a
   name not resolved, a timeout, a dropped connection) not performed.
+- raised while the session ended (``quit``, ``with SMTP(...)``'s exit): in doubt, the
+  message may have been accepted before.
 - a shape it does not know (code of someone else's between smtplib and the error, or a
   traceback that passed through no smtplib frame): None, for OSErrors that are smtplib's
   own classes in doubt.
@@ -30,6 +32,9 @@ from . import Failure
 from ._sends import called, frames_from, only_in
 
 _DATA = ("smtplib", "data")
+# Ending a session: after a message, for all the traceback says; ``with SMTP(...)`` quits
+# on its way out, after the message was accepted.
+_ENDING = {("smtplib", "quit"), ("smtplib", "__exit__"), ("smtplib", "close")}
 
 
 def classify(exc: BaseException) -> Failure | None:
@@ -39,7 +44,10 @@ def classify(exc: BaseException) -> Failure | None:
     frames = frames_from(exc, "smtplib")
     if not frames:
         return Failure.IN_DOUBT if isinstance(exc, smtplib.SMTPException) else None
-    if _DATA in called(frames):
+    calls = called(frames)
+    if _ENDING.intersection(calls):
+        return Failure.IN_DOUBT
+    if _DATA in calls:
         if isinstance(exc, smtplib.SMTPDataError) and only_in(frames, "smtplib"):
             return by_reply(exc.smtp_code, Failure.IN_DOUBT)
         return Failure.IN_DOUBT

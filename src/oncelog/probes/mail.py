@@ -189,8 +189,11 @@ class MailSender:
         the end of the data with 250. Its errors are judged by ``classify``."""
         message = self.message(to, subject, body, idempotency_key)
         recipients = [*_addresses(to), *([self.archive] if self.archive else [])]
-        with _smtp(self.server) as smtp:
+        smtp = _smtp(self.server)
+        try:
             _submit(smtp, self.from_addr, recipients, message)
+        finally:
+            _close(smtp)
         if self.save_to is not None:
             _append(self.save_to, message)
         return _result(message["Message-ID"], to)
@@ -239,11 +242,24 @@ def _smtp(server: SmtpServer) -> smtplib.SMTP:
         )
     else:
         smtp = smtplib.SMTP(server.host, server.port, timeout=server.timeout)
-    if server.security == "starttls":
-        smtp.starttls(context=ssl.create_default_context())
-    if server.username is not None:
-        smtp.login(server.username, server.password or "")
+    try:
+        if server.security == "starttls":
+            smtp.starttls(context=ssl.create_default_context())
+        if server.username is not None:
+            smtp.login(server.username, server.password or "")
+    except BaseException:
+        smtp.close()
+        raise
     return smtp
+
+
+def _close(smtp: smtplib.SMTP) -> None:
+    """Ends the session, raising nothing: an error after the server's 250 (a QUIT that
+    times out) must not make a sent message look unsent."""
+    try:
+        smtp.quit()
+    except OSError:  # smtplib's errors are OSErrors
+        smtp.close()
 
 
 def _submit(smtp: smtplib.SMTP, sender: str, recipients: list[str], message: EmailMessage) -> None:
@@ -285,9 +301,13 @@ def _imap(folder: ImapMailbox) -> imaplib.IMAP4:
         )
     else:
         imap = imaplib.IMAP4(folder.host, folder.port, timeout=folder.timeout)
+    try:
         if folder.security == "starttls":
             imap.starttls(ssl.create_default_context())
-    imap.login(folder.username, folder.password)
+        imap.login(folder.username, folder.password)
+    except BaseException:
+        imap.shutdown()
+        raise
     return imap
 
 
