@@ -149,7 +149,7 @@ def test_the_mail_probe_settled_the_email(demo_with_mail_probe: tuple[Path, str]
         assert ledger.get_run(RUN).status is oncelog.RunStatus.COMPLETED
         steps = {step.step_id: step for step in ledger.steps(RUN)}
         journal = ledger.journal(RUN, limit=10_000)
-    by_seq = {step.seq: step_id for step_id, step in steps.items()}
+    by_seq: dict[int | None, str] = {step.seq: step_id for step_id, step in steps.items()}
     assert len([entry for entry in journal if entry.event == "lease_acquired"]) == 3
     probed = {
         by_seq[entry.seq]: entry.data["state"] for entry in journal if entry.event == "probed"
