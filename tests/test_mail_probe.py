@@ -43,7 +43,7 @@ class Agent:
     mail: MailSystem
     delivery_delay: float | None = DELAY
 
-    def run(self, crash_at: str | None = None, kill_in_smtp: bool = False) -> int:
+    def run(self, crash_at: str | None = None, kill_in_smtp: bool = False, *extra: str) -> int:
         argv = python(AGENT, "--ledger", self.ledger, "--run", self.run_id,
                       "--smtp-port", str(self.mail.smtp_port),
                       "--imap-port", str(self.mail.imap_port))  # fmt: skip
@@ -51,6 +51,7 @@ class Agent:
             argv += ["--delivery-delay", str(self.delivery_delay)]
         if kill_in_smtp:
             argv += ["--kill-file", str(self.mail.kill_file)]
+        argv += extra
         done = subprocess.run(argv, env=environment(crash_at), capture_output=True,
                               text=True, timeout=60)  # fmt: skip
         assert done.returncode in (0, 3, -9), done.stderr[-3000:]
@@ -134,3 +135,15 @@ def test_random_kills_send_each_email_once(tmp_path: Path, mail: MailSystem) -> 
             exits.append(agent.run())
         assert exits[-1] == 0, (seed, trial, exits)  # never a halt
         assert agent.sent() == 1, (seed, trial, exits)
+
+
+def test_a_send_in_doubt_is_found_at_once(tmp_path: Path) -> None:
+    """The server stores the message and answers after the agent's SMTP timeout: the
+    call fails inside DATA (in doubt), the finder is asked at once and finds it."""
+    require(dovecot_is_installed(), DOVECOT_REASON)
+    with running_mail_system(stall="slow@example.com") as mail:
+        agent = Agent(tmp_path / "ledger.db", "refund-4", mail)
+        assert agent.run(None, False, "--to", "slow@example.com", "--timeout", "1") == 0
+        step = agent.step()
+        assert (step.state, step.attempts, agent.sent()) == (StepState.DONE, 1, 1)
+        assert "probed" in agent.journal()

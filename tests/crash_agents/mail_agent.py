@@ -2,7 +2,7 @@
 kill and restart.
 
     python tests/crash_agents/mail_agent.py --ledger L --run R --smtp-port N --imap-port N
-        [--delivery-delay S | --no-finder] [--kill-file FILE]
+        [--delivery-delay S | --no-finder] [--kill-file FILE] [--to ADDRESS] [--timeout S]
 
 One run: a read, then the effect ``email`` (a ``mail_tool`` sending to a customer with the
 archive address as Bcc; its finder searches the archive's mailbox over IMAP), then a read.
@@ -35,11 +35,13 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--delivery-delay", type=float, default=None)
     parser.add_argument("--no-finder", action="store_true")
     parser.add_argument("--kill-file", type=Path, default=None)
+    parser.add_argument("--to", default="ada@example.com")
+    parser.add_argument("--timeout", type=float, default=10.0, help="SMTP's, in seconds")
     return parser.parse_args()
 
 
 def declare(args: argparse.Namespace) -> oncelog.Tool[..., dict[str, object]]:
-    smtp = SmtpServer("127.0.0.1", args.smtp_port, security="none", timeout=10)
+    smtp = SmtpServer("127.0.0.1", args.smtp_port, security="none", timeout=args.timeout)
     archive = ImapMailbox("127.0.0.1", ARCHIVE, PASSWORD, port=args.imap_port,
                           security="none", timeout=10)  # fmt: skip
     delay = None if args.delivery_delay is None else timedelta(seconds=args.delivery_delay)
@@ -51,7 +53,7 @@ def declare(args: argparse.Namespace) -> oncelog.Tool[..., dict[str, object]]:
 def agent(args: argparse.Namespace) -> None:
     send = declare(args)
     with oncelog.open(args.ledger) as ledger, ledger.run(args.run) as run:
-        customer = run.read("lookup", lambda: {"email": "ada@example.com", "name": "Ada"})
+        customer = run.read("lookup", lambda: {"email": args.to, "name": "Ada"})
         if args.kill_file is not None:
             args.kill_file.write_text(str(os.getpid()))
         sent = run.effect("email", send, customer["email"], f"Refund for {args.run}",
