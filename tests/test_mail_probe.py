@@ -54,6 +54,9 @@ class Agent:
         argv += extra
         done = subprocess.run(argv, env=environment(crash_at), capture_output=True,
                               text=True, timeout=60)  # fmt: skip
+        # An agent armed to be killed in SMTP that sent nothing (its step was done) must
+        # not leave its pid for the next one's message.
+        self.mail.kill_file.unlink(missing_ok=True)
         assert done.returncode in (0, 3, -9), done.stderr[-3000:]
         return done.returncode
 
