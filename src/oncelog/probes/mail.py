@@ -35,10 +35,12 @@ Where the finder looks, and what its answers rely on
     server accepts, *through the same SMTP transaction*: it is the mailbox of an address
     every message is sent to (``MailSender(archive=...)``, a Bcc refused before DATA if
     the server refuses it), or the server files what it accepts there (Gmail and
-    Exchange keep sent copies), and ``delivery_delay`` bounds the time from the server's
-    250 to the copy in the mailbox. The process that may have sent is gone before a probe
-    runs, so anything it sent was accepted before the finder was asked: waiting from
-    then on needs no clock shared with the ledger's. A message still queued at the server
+    Exchange keep sent copies), and ``delivery_delay`` bounds the time from the end of
+    the message's data reaching the server to the copy in the mailbox (the server's work
+    before its 250 included). The finder is asked once the sending connection is gone
+    (its process dead, or the failed call's socket closed), so the data that reached the
+    server had reached it by then: waiting from then on needs no clock shared with the
+    ledger's or the server's. A message still queued at the server
     is not absent: a server that may defer local delivery (greylisting, a full disk, a
     relay in between) has no such bound, and the finder must not be given one.
 ``CANNOT_TELL``
