@@ -183,6 +183,9 @@ class MailSender:
         domain = self.domain or self.from_addr.rpartition("@")[2]
         if "@" not in self.from_addr or not _DOMAIN.fullmatch(domain):
             raise ConfigurationError(f"no domain for Message-IDs in {self.from_addr!r}")
+        for address in (self.from_addr, self.archive):
+            if address is not None and _broken(address):
+                raise ConfigurationError(f"not an email address: {address!r}")
 
     def __call__(
         self, to: str | Sequence[str], subject: str, body: str, *, idempotency_key: str
