@@ -239,3 +239,14 @@ def test_the_demo_says_it_plays_the_operator_and_what_one_would_type(
     again = CliRunner().invoke(cli, resolve)
     assert again.exit_code == 6  # already resolved, by the demo: a conflict, not a usage error
     assert "demo-operator resolved it done at" in again.output
+
+
+def test_without_dovecot_it_says_the_mail_probe_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    require(HAVE_DEMO, "needs the demo's extra: pip install '.[demo]'")
+    from oncelog.showcases.demo import runner
+
+    monkeypatch.setattr(runner, "dovecot", lambda: None)
+    said: list[str] = []
+    assert runner.mail_probe_command(True, said.append) is None
+    assert "mail probe off: Dovecot is not installed" in said[0]
+    assert "waits for" in " ".join(said)
