@@ -25,9 +25,11 @@ from click.testing import CliRunner
 
 import oncelog
 from oncelog.cli import cli
+from oncelog.probes.mail import message_id_for
 from tests.conftest import require
 
 from .support.launch import python
+from .support.mail_system import DOVECOT_REASON, dovecot_is_installed
 
 HAVE_DEMO = all(find_spec(name) is not None for name in ("stripe", "localstripe", "aiosmtpd"))
 LOCALSTRIPE_STATE = Path("/tmp/localstripe.pickle")  # written by localstripe; see services.py
@@ -61,14 +63,11 @@ def running(pid: int, argv: list[str]) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z" and cmdline == [a.encode() for a in argv]
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """One run of the command, as a user starts it; its folder and its output."""
-    require(HAVE_DEMO, "needs the demo's extra: pip install '.[demo]'")
-    out = tmp_path_factory.mktemp("demo") / "out"
+def run_demo(out: Path, *flags: str) -> str:
+    """One run of the command, as a user starts it; its output."""
     state_before = LOCALSTRIPE_STATE.read_bytes() if LOCALSTRIPE_STATE.exists() else None
     done = subprocess.run(
-        python("-m", "oncelog", "demo", "--out", str(out)),
+        python("-m", "oncelog", "demo", "--out", str(out), *flags),
         capture_output=True,
         text=True,
         timeout=120,
@@ -77,7 +76,24 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     assert done.returncode == 0, done.stdout + done.stderr
     state_after = LOCALSTRIPE_STATE.read_bytes() if LOCALSTRIPE_STATE.exists() else None
     assert state_after == state_before  # localstripe's state file is as it was
-    return out, done.stdout
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The demo with the email in doubt left to a person; its folder and its output."""
+    require(HAVE_DEMO, "needs the demo's extra: pip install '.[demo]'")
+    out = tmp_path_factory.mktemp("demo") / "out"
+    return out, run_demo(out, "--no-mail-probe")
+
+
+@pytest.fixture(scope="module")
+def demo_with_mail_probe(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The demo as the README starts it, where Dovecot is installed: the mail probe on."""
+    require(HAVE_DEMO, "needs the demo's extra: pip install '.[demo]'")
+    require(dovecot_is_installed(), DOVECOT_REASON)
+    out = tmp_path_factory.mktemp("demo-mail-probe") / "out"
+    return out, run_demo(out)
 
 
 def test_without_a_ledger_everything_happens_twice(demo: tuple[Path, str]) -> None:
@@ -100,7 +116,7 @@ def test_with_oncelog_everything_happens_once(demo: tuple[Path, str]) -> None:
     assert ticket["id"] == steps["open_ticket"].result["id"]
     assert (ticket["status"], ticket["payment"]) == ("solved", steps["charge"].result["id"])
     [email] = emails(guarded)
-    assert email["Message-ID"] == f"<{steps['send_email'].key}@shop.example>"
+    assert email["Message-ID"] == message_id_for(steps["send_email"].key, "shop.example")
     [charge] = charges(guarded)
     assert charge["payment_intent"] == steps["charge"].result["id"]
 
@@ -122,6 +138,30 @@ def test_the_probe_settled_the_charge_and_a_person_the_email(demo: tuple[Path, s
         e for e in journal if e.event == "intent" and steps[e.seq] in ("charge", "send_email")
     ]
     assert len(attempts) == 2  # neither was called a second time
+
+
+def test_the_mail_probe_settled_the_email(demo_with_mail_probe: tuple[Path, str]) -> None:
+    out, printed = demo_with_mail_probe
+    assert "mail probe on:" in printed
+    assert "no person was needed" in printed
+    guarded = out / "oncelog"
+    with oncelog.open(str(guarded / "ledger.db")) as ledger:
+        assert ledger.get_run(RUN).status is oncelog.RunStatus.COMPLETED
+        steps = {step.step_id: step for step in ledger.steps(RUN)}
+        journal = ledger.journal(RUN, limit=10_000)
+    by_seq: dict[int | None, str] = {step.seq: step_id for step_id, step in steps.items()}
+    assert len([entry for entry in journal if entry.event == "lease_acquired"]) == 3
+    probed = {
+        by_seq[entry.seq]: entry.data["state"] for entry in journal if entry.event == "probed"
+    }
+    assert probed == {"charge": "done", "send_email": "done"}
+    assert not [entry for entry in journal if entry.event in ("unknown", "resolved")]
+    [email] = emails(guarded)  # counted in the SMTP server's Maildir
+    assert email["Message-ID"] == steps["send_email"].result["message_id"]
+    assert len(emails(out / "plain")) == 2
+    started = json.loads((out / "processes.json").read_text())
+    assert [process["role"] for process in started].count("imap") == 1
+    assert not [p for p in started if running(p["pid"], [str(a) for a in p["argv"]])]
 
 
 def test_every_process_it_started_has_ended(demo: tuple[Path, str]) -> None:
@@ -199,3 +239,14 @@ def test_the_demo_says_it_plays_the_operator_and_what_one_would_type(
     again = CliRunner().invoke(cli, resolve)
     assert again.exit_code == 6  # already resolved, by the demo: a conflict, not a usage error
     assert "demo-operator resolved it done at" in again.output
+
+
+def test_without_dovecot_it_says_the_mail_probe_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    require(HAVE_DEMO, "needs the demo's extra: pip install '.[demo]'")
+    from oncelog.showcases.demo import runner
+
+    monkeypatch.setattr(runner, "dovecot", lambda: None)
+    said: list[str] = []
+    assert runner.mail_probe_command(True, said.append) is None
+    assert "mail probe off: Dovecot is not installed" in said[0]
+    assert "waits for" in " ".join(said)

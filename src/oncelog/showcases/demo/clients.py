@@ -8,19 +8,20 @@ one, derived from the run and the step, and a plain agent has none to give.
 from __future__ import annotations
 
 import json
-import smtplib
 import urllib.parse
 import urllib.request
 import uuid
 from dataclasses import asdict, dataclass
-from email.message import EmailMessage
-from email.utils import make_msgid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import stripe
 
+from oncelog.probes.mail import ImapMailbox, MailFinder, MailSender, SmtpServer
 from oncelog.probes.stripe import create_payment, default_client
+
+from . import imap
 
 SENDER = "support@shop.example"
 MAIL_DOMAIN = "shop.example"
@@ -36,6 +37,7 @@ class Services:
     smtp_host: str
     smtp_port: int
     tickets: str  # the help desk's base URL
+    imap_port: int | None = None  # Dovecot serving the SMTP server's Maildir, if it runs
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=2) + "\n")
@@ -92,30 +94,28 @@ class HelpDesk:
 
 
 class Mail:
-    """Email over SMTP. SMTP has no idempotency key: the nearest thing is the
-    ``Message-ID``, made from the key when there is one, so a person (or a search of
-    the sent mail) can tell whether this very message went out."""
+    """Email over SMTP, through ``oncelog.probes.mail``'s sender. SMTP has no idempotency
+    key: the sender stamps the key into the message (its ``Message-ID`` and an
+    ``X-Oncelog-Key`` header), so a search of the mail server's store, by a person or by
+    the mail probe (``finder``, when Dovecot serves that store over IMAP), can tell
+    whether this very message went out. A plain agent has no key that outlives its
+    process: it makes up one per call, which protects nothing."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.host = host
-        self.port = port
+    def __init__(self, host: str, port: int, imap_port: int | None = None) -> None:
+        server = SmtpServer(host, port, security="none", timeout=10)
+        self.sender = MailSender(server, SENDER)
+        self.finder = None
+        if imap_port is not None:
+            store = ImapMailbox("127.0.0.1", imap.USER, imap.PASSWORD, port=imap_port,
+                                security="none", timeout=10)  # fmt: skip
+            # aiosmtpd files a message before its 250: what it accepted is there at once.
+            self.finder = MailFinder(store, delivery_delay=timedelta(seconds=2), poll=0.2)
 
     def send_email(
         self, to: str, subject: str, body: str, *, idempotency_key: str | None = None
     ) -> dict[str, Any]:
-        message = EmailMessage()
-        message["From"] = SENDER
-        message["To"] = to
-        message["Subject"] = subject
-        message["Message-ID"] = (
-            f"<{idempotency_key}@{MAIL_DOMAIN}>"
-            if idempotency_key
-            else make_msgid(domain=MAIL_DOMAIN)
-        )
-        message.set_content(body)
-        with smtplib.SMTP(self.host, self.port, timeout=10) as smtp:
-            smtp.send_message(message)  # returns once the server said 250: it has the mail
-        return {"message_id": message["Message-ID"], "to": to}
+        key = idempotency_key or f"plain_{uuid.uuid4().hex}"
+        return self.sender(to, subject, body, idempotency_key=key)
 
 
 class Payments:
@@ -174,6 +174,6 @@ class Clients:
     def connect(cls, services: Services) -> Clients:
         return cls(
             HelpDesk(services.tickets),
-            Mail(services.smtp_host, services.smtp_port),
+            Mail(services.smtp_host, services.smtp_port, services.imap_port),
             Payments(services.stripe),
         )

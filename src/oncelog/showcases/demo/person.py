@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import oncelog
+from oncelog.probes.mail import message_id_for
 
 from . import DemoFailed, records
 from .clients import MAIL_DOMAIN
@@ -20,7 +21,7 @@ def settle_in_doubt(
     ledger_url: str, folder: Path, say: Callable[[str], None], typed: list[str]
 ) -> None:
     """Emails in doubt are looked up in the mail server's store by their Message-ID,
-    which the agent made from the key: found is ``done``, with what the send returns;
+    which the agent's sender made from the key: found is ``done``, with what the send returns;
     missing is ``not_done``, and the restarted agent sends it. The demo plays the operator
     through the library; ``typed`` gets the commands a real one would have typed."""
     db = shlex.quote(ledger_url)
@@ -30,14 +31,14 @@ def settle_in_doubt(
         for step in in_doubt:
             if step.tool != "send_email":
                 raise DemoFailed(f"the demo's person does not know how to check {step.tool}")
-            message_id = f"<{step.key}@{MAIL_DOMAIN}>"
+            message_id = message_id_for(step.key, MAIL_DOMAIN)
             found = records.email_with_id(folder, message_id)
             if found is None:
                 decision, result = oncelog.Resolution.NOT_DONE, None
                 seen = f"no message {message_id} in the mail server's store"
             else:
                 decision = oncelog.Resolution.DONE
-                result = {"message_id": message_id, "to": found["To"]}
+                result = {"message_id": message_id, "to": [found["To"]]}
                 seen = f"message {message_id} is in the mail server's store"
             ledger.resolve(
                 step.run_id, step.step_id, decision, result=result, by=WHO, note=seen,

@@ -14,6 +14,7 @@ import oncelog
 from oncelog.testing import CRASH_ENV
 
 from . import DemoFailed, records
+from .imap import dovecot
 from .person import settle_in_doubt
 from .services import Processes, add_customer, charges, services
 from .supervisor import Death, Supervisor
@@ -55,7 +56,12 @@ WITH_ONCELOG = Scenario(
 
 
 def play(
-    scenario: Scenario, folder: Path, processes: Processes, say: Say, typed: list[str]
+    scenario: Scenario,
+    folder: Path,
+    processes: Processes,
+    say: Say,
+    typed: list[str],
+    imap: str | None = None,
 ) -> records.Counts:
     folder.mkdir(parents=True)
     ledger = str(folder / "ledger.db")
@@ -65,7 +71,7 @@ def play(
     if scenario.mode == "oncelog":
         argv += ["--ledger", ledger]
     say(f"\n== {scenario.title}: conversation {CONVERSATION}, in {folder}")
-    with services(folder, processes) as found:
+    with services(folder, processes, imap) as found:
         say(
             f"  services  localstripe {found.stripe}, SMTP {found.smtp_host}:{found.smtp_port}, "
             f"tickets {found.tickets}"
@@ -95,12 +101,31 @@ def table(plain: records.Counts, guarded: records.Counts) -> list[str]:
     return lines
 
 
-def run_demo(out: Path, say: Say) -> None:
-    """Both scenarios, in ``out`` (which must exist and be empty)."""
+def mail_probe_command(wanted: bool, say: Say) -> str | None:
+    """Dovecot's command if the mail probe is on, having said which path the email in
+    doubt takes and why."""
+    command = dovecot() if wanted else None
+    if command is not None:
+        say("mail probe on: Dovecot serves the SMTP server's store over IMAP, and the email in")
+        say("  doubt is settled by searching it for the message's key (--no-mail-probe: a person)")
+    elif wanted:
+        say("mail probe off: Dovecot is not installed (Debian: apt-get install dovecot-imapd),")
+        say(
+            "  so the mail server's store cannot be searched: the email in doubt waits for a person"
+        )
+    else:
+        say("mail probe off (--no-mail-probe): the email in doubt waits for a person")
+    return command
+
+
+def run_demo(out: Path, say: Say, mail_probe: bool = True) -> None:
+    """Both scenarios, in ``out`` (which must exist and be empty); with ``mail_probe``
+    the email in doubt is settled by the mail probe where Dovecot is installed."""
     processes = Processes(out / "processes.json")
     typed: list[str] = []  # by the operator the demo plays
+    imap = mail_probe_command(mail_probe, say)
     plain = play(PLAIN, out / PLAIN.mode, processes, say, typed)
-    guarded = play(WITH_ONCELOG, out / WITH_ONCELOG.mode, processes, say, typed)
+    guarded = play(WITH_ONCELOG, out / WITH_ONCELOG.mode, processes, say, typed, imap)
     for line in table(plain, guarded):
         say(line)
     ledger = out / WITH_ONCELOG.mode / "ledger.db"
@@ -108,8 +133,11 @@ def run_demo(out: Path, say: Say) -> None:
     with oncelog.open(str(ledger)) as opened:
         for line in timeline(opened.journal(CONVERSATION, limit=10_000)):
             say(line)
-    say("\n== what a real operator would have typed where the demo played one (then the")
-    say("   supervisor restarted the agent, which replayed and went on)")
+    if not typed:
+        say("\n== no person was needed: the probes settled every effect in doubt")
+    else:
+        say("\n== what a real operator would have typed where the demo played one (then the")
+        say("   supervisor restarted the agent, which replayed and went on)")
     for command in typed:
         say(f"  {command}")
     if guarded != records.Counts(1, 1, 1):

@@ -10,6 +10,8 @@
 - email: ``aiosmtpd``'s own command with its ``Mailbox`` handler, which stores every
   message it accepts as one file of a Maildir before it answers 250.
 - tickets: ``oncelog.showcases.demo.tickets``, with its SQLite file.
+- IMAP, for the mail probe: Dovecot serving the SMTP server's Maildir (``imap.py``), where
+  it is installed and the probe is on.
 
     python -m oncelog.showcases.demo.services DIR
 
@@ -37,6 +39,7 @@ import stripe
 
 from . import DemoFailed
 from .clients import STRIPE_API_KEY, Services
+from .imap import dovecot_home
 
 if TYPE_CHECKING:
     from stripe.params import ChargeListParams
@@ -194,8 +197,7 @@ def localstripe(folder: Path, processes: Processes) -> Iterator[str]:
 
 
 @contextmanager
-def smtp_server(folder: Path, processes: Processes) -> Iterator[tuple[str, int]]:
-    mail = folder / "mail"
+def smtp_server(folder: Path, processes: Processes, mail: Path) -> Iterator[tuple[str, int]]:
     argv = [sys.executable, "-m", "aiosmtpd", "--nosetuid", "-c", "aiosmtpd.handlers.Mailbox"]
     with _on_free_port(
         "smtp",
@@ -219,14 +221,29 @@ def ticket_service(folder: Path, processes: Processes) -> Iterator[str]:
 
 
 @contextmanager
-def services(folder: Path, processes: Processes) -> Iterator[Services]:
-    """All three, up, with their addresses in ``folder/services.json``."""
+def imap_server(folder: Path, processes: Processes, command: str) -> Iterator[tuple[Path, int]]:
+    """Dovecot serving the Maildir the SMTP server will file into: that Maildir and the
+    IMAP port. When the block ends the Maildir is ``folder/mail``, as without it."""
+    with (
+        dovecot_home(folder, command) as home,
+        _on_free_port("imap", home.argv, folder / "logs" / "imap.log", processes) as port,
+    ):
+        yield home.maildir, port
+
+
+@contextmanager
+def services(folder: Path, processes: Processes, imap: str | None = None) -> Iterator[Services]:
+    """All three, up, with their addresses in ``folder/services.json``; with ``imap``
+    (Dovecot's command) the SMTP server's Maildir is served over IMAP too."""
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         stripe_url = stack.enter_context(localstripe(folder, processes))
-        smtp_host, smtp_port = stack.enter_context(smtp_server(folder, processes))
+        mail, imap_port = folder / "mail", None
+        if imap is not None:
+            mail, imap_port = stack.enter_context(imap_server(folder, processes, imap))
+        smtp_host, smtp_port = stack.enter_context(smtp_server(folder, processes, mail))
         tickets_url = stack.enter_context(ticket_service(folder, processes))
-        found = Services(stripe_url, smtp_host, smtp_port, tickets_url)
+        found = Services(stripe_url, smtp_host, smtp_port, tickets_url, imap_port)
         found.save(folder / "services.json")
         yield found
 

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple, Protocol
 import stripe
 
 import oncelog
+from oncelog.probes.mail import mail_tool
 from oncelog.probes.stripe import find_payment
 
 from . import model
@@ -172,8 +173,9 @@ def oncelog_tools(ledger: oncelog.Ledger, world: Clients) -> Tools:
     """The same calls, declared to the ledger: each one's intent is durable before it is
     made and its outcome right after, and it receives an idempotency key of its own.
     After a restart, an effect whose outcome was never recorded is not called again
-    blindly: the charge asks Stripe (its probe finds the payment by its key), the
-    updates are safe to repeat (``upsert``), and the rest halt for a person."""
+    blindly: the charge asks Stripe (its probe finds the payment by its key), the email
+    asks the mail server's store when it can be searched, the updates are safe to repeat
+    (``upsert``), and the rest halt for a person."""
     return Tools(
         open_ticket=ledger.tool(kind="create", name="open_ticket")(world.desk.open_ticket),
         charge=ledger.tool(
@@ -183,7 +185,8 @@ def oncelog_tools(ledger: oncelog.Ledger, world: Clients) -> Tools:
             dedupe_window=timedelta(hours=24),  # how long Stripe honours an idempotency key
             refusals=(stripe.CardError,),  # a decline: definitely not charged
         )(world.payments.charge),
-        send_email=ledger.tool(kind="create", name="send_email")(world.mail.send_email),
+        # Its probe searches the mail server's store over IMAP, when Dovecot serves it.
+        send_email=mail_tool(name="send_email", sender=world.mail.sender, finder=world.mail.finder),
         update_ticket=ledger.tool(kind="upsert", name="update_ticket")(world.desk.update_ticket),
         add_comment=ledger.tool(kind="create", name="add_comment")(world.desk.add_comment),
     )
