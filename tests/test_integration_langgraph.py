@@ -9,6 +9,10 @@ happened once, by the effect log's own records."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -39,6 +43,22 @@ def effects(tmp_path: Path) -> Counter[str]:
     return Counter(e["tool"] for e in EffectLog(tmp_path / "effects.jsonl").entries())
 
 
+def operator(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """A person's ``oncelog`` command on the test's ledger."""
+    env = {**os.environ, "ONCELOG_URL": str(tmp_path / "ledger.db")}
+    return subprocess.run(
+        [sys.executable, "-m", "oncelog", *argv],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def run_of(ledger: oncelog.Ledger, prefix: str) -> str:
+    """The one run whose id starts with ``prefix`` (``billing/ticket-1/tools@2/``): the
+    task id LangGraph gives the node execution follows."""
+    [run] = [r.run_id for r in ledger.runs(limit=1000) if r.run_id.startswith(prefix)]
+    return run
+
+
 def test_checkpointed_thread_resumes_a_node_killed_after_its_effect(tmp_path: Path) -> None:
     require_framework("langgraph", "langgraph")
     args = agent_args(tmp_path, "ticket-1", "--checkpoints", str(tmp_path / "checkpoints.db"))
@@ -53,7 +73,7 @@ def test_checkpointed_thread_resumes_a_node_killed_after_its_effect(tmp_path: Pa
     assert effects(tmp_path) == {"send_email": 1, "charge": 1}
     assert model_calls(tmp_path) == 2  # the checkpointed first answer was not asked again
     with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
-        tools = ledger.steps("ticket-1/tools@2")
+        tools = ledger.steps(run_of(ledger, "billing/ticket-1/tools@2/"))
         assert [(s.step_id, s.state, s.attempts) for s in tools] == [
             ("send_email#1", StepState.DONE, 1),
             ("charge#1", StepState.DONE, 1),
@@ -62,7 +82,11 @@ def test_checkpointed_thread_resumes_a_node_killed_after_its_effect(tmp_path: Pa
         assert keys == {s.key for s in tools}
 
 
-def test_graph_without_checkpointer_replays_from_the_start(tmp_path: Path) -> None:
+def test_graph_without_checkpointer_restarted_after_a_kill_waits_for_its_effect(
+    tmp_path: Path,
+) -> None:
+    """Without a checkpointer every invoke is a new conversation: a restart cannot resume
+    the node killed mid-tool, and sends nothing while that node's email is in doubt."""
     require_framework("langgraph", "langgraph")
     args = agent_args(tmp_path, "ticket-2", "--async")
 
@@ -70,16 +94,109 @@ def test_graph_without_checkpointer_replays_from_the_start(tmp_path: Path) -> No
     assert killed.killed, killed
     assert effects(tmp_path)["send_email"] == 1
 
-    resumed = run_agent("langgraph_agent", *args)
-    assert resumed.returncode == 0, resumed
-    assert resumed.last_line.startswith(DONE)
-    # The email's outcome was never recorded: the probe found it at the provider.
-    assert effects(tmp_path) == {"send_email": 1, "charge": 1}
-    assert model_calls(tmp_path) == 2  # the first answer came from the ledger on restart
+    again = run_agent("langgraph_agent", *args)
+    assert again.returncode == 75, again  # ResourceHeld: a TryLater
+    assert "thread 'ticket-2' of graph 'billing' is not settled" in again.stderr
+    assert "oncelog show billing/ticket-2/tools@2/" in again.stderr
+    assert effects(tmp_path)["send_email"] == 1
+    assert model_calls(tmp_path) == 1  # refused before the model was asked again
     with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
-        assert [s.step_id for s in ledger.steps("ticket-2/agent_async@1")] == ["model#1"]
-        email = ledger.steps("ticket-2/tools@2")[0]
-        assert (email.step_id, email.state) == ("send_email#1", StepState.DONE)
+        email = ledger.steps(run_of(ledger, "billing/ticket-2/tools@2/"))[0]
+        assert (email.step_id, email.state) == ("send_email#1", StepState.IN_FLIGHT)
+
+
+def test_a_deleted_thread_starts_a_new_conversation(tmp_path: Path) -> None:
+    """The issue's reset thread: after ``checkpointer.delete_thread`` a new request on the
+    same thread id is answered live, not from the old conversation's records."""
+    require_framework("langgraph", "langgraph")
+    args = agent_args(tmp_path, "ticket-3", "--checkpoints", str(tmp_path / "checkpoints.db"))
+
+    first = run_agent("langgraph_agent", *args, "--message", "refund 4711")
+    assert first.returncode == 0, first
+    second = run_agent("langgraph_agent", *args, "--reset", "--message", "invoice 4711")
+    assert second.returncode == 0, second
+    assert effects(tmp_path) == {"send_email": 2, "charge": 2}
+    bodies = [e["arguments"][1] for e in EffectLog(tmp_path / "effects.jsonl").entries()
+              if e["tool"] == "send_email"]  # fmt: skip
+    assert bodies == ["re: refund 4711", "re: invoice 4711"]
+    assert model_calls(tmp_path) == 4
+
+
+def test_without_a_checkpointer_turn_two_runs_live(tmp_path: Path) -> None:
+    require_framework("langgraph", "langgraph")
+    args = agent_args(tmp_path, "ticket-4")
+
+    assert run_agent("langgraph_agent", *args, "--message", "refund 4711").returncode == 0
+    second = run_agent("langgraph_agent", *args, "--message", "invoice 4711")
+    assert second.returncode == 0, second
+    assert effects(tmp_path) == {"send_email": 2, "charge": 2}
+    assert model_calls(tmp_path) == 4
+
+
+@pytest.mark.parametrize("checkpoints", [True, False], ids=["checkpointer", "none"])
+def test_two_graphs_sharing_a_thread_id_never_share_runs(tmp_path: Path, checkpoints: bool) -> None:
+    """The issue's billing and support graphs, one ledger, the ticket id as thread id:
+    each charges, and each graph's runs are its own."""
+    require_framework("langgraph", "langgraph")
+    for graph in ("support", "billing"):
+        saver = ("--checkpoints", str(tmp_path / f"{graph}.db")) if checkpoints else ()
+        args = agent_args(tmp_path, "ticket-4712", *saver, "--graph", graph)
+        done = run_agent("langgraph_agent", *args, "--message", f"{graph} 4712")
+        assert done.returncode == 0, done
+    assert effects(tmp_path) == {"send_email": 2, "charge": 2}
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        graphs = {r.run_id.partition("/")[0] for r in ledger.runs(limit=1000)}
+        assert graphs == {"support", "billing"}
+
+
+def test_a_graph_without_a_name_is_refused() -> None:
+    require_framework("langgraph", "langgraph")
+    from langchain_core.tools import tool
+
+    from oncelog.integrations import langgraph as oncelog_langgraph
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send an email."""
+        return to
+
+    with oncelog.open(":memory:") as ledger:
+        with pytest.raises(oncelog.ConfigurationError, match="name the graph with graph="):
+            oncelog_langgraph.ToolNode(ledger, [send_email], kinds={"send_email": "create"})
+        with pytest.raises(oncelog.ConfigurationError, match="name the graph with graph="):
+            oncelog_langgraph.node(ledger, lambda state: state)
+        for bad in ("", "a/b", "x\x00", 7):
+            with pytest.raises(oncelog.ConfigurationError, match="graph= must be"):
+                oncelog_langgraph.node(ledger, lambda state: state, graph=bad)  # type: ignore[arg-type]
+
+
+def test_a_model_asked_another_question_at_a_recorded_position_stops_the_run(
+    tmp_path: Path,
+) -> None:
+    """A recorded answer is to the question recorded: asked with other input, the run
+    stops (``ArgumentDrift``) unless ``drift="warn"`` says to return it anyway."""
+    require_framework("langgraph", "langgraph")
+    from langchain_core.messages import AIMessage
+    from langchain_core.runnables import RunnableLambda
+
+    from oncelog.integrations import langgraph as oncelog_langgraph
+
+    answers = RunnableLambda(lambda asked: AIMessage(content=f"done: {asked}"))
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        with ledger.run("r"):
+            assert oncelog_langgraph.RecordedModel(answers).invoke("refund").content == (
+                "done: refund"
+            )
+        stopped = pytest.raises(oncelog.ArgumentDrift, match="'model#1' was recorded with other")
+        with stopped, ledger.run("r"):
+            oncelog_langgraph.RecordedModel(answers).invoke("invoice")
+        with ledger.run("w"):
+            oncelog_langgraph.RecordedModel(answers, drift="warn").invoke("refund")
+        with ledger.run("w"):
+            relaxed = oncelog_langgraph.RecordedModel(answers, drift="warn").invoke("invoice")
+        assert relaxed.content == "done: refund"
+        with pytest.raises(oncelog.ConfigurationError, match="drift must be"):
+            oncelog_langgraph.RecordedModel(answers, drift="ignore")  # type: ignore[arg-type]
 
 
 def test_a_call_resolved_done_without_its_result_is_told_to_the_model() -> None:
@@ -138,7 +255,8 @@ def test_a_request_sent_again_in_a_new_thread_after_a_kill_emails_once(
     that thread has resumed (its probe finds the email), the re-sent request gets the first
     email's result. Without them (the control), it sends a second email."""
     require_framework("langgraph", "langgraph")
-    subjects = ("--once-per",) if once_per else ()
+    subjects = ("--once-per", "--checkpoints", str(tmp_path / "checkpoints.db"))
+    subjects = subjects if once_per else subjects[1:]
     first, again = (
         agent_args(tmp_path, "chat-1", *subjects),
         agent_args(tmp_path, "chat-2", *subjects),
@@ -155,7 +273,7 @@ def test_a_request_sent_again_in_a_new_thread_after_a_kill_emails_once(
         return
     assert resent.returncode == 75, resent
     assert "SubjectBusy" in resent.stderr
-    assert "held_by_run: chat-1/tools@2" in resent.stderr
+    assert "held_by_run: billing/chat-1/tools@2/" in resent.stderr
     assert effects(tmp_path)["send_email"] == 1
 
     resumed = run_agent("langgraph_agent", *first)
@@ -169,4 +287,55 @@ def test_a_request_sent_again_in_a_new_thread_after_a_kill_emails_once(
     assert effects(tmp_path) == {"send_email": 1, "charge": 1}
     with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
         [claim] = [c for c in ledger.subjects() if "email" in c.subject]
-        assert (claim.run_id, claim.step_id) == ("chat-1/tools@2", "send_email#1")
+        assert claim.run_id == run_of(ledger, "billing/chat-1/tools@2/")
+        assert claim.step_id == "send_email#1"
+
+
+@pytest.mark.parametrize("once_per", [True, False], ids=["once_per", "control"])
+def test_a_message_sent_again_on_the_thread_after_a_kill_mid_tool(
+    tmp_path: Path, once_per: bool
+) -> None:
+    """The issue's re-send: killed after the provider sent the email, the user sends the
+    message again on the same thread instead of resuming it. LangGraph drops the pending
+    tool node and would ask the model again; oncelog refuses the new turn while the email
+    is in doubt, naming the run whose effect a person settles. Settled, the message sent
+    again is answered: with the tools' subjects it finds the first email, without them
+    (the control) it sends a second one."""
+    require_framework("langgraph", "langgraph")
+    subjects = ("--once-per",) if once_per else ()
+    saver = ("--checkpoints", str(tmp_path / "checkpoints.db"))
+    args = agent_args(tmp_path, "chat-5", *saver, *subjects)
+
+    killed = run_agent("langgraph_agent", *args, crash_at="after_call@send_email#1")
+    assert killed.killed, killed
+    assert effects(tmp_path) == {"send_email": 1}
+
+    resent = run_agent("langgraph_agent", *args, "--resend")
+    assert resent.returncode == 75, resent
+    assert "ResourceHeld: thread 'chat-5' of graph 'billing' is not settled" in resent.stderr
+    assert "oncelog show billing/chat-5/tools@2/" in resent.stderr
+    assert effects(tmp_path) == {"send_email": 1}
+    assert model_calls(tmp_path) == 1
+
+    # The re-send moved the thread past the tool node: a person settles its email, with
+    # the command `oncelog show` names (here: the provider's receipt, as the probe finds).
+    [email] = EffectLog(tmp_path / "effects.jsonl").entries()
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        holder = run_of(ledger, "billing/chat-5/tools@2/")
+        assert "oncelog resolve" in "\n".join(ledger.what_next(holder))
+    settled = operator(
+        tmp_path, "resolve", holder, "send_email#1", "done",
+        "--result", json.dumps(json.dumps(email["receipt"])), "--by", "ops",
+    )  # fmt: skip
+    assert settled.returncode == 0, settled
+
+    resent = run_agent("langgraph_agent", *args, "--resend")
+    assert resent.returncode == 0, resent
+    if not once_per:
+        assert effects(tmp_path) == {"send_email": 2, "charge": 1}
+        return
+    assert effects(tmp_path) == {"send_email": 1, "charge": 1}
+    [email] = [
+        e for e in EffectLog(tmp_path / "effects.jsonl").entries() if e["tool"] == "send_email"
+    ]
+    assert email["receipt"]["id"] in resent.last_line  # the first email's result

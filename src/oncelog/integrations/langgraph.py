@@ -9,9 +9,9 @@
 
 Each execution of a guarded node is one oncelog run, named from the graph's name (which
 the user gives, the same in every process) and LangGraph's own coordinates: the thread id,
-the node, the superstep and the task id (``billing/ticket-4711/tools@3/1ef…``). LangGraph
-derives a task's id from the checkpoint the task runs from, so a thread resumed from its
-checkpoint runs the node that was running when the process died again in the same run:
+the node, the superstep and the checkpoint the task runs from
+(``billing/ticket-4711/tools@3/1f1e…``): a thread resumed from its checkpoint runs the node
+that was running when the process died again in the same run:
 its finished tool calls and model calls return what was recorded, and only what never
 finished runs live. That covers what LangGraph's checkpointer cannot: a node killed after
 its side effect and before its checkpoint. Anything else is a new conversation, answered
@@ -22,8 +22,10 @@ starts from a new checkpoint), another graph on the same thread id.
 A thread's effects are settled before its model is asked again: every guarded node of a
 thread takes the hold ``("langgraph", GRAPH, THREAD)`` (a ``ToolNode`` for its whole
 execution), which an effect left in doubt by a killed process keeps blocked. A new message
-sent instead of resuming the thread is refused (``oncelog.ResourceHeld``, naming the
-run) until the thread is resumed (``graph.invoke(None, config)``) or a person settles it.
+sent instead of resuming the thread (``graph.invoke(None, config)``) is refused
+(``oncelog.ResourceHeld``, naming the run) until a person settles that effect
+(``oncelog show RUN`` names the commands): the message moved the thread past the node,
+which LangGraph no longer resumes.
 
 Steps are named ``send_email#1`` (the first ``send_email`` call of that node execution)
 and ``model#1``, never from the ids a model gives its tool calls. A model call asked at a
@@ -133,9 +135,10 @@ def graph_name(graph: object) -> str:
 
 def task_run_id(config: RunnableConfig, graph: str) -> str:
     """The oncelog run of one node execution: graph, thread, node, superstep (and for a
-    ``Send`` its index), and LangGraph's task id. All of them are the same when a thread
-    resumes the same superstep from its checkpoint; the task id is new for a task of a new
-    checkpoint (a new message, a thread deleted and started again, no checkpointer)."""
+    ``Send`` its index), and the id of the checkpoint the task runs from. All of them are
+    the same when a thread resumes the same superstep from its checkpoint; the checkpoint
+    is new for a new message, a thread deleted and started again, or a graph without a
+    checkpointer."""
     configurable = config.get("configurable") or {}
     metadata = config.get("metadata") or {}
     thread = configurable.get("thread_id")
@@ -150,12 +153,14 @@ def task_run_id(config: RunnableConfig, graph: str) -> str:
             "oncelog guards the nodes of the graph you invoke, not of a subgraph inside it"
         )
     node_name, step = metadata.get("langgraph_node"), metadata.get("langgraph_step")
-    task = namespace.rpartition(":")[2]
-    if node_name is None or step is None or not task:
+    # The checkpoint the task runs from: with the node, superstep and Send index, what
+    # LangGraph derives the task's id from.
+    checkpoint = (configurable.get("checkpoint_map") or {}).get("")
+    if node_name is None or step is None or not checkpoint:
         raise ConfigurationError("a guarded LangGraph node ran outside a graph")
     path = tuple(metadata.get("langgraph_path") or ())
     send = f"#{path[1]}" if len(path) > 1 and path[0] == PUSH else ""
-    return f"{graph}/{thread}/{node_name}@{step}{send}/{task}"
+    return f"{graph}/{thread}/{node_name}@{step}{send}/{checkpoint}"
 
 
 def _thread(config: RunnableConfig) -> str:
@@ -165,12 +170,13 @@ def _thread(config: RunnableConfig) -> str:
 def _unsettled(held: ResourceHeld, run_id: str, graph: str, thread: str) -> ResourceHeld:
     """A new node of a thread whose earlier node has not given it up: what to do."""
     holder = held.holder or "?"
-    config = json.dumps({"configurable": {"thread_id": thread}})
     return ResourceHeld(
-        f"thread {thread!r} of graph {graph!r} is not settled: {held.message}. Resume the "
-        f"thread instead of sending it a new message: graph.invoke(None, {config}) runs "
-        "that node again from its checkpoint and settles its effect; without its "
-        f"checkpoint a person settles it (oncelog show {shlex.quote(holder)})",
+        f"thread {thread!r} of graph {graph!r} is not settled: {held.message}. A node of "
+        "the thread has an effect whose outcome is not known (or is running): a new "
+        "message is answered once it is settled. A process killed mid-node is resumed "
+        "with graph.invoke(None, config) before anything is sent to the thread; once a "
+        "message moved the thread past that node, a person settles its effect: "
+        f"oncelog show {shlex.quote(holder)} names the commands",
         run_id=run_id,
         resource=held.resource,
         holder=holder,
