@@ -9,7 +9,6 @@ happened once, by the effect log's own records."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -298,9 +297,10 @@ def test_a_message_sent_again_on_the_thread_after_a_kill_mid_tool(
     """The issue's re-send: killed after the provider sent the email, the user sends the
     message again on the same thread instead of resuming it. LangGraph drops the pending
     tool node and would ask the model again; oncelog refuses the new turn while the email
-    is in doubt, naming the run whose effect a person settles. Settled, the message sent
-    again is answered: with the tools' subjects it finds the first email, without them
-    (the control) it sends a second one."""
+    is in doubt, naming how to resume that node. Resumed from its checkpoint (the re-send
+    moved the thread past it), it finishes with one email; the message sent again is then
+    answered: with the tools' subjects it finds the first email, without them (the
+    control) it sends a second one."""
     require_framework("langgraph", "langgraph")
     subjects = ("--once-per",) if once_per else ()
     saver = ("--checkpoints", str(tmp_path / "checkpoints.db"))
@@ -313,26 +313,26 @@ def test_a_message_sent_again_on_the_thread_after_a_kill_mid_tool(
     resent = run_agent("langgraph_agent", *args, "--resend")
     assert resent.returncode == 75, resent
     assert "ResourceHeld: thread 'chat-5' of graph 'billing' is not settled" in resent.stderr
-    assert "oncelog show billing/chat-5/tools@2/" in resent.stderr
+    assert 'graph.invoke(None, {"configurable": {"thread_id": "chat-5", "checkpoint_id": ' in (
+        resent.stderr
+    )
     assert effects(tmp_path) == {"send_email": 1}
     assert model_calls(tmp_path) == 1
 
-    # The re-send moved the thread past the tool node: a person settles its email, with
-    # the command `oncelog show` names (here: the provider's receipt, as the probe finds).
-    [email] = EffectLog(tmp_path / "effects.jsonl").entries()
+    # The re-send moved the thread past the tool node: it is resumed from its checkpoint.
+    resumed = run_agent("langgraph_agent", *args, "--resend", "--resume-refused")
+    assert resumed.returncode == 0, resumed
+    assert effects(tmp_path) == {"send_email": 1, "charge": 1}  # the probe found the email
     with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
-        holder = run_of(ledger, "billing/chat-5/tools@2/")
-        assert "oncelog resolve" in "\n".join(ledger.what_next(holder))
-    settled = operator(
-        tmp_path, "resolve", holder, "send_email#1", "done",
-        "--result", json.dumps(json.dumps(email["receipt"])), "--by", "ops",
-    )  # fmt: skip
-    assert settled.returncode == 0, settled
+        tools = ledger.steps(run_of(ledger, "billing/chat-5/tools@2/"))
+        assert [(s.step_id, s.state) for s in tools] == [
+            ("send_email#1", StepState.DONE), ("charge#1", StepState.DONE),
+        ]  # fmt: skip
 
     resent = run_agent("langgraph_agent", *args, "--resend")
     assert resent.returncode == 0, resent
     if not once_per:
-        assert effects(tmp_path) == {"send_email": 2, "charge": 1}
+        assert effects(tmp_path) == {"send_email": 2, "charge": 2}
         return
     assert effects(tmp_path) == {"send_email": 1, "charge": 1}
     [email] = [

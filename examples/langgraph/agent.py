@@ -64,9 +64,10 @@ def main() -> None:
         return {"messages": [model.invoke(state["messages"])]}
 
     builder = StateGraph(MessagesState)
-    builder.add_node("agent", oncelog_lg.node(ledger, agent))
+    builder.add_node("agent", oncelog_lg.node(ledger, agent, graph="refunds"))
     builder.add_node(
-        "tools", oncelog_lg.ToolNode(ledger, [send_email], kinds={"send_email": "create"})
+        "tools",
+        oncelog_lg.ToolNode(ledger, [send_email], graph="refunds", kinds={"send_email": "create"}),
     )
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)

@@ -2,7 +2,7 @@
 
     python -m tests.integration_agents.langgraph_agent --ledger L --effects E --model-calls M
         --thread T [--checkpoints C] [--async] [--unguarded] [--once-per]
-        [--graph NAME] [--message TEXT] [--reset] [--resend]
+        [--graph NAME] [--message TEXT] [--reset] [--resend] [--resume-refused]
 
 The model asks for two tools in one answer (an email and a charge, each a real effect
 written to E), then says it is done. With ``--checkpoints`` the graph has LangGraph's
@@ -13,7 +13,8 @@ names its subject (the email's recipient and body, the charge's customer and amo
 the same request in another thread acts once. ``--graph`` names the graph (default
 ``billing``), ``--message`` is the user's message (the email answers it), ``--reset``
 deletes the thread's checkpoints first (a new conversation on the same id), ``--resend``
-sends the message although the thread could resume (what a user does who re-sends). Prints
+sends the message although the thread could resume (what a user does who re-sends);
+``--resume-refused`` resumes the node a refused message names, as documented. Prints
 the final answer as JSON on the last line.
 """
 
@@ -192,6 +193,7 @@ def main() -> None:
     parser.add_argument("--message", default="bill ticket 4711")
     parser.add_argument("--reset", action="store_true", help="delete the thread first")
     parser.add_argument("--resend", action="store_true", help="send, even if it could resume")
+    parser.add_argument("--resume-refused", action="store_true", help="resume what refuses")
     args = parser.parse_args()
     ledger = oncelog.open(args.ledger)
     log = EffectLog(args.effects)
@@ -213,7 +215,13 @@ def main() -> None:
             pending = args.checkpoints is not None and graph.get_state(config).next
             resuming = pending and not args.resend
             inputs = None if resuming else {"messages": [("user", args.message)]}
-            final = invoke(graph, inputs, config)
+            try:
+                final = invoke(graph, inputs, config)
+            except oncelog.ResourceHeld as held:
+                if not args.resume_refused:
+                    raise
+                # The documented pattern: resume the node the refusal names.
+                final = invoke(graph, None, oncelog_langgraph.resume_config(held))
         print(json.dumps(final["messages"][-1].content))
 
     oncelog.run_main(agent)

@@ -11,21 +11,22 @@ Each execution of a guarded node is one oncelog run, named from the graph's name
 the user gives, the same in every process) and LangGraph's own coordinates: the thread id,
 the node, the superstep and the checkpoint the task runs from
 (``billing/ticket-4711/tools@3/1f1e…``): a thread resumed from its checkpoint runs the node
-that was running when the process died again in the same run:
-its finished tool calls and model calls return what was recorded, and only what never
-finished runs live. That covers what LangGraph's checkpointer cannot: a node killed after
-its side effect and before its checkpoint. Anything else is a new conversation, answered
-live: a new message on the thread (a new checkpoint), a thread whose checkpoints were
-deleted (``checkpointer.delete_thread``), a graph without a checkpointer (every invoke
-starts from a new checkpoint), another graph on the same thread id.
+that was running when the process died again in the same run, and so does a graph invoked
+from that past checkpoint (``checkpoint_id``: LangGraph runs it from a fork, one superstep
+on, which oncelog follows back). Its finished tool calls and model calls return what was
+recorded, and only what never finished runs live. That covers what LangGraph's
+checkpointer cannot: a node killed after its side effect and before its checkpoint.
+Anything else is a new conversation, answered live: a new message on the thread (a new
+checkpoint), a thread whose checkpoints were deleted (``checkpointer.delete_thread``), a
+graph without a checkpointer (every invoke starts from a new checkpoint), another graph on
+the same thread id.
 
 A thread's effects are settled before its model is asked again: every guarded node of a
 thread takes the hold ``("langgraph", GRAPH, THREAD)`` (a ``ToolNode`` for its whole
 execution), which an effect left in doubt by a killed process keeps blocked. A new message
-sent instead of resuming the thread (``graph.invoke(None, config)``) is refused
-(``oncelog.ResourceHeld``, naming the run) until a person settles that effect
-(``oncelog show RUN`` names the commands): the message moved the thread past the node,
-which LangGraph no longer resumes.
+sent instead of resuming the thread is refused (``oncelog.ResourceHeld``, naming the run)
+until that node is resumed, ``graph.invoke(None, resume_config(error))`` (from the
+checkpoint it ran from: the message moved the thread past it), or a person settles it.
 
 Steps are named ``send_email#1`` (the first ``send_email`` call of that node execution)
 and ``model#1``, never from the ids a model gives its tool calls. A model call asked at a
@@ -43,6 +44,7 @@ elsewhere in the process is not found.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import inspect
@@ -50,7 +52,7 @@ import json
 import shlex
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 from oncelog import (
     NO_RESULT,
@@ -89,6 +91,7 @@ try:
     )
     from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
     from langchain_core.tools import BaseTool
+    from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
     from langgraph.config import get_config
     from langgraph.prebuilt import ToolNode as _LangGraphToolNode
     from langgraph.prebuilt.tool_node import ToolCallRequest, ToolInvocationError
@@ -96,11 +99,15 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise _missing("langgraph", "LangGraph") from exc
 
-__all__ = ["RecordedModel", "ToolNode", "graph_name", "node", "task_run_id"]
+__all__ = [
+    "RecordedModel", "ToolNode", "graph_name", "node", "resume_config", "task_run_id",
+]  # fmt: skip
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 PUSH = "__pregel_push"
+CHECKPOINTER = "__pregel_checkpointer"  # where LangGraph hands a node its checkpointer
+MAX_FORKS = 100  # forks of forks followed back, at most
 
 # Tool names an oncelog ToolNode of this process guards, or that were declared repeatable:
 # what a RecordedModel may let its model ask for.
@@ -133,12 +140,33 @@ def graph_name(graph: object) -> str:
     return graph
 
 
-def task_run_id(config: RunnableConfig, graph: str) -> str:
-    """The oncelog run of one node execution: graph, thread, node, superstep (and for a
-    ``Send`` its index), and the id of the checkpoint the task runs from. All of them are
-    the same when a thread resumes the same superstep from its checkpoint; the checkpoint
-    is new for a new message, a thread deleted and started again, or a graph without a
-    checkpointer."""
+class _Task(NamedTuple):
+    """Where a node execution is in its thread: LangGraph derives the task's id from the
+    same coordinates (the checkpoint it runs from, the node, the superstep, the path)."""
+
+    thread: str
+    node: str
+    step: int
+    send: str  # "#i" for the i-th Send of the superstep
+    checkpoint: str
+
+    def run_id(self, graph: str) -> str:
+        return f"{graph}/{self.thread}/{self.node}@{self.step}{self.send}/{self.checkpoint}"
+
+    def lookup(self) -> RunnableConfig:
+        return {"configurable": {"thread_id": self.thread, "checkpoint_ns": "",
+                                 "checkpoint_id": self.checkpoint}}  # fmt: skip
+
+    def before_fork(self, found: CheckpointTuple | None) -> _Task | None:
+        """The same task as run from the checkpoint that ``found`` was forked from (a
+        graph invoked from a past checkpoint runs from a copy of it, one superstep on)."""
+        if found is None or found.metadata.get("source") != "fork" or not found.parent_config:
+            return None
+        parent = (found.parent_config.get("configurable") or {}).get("checkpoint_id")
+        return None if not parent else self._replace(checkpoint=str(parent), step=self.step - 1)
+
+
+def _task(config: RunnableConfig) -> _Task:
     configurable = config.get("configurable") or {}
     metadata = config.get("metadata") or {}
     thread = configurable.get("thread_id")
@@ -147,20 +175,70 @@ def task_run_id(config: RunnableConfig, graph: str) -> str:
             "a guarded LangGraph node needs a stable thread id: "
             'graph.invoke(..., {"configurable": {"thread_id": "ticket-4711"}})'
         )
-    namespace = str(metadata.get("langgraph_checkpoint_ns", ""))
-    if "|" in namespace:
+    if "|" in str(metadata.get("langgraph_checkpoint_ns", "")):
         raise ConfigurationError(
             "oncelog guards the nodes of the graph you invoke, not of a subgraph inside it"
         )
     node_name, step = metadata.get("langgraph_node"), metadata.get("langgraph_step")
-    # The checkpoint the task runs from: with the node, superstep and Send index, what
-    # LangGraph derives the task's id from.
+    # The checkpoint the task runs from.
     checkpoint = (configurable.get("checkpoint_map") or {}).get("")
     if node_name is None or step is None or not checkpoint:
         raise ConfigurationError("a guarded LangGraph node ran outside a graph")
     path = tuple(metadata.get("langgraph_path") or ())
     send = f"#{path[1]}" if len(path) > 1 and path[0] == PUSH else ""
-    return f"{graph}/{thread}/{node_name}@{step}{send}/{checkpoint}"
+    return _Task(str(thread), str(node_name), int(step), send, str(checkpoint))
+
+
+def _saver(config: RunnableConfig) -> BaseCheckpointSaver[Any] | None:
+    saver = (config.get("configurable") or {}).get(CHECKPOINTER)
+    return saver if isinstance(saver, BaseCheckpointSaver) else None
+
+
+def task_run_id(config: RunnableConfig, graph: str) -> str:
+    """The oncelog run of one node execution: graph, thread, node, superstep (and for a
+    ``Send`` its index), and the id of the checkpoint the task runs from, or for a graph
+    invoked from a past checkpoint, of that checkpoint (LangGraph runs it from a fork).
+    All of them are the same when a thread resumes the same superstep; the checkpoint is
+    new for a new message, a thread deleted and started again, or a graph without a
+    checkpointer."""
+    task, saver = _task(config), _saver(config)
+    for _ in range(MAX_FORKS):
+        earlier = None if saver is None else task.before_fork(saver.get_tuple(task.lookup()))
+        if earlier is None:
+            break
+        task = earlier
+    return task.run_id(graph)
+
+
+async def _async_task_run_id(config: RunnableConfig, graph: str) -> str:
+    """``task_run_id`` with an async checkpointer's reads."""
+    task, saver = _task(config), _saver(config)
+    for _ in range(MAX_FORKS):
+        if saver is None:
+            break
+        try:
+            found = await saver.aget_tuple(task.lookup())
+        except NotImplementedError:  # a sync-only checkpointer (SqliteSaver)
+            found = await asyncio.to_thread(saver.get_tuple, task.lookup())
+        earlier = task.before_fork(found)
+        if earlier is None:
+            break
+        task = earlier
+    return task.run_id(graph)
+
+
+def resume_config(held: ResourceHeld) -> RunnableConfig:
+    """The config that resumes the node a guarded node's ``ResourceHeld`` names, from the
+    checkpoint it ran from, although messages sent since moved its thread past it:
+    ``graph.invoke(None, resume_config(error))``."""
+    try:
+        resource = json.loads(held.resource or "null")
+    except ValueError:
+        resource = None
+    if not (isinstance(resource, list) and resource[:1] == ["langgraph"] and held.holder):
+        raise ConfigurationError(f"not a refusal of a LangGraph thread: {held.message}")
+    checkpoint = held.holder.rpartition("/")[2]
+    return {"configurable": {"thread_id": resource[2], "checkpoint_id": checkpoint}}
 
 
 def _thread(config: RunnableConfig) -> str:
@@ -170,13 +248,15 @@ def _thread(config: RunnableConfig) -> str:
 def _unsettled(held: ResourceHeld, run_id: str, graph: str, thread: str) -> ResourceHeld:
     """A new node of a thread whose earlier node has not given it up: what to do."""
     holder = held.holder or "?"
+    checkpoint = holder.rpartition("/")[2]
+    config = json.dumps({"configurable": {"thread_id": thread, "checkpoint_id": checkpoint}})
     return ResourceHeld(
         f"thread {thread!r} of graph {graph!r} is not settled: {held.message}. A node of "
-        "the thread has an effect whose outcome is not known (or is running): a new "
-        "message is answered once it is settled. A process killed mid-node is resumed "
-        "with graph.invoke(None, config) before anything is sent to the thread; once a "
-        "message moved the thread past that node, a person settles its effect: "
-        f"oncelog show {shlex.quote(holder)} names the commands",
+        "the thread has an effect whose outcome is not known (or is running): resume "
+        f"that node before a new message, graph.invoke(None, {config}) "
+        "(oncelog.integrations.langgraph.resume_config(error)); it runs again in its run, "
+        "from the checkpoint it ran from, and settles its effect. Without that checkpoint "
+        f"a person settles it: oncelog show {shlex.quote(holder)} names the commands",
         run_id=run_id,
         resource=held.resource,
         holder=holder,
@@ -231,7 +311,8 @@ def node(
         @functools.wraps(fn)
         async def guarded_async(*args: Any, **kwargs: Any) -> Any:
             config = get_config()
-            async with ledger.run(task_run_id(config, name), agent=agent) as run:
+            run_id = await _async_task_run_id(config, name)
+            async with ledger.run(run_id, agent=agent) as run:
                 async with _settled_async(run, name, _thread(config), thread_wait):
                     pass  # a check: the model is asked after the thread's effects settled
                 return await fn(*args, **kwargs)
@@ -401,7 +482,7 @@ class ToolNode(_LangGraphToolNode):
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config = ensure_config(config)
-        run_id, thread = task_run_id(config, self._graph), _thread(config)
+        run_id, thread = await _async_task_run_id(config, self._graph), _thread(config)
         async with (
             self._ledger.run(run_id, agent=self._agent) as run,
             _settled_async(run, self._graph, thread, self._thread_wait),
