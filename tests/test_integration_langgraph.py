@@ -180,7 +180,9 @@ def test_a_model_asked_another_question_at_a_recorded_position_stops_the_run(
 
     from oncelog.integrations import langgraph as oncelog_langgraph
 
-    answers = RunnableLambda(lambda asked: AIMessage(content=f"done: {asked}"))
+    answers: RunnableLambda[str, AIMessage] = RunnableLambda(
+        lambda asked: AIMessage(content=f"done: {asked}")
+    )
     with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
         with ledger.run("r"):
             assert oncelog_langgraph.RecordedModel(answers).invoke("refund").content == (
@@ -254,8 +256,8 @@ def test_a_request_sent_again_in_a_new_thread_after_a_kill_emails_once(
     that thread has resumed (its probe finds the email), the re-sent request gets the first
     email's result. Without them (the control), it sends a second email."""
     require_framework("langgraph", "langgraph")
-    subjects = ("--once-per", "--checkpoints", str(tmp_path / "checkpoints.db"))
-    subjects = subjects if once_per else subjects[1:]
+    saver = ("--checkpoints", str(tmp_path / "checkpoints.db"))
+    subjects = ("--once-per", *saver) if once_per else saver
     first, again = (
         agent_args(tmp_path, "chat-1", *subjects),
         agent_args(tmp_path, "chat-2", *subjects),
