@@ -9,12 +9,15 @@ happened once, by the effect log's own records."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -85,9 +88,11 @@ def test_graph_without_checkpointer_restarted_after_a_kill_waits_for_its_effect(
     tmp_path: Path,
 ) -> None:
     """Without a checkpointer every invoke is a new conversation: a restart cannot resume
-    the node killed mid-tool, and sends nothing while that node's email is in doubt."""
+    the node killed mid-tool, and sends nothing while that node's email is in doubt. A
+    person settles it with the commands ``oncelog show`` names; then the request sent
+    again is answered, and with the tools' subjects it finds the first email."""
     require_framework("langgraph", "langgraph")
-    args = agent_args(tmp_path, "ticket-2", "--async")
+    args = agent_args(tmp_path, "ticket-2", "--async", "--once-per")
 
     killed = run_agent("langgraph_agent", *args, crash_at="after_call@send_email#1")
     assert killed.killed, killed
@@ -99,9 +104,27 @@ def test_graph_without_checkpointer_restarted_after_a_kill_waits_for_its_effect(
     assert "oncelog show billing/ticket-2/tools@2/" in again.stderr
     assert effects(tmp_path)["send_email"] == 1
     assert model_calls(tmp_path) == 1  # refused before the model was asked again
+
+    performed = {e["tool"]: e["receipt"] for e in EffectLog(tmp_path / "effects.jsonl").entries()}
     with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
-        email = ledger.steps(run_of(ledger, "billing/ticket-2/tools@2/"))[0]
-        assert (email.step_id, email.state) == ("send_email#1", StepState.IN_FLIGHT)
+        holder = run_of(ledger, "billing/ticket-2/tools@2/")
+        in_doubt = [s.step_id for s in ledger.steps(holder) if s.state is StepState.IN_FLIGHT]
+        assert "send_email#1" in in_doubt
+        shown = "\n".join(ledger.what_next(holder))
+    for step in in_doubt:  # the async ToolNode starts both calls together
+        tool = step.partition("#")[0]
+        assert f"oncelog resolve {holder} '{step}'" in shown
+        decision = (
+            ["done", "--result", json.dumps(performed[tool])]
+            if tool in performed
+            else (["not_done"])
+        )
+        settled = operator(tmp_path, "resolve", holder, step, *decision, "--by", "ops")
+        assert settled.returncode == 0, settled
+
+    answered = run_agent("langgraph_agent", *args)
+    assert answered.returncode == 0, answered
+    assert effects(tmp_path) == {"send_email": 1, "charge": 1}
 
 
 def test_a_deleted_thread_starts_a_new_conversation(tmp_path: Path) -> None:
@@ -341,3 +364,60 @@ def test_a_message_sent_again_on_the_thread_after_a_kill_mid_tool(
         e for e in EffectLog(tmp_path / "effects.jsonl").entries() if e["tool"] == "send_email"
     ]
     assert email["receipt"]["id"] in resent.last_line  # the first email's result
+
+
+def test_a_graph_invoked_from_a_past_checkpoint_runs_its_recorded_runs(tmp_path: Path) -> None:
+    """LangGraph's replay from a past checkpoint runs the node from a fork of it, one
+    superstep on: oncelog follows the fork back, so the node is the same run and its
+    effect is not performed again (async nodes, LangGraph's in-memory checkpointer)."""
+    require_framework("langgraph", "langgraph")
+    from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+    from langchain_core.runnables import RunnableLambda
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import tools_condition
+
+    from oncelog.integrations import langgraph as oncelog_langgraph
+
+    sent: list[str] = []
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send an email."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    def answer(messages: list[BaseMessage]) -> AIMessage:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return AIMessage(content="done")
+        call = {"name": "send_email", "args": {"to": "ada"}, "id": f"c{len(messages)}"}
+        return AIMessage(content="", tool_calls=[call])
+
+    async def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    async def conversation() -> None:
+        config: Any = {"configurable": {"thread_id": "t"}}
+        await graph.ainvoke({"messages": [("user", "email ada")]}, config)
+        [before] = [s async for s in graph.aget_state_history(config) if s.next == ("tools",)]
+        await graph.ainvoke(None, before.config)  # LangGraph's replay from that checkpoint
+
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        model = oncelog_langgraph.RecordedModel(RunnableLambda(answer))
+        builder = StateGraph(MessagesState)
+        builder.add_node("agent", oncelog_langgraph.node(ledger, agent, graph="g"))
+        builder.add_node(
+            "tools",
+            oncelog_langgraph.ToolNode(
+                ledger, [send_email], graph="g", kinds={"send_email": "create"}
+            ),
+        )
+        builder.add_edge(START, "agent")
+        builder.add_conditional_edges("agent", tools_condition)
+        builder.add_edge("tools", "agent")
+        graph = builder.compile(checkpointer=InMemorySaver())
+        asyncio.run(conversation())
+        assert sent == ["ada"]
+        tools = [r.run_id for r in ledger.runs(limit=100) if r.run_id.startswith("g/t/tools@")]
+        assert len(tools) == 1, tools
