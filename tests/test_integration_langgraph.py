@@ -399,7 +399,8 @@ def test_a_graph_invoked_from_a_past_checkpoint_runs_its_recorded_runs(tmp_path:
 
     async def conversation() -> None:
         config: Any = {"configurable": {"thread_id": "t"}}
-        await graph.ainvoke({"messages": [("user", "email ada")]}, config)
+        request: Any = {"messages": [("user", "email ada")]}
+        await graph.ainvoke(request, config)
         [before] = [s async for s in graph.aget_state_history(config) if s.next == ("tools",)]
         await graph.ainvoke(None, before.config)  # LangGraph's replay from that checkpoint
 
