@@ -360,6 +360,21 @@ def test_a_model_call_is_recorded_under_the_name_and_input_digest_given(
         run.llm("think", call, name="other_model", input_digest="sha-1")
 
 
+def test_a_model_call_with_drift_error_asked_another_question_halts_the_run(
+    ledger: oncelog.Ledger,
+) -> None:
+    """``drift="error"``: the answer recorded at a position was to the question recorded;
+    asked another, the run halts for a person, and stays halted on the next start."""
+    with ledger.run("r") as run:
+        assert run.llm("think", lambda: "42", input_digest="sha-1", drift="error") == "42"
+    for _ in range(2):
+        halted = pytest.raises(oncelog.ArgumentDrift, match="'think' was recorded with other")
+        with halted, ledger.run("r") as run:
+            run.llm("think", lambda: "43", input_digest="sha-2", drift="error")
+    assert ledger.get_run("r").status is oncelog.RunStatus.HALTED
+    assert [s.result for s in ledger.steps("r")] == ["42"]
+
+
 def test_async_model_calls_take_a_name_and_an_input_digest(ledger: oncelog.Ledger) -> None:
     async def call() -> str:
         return "async answer"

@@ -66,7 +66,7 @@ def test_a_langgraph_tool_without_a_kind_is_refused(tmp_path: Path) -> None:
         oncelog.open(str(tmp_path / "ledger.db")) as ledger,
         pytest.raises(oncelog.UnguardedTool, match="'send_email' is not guarded"),
     ):
-        oncelog_langgraph.ToolNode(ledger, [send_email], kinds={"lookup": "read"})
+        oncelog_langgraph.ToolNode(ledger, [send_email], graph="g", kinds={"lookup": "read"})
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,8 @@
     python examples/langgraph/agent.py ticket-4711
 
 Offline: the model is a scripted chat model that answers from the conversation. The
-email "provider" appends to outbox.jsonl, with the idempotency key oncelog derived.
+email "provider" appends to outbox.jsonl, with the idempotency key oncelog derived; the
+thread's checkpoints are in checkpoints.db (LangGraph's SQLite checkpointer).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import tools_condition
 
@@ -64,20 +66,24 @@ def main() -> None:
         return {"messages": [model.invoke(state["messages"])]}
 
     builder = StateGraph(MessagesState)
-    builder.add_node("agent", oncelog_lg.node(ledger, agent))
+    builder.add_node("agent", oncelog_lg.node(ledger, agent, graph="refunds"))
     builder.add_node(
-        "tools", oncelog_lg.ToolNode(ledger, [send_email], kinds={"send_email": "create"})
+        "tools",
+        oncelog_lg.ToolNode(ledger, [send_email], graph="refunds", kinds={"send_email": "create"}),
     )
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
-    graph = builder.compile()  # add checkpointer=... to resume threads from a checkpoint
-
     thread = sys.argv[1] if len(sys.argv) > 1 else "ticket-4711"
     config: Any = {"configurable": {"thread_id": thread}}
 
     def run() -> None:
-        final = graph.invoke({"messages": [("user", "refund me")]}, config)
+        with SqliteSaver.from_conn_string("checkpoints.db") as checkpointer:
+            graph = builder.compile(checkpointer=checkpointer)
+            # A thread cut short by a kill goes on from its checkpoint, in the same runs.
+            resuming = bool(graph.get_state(config).next)
+            inputs = None if resuming else {"messages": [("user", "refund me")]}
+            final = graph.invoke(inputs, config)
         print(final["messages"][-1].content)
 
     oncelog.run_main(run)

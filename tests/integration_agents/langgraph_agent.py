@@ -2,6 +2,7 @@
 
     python -m tests.integration_agents.langgraph_agent --ledger L --effects E --model-calls M
         --thread T [--checkpoints C] [--async] [--unguarded] [--once-per]
+        [--graph NAME] [--message TEXT] [--reset] [--resend] [--resume-refused]
 
 The model asks for two tools in one answer (an email and a charge, each a real effect
 written to E), then says it is done. With ``--checkpoints`` the graph has LangGraph's
@@ -9,8 +10,12 @@ SQLite checkpointer and a restart resumes the thread; without, a restart runs th
 again from the start. With ``--unguarded`` the tools run in LangGraph's own ``ToolNode``,
 next to oncelog's ``RecordedModel``: oncelog must refuse that. With ``--once-per`` each tool
 names its subject (the email's recipient and body, the charge's customer and amount), so
-the same request in another thread acts once. Prints the final answer as JSON on the last
-line.
+the same request in another thread acts once. ``--graph`` names the graph (default
+``billing``), ``--message`` is the user's message (the email answers it), ``--reset``
+deletes the thread's checkpoints first (a new conversation on the same id), ``--resend``
+sends the message although the thread could resume (what a user does who re-sends);
+``--resume-refused`` resumes the node a refused message names, as documented. Prints
+the final answer as JSON on the last line.
 """
 
 from __future__ import annotations
@@ -24,7 +29,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, UsageMetadata
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+    UsageMetadata,
+)
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, tool
@@ -39,6 +50,10 @@ from oncelog.integrations import Policy, current_idempotency_key
 from oncelog.integrations import langgraph as oncelog_langgraph
 
 from .effect_log import EffectLog, count_model_call
+
+# Seconds a node waits for another node of its thread: short, so that a refused re-send
+# shows at once.
+THREAD_WAIT = 1.0
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -69,14 +84,17 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         count_model_call(self.calls_file)
-        results = [m.content for m in messages if isinstance(m, ToolMessage)]
+        # This turn: what follows the user's last message.
+        last = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
+        request, turn = str(messages[last].content), messages[last + 1 :]
+        results = [m.content for m in turn if isinstance(m, ToolMessage)]
         if results:
             answer = AIMessage(content=f"done: {', '.join(map(str, results))}")
         else:
             answer = AIMessage(
                 content="",
                 tool_calls=[
-                    _call("send_email", {"to": "ada@example.com", "body": "your receipt"}),
+                    _call("send_email", {"to": "ada@example.com", "body": f"re: {request}"}),
                     _call("charge", {"customer": "cus_ada", "cents": 500}),
                 ],
             )
@@ -92,7 +110,13 @@ def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def build(
-    ledger: oncelog.Ledger, log: EffectLog, model_calls: str, unguarded: bool, once_per: bool
+    ledger: oncelog.Ledger,
+    log: EffectLog,
+    model_calls: str,
+    *,
+    graph: str,
+    unguarded: bool = False,
+    once_per: bool = False,
 ) -> StateGraph[Any]:
     @tool
     def send_email(to: str, body: str) -> str:
@@ -127,12 +151,17 @@ def build(
             ),
         }
     builder = StateGraph(MessagesState)
-    builder.add_node("agent", oncelog_langgraph.node(ledger, agent))
-    builder.add_node("agent_async", oncelog_langgraph.node(ledger, agent_async))
+    wait = THREAD_WAIT
+    builder.add_node("agent", oncelog_langgraph.node(ledger, agent, graph=graph, thread_wait=wait))
+    builder.add_node(
+        "agent_async", oncelog_langgraph.node(ledger, agent_async, graph=graph, thread_wait=wait)
+    )
     if unguarded:
         builder.add_node("tools", ToolNode([send_email, charge]))
     else:
-        tools = oncelog_langgraph.ToolNode(ledger, [send_email, charge], kinds=kinds)
+        tools = oncelog_langgraph.ToolNode(
+            ledger, [send_email, charge], graph=graph, kinds=kinds, thread_wait=wait
+        )
         builder.add_node("tools", tools)
     return builder
 
@@ -160,20 +189,39 @@ def main() -> None:
     parser.add_argument("--async", dest="use_async", action="store_true")
     parser.add_argument("--unguarded", action="store_true")
     parser.add_argument("--once-per", action="store_true")
+    parser.add_argument("--graph", default="billing")
+    parser.add_argument("--message", default="bill ticket 4711")
+    parser.add_argument("--reset", action="store_true", help="delete the thread first")
+    parser.add_argument("--resend", action="store_true", help="send, even if it could resume")
+    parser.add_argument("--resume-refused", action="store_true", help="resume what refuses")
     args = parser.parse_args()
     ledger = oncelog.open(args.ledger)
     log = EffectLog(args.effects)
-    builder = build(ledger, log, args.model_calls, args.unguarded, args.once_per)
+    builder = build(
+        ledger, log, args.model_calls, graph=args.graph, unguarded=args.unguarded,
+        once_per=args.once_per,
+    )  # fmt: skip
     config: Any = {"configurable": {"thread_id": args.thread}}
+
+    def invoke(graph: CompiledStateGraph[Any], inputs: Any, config: Any) -> Any:
+        if args.use_async:
+            return asyncio.run(graph.ainvoke(inputs, config))
+        return graph.invoke(inputs, config)
 
     def agent() -> None:
         with compiled(builder, args.checkpoints, args.use_async) as graph:
-            resuming = args.checkpoints is not None and graph.get_state(config).next
-            inputs = None if resuming else {"messages": [("user", "bill ticket 4711")]}
-            if args.use_async:
-                final = asyncio.run(graph.ainvoke(inputs, config))
-            else:
-                final = graph.invoke(inputs, config)
+            if args.reset and graph.checkpointer is not None:
+                graph.checkpointer.delete_thread(args.thread)  # type: ignore[union-attr]
+            pending = args.checkpoints is not None and graph.get_state(config).next
+            resuming = pending and not args.resend
+            inputs = None if resuming else {"messages": [("user", args.message)]}
+            try:
+                final = invoke(graph, inputs, config)
+            except oncelog.ResourceHeld as held:
+                if not args.resume_refused:
+                    raise
+                # The documented pattern: resume the node the refusal names.
+                final = invoke(graph, None, oncelog_langgraph.resume_config(held))
         print(json.dumps(final["messages"][-1].content))
 
     oncelog.run_main(agent)

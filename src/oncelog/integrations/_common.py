@@ -220,9 +220,22 @@ def async_run(framework: str) -> AsyncRun:
     return run
 
 
+ModelDrift = Literal["error", "warn"]
+
+
+def model_drift(drift: object) -> ModelDrift:
+    """A recorded model's ``drift=``: what a model call asked at a recorded position with
+    other input than recorded does. ``"error"`` (the default) stops the run with
+    ``ArgumentDrift``, for a person: the answer recorded there was to another question.
+    ``"warn"`` returns the recorded answer and logs a warning: an explicit choice."""
+    if drift not in ("error", "warn"):
+        raise ConfigurationError(f"drift must be 'error' or 'warn', not {drift!r}")
+    return "error" if drift == "error" else "warn"
+
+
 def digest(value: Any) -> str:
-    """A model call's input, recorded as a hash: replay warns when it differs, and a
-    transcript that grows with every turn is not stored again at every step."""
+    """A model call's input, recorded as a hash: replay compares it (``model_drift``), and
+    a transcript that grows with every turn is not stored again at every step."""
     text = json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -3,19 +3,35 @@
     from oncelog.integrations import langgraph as oncelog_lg
 
     model = oncelog_lg.RecordedModel(chat_model.bind_tools(tools))
-    builder.add_node("agent", oncelog_lg.node(ledger, call_model))  # uses `model`
-    builder.add_node("tools", oncelog_lg.ToolNode(ledger, tools, kinds={"send_email": "create"}))
+    builder.add_node("agent", oncelog_lg.node(ledger, call_model, graph="billing"))
+    builder.add_node("tools", oncelog_lg.ToolNode(
+        ledger, tools, graph="billing", kinds={"send_email": "create"}))
 
-Each execution of a guarded node is one oncelog run, named from LangGraph's own stable
-coordinates: the thread id, the node and the superstep (``ticket-4711/tools@3``). When a
-thread resumes from its checkpoint, the node that was running when the process died runs
-again in the same run: its finished tool calls and model calls return what was recorded,
-and only what never finished runs live. That covers what LangGraph's checkpointer cannot:
-a node killed after its side effect and before its checkpoint. Without a checkpointer the
-graph runs again from the start, and every node replays the same way.
+Each execution of a guarded node is one oncelog run, named from the graph's name (which
+the user gives, the same in every process) and LangGraph's own coordinates: the thread id,
+the node, the superstep and the checkpoint the task runs from
+(``billing/ticket-4711/tools@3/1f1e…``): a thread resumed from its checkpoint runs the node
+that was running when the process died again in the same run, and so does a graph invoked
+from that past checkpoint (``checkpoint_id``: LangGraph runs it from a fork, one superstep
+on, which oncelog follows back). Its finished tool calls and model calls return what was
+recorded, and only what never finished runs live. That covers what LangGraph's
+checkpointer cannot: a node killed after its side effect and before its checkpoint.
+Anything else is a new conversation, answered live: a new message on the thread (a new
+checkpoint), a thread whose checkpoints were deleted (``checkpointer.delete_thread``), a
+graph without a checkpointer (every invoke starts from a new checkpoint), another graph on
+the same thread id.
+
+A thread's effects are settled before its model is asked again: every guarded node of a
+thread takes the hold ``("langgraph", GRAPH, THREAD)`` (a ``ToolNode`` for its whole
+execution), which an effect left in doubt by a killed process keeps blocked. A new message
+sent instead of resuming the thread is refused (``oncelog.ResourceHeld``, naming the run)
+until that node is resumed, ``graph.invoke(None, resume_config(error))`` (from the
+checkpoint it ran from: the message moved the thread past it), or a person settles it.
 
 Steps are named ``send_email#1`` (the first ``send_email`` call of that node execution)
-and ``model#1``, never from the ids a model gives its tool calls.
+and ``model#1``, never from the ids a model gives its tool calls. A model call asked at a
+recorded position with other input than recorded stops the run (``ArgumentDrift``), unless
+its ``RecordedModel`` says ``drift="warn"``.
 
 A ``RecordedModel`` refuses (``oncelog.UnguardedTool``) a tool that no oncelog ``ToolNode``
 of the process guards: LangGraph's own ``ToolNode`` would run it again on every replay.
@@ -28,21 +44,34 @@ elsewhere in the process is not found.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import inspect
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar, cast
+import shlex
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, NamedTuple, TypeVar, cast
 
-from oncelog import NO_RESULT, ConfigurationError, EffectRefused, Ledger
+from oncelog import (
+    NO_RESULT,
+    AsyncRun,
+    ConfigurationError,
+    EffectRefused,
+    Ledger,
+    ResourceHeld,
+    Run,
+)
 
 from ._common import (
+    ModelDrift,
     Policy,
     PolicyLike,
     async_run,
     digest,
     keyed,
+    model_drift,
     next_step_id,
     policies,
     policy_for,
@@ -62,6 +91,7 @@ try:
     )
     from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
     from langchain_core.tools import BaseTool
+    from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
     from langgraph.config import get_config
     from langgraph.prebuilt import ToolNode as _LangGraphToolNode
     from langgraph.prebuilt.tool_node import ToolCallRequest, ToolInvocationError
@@ -69,11 +99,15 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise _missing("langgraph", "LangGraph") from exc
 
-__all__ = ["RecordedModel", "ToolNode", "node", "task_run_id"]
+__all__ = [
+    "RecordedModel", "ToolNode", "graph_name", "node", "resume_config", "task_run_id",
+]  # fmt: skip
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 PUSH = "__pregel_push"
+CHECKPOINTER = "__pregel_checkpointer"  # where LangGraph hands a node its checkpointer
+MAX_FORKS = 100  # forks of forks followed back, at most
 
 # Tool names an oncelog ToolNode of this process guards, or that were declared repeatable:
 # what a RecordedModel may let its model ask for.
@@ -81,9 +115,58 @@ _DECLARED: set[str] = set()
 _FIX = "Run it in oncelog.integrations.langgraph.ToolNode(ledger, tools, kinds={%r: KIND})"
 
 
-def task_run_id(config: RunnableConfig) -> str:
-    """The oncelog run of one node execution: thread, node, superstep, and for a ``Send``
-    its index. All of them are the same when a thread resumes the same superstep."""
+# How long a guarded node waits for another node of its thread to give the thread up (the
+# tasks of one superstep run together); an effect in doubt keeps it past any wait.
+THREAD_WAIT = 30.0
+_GRAPH_CHARS = 128
+
+
+def graph_name(graph: object) -> str:
+    """``graph`` if it can name a graph in run ids: the part before the first ``/``."""
+    if graph is None:
+        raise ConfigurationError(
+            "name the graph with graph=: a stable name, the same in every process "
+            '(graph="billing"); its runs are named by it, so two graphs sharing a thread '
+            "id and a ledger never share runs"
+        )
+    if (
+        not isinstance(graph, str) or not graph or len(graph) > _GRAPH_CHARS
+        or "/" in graph or not graph.isprintable()
+    ):  # fmt: skip
+        raise ConfigurationError(
+            f"graph= must be a non-empty printable string of at most {_GRAPH_CHARS} chars "
+            f"without '/', not {graph!r:.100}"
+        )
+    return graph
+
+
+class _Task(NamedTuple):
+    """Where a node execution is in its thread: LangGraph derives the task's id from the
+    same coordinates (the checkpoint it runs from, the node, the superstep, the path)."""
+
+    thread: str
+    node: str
+    step: int
+    send: str  # "#i" for the i-th Send of the superstep
+    checkpoint: str
+
+    def run_id(self, graph: str) -> str:
+        return f"{graph}/{self.thread}/{self.node}@{self.step}{self.send}/{self.checkpoint}"
+
+    def lookup(self) -> RunnableConfig:
+        return {"configurable": {"thread_id": self.thread, "checkpoint_ns": "",
+                                 "checkpoint_id": self.checkpoint}}  # fmt: skip
+
+    def before_fork(self, found: CheckpointTuple | None) -> _Task | None:
+        """The same task as run from the checkpoint that ``found`` was forked from (a
+        graph invoked from a past checkpoint runs from a copy of it, one superstep on)."""
+        if found is None or found.metadata.get("source") != "fork" or not found.parent_config:
+            return None
+        parent = (found.parent_config.get("configurable") or {}).get("checkpoint_id")
+        return None if not parent else self._replace(checkpoint=str(parent), step=self.step - 1)
+
+
+def _task(config: RunnableConfig) -> _Task:
     configurable = config.get("configurable") or {}
     metadata = config.get("metadata") or {}
     thread = configurable.get("thread_id")
@@ -97,29 +180,151 @@ def task_run_id(config: RunnableConfig) -> str:
             "oncelog guards the nodes of the graph you invoke, not of a subgraph inside it"
         )
     node_name, step = metadata.get("langgraph_node"), metadata.get("langgraph_step")
-    if node_name is None or step is None:
+    # The checkpoint the task runs from.
+    checkpoint = (configurable.get("checkpoint_map") or {}).get("")
+    if node_name is None or step is None or not checkpoint:
         raise ConfigurationError("a guarded LangGraph node ran outside a graph")
     path = tuple(metadata.get("langgraph_path") or ())
     send = f"#{path[1]}" if len(path) > 1 and path[0] == PUSH else ""
-    return f"{thread}/{node_name}@{step}{send}"
+    return _Task(str(thread), str(node_name), int(step), send, str(checkpoint))
 
 
-def node(ledger: Ledger, fn: F, *, agent: str | None = None) -> F:
+def _saver(config: RunnableConfig) -> BaseCheckpointSaver[Any] | None:
+    saver = (config.get("configurable") or {}).get(CHECKPOINTER)
+    return saver if isinstance(saver, BaseCheckpointSaver) else None
+
+
+def task_run_id(config: RunnableConfig, graph: str) -> str:
+    """The oncelog run of one node execution: graph, thread, node, superstep (and for a
+    ``Send`` its index), and the id of the checkpoint the task runs from, or for a graph
+    invoked from a past checkpoint, of that checkpoint (LangGraph runs it from a fork).
+    All of them are the same when a thread resumes the same superstep; the checkpoint is
+    new for a new message, a thread deleted and started again, or a graph without a
+    checkpointer."""
+    task, saver = _task(config), _saver(config)
+    for _ in range(MAX_FORKS):
+        earlier = None if saver is None else task.before_fork(saver.get_tuple(task.lookup()))
+        if earlier is None:
+            break
+        task = earlier
+    return task.run_id(graph)
+
+
+async def _async_task_run_id(config: RunnableConfig, graph: str) -> str:
+    """``task_run_id`` with an async checkpointer's reads."""
+    task, saver = _task(config), _saver(config)
+    for _ in range(MAX_FORKS):
+        if saver is None:
+            break
+        try:
+            found = await saver.aget_tuple(task.lookup())
+        except NotImplementedError:  # a sync-only checkpointer (SqliteSaver)
+            found = await asyncio.to_thread(saver.get_tuple, task.lookup())
+        earlier = task.before_fork(found)
+        if earlier is None:
+            break
+        task = earlier
+    return task.run_id(graph)
+
+
+def resume_config(held: ResourceHeld) -> RunnableConfig:
+    """The config that resumes the node a guarded node's ``ResourceHeld`` names, from the
+    checkpoint it ran from, although messages sent since moved its thread past it:
+    ``graph.invoke(None, resume_config(error))``."""
+    try:
+        resource = json.loads(held.resource or "null")
+    except ValueError:
+        resource = None
+    if not (isinstance(resource, list) and resource[:1] == ["langgraph"] and held.holder):
+        raise ConfigurationError(f"not a refusal of a LangGraph thread: {held.message}")
+    checkpoint = held.holder.rpartition("/")[2]
+    return {"configurable": {"thread_id": resource[2], "checkpoint_id": checkpoint}}
+
+
+def _thread(config: RunnableConfig) -> str:
+    return str((config.get("configurable") or {}).get("thread_id"))
+
+
+def _unsettled(held: ResourceHeld, run_id: str, graph: str, thread: str) -> ResourceHeld:
+    """A new node of a thread whose earlier node has not given it up: what to do."""
+    holder = held.holder or "?"
+    checkpoint = holder.rpartition("/")[2]
+    config = json.dumps({"configurable": {"thread_id": thread, "checkpoint_id": checkpoint}})
+    return ResourceHeld(
+        f"thread {thread!r} of graph {graph!r} is not settled: {held.message}. A node of "
+        "the thread has an effect whose outcome is not known (or is running): resume "
+        f"that node before a new message, graph.invoke(None, {config}) "
+        "(oncelog.integrations.langgraph.resume_config(error)); it runs again in its run, "
+        "from the checkpoint it ran from, and settles its effect. Without that checkpoint "
+        f"a person settles it: oncelog show {shlex.quote(holder)} names the commands",
+        run_id=run_id,
+        resource=held.resource,
+        holder=holder,
+    )
+
+
+@contextmanager
+def _settled(run: Run, graph: str, thread: str, wait: float) -> Iterator[None]:
+    try:
+        hold = run.hold(("langgraph", graph, thread), wait=wait)
+        hold.__enter__()
+    except ResourceHeld as held:
+        raise _unsettled(held, run.run_id, graph, thread) from None
+    try:
+        yield
+    finally:
+        hold.__exit__(None, None, None)
+
+
+@asynccontextmanager
+async def _settled_async(
+    run: AsyncRun, graph: str, thread: str, wait: float
+) -> AsyncIterator[None]:
+    try:
+        hold = run.hold(("langgraph", graph, thread), wait=wait)
+        await hold.__aenter__()
+    except ResourceHeld as held:
+        raise _unsettled(held, run.run_id, graph, thread) from None
+    try:
+        yield
+    finally:
+        await hold.__aexit__(None, None, None)
+
+
+def node(
+    ledger: Ledger,
+    fn: F,
+    *,
+    graph: str | None = None,
+    agent: str | None = None,
+    thread_wait: float = THREAD_WAIT,
+) -> F:
     """Run the node function ``fn`` (sync or async) inside its own oncelog run, so that the
     ``RecordedModel`` calls and oncelog tools it makes are recorded. LangGraph still sees
-    ``fn``'s signature, and injects what it asks for (``config``, ``runtime``...)."""
+    ``fn``'s signature, and injects what it asks for (``config``, ``runtime``...).
+
+    ``graph`` names the graph (required). Before ``fn`` runs, the thread must be settled:
+    no other node of it holds it, past ``thread_wait`` seconds."""
+    name = graph_name(graph)
     if inspect.iscoroutinefunction(fn):
 
         @functools.wraps(fn)
         async def guarded_async(*args: Any, **kwargs: Any) -> Any:
-            async with ledger.run(task_run_id(get_config()), agent=agent):
+            config = get_config()
+            run_id = await _async_task_run_id(config, name)
+            async with ledger.run(run_id, agent=agent) as run:
+                async with _settled_async(run, name, _thread(config), thread_wait):
+                    pass  # a check: the model is asked after the thread's effects settled
                 return await fn(*args, **kwargs)
 
         return cast(F, guarded_async)
 
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        with ledger.run(task_run_id(get_config()), agent=agent):
+        config = get_config()
+        with ledger.run(task_run_id(config, name), agent=agent) as run:
+            with _settled(run, name, _thread(config), thread_wait):
+                pass  # a check: the model is asked after the thread's effects settled
             return fn(*args, **kwargs)
 
     return cast(F, guarded)
@@ -135,9 +340,11 @@ class RecordedModel(Runnable[Any, BaseMessage]):
         *,
         step_name: str = "model",
         repeatable: Iterable[str] = (),
+        drift: ModelDrift = "error",
     ) -> None:
         self.model = model
         self.step_name = step_name
+        self.drift = model_drift(drift)  # another question at a recorded position stops
         _DECLARED.update(repeatable_names(repeatable, {}))
 
     def invoke(
@@ -151,7 +358,7 @@ class RecordedModel(Runnable[Any, BaseMessage]):
 
         step = next_step_id(run, self.step_name)
         asked = _digest(input)
-        recorded = run.llm(step, call, name="langchain_model", input_digest=asked)
+        recorded = run.llm(step, call, name="langchain_model", input_digest=asked, drift=self.drift)
         return _asked(_message(recorded))
 
     async def ainvoke(
@@ -165,7 +372,9 @@ class RecordedModel(Runnable[Any, BaseMessage]):
 
         step = next_step_id(run, self.step_name)
         asked = _digest(input)
-        recorded = await run.llm(step, call, name="langchain_model", input_digest=asked)
+        recorded = await run.llm(
+            step, call, name="langchain_model", input_digest=asked, drift=self.drift
+        )
         return _asked(_message(recorded))
 
 
@@ -217,9 +426,11 @@ def _message(recorded: dict[str, Any]) -> BaseMessage:
 
 class ToolNode(_LangGraphToolNode):
     """LangGraph's ``ToolNode`` with every tool call an oncelog effect, in its own run per
-    node execution. ``kinds`` maps each tool's name to its kind (``"create"``) or to an
-    ``oncelog.integrations.Policy``; a tool without one is refused here, not at 3 a.m.,
-    unless ``repeatable`` names it as safe to run again on every replay, unguarded.
+    node execution. ``graph`` names the graph (required, as for ``node``); the node holds
+    its thread while it runs (see the module's doc). ``kinds`` maps each tool's name to
+    its kind (``"create"``) or to an ``oncelog.integrations.Policy``; a tool without one
+    is refused here, not at 3 a.m., unless ``repeatable`` names it as safe to run again
+    on every replay, unguarded.
 
     Calls run one at a time, in the order the model asked for them (the position of each
     is part of the run). Invalid arguments from the model and a policy's ``refusals`` come
@@ -233,7 +444,9 @@ class ToolNode(_LangGraphToolNode):
         tools: Sequence[BaseTool | Callable[..., Any]],
         *,
         kinds: Mapping[str, PolicyLike],
+        graph: str | None = None,
         agent: str | None = None,
+        thread_wait: float = THREAD_WAIT,
         repeatable: Iterable[str] = (),
         name: str = "tools",
         tags: list[str] | None = None,
@@ -244,7 +457,9 @@ class ToolNode(_LangGraphToolNode):
             wrap_tool_call=self._guard, awrap_tool_call=self._guard_async,
         )  # fmt: skip
         self._ledger = ledger
+        self._graph = graph_name(graph)
         self._agent = agent
+        self._thread_wait = thread_wait
         table, again = policies(kinds), repeatable_names(repeatable, kinds)
         self._policies: dict[str, Policy] = {}
         for tool_name in self.tools_by_name:
@@ -257,13 +472,21 @@ class ToolNode(_LangGraphToolNode):
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config = ensure_config(config)
-        with self._ledger.run(task_run_id(config), agent=self._agent):
+        run_id, thread = task_run_id(config, self._graph), _thread(config)
+        with (
+            self._ledger.run(run_id, agent=self._agent) as run,
+            _settled(run, self._graph, thread, self._thread_wait),
+        ):
             # One call at a time, in the model's order: each takes the next position.
             return super().invoke(input, {**config, "max_concurrency": 1}, **kwargs)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config = ensure_config(config)
-        async with self._ledger.run(task_run_id(config), agent=self._agent):
+        run_id, thread = await _async_task_run_id(config, self._graph), _thread(config)
+        async with (
+            self._ledger.run(run_id, agent=self._agent) as run,
+            _settled_async(run, self._graph, thread, self._thread_wait),
+        ):
             return await super().ainvoke(input, config, **kwargs)
 
     def _guard(

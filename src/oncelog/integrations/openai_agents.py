@@ -38,6 +38,7 @@ from typing import Any
 from oncelog import ConfigurationError, EffectRefused, OnceLogError, UsageError
 
 from ._common import (
+    ModelDrift,
     Policy,
     PolicyLike,
     async_run,
@@ -45,6 +46,7 @@ from ._common import (
     keyed,
     mark,
     marked,
+    model_drift,
     next_step_id,
     parse_arguments,
     policies,
@@ -130,10 +132,16 @@ class RecordedModel(Model):
     """A model whose responses are recorded in the run the agent executes in."""
 
     def __init__(
-        self, model: Model, *, step_name: str = "model", repeatable: Iterable[str] = ()
+        self,
+        model: Model,
+        *,
+        step_name: str = "model",
+        repeatable: Iterable[str] = (),
+        drift: ModelDrift = "error",
     ) -> None:
         self.model = model
         self.step_name = step_name
+        self.drift = model_drift(drift)  # another question at a recorded position stops
         # Tools the agent's own list cannot mark (an MCP server's): safe to call again.
         self.repeatable = repeatable_names(repeatable, {})
 
@@ -164,7 +172,10 @@ class RecordedModel(Model):
 
         step = next_step_id(run, self.step_name)
         asked = digest([system_instructions, input])
-        return _response(await run.llm(step, call, name="agents_model", input_digest=asked))
+        recorded = await run.llm(
+            step, call, name="agents_model", input_digest=asked, drift=self.drift
+        )
+        return _response(recorded)
 
     def stream_response(
         self,

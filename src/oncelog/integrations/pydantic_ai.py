@@ -34,10 +34,12 @@ from typing import Any
 from oncelog import EffectRefused, UsageError
 
 from ._common import (
+    ModelDrift,
     PolicyLike,
     async_run,
     digest,
     keyed,
+    model_drift,
     next_step_id,
     policies,
     policy_for,
@@ -71,9 +73,16 @@ _FIX = "Guard the agent's tools: Agent(..., capabilities=[oncelog_pai.Guard(kind
 class RecordedModel(WrapperModel):
     """A model whose responses are recorded in the run the agent executes in."""
 
-    def __init__(self, wrapped: Model | KnownModelName | str, *, step_name: str = "model") -> None:
+    def __init__(
+        self,
+        wrapped: Model | KnownModelName | str,
+        *,
+        step_name: str = "model",
+        drift: ModelDrift = "error",
+    ) -> None:
         super().__init__(wrapped)
         self.step_name = step_name
+        self.drift = model_drift(drift)  # another question at a recorded position stops
 
     async def request(
         self,
@@ -95,7 +104,9 @@ class RecordedModel(WrapperModel):
 
         asked = _stable(ModelMessagesTypeAdapter.dump_python(messages, mode="json"))
         step = next_step_id(run, self.step_name)
-        recorded = await run.llm(step, call, name="pydantic_ai_model", input_digest=digest(asked))
+        recorded = await run.llm(
+            step, call, name="pydantic_ai_model", input_digest=digest(asked), drift=self.drift
+        )
         response = ModelMessagesTypeAdapter.validate_python([recorded["response"]])[0]
         assert isinstance(response, ModelResponse)
         return response

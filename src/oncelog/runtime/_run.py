@@ -41,7 +41,7 @@ from ._holds import Hold, innermost_token, resource_name
 from ._names import MAX_NAME_CHARS, check_name
 from ._replay import MISS
 from ._run_options import RunOptions
-from ._tools import ACTIVE_RUN, Caller, Tool, step_spec
+from ._tools import ACTIVE_RUN, Caller, DriftPolicy, Tool, step_spec
 
 # Module constants: on Python 3.11 reading an enum member off its class costs about 1,000
 # instructions (a global: about 60), and replay reads one or two per step.
@@ -165,6 +165,7 @@ class _Steps:
         kwargs: dict[str, Any],
         name: str | None,
         input_digest: str | None,
+        drift: DriftPolicy = "warn",
     ) -> tuple[int, Any]:
         """The checks of a call, made before it takes a position; then its position, and
         the result recorded there if a done step replays from the page read last, else
@@ -201,7 +202,7 @@ class _Steps:
                 self._ledger.declare_result(spec.name, spec.result_schema)
             payload: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
         else:
-            spec, fn = step_spec(tool, name), tool
+            spec, fn = step_spec(tool, name, drift), tool
             payload = {"args": list(args), "kwargs": kwargs}
             if input_digest is not None:
                 payload["input_digest"] = input_digest
@@ -397,11 +398,14 @@ class Run(_Steps):
 
     def llm(
         self, step_id: str | None, fn: Callable[..., R], /, *args: Any,
-        name: str | None = None, input_digest: str | None = None, **kwargs: Any,
+        name: str | None = None, input_digest: str | None = None,
+        drift: DriftPolicy = "warn", **kwargs: Any,
     ) -> R:  # fmt: skip
         """A model call: its response and token usage are recorded; replay costs no tokens.
-        ``name`` and ``input_digest`` as for ``read``."""
-        seq, got = self._take(step_id, _LLM, fn, args, kwargs, name, input_digest)
+        ``name`` and ``input_digest`` as for ``read``. Asked again at a recorded position
+        with other input, it returns the recorded answer with a warning (``drift="warn"``)
+        or stops the run with ``ArgumentDrift`` (``"error"``)."""
+        seq, got = self._take(step_id, _LLM, fn, args, kwargs, name, input_digest, drift)
         result: R = got if type(got) is not Call else self._live(seq, got, args, kwargs)
         return result
 
@@ -475,10 +479,11 @@ class AsyncRun(_Steps):
 
     def llm(
         self, step_id: str | None, fn: Callable[..., Any], /, *args: Any,
-        name: str | None = None, input_digest: str | None = None, **kwargs: Any,
+        name: str | None = None, input_digest: str | None = None,
+        drift: DriftPolicy = "warn", **kwargs: Any,
     ) -> Coroutine[Any, Any, Any]:  # fmt: skip
         """Await a recorded model call; see ``Run.llm``."""
-        seq, got = self._take(step_id, _LLM, fn, args, kwargs, name, input_digest)
+        seq, got = self._take(step_id, _LLM, fn, args, kwargs, name, input_digest, drift)
         return _replayed(got) if type(got) is not Call else self._run_step(seq, got, args, kwargs)
 
 

@@ -182,17 +182,18 @@ def _seconds(ttl: timedelta | float | None) -> float | None:
     return None if ttl is None else numbers.seconds(ttl, "dedupe_window")
 
 
-def step_spec(fn: Any, name: str | None = None) -> ToolSpec:
+def step_spec(fn: Any, name: str | None = None, drift: DriftPolicy = "warn") -> ToolSpec:
     """How a model call or a query is treated: recorded, and run again when in doubt.
-    Its name (checked on replay) is ``name``, else the function's qualified name."""
-    return _named_spec(str(name or getattr(fn, "__qualname__", type(fn).__qualname__)))
+    Its name (checked on replay) is ``name``, else the function's qualified name; asked
+    again with other input, it warns (``drift="warn"``) or stops the run (``"error"``)."""
+    return _named_spec(str(name or getattr(fn, "__qualname__", type(fn).__qualname__)), drift)
 
 
 # A spec depends on the name alone, and building one (a frozen dataclass of 18 fields)
 # costs more than the rest of checking a model call: one per name, for the names in use.
 @functools.lru_cache(maxsize=1024)
-def _named_spec(name: str) -> ToolSpec:
-    return ToolSpec(name, Kind.READ, (), "warn", takes_key=False, idempotent=True)
+def _named_spec(name: str, drift: DriftPolicy) -> ToolSpec:
+    return ToolSpec(name, Kind.READ, (), drift, takes_key=False, idempotent=True)
 
 
 def tool(
