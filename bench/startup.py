@@ -35,7 +35,8 @@ _OPEN = "import oncelog, sys\noncelog.open(sys.argv[1]).close()"
 
 
 def _cpu_ms(src: Path | None, code: str, ledger: Path) -> float:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
+    dropped = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     if src is not None:
         env["PYTHONPATH"] = str(src)
     done = subprocess.run(
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     here = Path(__file__).resolve().parent.parent / "src"
-    trees = {"this tree": here}
+    trees: dict[str, Path] = {"this tree": here}
     if args.baseline is not None:
         trees = {"baseline": args.baseline.resolve() / "src", **trees}
     for src in trees.values():
@@ -70,12 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="oncelog-startup-", dir="/var/tmp"))
     try:
         ledger = folder / "ledger.db"
-        for _, src, code in cases[2:]:  # the ledger exists, as at every start but the first
-            _cpu_ms(src, code, ledger)
+        for _, tree, code in cases[2:]:  # the ledger exists, as at every start but the first
+            _cpu_ms(tree, code, ledger)
         times: dict[str, list[float]] = {name: [] for name, _, _ in cases}
         for _ in range(args.rounds):
-            for name, src, code in cases:
-                times[name].append(_cpu_ms(src, code, ledger))
+            for name, tree, code in cases:
+                times[name].append(_cpu_ms(tree, code, ledger))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -43,11 +43,6 @@ from .stores import DEFAULT_PATH, Lease, Store, open_store
 # or tool declaration, not by ``open()``: a process that opens a ledger to read it, or a
 # CLI command, does not pay for it, and an agent pays for it at its first step.
 if TYPE_CHECKING:
-    from .runtime._calls import Surroundings
-    from .runtime._effects import Engine
-    from .runtime._run import RunContext
-    from .runtime._run_options import PlanArg, RunOptions
-    from .runtime._tools import tool as _tool
     from datetime import timedelta
     from pathlib import Path
 
@@ -56,6 +51,11 @@ if TYPE_CHECKING:
     from .audit._signing import Signer
     from .audit._verify import Report
     from .records._retention import LedgerSize
+    from .runtime._calls import Surroundings
+    from .runtime._effects import Engine
+    from .runtime._run import RunContext
+    from .runtime._run_options import PlanArg, RunOptions
+    from .runtime._tools import tool as _tool
 
 
 class Ledger(PersonDecisions):
@@ -112,7 +112,7 @@ class Ledger(PersonDecisions):
     else:
 
         @staticmethod
-        def tool(*args, **kwargs):
+        def tool(*args: Any, **kwargs: Any) -> Any:
             from .runtime._tools import tool
 
             return tool(*args, **kwargs)

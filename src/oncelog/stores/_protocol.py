@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from ..records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
@@ -30,6 +29,7 @@ from ..records._records import (
     SubjectClaim,
 )
 from ..records._retention import LedgerSize, PruneBatch, PrunedRun
+from ..records._value import Value
 from ..signals import _drain as drain
 
 # What a commit survives (docs/guarantees.md): ``intent`` fsyncs intents and every other
@@ -38,8 +38,7 @@ from ..signals import _drain as drain
 DURABILITY = ("intent", "full", "process")
 
 
-@dataclass(frozen=True)
-class Lease:
+class Lease(Value):
     """Proof of ownership of a run: the fencing token grows with every takeover."""
 
     run_id: str
@@ -50,8 +49,7 @@ class Lease:
     budgeted: bool = False  # the run had a budget when this lease was taken
 
 
-@dataclass(frozen=True)
-class NewStep:
+class NewStep(Value):
     """Everything known about a step before it runs."""
 
     seq: int
@@ -83,8 +81,7 @@ class SubjectHeld(Exception):
         self.holder = holder
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(Value):
     """How an attempt ended, as written after its call."""
 
     state: StepState
