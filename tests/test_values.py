@@ -41,7 +41,9 @@ class DataPoint:
 
 def test_a_value_is_made_compared_hashed_and_shown_as_a_frozen_dataclass() -> None:
     made, same = Point(1, label="a"), Point(x=1, y=0, label="a")
-    assert made == same and hash(made) == hash(same) and made != Point(2)
+    assert made == same
+    assert hash(made) == hash(same)
+    assert made != Point(2)
     assert repr(made) == repr(DataPoint(1, label="a")).replace("DataPoint", "Point")
     assert made != DataPoint(1, label="a")  # only its own class is equal to it
     with pytest.raises(AttributeError):
@@ -75,7 +77,8 @@ def test_dataclasses_functions_work_on_values() -> None:
 
 def test_a_budget_is_still_checked_when_made_and_when_replaced() -> None:
     budget = oncelog.Budget(steps=3.0, on_exceed="pause")  # type: ignore[arg-type]
-    assert budget.steps == 3 and isinstance(budget.steps, int)  # __post_init__ ran
+    assert budget.steps == 3
+    assert isinstance(budget.steps, int)  # __post_init__ ran
     assert oncelog.Budget.from_json(budget.to_json()) == budget
     with pytest.raises(oncelog.ConfigurationError):
         dataclasses.replace(budget, on_exceed="explode")
