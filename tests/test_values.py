@@ -49,10 +49,10 @@ def test_a_value_is_made_compared_hashed_and_shown_as_a_frozen_dataclass() -> No
     with pytest.raises(AttributeError):
         made.x = 2  # type: ignore[misc]
     with pytest.raises(AttributeError):
-        del made.x  # type: ignore[misc]
+        del made.x
     for wrong in ((), (1, 2, "a", 4)):
         with pytest.raises(TypeError):
-            Point(*wrong)  # type: ignore[misc]
+            Point(*wrong)
     with pytest.raises(TypeError):
         Point(1, x=1)  # type: ignore[misc]
     with pytest.raises(TypeError):
@@ -63,7 +63,7 @@ def test_keyword_only_fields_come_after_the_positional_ones_as_in_dataclasses() 
     assert field_names(Both) == ("steps", "mode")
     assert Both(3) == Both(steps=3, mode="stop")
     with pytest.raises(TypeError):
-        Both(3, "pause")  # type: ignore[misc]
+        Both(3, "pause")  # type: ignore[call-arg]
 
 
 def test_dataclasses_functions_work_on_values() -> None:
@@ -81,7 +81,7 @@ def test_a_budget_is_still_checked_when_made_and_when_replaced() -> None:
     assert isinstance(budget.steps, int)  # __post_init__ ran
     assert oncelog.Budget.from_json(budget.to_json()) == budget
     with pytest.raises(oncelog.ConfigurationError):
-        dataclasses.replace(budget, on_exceed="explode")
+        dataclasses.replace(budget, on_exceed="explode")  # type: ignore[arg-type]
     with pytest.raises(oncelog.ConfigurationError):
         replace(budget, steps=-1)
 

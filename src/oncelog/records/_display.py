@@ -8,11 +8,11 @@ import re
 from typing import Any
 
 from .._commands import oncelog_command
-from .._exceptions import resolve_command
+from .._exceptions import DECISIONS, decide_commands, decide_text, resolve_command
 
 __all__ = [
-    "MASK", "escape_invisible", "exact_json", "oncelog_command", "printable", "redact",
-    "resolve_command", "visible",
+    "DECISIONS", "MASK", "decide_commands", "decide_text", "escape_invisible", "exact_json",
+    "oncelog_command", "printable", "redact", "resolve_command", "visible",
 ]  # fmt: skip
 
 # The patterns are compiled when first used (``re``'s own cache), not when a ledger is

@@ -41,9 +41,9 @@ from .._exceptions import (
     SubjectBusy,
     SubjectDone,
     SubjectInDoubt,
+    decide_text,
     halted,
     in_doubt,
-    resolve_command,
 )
 from .._log import log
 from ..controls._alerts import AlertCallback, AlertSender
@@ -591,8 +591,8 @@ class Engine:
                 "finds its outcome",
                 SubjectInDoubt: f"is held by {where}, whose outcome is in doubt and whose run "
                 "no live process holds: restart that run (it probes, resends or halts as "
-                "for any effect in doubt) or decide: "
-                + resolve_command(holder.run_id, holder.step_id, None),
+                "for any effect in doubt) or decide, one of: "
+                + decide_text(holder.run_id, holder.step_id, None),
             }[error]
         return error(
             f"{step.tool} {step.step_id!r} was not sent: its subject {step.subject} {said}",

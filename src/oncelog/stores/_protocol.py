@@ -601,10 +601,11 @@ class Store(Protocol):
     # -- waiting for a person -----------------------------------------------------------
 
     def awaiting_person(self, run_id: str) -> bool:
-        """True while the run is ``halted`` or ``waiting`` and no person's decision that
-        could let it go on (a resolution, an approval or denial, a budget set, a kill
-        switch cleared, the run queued again) is journalled since its lease was last
-        taken (a read). ``UnknownRun`` if there is no such run."""
+        """True while the run is ``halted``, ``waiting`` or ``failed`` and no person's
+        decision that could let it go on (a resolution, an approval or denial, a budget
+        set, a kill switch cleared, the run queued again by a retry or redrive) is
+        journalled since its lease was last taken (a read). ``UnknownRun`` if there is no
+        such run."""
         ...
 
     def decisions(self) -> AbstractContextManager[DecisionFeed]:

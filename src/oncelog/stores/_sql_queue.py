@@ -141,7 +141,9 @@ def awaiting_person(tx: Tx, run_id: str) -> bool:
     row = tx.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     if row is None:
         raise names.unknown_run(tx, run_id)
-    if row[0] not in ("halted", "waiting"):
+    # A failed run waits for a person's retry or redrive, which queue it again (a status
+    # of its own: ``run_queued`` is journalled with it).
+    if row[0] not in ("halted", "waiting", "failed"):
         return False
     decided = tx.execute(
         f"SELECT 1 FROM journal WHERE run_id IN (?, '') AND event IN {in_list(DECISIONS)} "

@@ -6,7 +6,7 @@ at its next start, the steps before it kept."""
 
 from __future__ import annotations
 
-from .._exceptions import NotRetryable, resolve_command
+from .._exceptions import NotRetryable, decide_text, resolve_command
 from ..records._records import StepRecord, StepState
 from ..records._transitions import IN_DOUBT, RETRY
 from . import _sql_names as names
@@ -67,7 +67,7 @@ def _check_retryable(tx: Tx, step: StepRecord) -> None:
         why = (
             f"{q} is in doubt ({step.state.value}): it may have happened, and a retry "
             "would send it again. Look it up at the provider (key "
-            f"{step.key}), then decide: {resolve_command(run, step.step_id, step.attempts)}"
+            f"{step.key}), then decide, one of: {decide_text(run, step.step_id, step.attempts)}"
         )
     elif step.state is StepState.DONE:
         why = (
