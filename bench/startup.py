@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     lines = [
         f"Smallest CPU time of {args.rounds} fresh interpreters per case, taking turns, "
-        f"with byte-code caches; Python {sys.version.split()[0]}; load {load:.1f} at the end.\n",
+        f"with byte-code caches; Python {sys.version.split()[0]}; load {load:.1f} at the end.",
         "",
         "| | smallest ms | median ms | vs the trio |",
         "|---|---:|---:|---:|",

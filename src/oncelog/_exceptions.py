@@ -272,6 +272,11 @@ class RunHalted(NeedsPerson):
     """A durable kill switch covers this run; only a named person can clear it."""
 
 
+class RetriesPaused(NeedsPerson):
+    """A person paused the effect's retries: its next attempt waits until a person
+    resumes them (``oncelog retry RUN STEP --resume``), with the same key."""
+
+
 def halted(halt: Any, run_id: str, step_id: str | None = None) -> RunHalted:
     """The error for a step refused by ``halt`` (an ``oncelog.Halt``)."""
     from ._commands import option  # when a run meets a halt: ``import oncelog`` stays small

@@ -208,6 +208,12 @@ def _commands(ledger: Reads, run: RunRecord) -> list[str]:
             "budgets", [run.run_id], options="--set LIMIT=NEW_LIMIT --by NAME"
         )
         commands.append(budgets)
+    if run.stopped_by == "RetriesPaused":
+        for s in ledger.steps(run.run_id)[-1:]:
+            resume = oncelog_command(
+                "retry", [run.run_id, s.step_id], options="--resume --by NAME --why WHY"
+            )
+            commands.append(f"{resume}   (its retries are paused)")
     if run.stopped_by in _FIX_THE_CODE:
         show = oncelog_command("show", [run.run_id])
         commands.append(f"fix the agent's code ({show}), then restart it")

@@ -117,6 +117,21 @@ class PersonDecisions:
             run_id, step_id, by=by, why=why, force=force, owner_is_dead=leases.is_dead
         )
 
+    def pause_retries(
+        self, run_id: str, step_id: str, *, by: str, why: str, resume: bool = False
+    ) -> StepRecord:
+        """Pause an effect's retries (``resume``: end the pause). A paused effect is not
+        attempted again: the run stops at its next attempt (``RetriesPaused``, halted,
+        exit 3) until a person resumes it, which queues the run again; it then goes on
+        with the same key (a waiting agent by itself). ``oncelog retry`` ends a pause too.
+        ``by`` and ``why`` are journalled. ``NotRetryable`` for a step with no attempts to
+        make (done, in doubt, abandoned), one paused already, or a resume of one that is
+        not paused."""
+        _check_decision("pause_retries", by, why, run_id, step_id)
+        if not why:
+            raise ConfigurationError("pause_retries(..., why=...) must say why", run_id=run_id)
+        return self.store.pause_retries(run_id, step_id, paused=not resume, by=by, why=why)
+
     def _resolution_result(
         self, resolution: Resolution, result: Any, run_id: str, step_id: str
     ) -> str | None:

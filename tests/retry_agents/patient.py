@@ -3,7 +3,8 @@ refused until its retry policy runs out (``test_retry_waiting.py``): the mail se
 refuses connections while the file DOWN exists, and the sends it performs are appended to
 COUNT, outside the ledger.
 
-Usage: patient.py LEDGER RUN_ID COUNT DOWN [WAIT]  (WAIT: seconds, 60 by default)
+Usage: patient.py LEDGER RUN_ID COUNT DOWN [WAIT [BACKOFF]]
+(WAIT: seconds, 60 by default; BACKOFF: seconds between five attempts, else two at once)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from oncelog.failures import Failure
 def main() -> None:
     ledger_url, run_id, count_file, down = sys.argv[1:5]
     wait = float(sys.argv[5]) if len(sys.argv) > 5 else 60.0
+    backoff = float(sys.argv[6]) if len(sys.argv) > 6 else 0.0
     ledger = oncelog.open(ledger_url)
 
     def refused_connection(exc: BaseException) -> Failure | None:
@@ -25,7 +27,7 @@ def main() -> None:
 
     @ledger.tool(
         name="send", kind="create", failures=refused_connection,
-        retry=oncelog.Retry(attempts=2, backoff=0),
+        retry=oncelog.Retry(attempts=5 if backoff else 2, backoff=backoff, cap=backoff, jitter=0),
     )  # fmt: skip
     def send(to: str, *, idempotency_key: str) -> str:
         if os.path.exists(down):

@@ -454,7 +454,25 @@ class Store(Protocol):
         ``force`` overrode. Returns the step as it leaves it.
         Raises ``UnknownRun``, ``UnknownStep``; ``NotRetryable`` for a step done, in
         doubt or abandoned, or one the run went on past (a later step, or completed);
-        ``RunLeased`` as ``resolve``, unless ``force``."""
+        ``RunLeased`` as ``resolve``, unless ``force``. A pause of the step's retries
+        ends with it (journals ``retries_resumed``)."""
+        ...
+
+    def pause_retries(
+        self, run_id: str, step_id: str, *, paused: bool, by: str, why: str
+    ) -> StepRecord:
+        """A person pauses (``paused``) or resumes an effect's retries, in one
+        transaction holding the run's row: journals ``retries_paused`` or
+        ``retries_resumed`` with ``by`` and ``why``; a resume queues a run the pause halted
+        (``stopped_by`` ``RetriesPaused``, journals ``run_queued``) and is a decision a
+        waiting process sees. Raises ``UnknownRun``, ``UnknownStep``; ``NotRetryable`` for
+        a pause of a step that has no retries left to make (done, in doubt, abandoned) or
+        is paused already, and for a resume of one that is not paused."""
+        ...
+
+    def retries_paused(self, run_id: str, seq: int) -> str | None:
+        """Who paused the retries of the step at ``seq`` and why, while they are paused;
+        else None (a read)."""
         ...
 
     def set_result_contract(self, tool: str, contract_json: str) -> None:

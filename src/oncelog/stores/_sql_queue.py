@@ -24,7 +24,7 @@ AFTER_HALT_CLEARED = ("RunHalted",)
 # The journal events of a person's decisions that may let a stopped run go on.
 DECISIONS = (
     "resolved", "approval_approved", "approval_denied", "budget_set", "agent_budget_set",
-    "halt_cleared", "run_queued",
+    "halt_cleared", "run_queued", "retries_resumed",
 )  # fmt: skip
 # How many runnable rows one claim looks at before giving up for this round.
 CLAIM_WINDOW = 64
