@@ -107,9 +107,9 @@ PAUSED, RESUMED = "retries_paused", "retries_resumed"
 def pause(tx: Tx, run_id: str, step_id: str, *, paused: bool, by: str, why: str) -> StepRecord:
     """``Store.pause_retries``: journal a pause (or its end) of the step's retries, holding
     the run's row. A pause is taken by a step that may be attempted again (``not_done``
-    or ``failed``); its end by a paused one, which queues the run again if the pause
-    halted it, so a worker, a restart or an agent waiting in place goes on with the same
-    key."""
+    or ``failed``); its end by a paused one, which clears the wait before its next attempt
+    and queues the run again if the pause halted it, so a worker, a restart or an agent
+    waiting in place goes on at once with the same key."""
     if not lock_run(tx, run_id):
         raise names.unknown_run(tx, run_id)
     step = resolutions.find_step(tx, run_id, step_id)
@@ -128,7 +128,9 @@ def pause(tx: Tx, run_id: str, step_id: str, *, paused: bool, by: str, why: str)
         )  # fmt: skip
     append(tx, run_id, step.seq, PAUSED if paused else RESUMED,
            journal_json(by=quoted(by), why=quoted(why)))  # fmt: skip
-    if not paused:
+    if not paused:  # the next attempt is made at once, without the rest of its wait
+        tx.execute("UPDATE steps SET retry_at = NULL WHERE run_id = ? AND seq = ?",
+                   (run_id, step.seq))  # fmt: skip
         queued = tx.execute(
             f"UPDATE runs SET status = 'queued', reason = NULL, stopped_by = NULL, "
             f"updated_at = {NOW} WHERE run_id = ? AND status = 'halted' "
