@@ -93,6 +93,12 @@ class Value:
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             names = self._names
+            if not kwargs and len(args) == len(names) and not self._keyword:
+                self.__dict__.update(zip(names, args, strict=True))  # a row: every field
+                post_init = getattr(self, "__post_init__", None)
+                if post_init is not None:
+                    post_init()
+                return
             positional = len(names) - len(self._keyword)
             if len(args) > positional:
                 raise TypeError(
