@@ -159,11 +159,11 @@ class PersonDecisions:
 
     def wait_for_decision(self, run_id: str, *, timeout: float | timedelta) -> bool:
         """Wait until a person's decision may let the run ``run_id``, stopped for a person
-        (halted or waiting), go on: then True, and running the agent's code again
-        continues it. False if no decision came within ``timeout``; ``Draining`` if this
-        process starts draining (SIGTERM) meanwhile. The run holds no lease while it
-        waits. On PostgreSQL the decision wakes the waiter at once (LISTEN/NOTIFY);
-        otherwise it looks every ``approval_poll`` seconds."""
+        (halted or waiting, or failed on a refusal: a retry or redrive), go on: then True,
+        and running the agent's code again continues it. False if no decision came within
+        ``timeout``; ``Draining`` if this process starts draining (SIGTERM) meanwhile. The
+        run holds no lease while it waits. On PostgreSQL the decision wakes the waiter at
+        once (LISTEN/NOTIFY); otherwise it looks every ``approval_poll`` seconds."""
         seconds = numbers.seconds(timeout, "timeout", positive=False)
         waiter = leases.new_owner()
         try:
