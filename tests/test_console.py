@@ -581,4 +581,4 @@ def test_runs_are_filtered_by_status_agent_and_text_and_refresh(person: Person) 
 def test_the_why_column_is_the_message_not_a_repr(person: Person) -> None:
     listed = person.get("/runs").text
     assert "run_id=" not in listed
-    assert "oncelog resolve r-mail email done|not_done|abandon --by NAME" in listed
+    assert "oncelog resolve r-mail email not_done --by NAME" in listed

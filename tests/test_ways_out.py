@@ -96,6 +96,12 @@ WAYS = (
         Kill("fail", _waiting), cmd("redrive", RUN, *OPS, "--why", "outage over"),
         Agent("ok", 0),
     )),
+    Way("retries paused (`RetriesPaused`)", "waiting", (
+        Kill("fail", _waiting),
+        cmd("retry", RUN, "send", "--pause", *OPS, "--why", "fixing it", setup=True),
+        Agent("ok", 3), cmd("retry", RUN, "send", "--resume", *OPS, "--why", "fixed"),
+        Agent("ok", 0),
+    )),
     Way("`in_flight`, its process killed", "killed", (
         Agent("ok", -signal.SIGKILL, crash_at="after_call"),
         cmd("resolve", RUN, "send", "done", "--result", '"sent to ada@example.com"', *OPS),

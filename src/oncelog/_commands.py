@@ -13,7 +13,6 @@ cannot drive the terminal it is printed on, and pastes as the exact id (a shell 
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 
 
@@ -42,6 +41,8 @@ def quoted(word: str) -> str:
     """``word`` as one shell word: ``shlex.quote``, or ``$'...'`` if a character in it
     does not show."""
     if word.isprintable():
+        import shlex  # when a command is printed, not when a ledger is opened
+
         return shlex.quote(word)
     return "$'" + "".join(_ansi_c(c) for c in word) + "'"
 

@@ -272,6 +272,11 @@ class RunHalted(NeedsPerson):
     """A durable kill switch covers this run; only a named person can clear it."""
 
 
+class RetriesPaused(NeedsPerson):
+    """A person paused the effect's retries: its next attempt waits until a person
+    resumes them (``oncelog retry RUN STEP --resume``), with the same key."""
+
+
 def halted(halt: Any, run_id: str, step_id: str | None = None) -> RunHalted:
     """The error for a step refused by ``halt`` (an ``oncelog.Halt``)."""
     from ._commands import option  # when a run meets a halt: ``import oncelog`` stays small
@@ -334,27 +339,53 @@ def in_doubt(reason: str, run_id: str, step_id: str, key: str, attempt: int) -> 
     """The error for an effect whose outcome is unknown: ``reason``, then the command a
     person runs once they have found out at the provider."""
     return AmbiguousOutcome(
-        f"{reason}. Look key {key} up at the provider, then decide: "
-        f"{resolve_command(run_id, step_id, attempt)}",
+        f"{reason}. Look key {key} up at the provider, then decide, one of: "
+        f"{decide_text(run_id, step_id, attempt)}",
         run_id=run_id, step_id=step_id, key=key, attempt=attempt,
     )  # fmt: skip
 
 
 def resolve_command(
-    run_id: str,
-    step_id: str,
-    attempt: int | None,
-    *,
-    then: str = "done|not_done|abandon",
-    options: str = "--by NAME",
+    run_id: str, step_id: str, attempt: int | None, *, then: str, options: str = "--by NAME"
 ) -> str:
-    """The ``oncelog resolve`` command of a decision on ``attempt`` of a step, quoted to
-    paste as printed: every command oncelog prints for a person's decision names the
-    attempt the person was shown, so that it is refused once the step has moved on."""
+    """The ``oncelog resolve`` command of one decision (``then``) on ``attempt`` of a
+    step, quoted to paste as printed: every command oncelog prints for a person's decision
+    names the attempt the person was shown, so that it is refused once the step has moved
+    on. For an effect in doubt, ``decide_commands`` gives each decision's."""
     from ._commands import oncelog_command  # as ``halted`` imports it
 
     named = options if attempt is None else f"{options} --attempt {attempt}"
     return oncelog_command("resolve", [run_id, step_id], then=then, options=named)
+
+
+# Each decision on an effect in doubt: what ``resolve`` is given (NAME stands for the
+# person's name; ``done`` needs the provider's answer, or ``--no-result``), and when it is
+# the one to run. Every surface prints all three, so that the one pasted is accepted.
+DECISIONS = (
+    ("done", "--result '{}' --by NAME", "it happened: put the provider's answer in --result "
+     "(the agent gets it), or give --no-result"),
+    ("not_done", "--by NAME", "it did not happen: it is sent again, with the same key"),
+    ("abandon", "--by NAME", "give it up: the agent gets EffectAbandoned at this step"),
+)  # fmt: skip
+
+
+def decide_commands(run_id: str, step_id: str, attempt: int | None) -> list[str]:
+    """The ``oncelog resolve`` command of each decision on an effect in doubt, each
+    pasteable as printed (``DECISIONS``)."""
+    return [
+        resolve_command(run_id, step_id, attempt, then=then, options=options)
+        for then, options, _ in DECISIONS
+    ]
+
+
+def decide_text(run_id: str, step_id: str, attempt: int | None) -> str:
+    """``decide_commands`` in one line of an error message: each command whole, then in
+    brackets when it is the one."""
+    commands = decide_commands(run_id, step_id, attempt)
+    return "; ".join(
+        f"{command} ({why.partition(':')[0]})"
+        for command, (_, _, why) in zip(commands, DECISIONS, strict=True)
+    )
 
 
 class PreflightConflict(NeedsPerson):
@@ -480,6 +511,11 @@ class StepError(OnceLogError):
 
 class EffectRefused(StepError):
     """The provider definitely refused; the refusal is recorded and replayed."""
+
+    # As ``RunStopped``'s: given when the refusal ended the run (failed), whose way on is a
+    # person's ``oncelog retry`` or ``redrive`` (the run is queued again); ``run_main``
+    # with ``wait_for_person`` waits for one, and goes on by itself.
+    wait_for_decision: Callable[[float, str], bool] | None = None
 
     def __init__(
         self,

@@ -36,16 +36,12 @@ from .records._records import (
     SubjectClaim,
 )
 from .records._serialization import encode
-from .runtime._calls import Surroundings
-from .runtime._effects import Engine
 from .runtime._names import check_name, check_text
-from .runtime._replay import ReplayCursor
-from .runtime._run import RunContext
-from .runtime._run_options import PlanArg, RunOptions
-from .runtime._stops import Stop
-from .runtime._tools import tool
 from .stores import DEFAULT_PATH, Lease, Store, open_store
 
+# The engine (``runtime/``: effects, retries, probes, tools) is imported by the first run
+# or tool declaration, not by ``open()``: a process that opens a ledger to read it, or a
+# CLI command, does not pay for it, and an agent pays for it at its first step.
 if TYPE_CHECKING:
     from datetime import timedelta
     from pathlib import Path
@@ -55,10 +51,11 @@ if TYPE_CHECKING:
     from .audit._signing import Signer
     from .audit._verify import Report
     from .records._retention import LedgerSize
-
-
-# What ``ledger.run(run_id)`` asks for, made once: it is immutable.
-_PLAIN = RunOptions()
+    from .runtime._calls import Surroundings
+    from .runtime._effects import Engine
+    from .runtime._run import RunContext
+    from .runtime._run_options import PlanArg, RunOptions
+    from .runtime._tools import tool as _tool
 
 
 class Ledger(PersonDecisions):
@@ -83,8 +80,9 @@ class Ledger(PersonDecisions):
         numbers.count(max_payload_bytes, "max_payload_bytes", least=1)
         numbers.seconds(approval_poll, "approval_poll")
         self.store = store
-        # The process's drain flag, heartbeats and observers, handed to each run's engine.
-        self.surroundings = Surroundings()
+        # The process's drain flag, heartbeats and observers, handed to each run's engine
+        # (made at the first run, with the engine's modules).
+        self._surroundings: Surroundings | None = None
         self.lease_ttl = lease_ttl
         self.max_payload_bytes = max_payload_bytes
         self.approval_poll = approval_poll  # seconds between looks, while async code waits
@@ -109,7 +107,29 @@ class Ledger(PersonDecisions):
 
     # Tools belong to no ledger: ``oncelog.tool`` is the same decorator, for modules that
     # declare tools before any ledger is open (a worker's handlers).
-    tool = staticmethod(tool)
+    if TYPE_CHECKING:
+        tool = staticmethod(_tool)
+    else:
+
+        @staticmethod
+        def tool(*args: Any, **kwargs: Any) -> Any:
+            from .runtime._tools import tool
+
+            return tool(*args, **kwargs)
+
+    @property
+    def surroundings(self) -> Surroundings:
+        """What the engine needs from the process (drain flag, heartbeats, observers,
+        clocks); a test replaces it (``oncelog.testing.use_clock``)."""
+        if self._surroundings is None:
+            from .runtime._calls import Surroundings
+
+            self._surroundings = Surroundings()
+        return self._surroundings
+
+    @surroundings.setter
+    def surroundings(self, value: Surroundings) -> None:
+        self._surroundings = value
 
     # -- running ------------------------------------------------------------------------
 
@@ -133,11 +153,14 @@ class Ledger(PersonDecisions):
         belongs to (its kill switch covers the run); it is fixed when the run is created.
         ``budget`` is stored when the run is created and ignored afterwards, so that no
         restart resets it; ``set_budget`` is how a person changes it."""
+        from .runtime._run import RunContext
+        from .runtime._run_options import PLAIN, RunOptions
+
         check_name(run_id, "run_id")
         if agent is not None:
             check_name(agent, "agent", run_id=run_id)
         if plan is None and not replace_plan and create and agent is None and budget is None:
-            return RunContext(self, run_id, _PLAIN)
+            return RunContext(self, run_id, PLAIN)
         return RunContext(self, run_id, RunOptions(plan, replace_plan, create, agent, budget))
 
     def submit(
@@ -166,6 +189,9 @@ class Ledger(PersonDecisions):
         """Take the lease of a runnable submitted run (of one of ``agents``, None standing
         for runs of no agent; of any agent without them), ready to be entered; or None.
         What ``oncelog worker`` does between runs."""
+        from .runtime._run import RunContext
+        from .runtime._run_options import RunOptions
+
         if agents is not None:
             agents = tuple(agents)
         owner = leases.new_owner()
@@ -185,6 +211,10 @@ class Ledger(PersonDecisions):
         """What entering ``run(...)``'s context does (``RunContext``): take the run's
         lease, or the one a worker claimed, and make the engine of its steps. Not for an
         agent's code: enter ``ledger.run(...)``."""
+        from .runtime._effects import Engine
+        from .runtime._replay import ReplayCursor
+        from .runtime._stops import Stop
+
         if self._new_here or (main.RUNNING[0] and not self._said_where):
             self._say_where(run_id)
         if options.claimed is not None:

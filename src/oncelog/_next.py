@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import NamedTuple, Protocol
 
 from ._commands import oncelog_command, option, quoted
-from ._exceptions import resolve_command
+from ._exceptions import decide_commands, resolve_command
 from .process import _leases as leases
 from .records._records import (
     Approval,
@@ -85,9 +85,9 @@ def what_next(ledger: Reads, run_id: str) -> list[str]:
             f"the process that holds the run ({holder}) goes on by itself; if it is gone, "
             f"restart the agent with run id {q}"
         ]
-    if run.status is RunStatus.FAILED:
-        return _failed(ledger, run)
     waiter = None if run.owner is not None else waiting_in_place(ledger, run_id)
+    if run.status is RunStatus.FAILED:
+        return _failed(ledger, run, waiter)
     commands = [] if run.status is RunStatus.QUEUED else _commands(ledger, run)
     if waiter is not None:
         goes_on = (
@@ -132,17 +132,22 @@ def _resent(run: RunRecord) -> list[str]:
     ]
 
 
-def _failed(ledger: Reads, run: RunRecord) -> list[str]:
+def _failed(ledger: Reads, run: RunRecord, waiter: Waiter | None) -> list[str]:
     """A run that ended on an error: an effect that did not happen (refused, or its retry
     policy ran out) gets a fresh set of attempts from a person; else the code is fixed."""
     steps = ledger.steps(run.run_id)
     last = steps[-1] if steps else None
     if last is not None and last.state in RETRY.sources:
         retry = oncelog_command("retry", [run.run_id, last.step_id], options="--by NAME --why WHY")
+        then = "then restart the run under the same id"
+        if waiter is not None:
+            then = (
+                f"the agent waiting in place for it ({waiter.described()}) then goes on by "
+                "itself: nothing needs restarting"
+            )
         return [
             f"the run failed ({run.reason}): step {quoted(last.step_id)} did not happen; once "
-            "the provider can take it, give it a fresh set of attempts with the same key, "
-            "then restart the run under the same id",
+            f"the provider can take it, give it a fresh set of attempts with the same key; {then}",
             retry,
         ]
     if last is not None and last.state is StepState.ABANDONED:
@@ -182,9 +187,10 @@ def _taken_by(run: RunRecord) -> list[str]:
 
 def _commands(ledger: Reads, run: RunRecord) -> list[str]:
     commands = [
-        resolve_command(run.run_id, s.step_id, s.attempts)
+        command
         for s in ledger.steps(run.run_id)
         if s.state in IN_DOUBT
+        for command in decide_commands(run.run_id, s.step_id, s.attempts)
     ]  # fmt: skip
     for a in ledger.approvals("pending", limit=1000):
         if a.run_id == run.run_id:
@@ -202,6 +208,12 @@ def _commands(ledger: Reads, run: RunRecord) -> list[str]:
             "budgets", [run.run_id], options="--set LIMIT=NEW_LIMIT --by NAME"
         )
         commands.append(budgets)
+    if run.stopped_by == "RetriesPaused":
+        for s in ledger.steps(run.run_id)[-1:]:
+            resume = oncelog_command(
+                "retry", [run.run_id, s.step_id], options="--resume --by NAME --why WHY"
+            )
+            commands.append(f"{resume}   (its retries are paused)")
     if run.stopped_by in _FIX_THE_CODE:
         show = oncelog_command("show", [run.run_id])
         commands.append(f"fix the agent's code ({show}), then restart it")

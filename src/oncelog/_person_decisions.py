@@ -117,6 +117,21 @@ class PersonDecisions:
             run_id, step_id, by=by, why=why, force=force, owner_is_dead=leases.is_dead
         )
 
+    def pause_retries(
+        self, run_id: str, step_id: str, *, by: str, why: str, resume: bool = False
+    ) -> StepRecord:
+        """Pause an effect's retries (``resume``: end the pause). A paused effect is not
+        attempted again: the run stops at its next attempt (``RetriesPaused``, halted,
+        exit 3) until a person resumes it, which queues the run again; it then goes on
+        with the same key (a waiting agent by itself). ``oncelog retry`` ends a pause too.
+        ``by`` and ``why`` are journalled. ``NotRetryable`` for a step with no attempts to
+        make (done, in doubt, abandoned), one paused already, or a resume of one that is
+        not paused."""
+        _check_decision("pause_retries", by, why, run_id, step_id)
+        if not why:
+            raise ConfigurationError("pause_retries(..., why=...) must say why", run_id=run_id)
+        return self.store.pause_retries(run_id, step_id, paused=not resume, by=by, why=why)
+
     def _resolution_result(
         self, resolution: Resolution, result: Any, run_id: str, step_id: str
     ) -> str | None:
@@ -144,11 +159,11 @@ class PersonDecisions:
 
     def wait_for_decision(self, run_id: str, *, timeout: float | timedelta) -> bool:
         """Wait until a person's decision may let the run ``run_id``, stopped for a person
-        (halted or waiting), go on: then True, and running the agent's code again
-        continues it. False if no decision came within ``timeout``; ``Draining`` if this
-        process starts draining (SIGTERM) meanwhile. The run holds no lease while it
-        waits. On PostgreSQL the decision wakes the waiter at once (LISTEN/NOTIFY);
-        otherwise it looks every ``approval_poll`` seconds."""
+        (halted or waiting, or failed on a refusal: a retry or redrive), go on: then True,
+        and running the agent's code again continues it. False if no decision came within
+        ``timeout``; ``Draining`` if this process starts draining (SIGTERM) meanwhile. The
+        run holds no lease while it waits. On PostgreSQL the decision wakes the waiter at
+        once (LISTEN/NOTIFY); otherwise it looks every ``approval_poll`` seconds."""
         seconds = numbers.seconds(timeout, "timeout", positive=False)
         waiter = leases.new_owner()
         try:

@@ -17,13 +17,18 @@ keyed hashes already), and ids as they are stored (``visible``).
 
 On a terminal or in a log, text from the ledger is printed through ``printable``, and a
 command for a person to paste is built by ``oncelog_command``, which quotes its ids for
-the shell. ``step_timings`` tells a step's time at its provider from its wait for a person
-or a restart, which are shown apart."""
+the shell; ``decide_commands`` gives the three ``oncelog resolve`` commands of an effect in
+doubt (``decide_text`` in one line), each accepted as it pastes. ``step_timings`` tells a
+step's time at its provider from its wait for a person or a restart, which are shown
+apart."""
 
 from __future__ import annotations
 
 from .records._display import (
+    DECISIONS,
     MASK,
+    decide_commands,
+    decide_text,
     escape_invisible,
     exact_json,
     oncelog_command,
@@ -35,6 +40,7 @@ from .records._display import (
 from .records._timings import StepTiming, step_timings
 
 __all__ = [
-    "MASK", "StepTiming", "escape_invisible", "exact_json", "oncelog_command", "printable",
-    "redact", "resolve_command", "step_timings", "visible",
+    "DECISIONS", "MASK", "StepTiming", "decide_commands", "decide_text", "escape_invisible",
+    "exact_json", "oncelog_command", "printable", "redact", "resolve_command", "step_timings",
+    "visible",
 ]  # fmt: skip

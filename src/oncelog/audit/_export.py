@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import asdict
 
 from ..records._records import Checkpoint, JournalEntry
+from ..records._value import as_dict
 from ..stores._protocol import Store
 from . import _pages as pages
 
@@ -25,7 +25,7 @@ def record_line(entry: JournalEntry) -> str:
 
 
 def checkpoint_line(mark: Checkpoint) -> str:
-    return json.dumps({"type": "checkpoint", **asdict(mark)}, ensure_ascii=False)
+    return json.dumps({"type": "checkpoint", **as_dict(mark)}, ensure_ascii=False)
 
 
 def export_lines(

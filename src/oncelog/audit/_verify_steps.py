@@ -67,6 +67,8 @@ class StepsCheck:
             step.update(state=state_after(entry.event, data), result=result)
         elif entry.event == RETRY.event:  # a person's fresh set of attempts, same key
             step.update(state=state_after(entry.event, data), attempts=0, retry_at=None)
+        elif entry.event == "retries_resumed":  # a person's resume: the next attempt at once
+            step["retry_at"] = None
 
     def _intent(
         self, where: tuple[str, int], step: dict[str, Any] | None, data: dict[str, Any], at: float

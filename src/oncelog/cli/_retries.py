@@ -1,6 +1,7 @@
 """A person's way out of an effect that did not happen: a fresh set of attempts with the
-same key (``retry``), and the run driven on again from the step it stopped at after an
-outage (``redrive``). Both refuse what could perform an effect twice."""
+same key (``retry``), its retries paused and resumed (``retry --pause``, ``--resume``),
+and the run driven on again from the step it stopped at after an outage (``redrive``).
+All refuse what could perform an effect twice."""
 
 from __future__ import annotations
 
@@ -25,11 +26,31 @@ _FORCE = click.option(
 @_WHO
 @_WHY
 @_FORCE
+@click.option(
+    "--pause", is_flag=True, help="Pause the effect's retries: the run stops at its next attempt."
+)
+@click.option("--resume", is_flag=True, help="Resume paused retries, with the same key.")
 @db_option
-def retry(run_id: str, step_id: str, by: str, why: str, force: bool, db: str | None) -> None:
+def retry(
+    run_id: str, step_id: str, by: str, why: str, force: bool, pause: bool, resume: bool,
+    db: str | None,
+) -> None:  # fmt: skip
     """Give an effect whose retry policy ran out, or that the provider refused, a fresh set
     of attempts with the same idempotency key; the run goes on from it at its next start.
-    Refused for a step done, in doubt (resolve it) or abandoned (correct that)."""
+    Refused for a step done, in doubt (resolve it) or abandoned (correct that). --pause
+    stops its retries at the next attempt (the run halts until --resume); --resume lets
+    them go on, with the same key."""
+    if pause or resume:
+        if (pause and resume) or force:
+            raise click.UsageError("give one of --pause and --resume, without --force")
+        with opened(db, create=False) as ledger:
+            step = ledger.pause_retries(run_id, step_id, by=by, why=why, resume=resume)
+            after = ledger.what_next(run_id)
+        done = "resumed: its next attempt goes on" if resume else "paused at its next attempt"
+        who = visible(by)
+        say(f"{visible(run_id)} {visible(step_id)}: retries {done}, key {step.key} (by {who})")
+        print_next(after)
+        return
     _retry(run_id, step_id, by, why, force, db)
 
 

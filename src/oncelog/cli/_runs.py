@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 import oncelog
-from oncelog.display import oncelog_command, resolve_command, visible
+from oncelog.display import DECISIONS, decide_commands, oncelog_command, visible
 
 from ._options import db_option, emit, json_option, opened, print_next, say
 from ._show import SUBJECTS, run_row, shown, step_row, when
@@ -65,24 +65,13 @@ def unknown(db: str | None, as_json: bool) -> None:
         say(f"{visible(run_id)}: decided, not moved yet: {lines[0]}")
 
 
-# Each decision's command, as it pastes (with the person's name for NAME), and after a
-# shell comment, when it is the one to run.
-_DECISIONS = (
-    ("done", "--result '{}' --by NAME", "it happened: put the provider's answer in --result "
-     "(the agent gets it), or give --no-result"),
-    ("not_done", "--by NAME", "it did not happen: it is sent again, with the same key"),
-    ("abandon", "--by NAME", "give it up: the agent gets EffectAbandoned at this step"),
-)  # fmt: skip
-
-
 def decisions(step: oncelog.StepRecord, *, said: bool = True) -> list[str]:
     """The ``oncelog resolve`` command of each decision on ``step``'s attempt in doubt,
     with when to run it after ``#`` if ``said``."""
-    return [
-        resolve_command(step.run_id, step.step_id, step.attempts, then=then, options=options)
-        + (f"  # {why}" if said else "")
-        for then, options, why in _DECISIONS
-    ]
+    commands = decide_commands(step.run_id, step.step_id, step.attempts)
+    if not said:
+        return commands
+    return [f"{cmd}  # {why}" for cmd, (_, _, why) in zip(commands, DECISIONS, strict=True)]
 
 
 def _why_in_flight(doubt: oncelog.EffectInDoubt) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from typing import Literal
 
 from .._exceptions import (
@@ -34,12 +33,12 @@ from .._webhook import post_json
 from ..records._budgets import BudgetAlert
 from ..records._display import printable, visible
 from ..records._records import ApprovalStatus
+from ..records._value import Value, as_dict
 from ..stores._protocol import Store
 from ._alerts import AlertCallback
 
 
-@dataclass(frozen=True)
-class PersonNeeded:
+class PersonNeeded(Value):
     """A run stopped until a person decides, as handed to ``on_alert`` and posted to the
     ``alert_webhook``. ``id`` is the same for every notice about one decision."""
 
@@ -52,7 +51,7 @@ class PersonNeeded:
 
     def to_json(self) -> str:
         """As journalled and posted to a webhook."""
-        return json.dumps({**asdict(self), "event": "oncelog.person.needed"}, sort_keys=True)
+        return json.dumps({**as_dict(self), "event": "oncelog.person.needed"}, sort_keys=True)
 
 
 AnyAlertCallback = Callable[[BudgetAlert | PersonNeeded], None]

@@ -28,7 +28,7 @@ from oncelog import (
     RunHalted,
     exit_code_for,
 )
-from oncelog.display import oncelog_command, resolve_command
+from oncelog.display import decide_text, oncelog_command
 
 
 class Stop(enum.Enum):
@@ -65,13 +65,15 @@ def _command_for(exc: OnceLogError) -> str:
         run, step = [exc.run_id], [exc.step_id or "STEP_ID"]
     if isinstance(exc, AmbiguousOutcome):
         ask = f"look the key {exc.key} up at the provider, then " if exc.key else ""
-        return f"{ask}{resolve_command(run[0], step[0], exc.attempt)}"
+        return f"{ask}decide, one of: {decide_text(run[0], step[0], exc.attempt)}"
     if isinstance(exc, ApprovalRequired):
-        return f"{oncelog_command('approve', run + step, options='--by NAME')} (or oncelog deny)"
-    if isinstance(exc, RunHalted):
-        return "oncelog halts, then oncelog resume --run|--agent|--global --by NAME"
+        approve = oncelog_command("approve", run + step, options="--by NAME")
+        deny = oncelog_command("deny", run + step, options="--by NAME")
+        return f"{approve} (or, to refuse it: {deny})"
+    if isinstance(exc, RunHalted):  # its message names the switch and its ``resume``
+        return "clear the kill switch with the oncelog resume above (oncelog halts lists them)"
     if isinstance(exc, (BudgetExceeded, BudgetPaused)):
-        return f"{oncelog_command('budgets', run)}, then raise its budget"
+        return oncelog_command("budgets", run, options="--set LIMIT=NEW_LIMIT --by NAME")
     return oncelog_command("show", run)
 
 

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 from .._exceptions import (
     ArgumentDrift,
     ConfigurationError,
+    EffectRefused,
     NeedsPerson,
     OnceLogError,
     ReplayDivergence,
@@ -70,8 +71,10 @@ def run_main(
     With ``wait_for_person`` (seconds, or a ``timedelta``), a run that stops for a person
     (exit 3 or 4) is not given up: the process waits up to that long for the decision
     (``oncelog resolve``, ``approve``, ``deny``, a raised budget, a cleared kill switch)
-    and then calls ``agent`` again, which replays what is recorded and goes on. Without a
-    decision in time it exits with 3 or 4; SIGTERM while it waits exits with 75. A
+    and then calls ``agent`` again, which replays what is recorded and goes on. So does a
+    run that failed on an ``EffectRefused`` (the provider refused, or the retry policy ran
+    out): it waits for a person's ``oncelog retry`` or ``redrive``. Without a decision in
+    time it exits with 3, 4 or 1; SIGTERM while it waits exits with 75. A
     ``ReplayDivergence`` or ``ArgumentDrift`` (the code must change) exits at once."""
     patience = _seconds(wait_for_person)
     main.RUNNING[0] = True
@@ -80,7 +83,7 @@ def run_main(
     while True:
         try:
             agent()
-        except (NeedsPerson, WaitingForPerson) as exc:
+        except (NeedsPerson, WaitingForPerson, EffectRefused) as exc:
             if patience is None or isinstance(exc, NOT_DECIDED) or not _decided(exc, patience):
                 _exit_for(exc)
         except OnceLogError as exc:
@@ -89,7 +92,7 @@ def run_main(
             sys.exit(EXIT_COMPLETED)
 
 
-def _decided(stop: NeedsPerson | WaitingForPerson, patience: float) -> bool:
+def _decided(stop: NeedsPerson | WaitingForPerson | EffectRefused, patience: float) -> bool:
     """Wait for a person's decision on the run ``stop`` stopped; False if none came in
     time. Draining while waiting, or losing the ledger, exits at once."""
     print(f"oncelog: {explain(stop)}", file=sys.stderr)

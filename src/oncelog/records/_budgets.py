@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -24,13 +23,13 @@ from .. import _numbers as numbers
 from .._commands import oncelog_command
 from .._exceptions import BudgetExceeded, BudgetPaused, ConfigurationError
 from .._webhook import checked_url
+from ._value import Value, as_dict, field_names
 
 Policy = Literal["stop", "pause", "escalate"]
 POLICIES = ("stop", "pause", "escalate")
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Policy:
+class _Policy(Value, kw_only=True):
     """What to do at a limit, shared by run and agent budgets (keyword-only)."""
 
     on_exceed: Policy = "stop"
@@ -55,13 +54,11 @@ class _Policy:
 
     def limits(self) -> dict[str, float | None]:
         """The limits by name (None: unlimited), in seconds where they are times."""
-        policy = {f.name for f in fields(_Policy)}
-        return {
-            f.name: _seconds(getattr(self, f.name)) for f in fields(self) if f.name not in policy
-        }
+        policy = field_names(_Policy)
+        return {n: _seconds(getattr(self, n)) for n in field_names(self) if n not in policy}
 
     def to_json(self) -> str:
-        stored = asdict(self)
+        stored = as_dict(self)
         stored.update(self.limits())
         return json.dumps(stored, sort_keys=True, allow_nan=False)
 
@@ -81,7 +78,6 @@ def _seconds(value: Any) -> Any:
     return value.total_seconds() if isinstance(value, timedelta) else value
 
 
-@dataclass(frozen=True)
 class Budget(_Policy):
     """Limits for one run; ``None`` means no limit. ``wall_clock`` is in seconds (or a
     ``timedelta``) from the run's creation, not from the process start."""
@@ -97,7 +93,6 @@ class Budget(_Policy):
         return cls(**json.loads(text))
 
 
-@dataclass(frozen=True)
 class AgentBudget(_Policy):
     """Daily limits (midnight to midnight UTC) for an agent, across all of its runs: tool
     calls (effects), cost, irreversible actions. ``None`` means no limit."""
@@ -111,8 +106,7 @@ class AgentBudget(_Policy):
         return cls(**json.loads(text))
 
 
-@dataclass(frozen=True)
-class AgentBudgetSetting:
+class AgentBudgetSetting(Value):
     """An agent's daily budget as it stands, with who set it and when."""
 
     agent: str
@@ -121,8 +115,7 @@ class AgentBudgetSetting:
     set_at: float
 
 
-@dataclass(frozen=True)
-class Usage:
+class Usage(Value):
     """What a run has recorded so far (refused steps excluded, steps in doubt included)."""
 
     steps: int
@@ -132,8 +125,7 @@ class Usage:
     irreversible: int
 
 
-@dataclass(frozen=True)
-class BudgetAlert:
+class BudgetAlert(Value):
     """A limit reached (``kind="exceeded"``) or nearly reached (``"warning"``), as handed
     to the ``on_budget_alert`` callback and posted to the budget's webhook."""
 
@@ -162,7 +154,7 @@ class BudgetAlert:
 
     def to_json(self) -> str:
         """As journalled and posted to a webhook."""
-        data = {**asdict(self), "event": f"oncelog.budget.{self.kind}", "message": self.message}
+        data = {**as_dict(self), "event": f"oncelog.budget.{self.kind}", "message": self.message}
         return json.dumps(data, sort_keys=True)
 
 

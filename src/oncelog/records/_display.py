@@ -8,28 +8,28 @@ import re
 from typing import Any
 
 from .._commands import oncelog_command
-from .._exceptions import resolve_command
+from .._exceptions import DECISIONS, decide_commands, decide_text, resolve_command
 
 __all__ = [
-    "MASK", "escape_invisible", "exact_json", "oncelog_command", "printable", "redact",
-    "resolve_command", "visible",
+    "DECISIONS", "MASK", "decide_commands", "decide_text", "escape_invisible", "exact_json",
+    "oncelog_command", "printable", "redact", "resolve_command", "visible",
 ]  # fmt: skip
 
-# Keys whose text values are never shown. ``token`` as a word only: ``access_token`` and
-# ``accessToken`` are credentials, ``prompt_tokens`` and ``max_tokens`` are counts.
-SECRET_KEY = re.compile(
-    r"password|passwd|secret|api[_-]?key|authorization|cookie|card|cvc|cvv|"
-    r"token(?![a-z])|credential|private[_-]?key",
-    re.I,
+# The patterns are compiled when first used (``re``'s own cache), not when a ledger is
+# opened: most processes never show a value. Keys whose text values are never shown.
+# ``token`` as a word only: ``access_token`` and ``accessToken`` are credentials,
+# ``prompt_tokens`` and ``max_tokens`` are counts.
+SECRET_KEY = (
+    r"(?i)password|passwd|secret|api[_-]?key|authorization|cookie|card|cvc|cvv|"
+    r"token(?![a-z])|credential|private[_-]?key"
 )
 # Text that is a credential whatever key it is under.
-CREDENTIAL = re.compile(
-    r"^\s*(?:(?:bearer|basic)\s+\S{8,}|(?:sk|rk|pk)_(?:live|test)_\w{8,}|gh[pousr]_\w{20,}"
+CREDENTIAL = (
+    r"(?i)^\s*(?:(?:bearer|basic)\s+\S{8,}|(?:sk|rk|pk)_(?:live|test)_\w{8,}|gh[pousr]_\w{20,}"
     r"|xox[abpr]-[\w-]{10,}|AKIA[0-9A-Z]{16}|eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*"
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----)",
-    re.I,
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----)"
 )
-CARD_NUMBER = re.compile(r"^\d(?:[ -]?\d){12,18}$")
+CARD_NUMBER = r"^\d(?:[ -]?\d){12,18}$"
 MASK = "••••••"
 
 
@@ -43,9 +43,9 @@ def redact(value: Any, key: str = "") -> Any:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         return value
     text = str(value)
-    if (key and SECRET_KEY.search(key)) or _is_card_number(text):
+    if (key and re.search(SECRET_KEY, key)) or _is_card_number(text):
         return MASK
-    return MASK if isinstance(value, str) and CREDENTIAL.match(text) else value
+    return MASK if isinstance(value, str) and re.match(CREDENTIAL, text) else value
 
 
 def visible(text: str) -> str:
@@ -99,7 +99,7 @@ def _u(char: str) -> str:
 
 def _is_card_number(text: str) -> bool:
     """Digits a payment card number could be: 13 to 19 of them, passing the Luhn check."""
-    if not CARD_NUMBER.match(text):
+    if not re.match(CARD_NUMBER, text):
         return False
     digits = [int(d) for d in text if d.isdigit()][::-1]
     total = sum(d if i % 2 == 0 else (d * 2 - 9 if d > 4 else d * 2) for i, d in enumerate(digits))

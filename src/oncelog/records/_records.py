@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import enum
 import operator
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .._exceptions import CorruptRecord
 from ._budgets import Budget
 from ._no_result import NO_RESULT
 from ._serialization import decode
+from ._value import Value
 
 # ``.value`` as a plain property over the member's stored value: on Python 3.11 an enum's
 # own ``value`` runs two Python frames (``enum.property.__get__``, then its getter), and
@@ -75,8 +75,7 @@ class Resolution(str, enum.Enum):
     ABANDON = "abandon"
 
 
-@dataclass(frozen=True)
-class RunRecord:
+class RunRecord(Value):
     """A run as stored: its status, plan, lease and budget."""
 
     run_id: str
@@ -237,8 +236,7 @@ class SubjectClaim(NamedTuple):
     expires_at: float | None = None
 
 
-@dataclass(frozen=True)
-class JournalEntry:
+class JournalEntry(Value):
     """One record of a run's journal, with the hash that chains it to the one before."""
 
     id: int
@@ -251,8 +249,7 @@ class JournalEntry:
     hash: str | None = None  # None for records written before the chain (schema 7)
 
 
-@dataclass(frozen=True)
-class Checkpoint:
+class Checkpoint(Value):
     """A run's hash chain at a moment: ``entries`` records long, ending in ``head``,
     signed by the key ``key_id`` (base64 Ed25519 over ``_chain.checkpoint_payload``)."""
 
@@ -265,8 +262,7 @@ class Checkpoint:
     signature: str
 
 
-@dataclass(frozen=True)
-class Halt:
+class Halt(Value):
     """A kill switch, set by code or a person; cleared only by a named person."""
 
     id: int
@@ -284,8 +280,7 @@ class Halt:
         return self.cleared_at is None
 
 
-@dataclass(frozen=True)
-class Approval:
+class Approval(Value):
     """A request to run one effect with exactly these arguments, and a person's decision."""
 
     id: int
@@ -303,8 +298,7 @@ class Approval:
     used_at: float | None
 
 
-@dataclass(frozen=True)
-class HoldRecord:
+class HoldRecord(Value):
     """A resource a run holds, or held last. ``state``: ``held`` (its holder's lease
     runs), ``blocked`` (the lease is gone but an effect its holder began under it is in
     doubt), ``lapsed`` (neither: anyone may take it), ``free`` (released)."""

@@ -37,13 +37,14 @@ from .._exceptions import (
     PreflightConflict,
     PreflightUnanswered,
     ResultNotRecorded,
+    RetriesPaused,
     StepNotInPlan,
     SubjectBusy,
     SubjectDone,
     SubjectInDoubt,
+    decide_text,
     halted,
     in_doubt,
-    resolve_command,
 )
 from .._log import log
 from ..controls._alerts import AlertCallback, AlertSender
@@ -85,6 +86,7 @@ from ._subjects import subject_key, subject_text
 # times reading a global, and a live step reads a few.
 _EFFECT, _LLM, _RUN = StepType.EFFECT, StepType.LLM, Action.RUN
 _SETTLED = frozenset({StepState.DONE, StepState.FAILED, StepState.ABANDONED})
+_NOT_DONE = StepState.NOT_DONE
 _REPLAYS = frozenset(
     {Action.REPLAY, Action.REPLAY_UNRECORDED, Action.REPLAY_REFUSED, Action.REPLAY_ABANDONED}
 )
@@ -381,6 +383,18 @@ class Engine:
             drift_error=call.drift == "error",
         )
 
+    def _check_not_paused(self, record: StepRecord) -> None:
+        paused = self.store.retries_paused(self.run_id, record.seq)
+        if paused is not None:
+            resume = oncelog_command(
+                "retry", [self.run_id, record.step_id], options="--resume --by NAME --why WHY"
+            )
+            raise RetriesPaused(
+                f"the retries of {record.tool} {record.step_id!r} are {paused}; its next "
+                f"attempt waits for a person, who resumes them with: {resume}",
+                run_id=self.run_id, step_id=record.step_id, key=record.key,
+            )  # fmt: skip
+
     def _visit(
         self,
         seq: int,
@@ -401,6 +415,8 @@ class Engine:
                 if action is Action.DIVERGE:
                     raise divergence(record, step_id, call.tool, call.step_type)
                 return self._replay(action, record, call)
+            if record.state is _NOT_DONE and record.attempts:  # a retry: not while paused
+                self._check_not_paused(record)
         if situation is None:
             situation = self._situation(call, record)
         said: list[str] = []
@@ -408,6 +424,8 @@ class Engine:
             action = decide(situation)
             if action is Action.WAIT:
                 self.surroundings.sleep(situation.retry_wait)
+                if record is not None:  # paused while it waited: not attempted
+                    self._check_not_paused(record)
                 situation = self._situation(call, record)
             elif action is Action.ASK_PROBE:
                 assert record is not None
@@ -591,8 +609,8 @@ class Engine:
                 "finds its outcome",
                 SubjectInDoubt: f"is held by {where}, whose outcome is in doubt and whose run "
                 "no live process holds: restart that run (it probes, resends or halts as "
-                "for any effect in doubt) or decide: "
-                + resolve_command(holder.run_id, holder.step_id, None),
+                "for any effect in doubt) or decide, one of: "
+                + decide_text(holder.run_id, holder.step_id, None),
             }[error]
         return error(
             f"{step.tool} {step.step_id!r} was not sent: its subject {step.subject} {said}",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from ..records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
@@ -30,6 +29,7 @@ from ..records._records import (
     SubjectClaim,
 )
 from ..records._retention import LedgerSize, PruneBatch, PrunedRun
+from ..records._value import Value
 from ..signals import _drain as drain
 
 # What a commit survives (docs/guarantees.md): ``intent`` fsyncs intents and every other
@@ -38,8 +38,7 @@ from ..signals import _drain as drain
 DURABILITY = ("intent", "full", "process")
 
 
-@dataclass(frozen=True)
-class Lease:
+class Lease(Value):
     """Proof of ownership of a run: the fencing token grows with every takeover."""
 
     run_id: str
@@ -50,8 +49,7 @@ class Lease:
     budgeted: bool = False  # the run had a budget when this lease was taken
 
 
-@dataclass(frozen=True)
-class NewStep:
+class NewStep(Value):
     """Everything known about a step before it runs."""
 
     seq: int
@@ -83,8 +81,7 @@ class SubjectHeld(Exception):
         self.holder = holder
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(Value):
     """How an attempt ended, as written after its call."""
 
     state: StepState
@@ -457,7 +454,25 @@ class Store(Protocol):
         ``force`` overrode. Returns the step as it leaves it.
         Raises ``UnknownRun``, ``UnknownStep``; ``NotRetryable`` for a step done, in
         doubt or abandoned, or one the run went on past (a later step, or completed);
-        ``RunLeased`` as ``resolve``, unless ``force``."""
+        ``RunLeased`` as ``resolve``, unless ``force``. A pause of the step's retries
+        ends with it (journals ``retries_resumed``)."""
+        ...
+
+    def pause_retries(
+        self, run_id: str, step_id: str, *, paused: bool, by: str, why: str
+    ) -> StepRecord:
+        """A person pauses (``paused``) or resumes an effect's retries, in one
+        transaction holding the run's row: journals ``retries_paused`` or
+        ``retries_resumed`` with ``by`` and ``why``; a resume queues a run the pause halted
+        (``stopped_by`` ``RetriesPaused``, journals ``run_queued``) and is a decision a
+        waiting process sees. Raises ``UnknownRun``, ``UnknownStep``; ``NotRetryable`` for
+        a pause of a step that has no retries left to make (done, in doubt, abandoned) or
+        is paused already, and for a resume of one that is not paused."""
+        ...
+
+    def retries_paused(self, run_id: str, seq: int) -> str | None:
+        """Who paused the retries of the step at ``seq`` and why, while they are paused;
+        else None (a read)."""
         ...
 
     def set_result_contract(self, tool: str, contract_json: str) -> None:
@@ -604,10 +619,11 @@ class Store(Protocol):
     # -- waiting for a person -----------------------------------------------------------
 
     def awaiting_person(self, run_id: str) -> bool:
-        """True while the run is ``halted`` or ``waiting`` and no person's decision that
-        could let it go on (a resolution, an approval or denial, a budget set, a kill
-        switch cleared, the run queued again) is journalled since its lease was last
-        taken (a read). ``UnknownRun`` if there is no such run."""
+        """True while the run is ``halted``, ``waiting`` or ``failed`` and no person's
+        decision that could let it go on (a resolution, an approval or denial, a budget
+        set, a kill switch cleared, the run queued again by a retry or redrive) is
+        journalled since its lease was last taken (a read). ``UnknownRun`` if there is no
+        such run."""
         ...
 
     def decisions(self) -> AbstractContextManager[DecisionFeed]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from json.encoder import encode_basestring as quote  # the C escaper json.dumps uses
 from typing import Any
 
@@ -12,6 +11,7 @@ from ..records._budgets import AgentBudget, Budget, BudgetAlert, Usage, check, r
 from ..records._chain import checkpoint_payload
 from ..records._records import Checkpoint, JournalEntry, Resolution, RunRecord
 from ..records._serialization import decode, encode
+from ..records._value import as_dict
 from ._protocol import Lease, NewStep, Outcome
 from ._rows import journal_json, number, text
 
@@ -207,7 +207,7 @@ def check_run_budget(
     used = Usage(used.steps + new, used.tokens, used.cost + step.cost, used.wall_clock,
                  used.irreversible + int(step.irreversible and new))  # fmt: skip
     over, warnings = check(
-        budget, asdict(used), scope="run", target=run_id, run_id=run_id, step_id=step.step_id
+        budget, as_dict(used), scope="run", target=run_id, run_id=run_id, step_id=step.step_id
     )
     if over is not None:
         raise refusal(over, step.key)

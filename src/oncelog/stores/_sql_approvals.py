@@ -14,12 +14,12 @@ Each function runs inside a transaction its caller opened, holding the run's row
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from .._exceptions import ApprovalRequired, CorruptRecord, UnknownApproval
 from ..records._records import Approval, ApprovalStatus
 from ..records._serialization import decode, digest
+from ..records._value import replace
 from . import _sql_names as names
 from ._protocol import Lease, NewStep
 from ._rows import APPROVAL_COLUMNS, approval_record, journal_json, number

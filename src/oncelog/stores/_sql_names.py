@@ -4,8 +4,6 @@ they meant instead of a bare "not found"."""
 
 from __future__ import annotations
 
-import difflib
-
 from .._exceptions import UnknownRun
 from ._sql import Tx
 
@@ -17,6 +15,8 @@ _LISTED = 3
 
 def nearest(name: str, among: list[str]) -> list[str]:
     """Up to three of ``among`` closest to ``name``, closest first."""
+    import difflib  # only when an id is unknown
+
     return difflib.get_close_matches(name, among, n=_LISTED, cutoff=0.6)
 
 

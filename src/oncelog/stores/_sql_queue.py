@@ -24,7 +24,7 @@ AFTER_HALT_CLEARED = ("RunHalted",)
 # The journal events of a person's decisions that may let a stopped run go on.
 DECISIONS = (
     "resolved", "approval_approved", "approval_denied", "budget_set", "agent_budget_set",
-    "halt_cleared", "run_queued",
+    "halt_cleared", "run_queued", "retries_resumed",
 )  # fmt: skip
 # How many runnable rows one claim looks at before giving up for this round.
 CLAIM_WINDOW = 64
@@ -141,7 +141,9 @@ def awaiting_person(tx: Tx, run_id: str) -> bool:
     row = tx.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     if row is None:
         raise names.unknown_run(tx, run_id)
-    if row[0] not in ("halted", "waiting"):
+    # A failed run waits for a person's retry or redrive, which queue it again (a status
+    # of its own: ``run_queued`` is journalled with it).
+    if row[0] not in ("halted", "waiting", "failed"):
         return False
     decided = tx.execute(
         f"SELECT 1 FROM journal WHERE run_id IN (?, '') AND event IN {in_list(DECISIONS)} "

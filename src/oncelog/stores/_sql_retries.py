@@ -6,8 +6,9 @@ at its next start, the steps before it kept."""
 
 from __future__ import annotations
 
-from .._exceptions import NotRetryable, resolve_command
+from .._exceptions import NotRetryable, decide_text, resolve_command
 from ..records._records import StepRecord, StepState
+from ..records._serialization import decode
 from ..records._transitions import IN_DOUBT, RETRY
 from . import _sql_names as names
 from . import _sql_resolutions as resolutions
@@ -43,6 +44,8 @@ def retry(
         journal_json(by=quoted(by), why=quoted(why), was=quoted(step.state.value),
                      attempts=number(step.attempts), overrode=quoted(overridden)),
     )  # fmt: skip
+    if paused_by(tx, run_id, step.seq) is not None:  # a retry says go: the pause ends
+        append(tx, run_id, step.seq, RESUMED, journal_json(by=quoted(by), why=quoted(why)))
     # A run that ended on the refusal is queued again, so a worker (or a restart) takes
     # it; one still running or stopped otherwise keeps its status.
     queued = tx.execute(
@@ -67,7 +70,7 @@ def _check_retryable(tx: Tx, step: StepRecord) -> None:
         why = (
             f"{q} is in doubt ({step.state.value}): it may have happened, and a retry "
             "would send it again. Look it up at the provider (key "
-            f"{step.key}), then decide: {resolve_command(run, step.step_id, step.attempts)}"
+            f"{step.key}), then decide, one of: {decide_text(run, step.step_id, step.attempts)}"
         )
     elif step.state is StepState.DONE:
         why = (
@@ -94,3 +97,60 @@ def _check_retryable(tx: Tx, step: StepRecord) -> None:
     else:
         return
     raise NotRetryable(why, run_id=run, step_id=step.step_id, key=step.key)
+
+
+# The journal records of a person pausing and resuming an effect's retries: the latest of
+# them for a step says whether its next attempt may be made.
+PAUSED, RESUMED = "retries_paused", "retries_resumed"
+
+
+def pause(tx: Tx, run_id: str, step_id: str, *, paused: bool, by: str, why: str) -> StepRecord:
+    """``Store.pause_retries``: journal a pause (or its end) of the step's retries, holding
+    the run's row. A pause is taken by a step that may be attempted again (``not_done``
+    or ``failed``); its end by a paused one, which clears the wait before its next attempt
+    and queues the run again if the pause halted it, so a worker, a restart or an agent
+    waiting in place goes on at once with the same key."""
+    if not lock_run(tx, run_id):
+        raise names.unknown_run(tx, run_id)
+    step = resolutions.find_step(tx, run_id, step_id)
+    now = paused_by(tx, run_id, step.seq)
+    q = f"step {step.step_id!r} of run {run_id}"
+    if paused and now is not None:
+        raise NotRetryable(f"{q}: its retries are paused already ({now})",
+                           run_id=run_id, step_id=step.step_id, key=step.key)  # fmt: skip
+    if not paused and now is None:
+        raise NotRetryable(f"{q}: its retries are not paused", run_id=run_id,
+                           step_id=step.step_id, key=step.key)  # fmt: skip
+    if paused and step.state not in RETRY.sources:
+        raise NotRetryable(
+            f"{q} is {step.state.value}: only an effect that did not happen (not_done, "
+            "failed) has retries to pause", run_id=run_id, step_id=step.step_id, key=step.key,
+        )  # fmt: skip
+    append(tx, run_id, step.seq, PAUSED if paused else RESUMED,
+           journal_json(by=quoted(by), why=quoted(why)))  # fmt: skip
+    if not paused:  # the next attempt is made at once, without the rest of its wait
+        tx.execute("UPDATE steps SET retry_at = NULL WHERE run_id = ? AND seq = ?",
+                   (run_id, step.seq))  # fmt: skip
+        queued = tx.execute(
+            f"UPDATE runs SET status = 'queued', reason = NULL, stopped_by = NULL, "
+            f"updated_at = {NOW} WHERE run_id = ? AND status = 'halted' "
+            "AND stopped_by = 'RetriesPaused' RETURNING run_id",
+            (run_id,),
+        ).fetchone()
+        tx.announce_decision(run_id)
+        if queued is not None:
+            append(tx, run_id, None, "run_queued", journal_json(by=quoted(by)))
+    return step
+
+
+def paused_by(tx: Tx, run_id: str, seq: int) -> str | None:
+    """Who paused the step's retries and why, while they are paused; else None."""
+    row = tx.execute(
+        "SELECT event, data FROM journal WHERE run_id = ? AND seq = ? AND event IN (?, ?) "
+        "ORDER BY id DESC LIMIT 1",
+        (run_id, seq, PAUSED, RESUMED),
+    ).fetchone()
+    if row is None or row[0] != PAUSED:
+        return None
+    data = decode(row[1])
+    return f"paused by {data.get('by')}: {data.get('why')}"

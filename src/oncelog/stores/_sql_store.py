@@ -407,6 +407,16 @@ class SQLStore(StepWrites):
                 tx, run_id, step_id, by=by, why=why, force=force, gone=owner_is_dead
             )
 
+    def pause_retries(
+        self, run_id: str, step_id: str, *, paused: bool, by: str, why: str
+    ) -> StepRecord:
+        with self._tx() as tx:
+            return retries.pause(tx, run_id, step_id, paused=paused, by=by, why=why)
+
+    def retries_paused(self, run_id: str, seq: int) -> str | None:
+        with self._reading() as tx:
+            return retries.paused_by(tx, run_id, seq)
+
     def set_result_contract(self, tool: str, contract_json: str) -> None:
         with self._tx() as tx:
             contracts.declare(tx, tool, contract_json)
