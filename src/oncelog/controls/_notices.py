@@ -10,6 +10,12 @@ between the two, or a delivery that failed, delivers it again at the next stop (
 that waits for the decision tries again every ``REDELIVER_EVERY`` seconds), so it is
 delivered at least once, and a receiver that must page exactly once deduplicates by
 ``id``. Budget stops keep their budget alerts and send no notice.
+
+A notice carries what the person must see to decide: the effect's tool, its recorded
+arguments (declared secrets are keyed hashes already; credentials nobody declared are
+masked as every surface masks them), its key, why it stopped, where to look it up at the
+provider (the tool's ``evidence_url``), and, once the ledger knows its console
+(``notify_console_url``), one signed link per decision (``_links.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from .._exceptions import (
     AmbiguousOutcome,
@@ -32,10 +38,12 @@ from .._exceptions import (
 from .._log import log
 from .._webhook import post_json
 from ..records._budgets import BudgetAlert
-from ..records._display import printable, visible
-from ..records._records import ApprovalStatus
+from ..records._display import printable, redact, visible
+from ..records._evidence_url import fill
+from ..records._records import ApprovalStatus, HaltScope
 from ..stores._protocol import Store
 from ._alerts import AlertCallback
+from ._links import LinkSigner
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,13 @@ class PersonNeeded:
     run_id: str
     step_id: str | None
     message: str
+    tool: str | None = None  # the effect's tool, if a step stopped it
+    key: str | None = None  # its idempotency key
+    args: Any = None  # its recorded arguments, credentials masked
+    attempt: int | None = None  # the attempt in doubt, or the approval request's id
+    reason: str | None = None  # why its outcome is unknown, as recorded
+    evidence_url: str | None = None  # where to look it up at the provider
+    links: dict[str, str] | None = None  # decision -> signed console link
 
     def to_json(self) -> str:
         """As journalled and posted to a webhook."""
@@ -62,11 +77,17 @@ class Notices:
     """The ledger's channel to people: its ``on_alert`` callback and ``alert_webhook``."""
 
     def __init__(
-        self, store: Store, callback: AnyAlertCallback | None, webhook: str | None
+        self,
+        store: Store,
+        callback: AnyAlertCallback | None,
+        webhook: str | None,
+        signer: LinkSigner | None = None,
     ) -> None:
         self.store = store
         self.callback = callback
         self.webhook = webhook
+        self.signer = signer
+        self.evidence: dict[str, str] = {}  # tool -> its evidence_url, as runs use them
         self._undelivered: dict[str, PersonNeeded] = {}  # by id: tried again by redeliver
 
     def budget_callback(self, on_budget_alert: AlertCallback | None) -> AlertCallback | None:
@@ -87,10 +108,11 @@ class Notices:
         if not isinstance(exc, (NeedsPerson, WaitingForPerson)) or isinstance(exc, _OverBudget):
             return
         try:
+            identity = self._identify(exc, run_id, agent)
             notice = PersonNeeded(
-                self._identify(exc, run_id, agent),
-                "halted" if isinstance(exc, NeedsPerson) else "waiting",
+                identity, "halted" if isinstance(exc, NeedsPerson) else "waiting",
                 type(exc).__name__, run_id, exc.step_id, exc.message,
+                **self._details(identity, run_id, exc.step_id),
             )  # fmt: skip
             if self.store.record_notice(run_id, notice.id, notice.to_json()):
                 self._deliver(notice)
@@ -100,7 +122,8 @@ class Notices:
     def moved_to(self, store: Store) -> Notices:
         """The same channel, and the notices still to deliver, over another store (the
         ledger was closed and its URL opened again)."""
-        moved = Notices(store, self.callback, self.webhook)
+        moved = Notices(store, self.callback, self.webhook, self.signer)
+        moved.evidence = self.evidence
         moved._undelivered = self._undelivered
         return moved
 
@@ -135,6 +158,54 @@ class Notices:
                     return f"unknown:{run_id}:{step}:{record.attempts}"
         return f"{type(exc).__name__}:{run_id}:{step}"
 
+    def _details(self, identity: str, run_id: str, step_id: str | None) -> dict[str, Any]:
+        """What the person must see of the thing ``identity`` names, and its links."""
+        what, _, rest = identity.partition(":")
+        if what == "halt":
+            # A link clears a run's own switch only: an agent's or the global one stops
+            # more than this run, and is cleared on purpose, at the halts page or the CLI.
+            halts = self.store.halts(active_only=True, limit=1000)
+            own = [h for h in halts if h.id == int(rest) and h.scope is HaltScope.RUN]
+            return {"links": self._links("resume", run_id, "", int(rest))} if own else {}
+        if what == "approval":
+            found = [a for a in self.store.approvals(ApprovalStatus.PENDING, 1000)
+                     if a.id == int(rest)]  # fmt: skip
+            if not found:
+                return {}
+            request = found[0]
+            details = self._step(run_id, request.step_id)
+            details.update(args=_masked(request.args_json), attempt=request.id)
+            details["links"] = self._links(
+                "approval", run_id, request.step_id, request.id, request.args_hash
+            )
+            return details
+        if what == "unknown":
+            details = self._step(run_id, step_id or "")
+            attempt = int(rest.rpartition(":")[2])
+            details["links"] = self._links("resolve", run_id, step_id or "", attempt)
+            return details
+        return self._step(run_id, step_id) if step_id else {}
+
+    def _step(self, run_id: str, step_id: str) -> dict[str, Any]:
+        for record in self.store.steps(run_id, 0, 1 << 30):
+            if record.step_id == step_id:
+                template = self.evidence.get(record.tool)
+                return {
+                    "tool": record.tool, "key": record.key, "args": _masked(record.args_json),
+                    "attempt": record.attempts, "reason": record.reason,
+                    "evidence_url": None if template is None
+                    else fill(template, record.key, run_id, step_id),
+                }  # fmt: skip
+        return {}
+
+    def _links(
+        self, action: Literal["resolve", "approval", "resume"], run_id: str, step_id: str,
+        number: int, args_hash: str = "",
+    ) -> dict[str, str] | None:  # fmt: skip
+        if self.signer is None:
+            return None
+        return self.signer.links(action, run_id, step_id, number, args_hash)
+
     def _deliver(self, notice: PersonNeeded) -> None:
         log.warning("run %s needs a person: %s", visible(notice.run_id), printable(notice.message))
         delivered = True
@@ -151,3 +222,10 @@ class Notices:
             return
         self._undelivered.pop(notice.id, None)
         self.store.confirm_notice(notice.run_id, notice.id)
+
+
+def _masked(args_json: str) -> Any:
+    try:
+        return redact(json.loads(args_json))
+    except ValueError:
+        return None

@@ -199,6 +199,8 @@ class _Steps:
                 innermost_token(self.run_id, spec.name)  # refused before it takes a position
             if spec.result_schema is not None:
                 self._ledger.declare_result(spec.name, spec.result_schema)
+            if spec.evidence_url is not None:  # for the notice, should this effect stop
+                self._ledger.notices.evidence[spec.name] = spec.evidence_url
             payload: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
         else:
             spec, fn = step_spec(tool, name), tool

@@ -15,6 +15,7 @@ from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 from .. import _numbers as numbers
 from .._exceptions import ConfigurationError, NoActiveRun
 from ..failures import Classifier
+from ..records._evidence_url import checked_evidence_url
 from ..records._redact import secret_positions
 from ._names import check_name
 from ._probes import Preflight, Probe
@@ -74,6 +75,7 @@ class ToolSpec:
     once_per: Callable[..., Any] | None = None  # the subject, from the call's arguments
     once_for: float | None = None  # seconds a done subject stays claimed (None: forever)
     repeat_error: bool = False  # a subject done by another step raises ``SubjectDone``
+    evidence_url: str | None = None  # where an effect is looked up at the provider
 
 
 class Caller(Protocol):
@@ -214,6 +216,7 @@ def tool(
     once_per: Callable[..., Any] | None = None,
     once_for: timedelta | float | None = None,
     repeat: RepeatPolicy = "replay",
+    evidence_url: str | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]:
     """Declare a tool. ``name`` defaults to the function's qualified name and is part
     of the idempotency key, so keep it stable. ``refusals`` are the exceptions that
@@ -245,7 +248,10 @@ def tool(
     effect acts on, its subject: the ledger lets one step of any run act on a subject;
     another run asking later gets that step's result without a call (``repeat="error"``:
     ``SubjectDone``), and the idempotency key derives from the subject. ``once_for``
-    frees a done subject after that long (default: never)."""
+    frees a done subject after that long (default: never). ``evidence_url`` is where a
+    person looks an effect up at the provider, a template of ``{key}`` (and ``{run}``,
+    ``{step}``), e.g. ``"https://dashboard.example/payments?key={key}"``: notices and the
+    console show it filled in."""
 
     try:
         kind = Kind(kind)
@@ -293,6 +299,7 @@ def tool(
         once_per=once_per,
         once_for=_subject_policy(once_per, once_for, repeat, window),
         repeat_error=repeat == "error",
+        evidence_url=None if evidence_url is None else checked_evidence_url(evidence_url),
     )
 
     def declare(fn: Callable[P, R]) -> Tool[P, R]:
