@@ -16,7 +16,10 @@ PACKAGE = Path(oncelog.__file__).parent
 # component under ``oncelog``; ``__init__`` is the package's own module (the public face).
 FLOORS: tuple[tuple[str, str], ...] = (
     ("surfaces", "cli console integrations queues probes showcases __main__"),
-    ("public face", "__init__ testing _fake_provider display metrics tracing sinks notices _worker"),
+    (
+        "public face",
+        "__init__ testing _fake_provider display metrics tracing sinks notices _worker",
+    ),
     ("facade", "_ledger _person_decisions _person_results _schema _next"),
     ("runtime", "runtime failures"),
     ("machinery", "controls process observe"),

@@ -6,7 +6,10 @@ button: pressing it decides nothing until the page's "Confirm" is clicked).
 ``slack_blocks(notice)`` is the body of a Slack incoming webhook (Block Kit ``section``
 and ``actions`` with ``button`` elements that have a ``url``); ``telegram_message(notice,
 chat_id=...)`` is the body of the Bot API's ``sendMessage`` (an ``inline_keyboard`` of
-``url`` buttons). Post them from ``on_alert`` (docs/notices.md has both recipes).
+``url`` buttons). ``posting(url, shape)`` is an ``on_alert`` callback that posts each
+notice in that shape, as the ledger's own webhook posts (one deadline, no redirect
+followed, the URL's token kept out of the logs); a failed post is tried again
+(docs/notices.md has both recipes).
 Everything shown comes from the ledger and is sent as plain text: Slack's ``mrkdwn`` and
 Telegram's parse modes are not used, so nothing an agent recorded becomes a mention or a
 link of its own.
@@ -15,11 +18,14 @@ link of its own.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
+from ._webhook import checked_url, post_json
 from .controls._notices import PersonNeeded
+from .records._budgets import BudgetAlert
 
-__all__ = ["slack_blocks", "summary", "telegram_message"]
+__all__ = ["posting", "slack_blocks", "summary", "telegram_message"]
 
 LABELS = {
     "done": "Done (it happened)",
@@ -89,3 +95,25 @@ def telegram_message(notice: PersonNeeded, *, chat_id: str | int) -> dict[str, A
             "inline_keyboard": [[{"text": label, "url": url}] for label, url in buttons]
         }
     return message
+
+
+class NotDelivered(Exception):
+    """A chat service did not take a notice: the ledger delivers it again later."""
+
+
+def posting(
+    url: str, shape: Callable[[PersonNeeded], dict[str, Any]]
+) -> Callable[[BudgetAlert | PersonNeeded], None]:
+    """An ``on_alert`` callback that POSTs each person-needed notice to ``url`` as
+    ``shape(notice)`` (``slack_blocks``, or ``functools.partial(telegram_message,
+    chat_id=...)``). Budget alerts are left to their own webhook. A post that fails
+    raises, so the notice stays undelivered and is sent again (docs/operations.md)."""
+    checked_url(url, "the chat webhook URL")
+
+    def post(alert: BudgetAlert | PersonNeeded) -> None:
+        if not isinstance(alert, PersonNeeded):
+            return
+        if not post_json(url, json.dumps(shape(alert)), alert.message):
+            raise NotDelivered(f"the notice {alert.id} was not delivered (logged)")
+
+    return post
