@@ -13,7 +13,7 @@ import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import pytest
 
@@ -323,3 +323,26 @@ def test_no_console_url_means_no_links(db_path: str) -> None:
     assert got[0].links is None
     assert got[0].key is not None
     assert not (Path(db_path).parent / "link-secret").exists()
+
+
+def test_every_surface_shows_the_evidence_url(db_path: str, notices: Notified) -> None:
+    ledger, got = notices
+    hostile = 'r"><script>alert(1)</script>'
+    halt_on_mail(ledger, run_id=hostile)
+    url = got[0].evidence_url or ""
+    assert "<" not in url
+    assert '"' not in url  # the run id is percent-encoded whole
+    assert f"look up:   {url}" in oncelog_cli(db_path, "show", hostile)
+    assert f"look up:   {url}" in oncelog_cli(db_path, "unknown")
+    [row] = json.loads(oncelog_cli(db_path, "unknown", "--json"))
+    assert row["evidence_url"] == url
+    steps = json.loads(oncelog_cli(db_path, "show", hostile, "--json"))["steps"]
+    assert steps[0]["evidence_url"] == url
+    escaped = url.replace("&", "&amp;")
+    with console_client(ledger) as person:
+        for page in ("/unknown", "/runs/" + quote(hostile, safe="")):
+            text = person.get(page).text
+            assert f'href="{escaped}"' in text, page
+            assert "<script>alert" not in text
+        link_page = person.get(path_of((got[0].links or {})["done"])).text
+        assert f'href="{escaped}"' in link_page

@@ -18,7 +18,8 @@ keyed hashes already), and ids as they are stored (``visible``).
 On a terminal or in a log, text from the ledger is printed through ``printable``, and a
 command for a person to paste is built by ``oncelog_command``, which quotes its ids for
 the shell. ``step_timings`` tells a step's time at its provider from its wait for a person
-or a restart, which are shown apart."""
+or a restart, which are shown apart. ``evidence_urls`` reads from a run's journal where
+each of its effects is looked up at the provider (``tool(evidence_url=...)``)."""
 
 from __future__ import annotations
 
@@ -32,9 +33,10 @@ from .records._display import (
     resolve_command,
     visible,
 )
+from .records._evidence_url import evidence_urls
 from .records._timings import StepTiming, step_timings
 
 __all__ = [
-    "MASK", "StepTiming", "escape_invisible", "exact_json", "oncelog_command", "printable",
-    "redact", "resolve_command", "step_timings", "visible",
+    "MASK", "StepTiming", "escape_invisible", "evidence_urls", "exact_json", "oncelog_command",
+    "printable", "redact", "resolve_command", "step_timings", "visible",
 ]  # fmt: skip

@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import oncelog
@@ -49,7 +50,9 @@ def send(to: str, *, idempotency_key: str) -> dict[str, Any]:
 
 
 def agent() -> None:
-    shapes = {"slack": slack_blocks, "telegram": functools.partial(telegram_message, chat_id=7)}
+    shapes: dict[str, Callable[[oncelog.PersonNeeded], dict[str, Any]]] = {
+        "slack": slack_blocks, "telegram": functools.partial(telegram_message, chat_id=7),
+    }  # fmt: skip
     shape = shapes.get(cfg.shape)
     with (
         oncelog.open(

@@ -32,6 +32,7 @@ from oncelog import (
     Resolution,
     UnknownName,
 )
+from oncelog.display import evidence_urls
 
 from ._actions import _result_of
 from ._forms import Form, FormError
@@ -133,9 +134,11 @@ def _look(ledger: Ledger, link: DecisionLink) -> tuple[dict[str, Any], Decided |
     if not steps:
         return {}, Decided(None, None, "no such step any more")
     step = steps[0]
-    shown: dict[str, Any] = {"tool": step.tool, "key": step.key, "args_json": step.args_json,
-               "reason": step.reason, "attempt": step.attempts,
-               "evidence_url": _evidence_url(ledger, link)}  # fmt: skip
+    evidence = evidence_urls(ledger.iter_journal(link.run_id)).get(link.step_id)
+    shown: dict[str, Any] = {
+        "tool": step.tool, "key": step.key, "args_json": step.args_json, "reason": step.reason,
+        "attempt": step.attempts, "evidence_url": evidence,
+    }  # fmt: skip
     in_doubt = any(
         (s.run_id, s.step_id) == (link.run_id, link.step_id) for s in ledger.in_doubt(limit=100_000)
     )
@@ -151,16 +154,6 @@ def _resolved_by(ledger: Ledger, link: DecisionLink, seq: int, state: str) -> De
         if entry.seq == seq and entry.event in ("resolved", "corrected"):
             last = Decided(entry.data.get("by"), entry.at, str(entry.data.get("resolution")))
     return last or Decided(None, None, f"the step is {state} now")
-
-
-def _evidence_url(ledger: Ledger, link: DecisionLink) -> str | None:
-    """The evidence URL the notice carried for the step, as journalled with it."""
-    found = None
-    for entry in ledger.iter_journal(link.run_id):
-        if entry.event == "person_needed" and entry.data.get("step_id") == link.step_id:
-            url = entry.data.get("evidence_url")
-            found = url if isinstance(url, str) else found
-    return found
 
 
 def _decide(ledger: Ledger, link: DecisionLink, form: Form) -> None:

@@ -12,11 +12,14 @@ put it.
 from __future__ import annotations
 
 import string
+from collections.abc import Iterable
 from urllib.parse import quote, urlsplit
 
 from .._exceptions import ConfigurationError
+from ._records import JournalEntry
 
 FIELDS = ("key", "run", "step")
+HTTP = ("http://", "https://")
 
 
 def checked_evidence_url(template: str) -> str:
@@ -54,3 +57,20 @@ def fill(template: str, key: str, run: str, step: str) -> str:
     return template.format(
         key=quote(key, safe=""), run=quote(run, safe=""), step=quote(step, safe="")
     )
+
+
+def evidence_urls(journal: Iterable[JournalEntry]) -> dict[str, str]:
+    """Each step's evidence URL, by step id, as a run's journal holds them: a run that
+    stopped for a person journals its notice, and the notice carries the URL filled in
+    (the declaration lives in the agent's code, which no other process reads). A step
+    that never stopped a run has none."""
+    found: dict[str, str] = {}
+    for entry in journal:
+        if entry.event != "person_needed":
+            continue
+        step, url = entry.data.get("step_id"), entry.data.get("evidence_url")
+        # Only a link a browser opens as a page: a journal written by anything else than
+        # a checked declaration never puts a ``javascript:`` URL on a page.
+        if isinstance(step, str) and isinstance(url, str) and url.startswith(HTTP):
+            found[step] = url
+    return found
