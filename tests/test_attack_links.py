@@ -346,3 +346,31 @@ def test_every_surface_shows_the_evidence_url(db_path: str, notices: Notified) -
             assert "<script>alert" not in text
         link_page = person.get(path_of((got[0].links or {})["done"])).text
         assert f'href="{escaped}"' in link_page
+
+
+def test_a_retry_link_for_a_refused_effect(db_path: str, notices: Notified) -> None:
+    ledger, got = notices
+
+    @ledger.tool(kind="create", name="send", refusals=(PermissionError,))
+    def send(to: str, *, idempotency_key: str) -> None:
+        raise PermissionError("the mail service refuses: quota exceeded")
+
+    with pytest.raises(oncelog.EffectRefused), ledger.run("r1") as run:
+        run.effect("mail", send, "a@example.com")
+    [notice] = got
+    assert (notice.kind, notice.error, notice.attempt) == ("failed", "EffectRefused", 1)
+    assert set(notice.links or {}) == {"retry"}
+    with console_client(ledger, login=False) as person:
+        status, page = confirm(person, (notice.links or {})["retry"],
+                               {"by": "dana", "note": "quota raised"})  # fmt: skip
+        assert status == 200, page
+        [step] = ledger.steps("r1")
+        assert (step.state, step.attempts) == (oncelog.StepState.NOT_DONE, 0)
+        assert ledger.get_run("r1").status is oncelog.RunStatus.QUEUED
+        [retried] = [e for e in ledger.journal("r1") if e.event == "retried"]
+        assert retried.data["by"] == "dana"
+        assert retried.data["why"].startswith("quota raised (through the notice's link ")
+        _, page, csrf = opened(person, (notice.links or {})["retry"])
+        assert csrf is None
+        assert "Already decided" in page
+        assert "dana" in page

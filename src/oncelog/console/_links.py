@@ -30,6 +30,8 @@ from oncelog import (
     LinkRefused,
     OnceLogError,
     Resolution,
+    RunStatus,
+    StepState,
     UnknownName,
 )
 from oncelog.display import evidence_urls
@@ -142,7 +144,12 @@ def _look(ledger: Ledger, link: DecisionLink) -> tuple[dict[str, Any], Decided |
     in_doubt = any(
         (s.run_id, s.step_id) == (link.run_id, link.step_id) for s in ledger.in_doubt(limit=100_000)
     )
-    if in_doubt and step.attempts == link.number:
+    if link.action == "retry":
+        refused = step.state in (StepState.FAILED, StepState.NOT_DONE)
+        ended = ledger.get_run(link.run_id).status is RunStatus.FAILED
+        if refused and ended and step.attempts == link.number:
+            return shown, None
+    elif in_doubt and step.attempts == link.number:
         return shown, None
     return shown, _resolved_by(ledger, link, step.seq, step.state.value)
 
@@ -153,6 +160,8 @@ def _resolved_by(ledger: Ledger, link: DecisionLink, seq: int, state: str) -> De
     for entry in ledger.iter_journal(link.run_id):
         if entry.seq == seq and entry.event in ("resolved", "corrected"):
             last = Decided(entry.data.get("by"), entry.at, str(entry.data.get("resolution")))
+        elif entry.seq == seq and entry.event == "retried":
+            last = Decided(entry.data.get("by"), entry.at, "retried")
     return last or Decided(None, None, f"the step is {state} now")
 
 
@@ -174,6 +183,13 @@ def _decide(ledger: Ledger, link: DecisionLink, form: Form) -> None:
         if not halts:
             raise FormError("this kill switch is cleared already")
         ledger.clear_halt(by=by, run=link.run_id, note=note)
+        return
+    if link.action == "retry":
+        # Bound to the attempts the notice saw: a retry made since reset them.
+        steps = [s for s in ledger.steps(link.run_id) if s.step_id == link.step_id]
+        if not steps or steps[0].attempts != link.number:
+            raise FormError("this step was retried already: open the link again to see by whom")
+        ledger.retry(link.run_id, link.step_id, by=by, why=note)
         return
     resolution = Resolution(form.choice("resolution", tuple(r.value for r in Resolution)))
     ledger.resolve(

@@ -2,7 +2,8 @@
 from it, in the console, without looking anything up.
 
 A link names one decision on one thing as the notice saw it: the attempt of an effect in
-doubt, the approval request (its id and arguments hash), the kill switch (its id). It is
+doubt, the approval request (its id and arguments hash), the kill switch (its id), the
+attempts of an effect that was refused or whose retry policy ran out. It is
 ``{console}/link/{token}``, the token being the decision's claims as URL-safe base64 JSON
 and an HMAC-SHA256 of them under the link secret, which the notifying agent and the
 console share (``$ONCELOG_LINK_SECRET``, else a file next to a SQLite ledger, made 0600).
@@ -40,12 +41,13 @@ MIN_SECRET_CHARS = 32
 DEFAULT_TTL = 3600.0  # seconds: a page at 3 a.m. is acted on within the hour, or by the CLI
 MAX_TOKEN_CHARS = 4096
 
-Action = Literal["resolve", "approval", "resume"]
+Action = Literal["resolve", "approval", "resume", "retry"]
 # What each action may decide: the choice the page opens with.
 CHOICES: dict[str, tuple[str, ...]] = {
     "resolve": ("done", "not_done", "abandon"),
     "approval": ("approve", "deny"),
     "resume": ("resume",),
+    "retry": ("retry",),
 }
 
 
@@ -145,6 +147,8 @@ def command_for(link: DecisionLink) -> str:
             link.choice, [link.run_id, link.step_id],
             options=f"--by NAME --request {link.number}",
         )  # fmt: skip
+    if link.action == "retry":
+        return oncelog_command("retry", [link.run_id, link.step_id], options="--by NAME --why TEXT")
     return oncelog_command("resume", options=f"{option('--run', link.run_id)} --by NAME")
 
 

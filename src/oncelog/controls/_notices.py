@@ -28,6 +28,7 @@ from typing import Any, Literal
 from .._exceptions import (
     AmbiguousOutcome,
     ApprovalRequired,
+    EffectRefused,
     NeedsPerson,
     OnceLogError,
     PreflightConflict,
@@ -52,7 +53,7 @@ class PersonNeeded:
     ``alert_webhook``. ``id`` is the same for every notice about one decision."""
 
     id: str
-    kind: Literal["halted", "waiting"]  # exit 3 or exit 4
+    kind: Literal["halted", "waiting", "failed"]  # exit 3, exit 4, or a refusal's exit 1
     error: str  # what stopped it: AmbiguousOutcome, RunHalted, ApprovalRequired...
     run_id: str
     step_id: str | None
@@ -105,12 +106,18 @@ class Notices:
     def stopped(self, exc: BaseException | None, run_id: str, agent: str | None) -> None:
         """If ``exc`` stopped the run for a person, tell them (once). Never raises: the
         run's own course does not depend on anyone receiving the notice."""
-        if not isinstance(exc, (NeedsPerson, WaitingForPerson)) or isinstance(exc, _OverBudget):
+        if not isinstance(exc, (NeedsPerson, WaitingForPerson, EffectRefused)):
+            return
+        if isinstance(exc, _OverBudget):
             return
         try:
             identity = self._identify(exc, run_id, agent)
+            kind: Literal["halted", "waiting", "failed"] = (
+                "halted" if isinstance(exc, NeedsPerson)
+                else "failed" if isinstance(exc, EffectRefused) else "waiting"
+            )  # fmt: skip
             notice = PersonNeeded(
-                identity, "halted" if isinstance(exc, NeedsPerson) else "waiting",
+                identity, kind,
                 type(exc).__name__, run_id, exc.step_id, exc.message,
                 **self._details(identity, run_id, exc.step_id),
             )  # fmt: skip
@@ -150,6 +157,10 @@ class Notices:
             for approval in self.store.approvals(ApprovalStatus.PENDING, 1000):
                 if (approval.run_id, approval.step_id) == (run_id, step):
                     return f"approval:{approval.id}"
+        elif isinstance(exc, EffectRefused):
+            for record in self.store.steps(run_id, 0, 1 << 30):
+                if record.step_id == step:
+                    return f"refused:{run_id}:{step}:{record.attempts}"
         elif isinstance(exc, (AmbiguousOutcome, PreflightConflict)):
             # A conflict marks its attempt unknown, as a crash does: one decision for
             # both, and the attempt makes the conflict after a person's not_done new.
@@ -179,10 +190,11 @@ class Notices:
                 "approval", run_id, request.step_id, request.id, request.args_hash
             )
             return details
-        if what == "unknown":
+        if what in ("unknown", "refused"):
             details = self._step(run_id, step_id or "")
             attempt = int(rest.rpartition(":")[2])
-            details["links"] = self._links("resolve", run_id, step_id or "", attempt)
+            action: Literal["resolve", "retry"] = "resolve" if what == "unknown" else "retry"
+            details["links"] = self._links(action, run_id, step_id or "", attempt)
             return details
         return self._step(run_id, step_id) if step_id else {}
 
@@ -199,7 +211,7 @@ class Notices:
         return {}
 
     def _links(
-        self, action: Literal["resolve", "approval", "resume"], run_id: str, step_id: str,
+        self, action: Literal["resolve", "approval", "resume", "retry"], run_id: str, step_id: str,
         number: int, args_hash: str = "",
     ) -> dict[str, str] | None:  # fmt: skip
         if self.signer is None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeVar, ca
 
 from .._commands import option
 from .._exceptions import (
+    EffectRefused,
     LeaseLost,
     NeedsPerson,
     NotATool,
@@ -322,6 +323,9 @@ class _Steps:
         if isinstance(exc, (NeedsPerson, WaitingForPerson)):
             # Whoever catches the stop (``run_main``) may wait for the decision with it.
             exc.wait_for_decision = functools.partial(self._ledger.waiter.after_stop, self.run_id)
+            self._ledger.notices.stopped(exc, self.run_id, engine.lease.agent)
+        elif isinstance(exc, EffectRefused) and status is _FAILED:
+            # Ended on an effect that did not happen: only a person's retry moves it.
             self._ledger.notices.stopped(exc, self.run_id, engine.lease.agent)
         self._sign_chain()
         if escapes is not None:
