@@ -374,3 +374,18 @@ def test_a_retry_link_for_a_refused_effect(db_path: str, notices: Notified) -> N
         assert csrf is None
         assert "Already decided" in page
         assert "dana" in page
+
+
+def test_the_journal_keeps_no_link(db_path: str, notices: Notified) -> None:
+    """A link is a capability; the journal is exported and shipped: it keeps the notice
+    without its links."""
+    ledger, got = notices
+    halt_on_mail(ledger)
+    assert got[0].links
+    journal = json.dumps([e.data for e in ledger.journal("r1")])
+    assert "/link/" not in journal
+    for url in (got[0].links or {}).values():
+        assert url.rpartition("/")[2][:40] not in journal
+    [needed] = [e for e in ledger.journal("r1") if e.event == "person_needed"]
+    assert needed.data["links"] is None
+    assert needed.data["evidence_url"] == got[0].evidence_url

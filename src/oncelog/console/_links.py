@@ -60,9 +60,11 @@ async def link_page(request: Request) -> Response:
     console = console_of(request)
     token = request.path_params["token"]
     try:
-        link = console.ledger.check_link(token)
+        link = await run_in_threadpool(console.ledger.check_link, token)
     except LinkRefused as exc:
         return _render(request, console, {"refused": str(exc), "command": exc.command}, 410)
+    except OnceLogError as exc:  # no link secret here (a PostgreSQL ledger without one)
+        return _render(request, console, {"refused": str(exc).rstrip(".")}, 503)
     csrf = _csrf(console, link)
     if request.method == "GET":
         context = await run_in_threadpool(_state, console.ledger, link)

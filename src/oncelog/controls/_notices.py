@@ -67,8 +67,15 @@ class PersonNeeded:
     links: dict[str, str] | None = None  # decision -> signed console link
 
     def to_json(self) -> str:
-        """As journalled and posted to a webhook."""
+        """As posted to a webhook."""
         return json.dumps({**asdict(self), "event": "oncelog.person.needed"}, sort_keys=True)
+
+    def journalled(self) -> str:
+        """As journalled: without its links. Each is a capability for one decision, and a
+        journal is read, exported and shipped far wider than the channel that pages."""
+        return json.dumps(
+            {**asdict(self), "links": None, "event": "oncelog.person.needed"}, sort_keys=True
+        )
 
 
 AnyAlertCallback = Callable[[BudgetAlert | PersonNeeded], None]
@@ -121,7 +128,7 @@ class Notices:
                 type(exc).__name__, run_id, exc.step_id, exc.message,
                 **self._details(identity, run_id, exc.step_id),
             )  # fmt: skip
-            if self.store.record_notice(run_id, notice.id, notice.to_json()):
+            if self.store.record_notice(run_id, notice.id, notice.journalled()):
                 self._deliver(notice)
         except OnceLogError as exc_store:
             log.warning("the notice that run %s needs a person failed: %s", run_id, exc_store)
@@ -139,7 +146,7 @@ class Notices:
         waits for a person calls it now and then: it has no next stop to try them at)."""
         for notice in list(self._undelivered.values()):
             try:
-                if self.store.record_notice(notice.run_id, notice.id, notice.to_json()):
+                if self.store.record_notice(notice.run_id, notice.id, notice.journalled()):
                     self._deliver(notice)
                 else:
                     self._undelivered.pop(notice.id, None)  # another process delivered it
