@@ -19,8 +19,6 @@ from ._webhook import checked_url
 from .audit import _pages as pages
 from .audit._export import export_lines
 from .controls._alerts import AlertCallback
-from .controls._links import DEFAULT_TTL as DEFAULT_LINK_TTL
-from .controls._links import DecisionLink, LinkSigner, link_secret
 from .controls._notices import AnyAlertCallback, Notices
 from .controls._waiting import Waiter
 from .process import _leases as leases
@@ -56,6 +54,7 @@ if TYPE_CHECKING:
     from .audit._prune_archive import ArchiveReport
     from .audit._signing import Signer
     from .audit._verify import Report
+    from .controls._links import DecisionLink, LinkSigner
     from .records._retention import LedgerSize
 
 
@@ -314,6 +313,8 @@ class Ledger(PersonDecisions):
         damaged or expired), checked with this ledger's link secret: what the console
         does with a link before it shows its page. Whether the decision is still open
         is for the ledger's records to say."""
+        from .controls._links import LinkSigner, link_secret  # only where links are used
+
         checker = self.notices.signer or LinkSigner(link_secret(self.url), "")
         return checker.check(token)
 
@@ -486,7 +487,7 @@ def open(
     alert_webhook: str | None = None,
     store_timeout: float | None = None,
     notify_console_url: str | None = None,
-    link_ttl: timedelta | float = DEFAULT_LINK_TTL,
+    link_ttl: timedelta | float = 3600.0,
 ) -> Ledger:
     """Open the ledger at ``url``: a SQLite path or ``sqlite:///`` URL; by default
     ``$ONCELOG_URL``, else ``./.oncelog/ledger.db``. A new ledger is created there unless
@@ -554,6 +555,8 @@ def _link_signer(given: str | None, ttl: timedelta | float, ledger_url: str) -> 
     console = given or os.environ.get("ONCELOG_CONSOLE_URL") or None
     if console is None:
         return None
+    from .controls._links import LinkSigner, link_secret  # only where links are used
+
     setting = "notify_console_url" if given else "$ONCELOG_CONSOLE_URL"
     seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
     numbers.seconds(seconds, "link_ttl")

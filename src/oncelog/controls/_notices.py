@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._exceptions import (
     AmbiguousOutcome,
@@ -44,7 +44,9 @@ from ..records._evidence_url import fill
 from ..records._records import ApprovalStatus, HaltScope
 from ..stores._protocol import Store
 from ._alerts import AlertCallback
-from ._links import LinkSigner
+
+if TYPE_CHECKING:
+    from ._links import LinkSigner
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,13 @@ put it.
 
 from __future__ import annotations
 
-import string
 from collections.abc import Iterable
-from urllib.parse import quote, urlsplit
+from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigurationError
-from ._records import JournalEntry
+
+if TYPE_CHECKING:
+    from ._records import JournalEntry
 
 FIELDS = ("key", "run", "step")
 HTTP = ("http://", "https://")
@@ -24,6 +25,10 @@ HTTP = ("http://", "https://")
 
 def checked_evidence_url(template: str) -> str:
     """``template`` if it is fit to declare, else ``ConfigurationError`` saying why."""
+    # Imported here, as every URL module is: most agents declare no evidence URL.
+    import string
+    from urllib.parse import urlsplit
+
     if not isinstance(template, str):
         raise ConfigurationError(f"evidence_url must be a str, not {type(template).__name__}")
     try:
@@ -54,6 +59,8 @@ def checked_evidence_url(template: str) -> str:
 
 def fill(template: str, key: str, run: str, step: str) -> str:
     """The template with each field percent-encoded whole."""
+    from urllib.parse import quote
+
     return template.format(
         key=quote(key, safe=""), run=quote(run, safe=""), step=quote(step, safe="")
     )
