@@ -389,3 +389,26 @@ def test_the_journal_keeps_no_link(db_path: str, notices: Notified) -> None:
     [needed] = [e for e in ledger.journal("r1") if e.event == "person_needed"]
     assert needed.data["links"] is None
     assert needed.data["evidence_url"] == got[0].evidence_url
+
+
+@pytest.mark.parametrize("scope", ["run", "agent"])
+def test_a_resume_link_clears_the_runs_own_switch_only(notices: Notified, scope: str) -> None:
+    ledger, got = notices
+    halt_on_mail(ledger, run_id="r0")  # an earlier run of the agent, so the name is known
+    got.clear()
+    target = {"run": "r1"} if scope == "run" else {"agent": "mailer"}
+    ledger.halt("audit", by="bob", ahead=True, **target)
+    with pytest.raises(oncelog.RunHalted), ledger.run("r1", agent="mailer") as run:
+        run.read("look", lambda: 1)
+    [notice] = got
+    if scope == "agent":  # it stops more than this run: cleared on purpose, not by a link
+        assert notice.links is None
+        return
+    assert set(notice.links or {}) == {"resume"}
+    with console_client(ledger, login=False) as person:
+        status, page = confirm(person, (notice.links or {})["resume"], {"by": "dana"})
+        assert status == 200, page
+        assert ledger.halts() == []
+        _, page, csrf = opened(person, (notice.links or {})["resume"])
+        assert csrf is None
+        assert "dana" in page
