@@ -72,7 +72,7 @@ async def link_page(request: Request) -> Response:
     form_data = await request.form(max_files=0, max_fields=20)
     given = form_data.get("csrf")
     if not isinstance(given, str) or not hmac.compare_digest(given.encode(), csrf.encode()):
-        context = {"refused": "Missing or wrong CSRF token: open the link again and confirm."}
+        context = {"refused": "Missing or wrong CSRF token: open the link again and confirm"}
         return _render(request, console, {**context, "command": None}, 403)
     form = Form(form_data)
     try:
