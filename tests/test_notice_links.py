@@ -154,3 +154,41 @@ def next_body(hook: Receiver, waiting: subprocess.Popen[str]) -> dict[str, Any]:
         assert time.monotonic() < deadline, "no notice reached the receiver"
         time.sleep(0.05)
     return hook.bodies[0]
+
+
+CLERK = Path(__file__).parent / "wait_agents" / "clerk.py"
+
+
+def test_an_approval_from_the_notice_lets_the_waiting_agent_go_on(
+    db_path: str, console: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    markers = tmp_path / "performed"
+    with receiving() as hook:
+        waiting = subprocess.Popen(
+            python(CLERK, db_path, "r1", markers, "1", "--approval", "--wait", "120",
+                   "--poll", "0.2", "--webhook", hook.url),
+            env=environment(ONCELOG_CONSOLE_URL=console),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        request.addfinalizer(lambda: reap(waiting))
+        body = next_body(hook, waiting)
+        assert body["error"] == "ApprovalRequired"
+        assert body["tool"] == "wipe"
+        assert set(body["links"]) == {"approve", "deny"}
+        with httpx.Client(timeout=TIMEOUT) as person:
+            page = person.get(body["links"]["approve"])  # 1: the button
+            assert 'value="approve" checked' in page.text
+            csrf = CSRF.search(page.text)
+            assert csrf is not None
+            confirmed = person.post(  # 2: "Confirm"
+                body["links"]["approve"], headers={"Origin": console},
+                data={"csrf": csrf.group(1), "decision": "approve", "by": "dana"},
+            )  # fmt: skip
+            assert confirmed.status_code == 200, confirmed.text
+        stdout, stderr = waiting.communicate(timeout=TIMEOUT)
+    assert waiting.returncode == 0, stderr
+    assert "completed" in stdout
+    assert len(markers.read_text().splitlines()) == 2  # the wipe, once, and the email
+    with oncelog.open(db_path) as ledger:
+        [approval] = ledger.approvals(None)
+    assert (approval.status, approval.decided_by) == (oncelog.ApprovalStatus.USED, "dana")

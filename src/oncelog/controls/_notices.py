@@ -194,7 +194,7 @@ class Notices:
                 return {}
             request = found[0]
             details = self._step(run_id, request.step_id)
-            details.update(args=_masked(request.args_json), attempt=request.id)
+            details.update(tool=request.tool, args=_masked(request.args_json), attempt=request.id)
             details["links"] = self._links(
                 "approval", run_id, request.step_id, request.id, request.args_hash
             )
