@@ -18,7 +18,8 @@ FLOORS: tuple[tuple[str, str], ...] = (
     ("surfaces", "cli console integrations queues probes showcases __main__"),
     (
         "public face",
-        "__init__ testing _fake_provider display metrics tracing sinks _worker providers markers",
+        "__init__ testing _fake_provider display metrics tracing sinks notices _worker"
+        " providers markers",
     ),
     ("facade", "_ledger _person_decisions _person_results _schema _next"),
     ("runtime", "runtime failures"),

@@ -34,6 +34,7 @@ from ._exceptions import (
     InvalidResolution,
     LeaseLost,
     LedgerNotFound,
+    LinkRefused,
     NeedsPerson,
     NoActiveRun,
     NotATool,
@@ -79,6 +80,7 @@ if _typing.TYPE_CHECKING:
     from ._ledger import Ledger, open
     from ._worker import Worker
     from .audit._signing import new_key_pair
+    from .controls._links import DecisionLink
     from .controls._notices import PersonNeeded
     from .process._fleet import Fleet
     from .process._process import exit_code_for, explain, run_main
@@ -124,6 +126,7 @@ _LAZY = {
         ("AgentBudget", "AgentBudgetSetting", "Budget", "BudgetAlert"), "records._budgets"
     ),
     "PersonNeeded": "controls._notices",
+    "DecisionLink": "controls._links",
     **dict.fromkeys(("drain", "draining", "handle_sigterm", "wait_for_drain"), "signals._drain"),
     "DEFAULT_PATH": "stores",
     "new_key_pair": "audit._signing",
@@ -198,6 +201,7 @@ __all__ = [
     "Conflict",
     "ConflictError",
     "CorruptRecord",
+    "DecisionLink",
     "Draining",
     "DuplicateStep",
     "EffectAbandoned",
@@ -217,6 +221,7 @@ __all__ = [
     "LeaseLost",
     "Ledger",
     "LedgerNotFound",
+    "LinkRefused",
     "NeedsPerson",
     "NoActiveRun",
     "NotATool",

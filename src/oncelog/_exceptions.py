@@ -187,6 +187,16 @@ class NoActiveRun(UsageError):
     pass
 
 
+class LinkRefused(UsageError):
+    """A decision link (from a person-needed notice) that is forged, damaged or expired:
+    it decides nothing. ``command``, for an expired link, is the command that makes the
+    same decision."""
+
+    def __init__(self, message: str, command: str | None = None) -> None:
+        super().__init__(message)
+        self.command = command
+
+
 class UnknownName(OnceLogError):
     """The run, step, request or kill switch named is not there; the message says what is."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import _next as next_steps
@@ -43,13 +44,13 @@ from .stores import DEFAULT_PATH, Lease, Store, open_store
 # or tool declaration, not by ``open()``: a process that opens a ledger to read it, or a
 # CLI command, does not pay for it, and an agent pays for it at its first step.
 if TYPE_CHECKING:
-    from datetime import timedelta
     from pathlib import Path
 
     from .audit._prune import PruneReport
     from .audit._prune_archive import ArchiveReport
     from .audit._signing import Signer
     from .audit._verify import Report
+    from .controls._links import DecisionLink, LinkSigner
     from .records._retention import LedgerSize
     from .runtime._calls import Surroundings
     from .runtime._effects import Engine
@@ -75,6 +76,7 @@ class Ledger(PersonDecisions):
         on_alert: AnyAlertCallback | None = None,
         alert_webhook: str | None = None,
         url: str | None = None,
+        link_signer: LinkSigner | None = None,
     ) -> None:
         numbers.seconds(lease_ttl, "lease_ttl")
         numbers.count(max_payload_bytes, "max_payload_bytes", least=1)
@@ -88,7 +90,7 @@ class Ledger(PersonDecisions):
         self.approval_poll = approval_poll  # seconds between looks, while async code waits
         self.key_namespace = key_namespace
         self.on_budget_alert = on_budget_alert
-        self.notices = Notices(store, on_alert, alert_webhook)
+        self.notices = Notices(store, on_alert, alert_webhook, link_signer)
         self.url = url  # what the store was opened from, if it was opened from a URL
         self.closed = False
         self.waiter = Waiter(store, url, approval_poll, self.notices)
@@ -336,6 +338,16 @@ class Ledger(PersonDecisions):
         run is decided, so nothing needs restarting."""
         return next_steps.waiting_in_place(self, run_id)
 
+    def check_link(self, token: str) -> DecisionLink:
+        """The decision a notice's signed link names (``LinkRefused`` if it is forged,
+        damaged or expired), checked with this ledger's link secret: what the console
+        does with a link before it shows its page. Whether the decision is still open
+        is for the ledger's records to say."""
+        from .controls._links import LinkSigner, link_secret  # only where links are used
+
+        checker = self.notices.signer or LinkSigner(link_secret(self.url), "")
+        return checker.check(token)
+
     def released_runs(self) -> list[RunRecord]:
         """Queued runs that a person's decision released and nothing has taken up since:
         they still need attention until one moves."""
@@ -504,6 +516,8 @@ def open(
     on_alert: AnyAlertCallback | None = None,
     alert_webhook: str | None = None,
     store_timeout: float | None = None,
+    notify_console_url: str | None = None,
+    link_ttl: timedelta | float = 3600.0,
 ) -> Ledger:
     """Open the ledger at ``url``: a SQLite path or ``sqlite:///`` URL; by default
     ``$ONCELOG_URL``, else ``./.oncelog/ledger.db``. A new ledger is created there unless
@@ -532,13 +546,19 @@ def open(
     idempotency key: give each service its own if two could use the same run ids at one
     provider account. ``store_timeout`` bounds every call to the store, in seconds: past
     it the call raises ``StoreUnavailable`` (on PostgreSQL the default is the URL's
-    ``oncelog_timeout``, else 10; on SQLite it is the busy timeout, 30 by default)."""
+    ``oncelog_timeout``, else 10; on SQLite it is the busy timeout, 30 by default).
+    ``notify_console_url`` (default ``$ONCELOG_CONSOLE_URL``) is the console's address as
+    a person reaches it (``http://HOST:PORT``): with it, each notice carries one signed
+    link per decision, valid for ``link_ttl`` (default one hour), signed with
+    ``$ONCELOG_LINK_SECRET`` or the ``link-secret`` file next to a SQLite ledger
+    (docs/operations.md)."""
     if key_namespace is None:
         key_namespace = os.environ.get("ONCELOG_KEY_NAMESPACE", "")
     key = signing_key or os.environ.get("ONCELOG_SIGNING_KEY") or None
     secret = redaction_key or os.environ.get("ONCELOG_REDACTION_KEY") or None
     url = url or os.environ.get("ONCELOG_URL") or None
     webhook = _alert_webhook(alert_webhook)
+    links = _link_signer(notify_console_url, link_ttl, url or DEFAULT_PATH)
     signer = None
     if key is not None:  # only then: most agents do not sign, and need not load the code
         from .audit._signing import Signer
@@ -556,7 +576,23 @@ def open(
         on_alert=on_alert,
         alert_webhook=webhook,
         url=url or DEFAULT_PATH,
+        link_signer=links,
     )
+
+
+def _link_signer(given: str | None, ttl: timedelta | float, ledger_url: str) -> LinkSigner | None:
+    """What signs the notices' decision links, if the console's address is known."""
+    console = given or os.environ.get("ONCELOG_CONSOLE_URL") or None
+    if console is None:
+        return None
+    from .controls._links import LinkSigner, link_secret  # only where links are used
+
+    setting = "notify_console_url" if given else "$ONCELOG_CONSOLE_URL"
+    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
+    numbers.seconds(seconds, "link_ttl")
+    if seconds <= 0:
+        raise ConfigurationError("link_ttl must be more than 0 seconds")
+    return LinkSigner(link_secret(ledger_url), checked_url(console, setting), seconds)
 
 
 def _alert_webhook(given: str | None) -> str | None:

@@ -20,7 +20,8 @@ command for a person to paste is built by ``oncelog_command``, which quotes its 
 the shell; ``decide_commands`` gives the three ``oncelog resolve`` commands of an effect in
 doubt (``decide_text`` in one line), each accepted as it pastes. ``step_timings`` tells a
 step's time at its provider from its wait for a person or a restart, which are shown
-apart."""
+apart. ``evidence_urls`` reads from a run's journal where each of its effects is looked up
+at the provider (``tool(evidence_url=...)``)."""
 
 from __future__ import annotations
 
@@ -37,10 +38,11 @@ from .records._display import (
     resolve_command,
     visible,
 )
+from .records._evidence_url import evidence_urls
 from .records._timings import StepTiming, step_timings
 
 __all__ = [
     "DECISIONS", "MASK", "StepTiming", "decide_commands", "decide_text", "escape_invisible",
-    "exact_json", "oncelog_command", "printable", "redact", "resolve_command", "step_timings",
-    "visible",
+    "evidence_urls", "exact_json", "oncelog_command", "printable", "redact", "resolve_command",
+    "step_timings", "visible",
 ]  # fmt: skip

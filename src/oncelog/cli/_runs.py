@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 import oncelog
-from oncelog.display import DECISIONS, decide_commands, oncelog_command, visible
+from oncelog.display import DECISIONS, decide_commands, evidence_urls, oncelog_command, visible
 
 from ._options import db_option, emit, json_option, opened, print_next, say
 from ._show import SUBJECTS, run_row, shown, step_row, when
@@ -45,8 +45,14 @@ def unknown(db: str | None, as_json: bool) -> None:
         claims = {(c.run_id, c.seq): c.subject for c in ledger.subjects(limit=SUBJECTS)}
         found = [(d, d.step.reason or _why_in_flight(d)) for d in in_doubt]
         released = {r.run_id: ledger.what_next(r.run_id) for r in ledger.released_runs()}
+        runs = {d.step.run_id for d in in_doubt}
+        evidence = {r: evidence_urls(ledger.iter_journal(r)) for r in runs}
     if as_json:
-        emit([_doubt_row(d, why, claims.get((d.step.run_id, d.step.seq))) for d, why in found])
+        emit([
+            {**_doubt_row(d, why, claims.get((d.step.run_id, d.step.seq))),
+             "evidence_url": evidence[d.step.run_id].get(d.step.step_id)}
+            for d, why in found
+        ])  # fmt: skip
         return
     if not found:
         click.echo("no effects in doubt")
@@ -54,6 +60,9 @@ def unknown(db: str | None, as_json: bool) -> None:
         s = d.step
         say(f"{visible(s.run_id)} {visible(s.step_id)} ({s.tool}, {s.kind}) {d.state} key={s.key}")
         say(f"    arguments: {shown(s.args_json)}")
+        url = evidence[s.run_id].get(s.step_id)
+        if url is not None:
+            say(f"    look up:   {visible(url)}")
         subject = claims.get((s.run_id, s.seq))
         if subject is not None:  # no other run acts on it until this is decided
             say(f"    subject:   {visible(subject)}, held by this effect")

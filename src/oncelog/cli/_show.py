@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 import oncelog
-from oncelog.display import StepTiming, redact, step_timings, visible
+from oncelog.display import StepTiming, evidence_urls, redact, step_timings, visible
 
 from ._options import db_option, emit, json_option, opened, say
 
@@ -125,12 +125,18 @@ def show(run_id: str, with_journal: bool, db: str | None, as_json: bool) -> None
     ids = {s.seq: s.step_id for s in steps}
     subjects = _subjects(claims, journal)
     timings = step_timings(steps, journal)
+    evidence = evidence_urls(journal)
     decisions = [_decision(e, ids) for e in journal if e.event in DECISIONS]
     if as_json:
         out: dict[str, Any] = {
             "run": run_row(run),
             "steps": [
-                {**step_row(s), "subject": subjects.get(s.seq), **_timed(timings[s.seq])}
+                {
+                    **step_row(s),
+                    "subject": subjects.get(s.seq),
+                    **_timed(timings[s.seq]),
+                    "evidence_url": evidence.get(s.step_id),
+                }
                 for s in steps
             ],
             "decisions": decisions,
@@ -141,7 +147,7 @@ def show(run_id: str, with_journal: bool, db: str | None, as_json: bool) -> None
             out["journal"] = [_journal_row(e) for e in journal]
         emit(out)
         return
-    _print_run(run, steps, subjects, timings)
+    _print_run(run, steps, subjects, timings, evidence)
     _print_decisions(decisions, switches)
     say("next:")
     for line in after:
@@ -180,6 +186,7 @@ def _print_run(
     steps: list[oncelog.StepRecord],
     subjects: dict[int, str],
     timings: dict[int, StepTiming],
+    evidence: dict[str, str],
 ) -> None:
     say(
         f"run {visible(run.run_id)}: {run.status.value}"
@@ -196,6 +203,8 @@ def _print_run(
         say(f"       arguments: {shown(s.args_json)}")
         if s.seq in subjects:
             say(f"       subject:   {visible(subjects[s.seq])}")
+        if s.step_id in evidence:  # where the tool says its effects are looked up
+            say(f"       look up:   {visible(evidence[s.step_id])}")
         if s.result_json is not None:
             say(f"       result:    {shown(s.result_json)}")
         elif s.result is oncelog.NO_RESULT:

@@ -18,6 +18,7 @@ from oncelog import Ledger
 from oncelog.display import visible
 
 from . import _actions as actions
+from . import _links as links
 from . import _pages as pages
 from ._access import SESSION_SECONDS, Access
 from ._forms import submitted
@@ -43,6 +44,7 @@ def create_app(ledger: Ledger, access: Access) -> Starlette:
         Route("/favicon.ico", no_icon),
         *pages.routes(),
         *actions.routes(),
+        *links.routes(),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(Guard, access=access)])
     app.state.console = Console(ledger, access, Jinja2Templates(env=_environment()))

@@ -13,6 +13,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ._access import Access
 
 LOGIN_PATH = "/login"
+PUBLIC = ("/static/console.css", "/favicon.ico")
+LINK_PREFIX = "/link/"  # a notice's signed link: the link itself is the credential
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -67,6 +69,14 @@ class Guard:
         if request.headers.get("host", "") not in self.access.hosts:
             return PlainTextResponse("Unexpected Host header.", status_code=400)
         if request.url.path == LOGIN_PATH and request.method == "GET":
+            return None
+        if request.url.path in PUBLIC and request.method == "GET":
+            return None  # nothing of the ledger: a link's page, shown without a login, uses them
+        if request.url.path.startswith(LINK_PREFIX):
+            # No session: the signed link grants its one decision. Its confirming POST
+            # still comes from the console's own page (and carries the link's CSRF token).
+            if request.method not in ("GET", "HEAD") and not self.same_origin(request):
+                return PlainTextResponse("Cross-origin request refused.", status_code=403)
             return None
         session = self.access.session(request.cookies.get(self.access.cookie_name))
         if session is None:

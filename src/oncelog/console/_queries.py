@@ -20,7 +20,7 @@ from oncelog import (
     StepState,
     SubjectClaim,
 )
-from oncelog.display import step_timings
+from oncelog.display import evidence_urls, step_timings
 
 LISTED = 200  # runs on the runs and budgets pages; recent decisions on the others
 HISTORY = 30
@@ -145,6 +145,7 @@ def timeline(ledger: Ledger, run_id: str) -> dict[str, Any]:
         "halts": covering,
         "budget": budget,
         "subjects": step_subjects(ledger, run_id, journal),
+        "evidence": evidence_urls(journal),  # step id -> where it is looked up
     }
 
 
@@ -198,7 +199,9 @@ def doubts(ledger: Ledger) -> dict[str, Any]:
         subject = claims.get((step.run_id, step.seq))
         owner = None if d.lease_owner is None else d.holder  # pid 41 on host-a
         found.append(Doubt(step, run, reason, d.state, d.age, owner, subject))
-    return {"doubts": found}
+    runs = {d.step.run_id for d in in_doubt}
+    evidence = {r: evidence_urls(ledger.iter_journal(r)) for r in runs}  # by run, step id
+    return {"doubts": found, "evidence": evidence}
 
 
 def subjects_and_holds(ledger: Ledger) -> dict[str, Any]:

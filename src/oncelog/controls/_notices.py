@@ -10,17 +10,24 @@ between the two, or a delivery that failed, delivers it again at the next stop (
 that waits for the decision tries again every ``REDELIVER_EVERY`` seconds), so it is
 delivered at least once, and a receiver that must page exactly once deduplicates by
 ``id``. Budget stops keep their budget alerts and send no notice.
+
+A notice carries what the person must see to decide: the effect's tool, its recorded
+arguments (declared secrets are keyed hashes already; credentials nobody declared are
+masked as every surface masks them), its key, why it stopped, where to look it up at the
+provider (the tool's ``evidence_url``), and, once the ledger knows its console
+(``notify_console_url``), one signed link per decision (``_links.py``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._exceptions import (
     AmbiguousOutcome,
     ApprovalRequired,
+    EffectRefused,
     NeedsPerson,
     OnceLogError,
     PreflightConflict,
@@ -31,11 +38,15 @@ from .._exceptions import (
 from .._log import log
 from .._webhook import post_json
 from ..records._budgets import BudgetAlert
-from ..records._display import printable, visible
-from ..records._records import ApprovalStatus
+from ..records._display import printable, redact, visible
+from ..records._evidence_url import fill
+from ..records._records import ApprovalStatus, HaltScope
 from ..records._value import Value, as_dict
 from ..stores._protocol import Store
 from ._alerts import AlertCallback
+
+if TYPE_CHECKING:
+    from ._links import LinkSigner
 
 
 class PersonNeeded(Value):
@@ -43,15 +54,29 @@ class PersonNeeded(Value):
     ``alert_webhook``. ``id`` is the same for every notice about one decision."""
 
     id: str
-    kind: Literal["halted", "waiting"]  # exit 3 or exit 4
+    kind: Literal["halted", "waiting", "failed"]  # exit 3, exit 4, or a refusal's exit 1
     error: str  # what stopped it: AmbiguousOutcome, RunHalted, ApprovalRequired...
     run_id: str
     step_id: str | None
     message: str
+    tool: str | None = None  # the effect's tool, if a step stopped it
+    key: str | None = None  # its idempotency key
+    args: Any = None  # its recorded arguments, credentials masked
+    attempt: int | None = None  # the attempt in doubt, or the approval request's id
+    reason: str | None = None  # why its outcome is unknown, as recorded
+    evidence_url: str | None = None  # where to look it up at the provider
+    links: dict[str, str] | None = None  # decision -> signed console link
 
     def to_json(self) -> str:
-        """As journalled and posted to a webhook."""
+        """As posted to a webhook."""
         return json.dumps({**as_dict(self), "event": "oncelog.person.needed"}, sort_keys=True)
+
+    def journalled(self) -> str:
+        """As journalled: without its links. Each is a capability for one decision, and a
+        journal is read, exported and shipped far wider than the channel that pages."""
+        return json.dumps(
+            {**as_dict(self), "links": None, "event": "oncelog.person.needed"}, sort_keys=True
+        )
 
 
 AnyAlertCallback = Callable[[BudgetAlert | PersonNeeded], None]
@@ -61,11 +86,17 @@ class Notices:
     """The ledger's channel to people: its ``on_alert`` callback and ``alert_webhook``."""
 
     def __init__(
-        self, store: Store, callback: AnyAlertCallback | None, webhook: str | None
+        self,
+        store: Store,
+        callback: AnyAlertCallback | None,
+        webhook: str | None,
+        signer: LinkSigner | None = None,
     ) -> None:
         self.store = store
         self.callback = callback
         self.webhook = webhook
+        self.signer = signer
+        self.evidence: dict[str, str] = {}  # tool -> its evidence_url, as runs use them
         self._undelivered: dict[str, PersonNeeded] = {}  # by id: tried again by redeliver
 
     def budget_callback(self, on_budget_alert: AlertCallback | None) -> AlertCallback | None:
@@ -83,15 +114,22 @@ class Notices:
     def stopped(self, exc: BaseException | None, run_id: str, agent: str | None) -> None:
         """If ``exc`` stopped the run for a person, tell them (once). Never raises: the
         run's own course does not depend on anyone receiving the notice."""
-        if not isinstance(exc, (NeedsPerson, WaitingForPerson)) or isinstance(exc, _OverBudget):
+        if not isinstance(exc, (NeedsPerson, WaitingForPerson, EffectRefused)):
+            return
+        if isinstance(exc, _OverBudget):
             return
         try:
-            notice = PersonNeeded(
-                self._identify(exc, run_id, agent),
-                "halted" if isinstance(exc, NeedsPerson) else "waiting",
-                type(exc).__name__, run_id, exc.step_id, exc.message,
+            identity = self._identify(exc, run_id, agent)
+            kind: Literal["halted", "waiting", "failed"] = (
+                "halted" if isinstance(exc, NeedsPerson)
+                else "failed" if isinstance(exc, EffectRefused) else "waiting"
             )  # fmt: skip
-            if self.store.record_notice(run_id, notice.id, notice.to_json()):
+            notice = PersonNeeded(
+                identity, kind,
+                type(exc).__name__, run_id, exc.step_id, exc.message,
+                **self._details(identity, run_id, exc.step_id),
+            )  # fmt: skip
+            if self.store.record_notice(run_id, notice.id, notice.journalled()):
                 self._deliver(notice)
         except OnceLogError as exc_store:
             log.warning("the notice that run %s needs a person failed: %s", run_id, exc_store)
@@ -99,7 +137,8 @@ class Notices:
     def moved_to(self, store: Store) -> Notices:
         """The same channel, and the notices still to deliver, over another store (the
         ledger was closed and its URL opened again)."""
-        moved = Notices(store, self.callback, self.webhook)
+        moved = Notices(store, self.callback, self.webhook, self.signer)
+        moved.evidence = self.evidence
         moved._undelivered = self._undelivered
         return moved
 
@@ -108,7 +147,7 @@ class Notices:
         waits for a person calls it now and then: it has no next stop to try them at)."""
         for notice in list(self._undelivered.values()):
             try:
-                if self.store.record_notice(notice.run_id, notice.id, notice.to_json()):
+                if self.store.record_notice(notice.run_id, notice.id, notice.journalled()):
                     self._deliver(notice)
                 else:
                     self._undelivered.pop(notice.id, None)  # another process delivered it
@@ -126,6 +165,10 @@ class Notices:
             for approval in self.store.approvals(ApprovalStatus.PENDING, 1000):
                 if (approval.run_id, approval.step_id) == (run_id, step):
                     return f"approval:{approval.id}"
+        elif isinstance(exc, EffectRefused):
+            for record in self.store.steps(run_id, 0, 1 << 30):
+                if record.step_id == step:
+                    return f"refused:{run_id}:{step}:{record.attempts}"
         elif isinstance(exc, (AmbiguousOutcome, PreflightConflict)):
             # A conflict marks its attempt unknown, as a crash does: one decision for
             # both, and the attempt makes the conflict after a person's not_done new.
@@ -133,6 +176,55 @@ class Notices:
                 if record.step_id == step:
                     return f"unknown:{run_id}:{step}:{record.attempts}"
         return f"{type(exc).__name__}:{run_id}:{step}"
+
+    def _details(self, identity: str, run_id: str, step_id: str | None) -> dict[str, Any]:
+        """What the person must see of the thing ``identity`` names, and its links."""
+        what, _, rest = identity.partition(":")
+        if what == "halt":
+            # A link clears a run's own switch only: an agent's or the global one stops
+            # more than this run, and is cleared on purpose, at the halts page or the CLI.
+            halts = self.store.halts(active_only=True, limit=1000)
+            own = [h for h in halts if h.id == int(rest) and h.scope is HaltScope.RUN]
+            return {"links": self._links("resume", run_id, "", int(rest))} if own else {}
+        if what == "approval":
+            found = [a for a in self.store.approvals(ApprovalStatus.PENDING, 1000)
+                     if a.id == int(rest)]  # fmt: skip
+            if not found:
+                return {}
+            request = found[0]
+            details = self._step(run_id, request.step_id)
+            details.update(tool=request.tool, args=_masked(request.args_json), attempt=request.id)
+            details["links"] = self._links(
+                "approval", run_id, request.step_id, request.id, request.args_hash
+            )
+            return details
+        if what in ("unknown", "refused"):
+            details = self._step(run_id, step_id or "")
+            attempt = int(rest.rpartition(":")[2])
+            action: Literal["resolve", "retry"] = "resolve" if what == "unknown" else "retry"
+            details["links"] = self._links(action, run_id, step_id or "", attempt)
+            return details
+        return self._step(run_id, step_id) if step_id else {}
+
+    def _step(self, run_id: str, step_id: str) -> dict[str, Any]:
+        for record in self.store.steps(run_id, 0, 1 << 30):
+            if record.step_id == step_id:
+                template = self.evidence.get(record.tool)
+                return {
+                    "tool": record.tool, "key": record.key, "args": _masked(record.args_json),
+                    "attempt": record.attempts, "reason": record.reason,
+                    "evidence_url": None if template is None
+                    else fill(template, record.key, run_id, step_id),
+                }  # fmt: skip
+        return {}
+
+    def _links(
+        self, action: Literal["resolve", "approval", "resume", "retry"], run_id: str, step_id: str,
+        number: int, args_hash: str = "",
+    ) -> dict[str, str] | None:  # fmt: skip
+        if self.signer is None:
+            return None
+        return self.signer.links(action, run_id, step_id, number, args_hash)
 
     def _deliver(self, notice: PersonNeeded) -> None:
         log.warning("run %s needs a person: %s", visible(notice.run_id), printable(notice.message))
@@ -150,3 +242,10 @@ class Notices:
             return
         self._undelivered.pop(notice.id, None)
         self.store.confirm_notice(notice.run_id, notice.id)
+
+
+def _masked(args_json: str) -> Any:
+    try:
+        return redact(json.loads(args_json))
+    except ValueError:
+        return None

@@ -201,6 +201,8 @@ class _Steps:
                 innermost_token(self.run_id, spec.name)  # refused before it takes a position
             if spec.result_schema is not None:
                 self._ledger.declare_result(spec.name, spec.result_schema)
+            if spec.evidence_url is not None:  # for the notice, should this effect stop
+                self._ledger.notices.evidence[spec.name] = spec.evidence_url
             payload: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
         else:
             spec, fn = step_spec(tool, name, drift), tool
@@ -324,8 +326,10 @@ class _Steps:
             exc.wait_for_decision = functools.partial(self._ledger.waiter.after_stop, self.run_id)
             self._ledger.notices.stopped(exc, self.run_id, engine.lease.agent)
         elif isinstance(exc, EffectRefused) and status is _FAILED:
-            # The run failed on a refusal: a person's retry or redrive queues it again.
+            # Ended on an effect that did not happen: only a person's retry or redrive moves
+            # it, and a process waiting in place goes on after one.
             exc.wait_for_decision = functools.partial(self._ledger.waiter.after_stop, self.run_id)
+            self._ledger.notices.stopped(exc, self.run_id, engine.lease.agent)
         self._sign_chain()
         if escapes is not None:
             raise escapes

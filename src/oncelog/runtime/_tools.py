@@ -15,6 +15,7 @@ from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 from .. import _numbers as numbers
 from .._exceptions import ConfigurationError, NoActiveRun
 from ..failures import Classifier
+from ..records._evidence_url import checked_evidence_url
 from ..records._redact import secret_positions
 from ._names import check_name
 from ._probes import Preflight, Probe
@@ -75,6 +76,7 @@ class ToolSpec:
     once_per: Callable[..., Any] | None = None  # the subject, from the call's arguments
     once_for: float | None = None  # seconds a done subject stays claimed (None: forever)
     repeat_error: bool = False  # a subject done by another step raises ``SubjectDone``
+    evidence_url: str | None = None  # where an effect is looked up at the provider
 
 
 class Caller(Protocol):
@@ -217,6 +219,7 @@ def tool(
     once_for: timedelta | float | None = None,
     repeat: RepeatPolicy = "replay",
     provider: Provider | None = None,
+    evidence_url: str | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]:
     """Declare a tool. ``name`` defaults to the function's qualified name and is part
     of the idempotency key, so keep it stable. ``refusals`` are the exceptions that
@@ -252,7 +255,10 @@ def tool(
     ``oncelog.providers``) gives the provider's published ``dedupe_window``, its
     classifier of the answers to a repeated key, and its probe where one ships; the
     tool's own arguments win, but a ``dedupe_window`` longer than the provider's is
-    refused."""
+    refused. ``evidence_url`` is where a
+    person looks an effect up at the provider, a template of ``{key}`` (and ``{run}``,
+    ``{step}``), e.g. ``"https://dashboard.example/payments?key={key}"``: notices and the
+    console show it filled in."""
 
     try:
         kind = Kind(kind)
@@ -301,6 +307,7 @@ def tool(
         once_per=once_per,
         once_for=_subject_policy(once_per, once_for, repeat, window),
         repeat_error=repeat == "error",
+        evidence_url=None if evidence_url is None else checked_evidence_url(evidence_url),
     )
 
     def declare(fn: Callable[P, R]) -> Tool[P, R]:

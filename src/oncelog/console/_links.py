@@ -1,0 +1,200 @@
+"""The page a notice's signed link opens: the one decision it names, prefilled, and the one
+confirming click that makes it.
+
+The link is the credential for that decision alone (no console login is needed: the
+person came from the notice), so its page shows that decision only, and a GET never
+changes anything: a chat client that previews the link decides nothing. The confirming
+POST carries a CSRF token bound to the link and must come from the console's own origin,
+as every other form does. The decision is made through the same ``Ledger`` calls as the
+console's other forms, bound to what the link names (the attempt, the request and its
+arguments hash, the switch), and journalled with the person's name and the link's nonce;
+once anything decided it, the page says who did, when, and what happens next.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from oncelog import (
+    ApprovalStatus,
+    DecisionLink,
+    Ledger,
+    LinkRefused,
+    OnceLogError,
+    Resolution,
+    RunStatus,
+    StepState,
+    UnknownName,
+)
+from oncelog.display import evidence_urls
+
+from ._actions import _result_of
+from ._forms import Form, FormError
+from ._guard import LINK_PREFIX
+from ._pages import describe, status_for
+from ._state import Console, console_of
+
+
+@dataclass(frozen=True)
+class Decided:
+    """Who made the decision a link named, and when (None: unknown, e.g. it moved on)."""
+
+    by: str | None
+    at: float | None
+    what: str
+
+
+def routes() -> list[Route]:
+    return [Route(LINK_PREFIX + "{token:path}", link_page, methods=["GET", "POST"])]
+
+
+async def link_page(request: Request) -> Response:
+    console = console_of(request)
+    token = request.path_params["token"]
+    try:
+        link = await run_in_threadpool(console.ledger.check_link, token)
+    except LinkRefused as exc:
+        return _render(request, console, {"refused": str(exc), "command": exc.command}, 410)
+    except OnceLogError as exc:  # no link secret here (a PostgreSQL ledger without one)
+        return _render(request, console, {"refused": str(exc).rstrip(".")}, 503)
+    csrf = _csrf(console, link)
+    if request.method == "GET":
+        context = await run_in_threadpool(_state, console.ledger, link)
+        return _render(request, console, {**context, "link_csrf": csrf}, 200)
+    form_data = await request.form(max_files=0, max_fields=20)
+    given = form_data.get("csrf")
+    if not isinstance(given, str) or not hmac.compare_digest(given.encode(), csrf.encode()):
+        context = {"refused": "Missing or wrong CSRF token: open the link again and confirm"}
+        return _render(request, console, {**context, "command": None}, 403)
+    form = Form(form_data)
+    try:
+        await run_in_threadpool(_decide, console.ledger, link, form)
+    except OnceLogError as exc:
+        context = await run_in_threadpool(_state, console.ledger, link)
+        typed = {k: v for k, v in form_data.items() if k != "csrf" and isinstance(v, str)}
+        context.update(link_csrf=csrf, error=describe(exc), typed=typed)
+        return _render(request, console, context, status_for(exc))
+    context = await run_in_threadpool(_state, console.ledger, link)
+    context.update(link_csrf=csrf, confirmed=True)
+    return _render(request, console, context, 200)
+
+
+def _csrf(console: Console, link: DecisionLink) -> str:
+    key = console.access.token.encode()
+    return hmac.new(key, f"link-csrf:{link.nonce}".encode(), hashlib.sha256).hexdigest()
+
+
+def _render(request: Request, console: Console, context: dict[str, Any], status: int) -> Response:
+    defaults: dict[str, Any] = {
+        "page": "link", "error": None, "notice": None, "refused": None, "command": None,
+        "decided": None, "confirmed": False, "typed": {}, "link": None, "subject": None,
+        "next_lines": [], "csrf": None, "link_csrf": None,
+    }  # fmt: skip
+    response: Response = console.templates.TemplateResponse(
+        request, "link.html", {**defaults, **context}, status_code=status
+    )
+    return response
+
+
+def _state(ledger: Ledger, link: DecisionLink) -> dict[str, Any]:
+    """The link's decision as the ledger holds it now: still open, with what to show, or
+    decided (by whom, when), with what happens next."""
+    try:
+        subject, decided = _look(ledger, link)
+        next_lines = ledger.what_next(link.run_id)
+    except UnknownName as exc:
+        return {"refused": f"{exc} (the run may have been pruned)", "command": None}
+    return {"link": link, "subject": subject, "decided": decided, "next_lines": next_lines}
+
+
+def _look(ledger: Ledger, link: DecisionLink) -> tuple[dict[str, Any], Decided | None]:
+    if link.action == "approval":
+        for approval in ledger.approvals(None, limit=100_000):
+            if approval.id == link.number and approval.run_id == link.run_id:
+                subject: dict[str, Any] = {"tool": approval.tool, "args_json": approval.args_json}
+                if approval.status is ApprovalStatus.PENDING:
+                    return subject, None
+                return subject, Decided(
+                    approval.decided_by, approval.decided_at, approval.status.value
+                )
+        return {}, Decided(None, None, "no such request any more")
+    if link.action == "resume":
+        for halt in ledger.halts(active_only=False, limit=100_000):
+            if halt.id == link.number:
+                found: dict[str, Any] = {"reason": halt.reason, "set_by": halt.set_by}
+                if halt.active:
+                    return found, None
+                return found, Decided(halt.cleared_by, halt.cleared_at, "cleared")
+        return {}, Decided(None, None, "no such kill switch any more")
+    steps = [s for s in ledger.steps(link.run_id) if s.step_id == link.step_id]
+    if not steps:
+        return {}, Decided(None, None, "no such step any more")
+    step = steps[0]
+    evidence = evidence_urls(ledger.iter_journal(link.run_id)).get(link.step_id)
+    shown: dict[str, Any] = {
+        "tool": step.tool, "key": step.key, "args_json": step.args_json, "reason": step.reason,
+        "attempt": step.attempts, "evidence_url": evidence,
+    }  # fmt: skip
+    in_doubt = any(
+        (s.run_id, s.step_id) == (link.run_id, link.step_id) for s in ledger.in_doubt(limit=100_000)
+    )
+    if link.action == "retry":
+        refused = step.state in (StepState.FAILED, StepState.NOT_DONE)
+        ended = ledger.get_run(link.run_id).status is RunStatus.FAILED
+        if refused and ended and step.attempts == link.number:
+            return shown, None
+    elif in_doubt and step.attempts == link.number:
+        return shown, None
+    return shown, _resolved_by(ledger, link, step.seq, step.state.value)
+
+
+def _resolved_by(ledger: Ledger, link: DecisionLink, seq: int, state: str) -> Decided:
+    """The last person's decision journalled on the step, or what it is now."""
+    last: Decided | None = None
+    for entry in ledger.iter_journal(link.run_id):
+        if entry.seq == seq and entry.event in ("resolved", "corrected"):
+            last = Decided(entry.data.get("by"), entry.at, str(entry.data.get("resolution")))
+        elif entry.seq == seq and entry.event == "retried":
+            last = Decided(entry.data.get("by"), entry.at, "retried")
+    return last or Decided(None, None, f"the step is {state} now")
+
+
+def _decide(ledger: Ledger, link: DecisionLink, form: Form) -> None:
+    """The decision the link names, with what the person confirmed."""
+    by = form.person()
+    note = f"through the notice's link {link.nonce}"
+    if form.optional("note"):
+        note = f"{form.text('note')} ({note})"
+    if link.action == "approval":
+        decide = ledger.approve
+        if form.choice("decision", ("approve", "deny")) == "deny":
+            decide = ledger.deny  # type: ignore[assignment]  # the same keywords, but expiry
+        decide(link.run_id, link.step_id, by=by, note=note, request=link.number,
+               args_hash=link.args_hash)  # fmt: skip
+        return
+    if link.action == "resume":
+        halts = [h for h in ledger.halts() if h.id == link.number]
+        if not halts:
+            raise FormError("this kill switch is cleared already")
+        ledger.clear_halt(by=by, run=link.run_id, note=note)
+        return
+    if link.action == "retry":
+        # Bound to the attempts the notice saw: a retry made since reset them.
+        steps = [s for s in ledger.steps(link.run_id) if s.step_id == link.step_id]
+        if not steps or steps[0].attempts != link.number:
+            raise FormError("this step was retried already: open the link again to see by whom")
+        ledger.retry(link.run_id, link.step_id, by=by, why=note)
+        return
+    resolution = Resolution(form.choice("resolution", tuple(r.value for r in Resolution)))
+    ledger.resolve(
+        link.run_id, link.step_id, resolution, by=by, result=_result_of(form, resolution),
+        note=note, attempt=link.number,
+    )  # fmt: skip
