@@ -32,7 +32,7 @@ async def list_tools(
 async def call_tool(
     ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
-    key = (params.meta or {}).get("oncelog/idempotency_key")
+    key = (params.meta or {}).get("io.oncelog/idempotency-key")
     with Path("outbox.jsonl").open("a") as out:
         out.write(json.dumps({"key": key, **(params.arguments or {})}) + "\n")
     return types.CallToolResult(content=[types.TextContent(text="sent")])
