@@ -20,6 +20,9 @@ SEND_EMAIL = types.Tool(
         "type": "object",
         "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
     },
+    # Adds, never destroys; twice is two emails. A proxy whose config trusts this server
+    # ("trust_annotations": true) reads it as a create; tools.json names it anyway.
+    annotations=types.ToolAnnotations(destructive_hint=False, idempotent_hint=False),
 )
 
 
