@@ -101,8 +101,8 @@ def test_a_proxy_config_gives_kinds_and_where_runs_come_from(tmp_path: Path) -> 
     config = {"tools": {"refund": {"kind": "payment", "key_ttl": 60}}, "run_argument": "ticket"}
     path.write_text(json.dumps(config))
     loaded = mcp_proxy.load_config(path)
-    assert loaded.policy("refund") == Policy("payment", dedupe_window=60)  # key_ttl, mapped
-    assert loaded.policy("lookup") is None
+    assert loaded.choose("refund").policy == Policy("payment", dedupe_window=60)  # key_ttl
+    assert loaded.choose("lookup").policy is None
     assert loaded.run_argument == "ticket"
 
 
@@ -156,7 +156,7 @@ def test_a_proxy_config_names_a_subject_by_argument_fields(tmp_path: Path) -> No
     path = tmp_path / "tools.json"
     refund = {"kind": "payment", "once_per": ["customer_id", "ticket"], "once_for": 3600}
     path.write_text(json.dumps({"tools": {"refund": refund}}))
-    policy = mcp_proxy.load_config(path).policy("refund")
+    policy = mcp_proxy.load_config(path).choose("refund").policy
     assert policy is not None
     assert policy.once_per is not None
     assert policy.once_per(customer_id="c1", ticket=7, cents=5) == ("refund", "c1", 7)

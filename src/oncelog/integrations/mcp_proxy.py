@@ -108,10 +108,6 @@ class ProxyConfig:
     agent: str | None = None
     trust_annotations: bool = False
 
-    def policy(self, tool: str) -> Policy | None:
-        """The config's own policy of ``tool``, annotations aside."""
-        return self.tools.get(tool, self.default)
-
     def choose(self, tool: str, annotations: types.ToolAnnotations | None = None) -> Choice:
         """The policy of ``tool``, given the annotations its server lists, and where the
         policy came from."""
