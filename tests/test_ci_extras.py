@@ -35,9 +35,11 @@ def test_every_framework_guard_is_installed_beside_its_framework() -> None:
     assert guards <= checked, guards - checked
 
 
-def test_an_extra_pyproject_lacks_is_skipped_saying_so(capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_extra_pyproject_lacks_is_skipped_saying_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     checks = script()
-    checks.FRAMEWORKS = {"no-such-extra": ("no-such-package", "nothing")}
+    monkeypatch.setattr(checks, "FRAMEWORKS", {"no-such-extra": ("no-such-package", "nothing")})
     assert checks.main([]) == 0
     assert "skip  no-such-extra: pyproject.toml defines no extra 'no-such-extra' yet" in (
         capsys.readouterr().out
