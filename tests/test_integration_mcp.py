@@ -443,3 +443,11 @@ def test_a_misspelt_oncelog_meta_key_is_refused(tmp_path: Path, config: Path) ->
     assert refused.is_error
     assert "unknown _meta keys ['oncelog/run_id']" in text_of(refused)
     assert EffectLog(tmp_path / "effects.jsonl").entries() == []
+
+
+def test_json_goes_with_list() -> None:
+    """Without --list the proxy speaks MCP on stdout: JSON there would break the client."""
+    argv = python("-m", "oncelog", "mcp-proxy", "--json", "--", "true")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "--json goes with --list" in done.stderr

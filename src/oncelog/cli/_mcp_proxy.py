@@ -47,6 +47,8 @@ def mcp_proxy(
     oncelog mcp-proxy --config tools.json --run-id ticket-4711 -- python server.py
     oncelog mcp-proxy --config tools.json --list -- python server.py
     """
+    if as_json and not list_only:
+        raise click.UsageError("--json goes with --list: the proxy itself speaks MCP on stdio")
     try:
         from oncelog.integrations import mcp_proxy
     except oncelog.ConfigurationError as exc:
