@@ -80,6 +80,7 @@ def test_a_langgraph_tool_without_a_kind_is_refused(tmp_path: Path) -> None:
         ({"tools": {"refund": {"kind": "payment", "once_per": []}}}, "a list of argument names"),
         ({"tools": {"refund": {"kind": "payment", "once_for": 60}}}, "need once_per"),
         ({"tools": {"refund": {"kind": "payment", "once_per": ["id"], "repeat": "no"}}}, "repeat"),
+        ({"trust_annotations": "false"}, "trust_annotations is true or false"),
     ],
 )
 def test_a_bad_proxy_config_is_refused(tmp_path: Path, config: object, error: str) -> None:
@@ -100,9 +101,47 @@ def test_a_proxy_config_gives_kinds_and_where_runs_come_from(tmp_path: Path) -> 
     config = {"tools": {"refund": {"kind": "payment", "key_ttl": 60}}, "run_argument": "ticket"}
     path.write_text(json.dumps(config))
     loaded = mcp_proxy.load_config(path)
-    assert loaded.policy("refund") == Policy("payment", dedupe_window=60)  # key_ttl, mapped
-    assert loaded.policy("lookup") is None
+    assert loaded.choose("refund").policy == Policy("payment", dedupe_window=60)  # key_ttl
+    assert loaded.choose("lookup").policy is None
     assert loaded.run_argument == "ticket"
+
+
+@pytest.mark.parametrize(
+    ("read_only", "destructive", "idempotent", "kind"),
+    [
+        (None, None, None, "destructive"),  # the spec's defaults: may destroy, not idempotent
+        (True, None, None, "read"),
+        (True, True, False, "read"),  # destructiveHint means something only when not read-only
+        (False, False, True, "upsert"),
+        (None, False, None, "create"),
+        (None, None, True, "destructive"),  # idempotent, but not said to be non-destructive
+        (False, True, True, "destructive"),
+    ],
+)
+def test_annotations_propose_a_kind_with_the_specs_defaults(
+    read_only: bool | None, destructive: bool | None, idempotent: bool | None, kind: str
+) -> None:
+    from oncelog.integrations._mcp_kinds import Hints
+
+    assert Hints(read_only, destructive, idempotent).kind() == kind
+
+
+def test_the_config_wins_and_an_untrusted_servers_hints_are_never_read() -> None:
+    from oncelog.integrations._mcp_kinds import Hints, choose
+
+    read_only = Hints(read_only=True)
+    create = Policy("create")
+
+    def source(hints: Hints | None, configured: Policy | None, trusted: bool) -> object:
+        chosen = choose("t", hints, configured=configured, trusted=trusted, default=create)
+        return chosen.source, None if chosen.policy is None else chosen.policy.kind
+
+    assert source(read_only, Policy("payment"), True) == ("config", "payment")
+    assert source(read_only, None, True) == ("annotation", "read")
+    assert source(read_only, None, False) == ("default", "create")
+    assert source(None, None, True) == ("default", "create")  # no annotations: no proposal
+    chosen = choose("t", None, configured=None, trusted=True, default=None)
+    assert (chosen.policy, chosen.source, chosen.waits_for_a_person) == (None, None, False)
 
 
 def test_a_proxy_config_names_a_subject_by_argument_fields(tmp_path: Path) -> None:
@@ -117,7 +156,7 @@ def test_a_proxy_config_names_a_subject_by_argument_fields(tmp_path: Path) -> No
     path = tmp_path / "tools.json"
     refund = {"kind": "payment", "once_per": ["customer_id", "ticket"], "once_for": 3600}
     path.write_text(json.dumps({"tools": {"refund": refund}}))
-    policy = mcp_proxy.load_config(path).policy("refund")
+    policy = mcp_proxy.load_config(path).choose("refund").policy
     assert policy is not None
     assert policy.once_per is not None
     assert policy.once_per(customer_id="c1", ticket=7, cents=5) == ("refund", "c1", 7)

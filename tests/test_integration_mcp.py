@@ -94,7 +94,7 @@ def test_client_calls_again_in_the_same_session_once_approved(tmp_path: Path, co
               "--", *server],
         env=dict(os.environ), cwd=ROOT,
     )  # fmt: skip
-    meta = cast(types.RequestParamsMeta, {"oncelog/run_id": "ticket-6"})
+    meta = cast(types.RequestParamsMeta, {"io.oncelog/run-id": "ticket-6"})
 
     async def call(session: ClientSession, tool: str) -> types.CallToolResult:
         return await session.call_tool(tool, {"customer": "cus_bob"}, meta=meta)
@@ -193,11 +193,12 @@ def test_sigterm_drains_the_proxy_instead_of_leaving_a_call_in_doubt(
     assert Counter(e["tool"] for e in log.entries()) == {"send_email": 1}
 
 
-def proxy_params(tmp_path: Path, config: Path, crash_at: str | None = None) -> Any:
+def proxy_params(
+    tmp_path: Path, config: Path, crash_at: str | None = None, server_options: tuple[str, ...] = ()
+) -> Any:
     from mcp import StdioServerParameters
 
-    server = python("-m", "tests.integration_agents.mcp_server")
-    server += ["--effects", str(tmp_path / "effects.jsonl")]
+    server = server_args(tmp_path, *server_options)
     env = environment(crash_at)
     return StdioServerParameters(
         command=PYTHON,
@@ -208,7 +209,11 @@ def proxy_params(tmp_path: Path, config: Path, crash_at: str | None = None) -> A
 
 
 def session(
-    tmp_path: Path, config: Path, calls: list[str], crash_at: str | None = None
+    tmp_path: Path,
+    config: Path,
+    calls: list[str],
+    crash_at: str | None = None,
+    server_options: tuple[str, ...] = (),
 ) -> list[Any]:
     """One client session through a fresh proxy: each call's result, or the error that
     ended the session (the proxy killed under it)."""
@@ -220,7 +225,7 @@ def session(
         answers: list[Any] = []
         with anyio.fail_after(60):
             try:
-                params = proxy_params(tmp_path, config, crash_at)
+                params = proxy_params(tmp_path, config, crash_at, server_options)
                 async with (
                     stdio_client(params) as (read, write),
                     ClientSession(read, write) as client,
@@ -311,3 +316,138 @@ def test_an_mcp_result_must_fit_the_tools_output_schema(tmp_path: Path) -> None:
     _, refund = session(tmp_path, config, ["refund"])
     assert (refund.is_error, refund.structured_content) == (False, {"refund_id": "re_1"})
     assert text_of(refund) == '{"refund_id": "re_1"}'
+
+
+def server_args(tmp_path: Path, *extra: str) -> list[str]:
+    server = python("-m", "tests.integration_agents.mcp_server")
+    return [*server, "--effects", str(tmp_path / "effects.jsonl"), *extra]
+
+
+ANNOTATED = {
+    "lookup": {"readOnlyHint": True},
+    "send_email": {"destructiveHint": False},
+    "refund": {"destructiveHint": False, "idempotentHint": True},
+    "delete_account": {"title": "Delete"},  # says nothing: destructive, by the spec's defaults
+}
+
+
+def listed_kinds(tmp_path: Path, config: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+    """What ``oncelog mcp-proxy --list --json`` says of each tool of the annotated server."""
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(config))
+    argv = python("-m", "oncelog", "mcp-proxy", "--config", str(path), "--list", "--json")
+    argv += ["--", *server_args(tmp_path, "--annotations", json.dumps(ANNOTATED))]
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=60, check=True, cwd=ROOT, env=environment()
+    )
+    rows = json.loads(done.stdout)
+    return {r["tool"]: (r["kind"], r["source"], r["waits_for_a_person"]) for r in rows}
+
+
+def test_a_trusted_servers_annotations_propose_kinds_and_the_config_wins(tmp_path: Path) -> None:
+    require_framework("mcp", "mcp")
+    trusted = {"tools": {"refund": "payment"}, "trust_annotations": True}
+    assert listed_kinds(tmp_path, trusted) == {
+        "lookup": ("read", "annotation", False),
+        "send_email": ("create", "annotation", False),
+        "delete_account": ("destructive", "annotation", True),
+        "refund": ("payment", "config", False),  # its annotations say upsert: the config wins
+    }
+    # Without trust the same hints are never read: only the config and its default count.
+    untrusted = {"tools": {"refund": "payment"}, "default_kind": "destructive"}
+    assert listed_kinds(tmp_path, untrusted) == {
+        "lookup": ("destructive", "default", True),
+        "send_email": ("destructive", "default", True),
+        "delete_account": ("destructive", "default", True),
+        "refund": ("payment", "config", False),
+    }
+    assert listed_kinds(tmp_path, {"tools": {}})["send_email"] == (None, None, False)
+
+
+def test_a_trusted_annotation_makes_a_tool_wait_for_a_person(tmp_path: Path) -> None:
+    """The tool whose annotations say nothing of its effects is destructive: it is not
+    called until a person approved it. The annotated ``create``, the proxy killed right
+    after the server performed it, is not sent again. Counted at the server."""
+    require_framework("mcp", "mcp")
+    config = tmp_path / "tools.json"
+    config.write_text(json.dumps({"trust_annotations": True}))
+    server = ("--annotations", json.dumps(ANNOTATED))
+    both = ["delete_account", "send_email"]
+
+    listed, waits = session(tmp_path, config, ["delete_account"], None, server)
+    assert listed == ["lookup", "send_email", "delete_account", "refund"]
+    assert "oncelog approve ticket-8 'delete_account#1'" in text_of(waits)
+    assert EffectLog(tmp_path / "effects.jsonl").entries() == []
+
+    oncelog_cli(
+        str(tmp_path / "ledger.db"), "approve", "ticket-8", "delete_account#1", "--by", "al"
+    )
+    _, deleted, died = session(tmp_path, config, both, "after_call@send_email#1", server)
+    assert not deleted.is_error, deleted
+    assert isinstance(died, Exception), died
+    _, deleted_again, in_doubt = session(tmp_path, config, both, None, server)
+    assert text_of(deleted_again) == text_of(deleted)  # recorded, not performed again
+    assert "AmbiguousOutcome" in text_of(in_doubt)  # a create is never sent twice
+    assert Counter(e["tool"] for e in EffectLog(tmp_path / "effects.jsonl").entries()) == {
+        "delete_account": 1,
+        "send_email": 1,
+    }
+
+
+def test_the_server_receives_one_idempotency_key_per_call_and_can_dedupe(tmp_path: Path) -> None:
+    """The proxy dies after the server performed the email; the effect has a dedupe window,
+    so the restarted proxy sends it again, under the same ``_meta`` key: the server, which
+    dedupes by that key, performs it once. Both requests are counted at the server."""
+    require_framework("mcp", "mcp")
+    config = tmp_path / "tools.json"
+    config.write_text(
+        json.dumps({"tools": {"send_email": {"kind": "create", "dedupe_window": 3600}}})
+    )
+    requests = tmp_path / "requests.jsonl"
+    server = ("--requests", str(requests), "--dedupe")
+
+    _, died = session(tmp_path, config, ["send_email"], "after_call@send_email#1", server)
+    assert isinstance(died, Exception), died
+    _, sent = session(tmp_path, config, ["send_email"], None, server)
+    assert not sent.is_error, sent
+
+    received = [json.loads(line) for line in requests.read_text().splitlines()]
+    keys = [r["meta"].get("io.oncelog/idempotency-key") for r in received]
+    assert len(keys) == 2
+    assert keys[0] is not None
+    assert keys[0] == keys[1]
+    assert all(set(r["meta"]) == {"io.oncelog/idempotency-key"} for r in received)
+    effects = EffectLog(tmp_path / "effects.jsonl").entries()
+    assert [(e["tool"], e["key"]) for e in effects] == [("send_email", keys[0])]
+
+
+def test_a_misspelt_oncelog_meta_key_is_refused(tmp_path: Path, config: Path) -> None:
+    """A client naming its run under the old or a misspelt key would otherwise have its
+    call filed under --run-id: refused before the server is reached."""
+    require_framework("mcp", "mcp")
+    import anyio
+    import mcp.types as types
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    async def work() -> types.CallToolResult:
+        async with (
+            stdio_client(proxy_params(tmp_path, config)) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            meta = cast(types.RequestParamsMeta, {"oncelog/run_id": "ticket-9"})
+            return await client.call_tool("send_email", {"customer": "cus_ada"}, meta=meta)
+
+    refused = anyio.run(work)
+    assert refused.is_error
+    assert "unknown _meta keys ['oncelog/run_id']" in text_of(refused)
+    assert EffectLog(tmp_path / "effects.jsonl").entries() == []
+
+
+def test_json_goes_with_list() -> None:
+    """Without --list the proxy speaks MCP on stdout: JSON there would break the client."""
+    argv = python("-m", "oncelog", "mcp-proxy", "--json", "--", "true")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "--json goes with --list" in done.stderr

@@ -20,6 +20,9 @@ SEND_EMAIL = types.Tool(
         "type": "object",
         "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
     },
+    # Adds, never destroys; twice is two emails. A proxy whose config trusts this server
+    # ("trust_annotations": true) reads it as a create; tools.json names it anyway.
+    annotations=types.ToolAnnotations(destructive_hint=False, idempotent_hint=False),
 )
 
 
@@ -32,7 +35,7 @@ async def list_tools(
 async def call_tool(
     ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
-    key = (params.meta or {}).get("oncelog/idempotency_key")
+    key = (params.meta or {}).get("io.oncelog/idempotency-key")
     with Path("outbox.jsonl").open("a") as out:
         out.write(json.dumps({"key": key, **(params.arguments or {})}) + "\n")
     return types.CallToolResult(content=[types.TextContent(text="sent")])

@@ -3,12 +3,19 @@ act on the world: each effect is appended to the effect log with the idempotency
 proxy sends in ``_meta``.
 
     python -m tests.integration_agents.mcp_server --effects E [--delay SECONDS]
+        [--annotations JSON] [--requests FILE] [--dedupe]
+
+``--annotations`` gives tools their MCP annotations (``{"TOOL": {"readOnlyHint": true}}``);
+``--requests`` appends each ``tools/call`` it receives (its name and ``_meta``) to FILE
+before acting; ``--dedupe`` makes it a server that performs a key once and answers a
+repeat with the first receipt.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 import anyio
@@ -19,7 +26,7 @@ from mcp.server.stdio import stdio_server
 
 from .effect_log import EffectLog
 
-KEY_META = "oncelog/idempotency_key"
+KEY_META = "io.oncelog/idempotency-key"
 TOOLS = {
     "lookup": "Find a customer's account.",
     "send_email": "Send an email to a customer.",
@@ -34,34 +41,57 @@ REFUND_OUTPUT = {
 }
 
 
-def tool(name: str, description: str) -> types.Tool:
+def tool(name: str, description: str, annotations: dict[str, Any] | None) -> types.Tool:
     schema = {"type": "object", "properties": {"customer": {"type": "string"}}}
     output = REFUND_OUTPUT if name == "refund" else None
-    return types.Tool(name=name, description=description, input_schema=schema, output_schema=output)
+    hints = None if annotations is None else types.ToolAnnotations.model_validate(annotations)
+    return types.Tool(
+        name=name, description=description, input_schema=schema, output_schema=output,
+        annotations=hints,
+    )  # fmt: skip
+
+
+def record(path: str | None, params: types.CallToolRequestParams) -> None:
+    """The request as it reached the server, durably, before anything is done."""
+    if path is not None:
+        line = json.dumps({"tool": params.name, "meta": params.meta or {}})
+        with open(path, "a") as out:
+            out.write(line + "\n")
+            out.flush()
+            os.fsync(out.fileno())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--effects", required=True)
     parser.add_argument("--delay", type=float, default=0.0)  # seconds before each effect
+    parser.add_argument("--annotations", type=json.loads, default={})
+    parser.add_argument("--requests", default=None)
+    parser.add_argument("--dedupe", action="store_true")
     args = parser.parse_args()
     log = EffectLog(args.effects)
+
+    def perform(key: str, name: str, arguments: Any) -> dict[str, Any]:
+        done = [e for e in log.entries() if e["key"] == key] if args.dedupe else []
+        return dict(done[0]["receipt"]) if done else log.perform(key, name, arguments)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[tool(n, d) for n, d in TOOLS.items()])
+        listed = [tool(n, d, args.annotations.get(n)) for n, d in TOOLS.items()]
+        return types.ListToolsResult(tools=listed)
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        record(args.requests, params)
         arguments = params.arguments or {}
         if params.name == "lookup":
             answer: dict[str, Any] = {"customer": arguments.get("customer"), "plan": "pro"}
         else:
             key = str((params.meta or {}).get(KEY_META))
             await anyio.sleep(args.delay)
-            answer = log.perform(key, params.name, arguments)
+            answer = perform(key, params.name, arguments)
         content: list[types.ContentBlock] = [types.TextContent(text=json.dumps(answer))]
         if params.name == "refund":
             structured = {"refund_id": answer["id"]}

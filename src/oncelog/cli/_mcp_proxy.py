@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any
 
 import click
 
 import oncelog
 
-from ._options import db_option, opened
+from ._options import db_option, emit, json_option, opened
+
+if TYPE_CHECKING:
+    from oncelog.integrations.mcp_proxy import Choice
 
 
 @click.command("mcp-proxy", context_settings={"ignore_unknown_options": True})
@@ -21,9 +25,19 @@ from ._options import db_option, opened
     "--run-id", envvar="ONCELOG_RUN_ID", default=None,
     help="The run of calls that name none (default: $ONCELOG_RUN_ID).",
 )  # fmt: skip
+@click.option(
+    "--list", "list_only", is_flag=True,
+    help="Print each tool's kind and where it came from (config, annotation, default), and exit.",
+)  # fmt: skip
+@json_option
 @db_option
 def mcp_proxy(
-    command: tuple[str, ...], config_path: str | None, run_id: str | None, db: str | None
+    command: tuple[str, ...],
+    config_path: str | None,
+    run_id: str | None,
+    list_only: bool,
+    as_json: bool,
+    db: str | None,
 ) -> None:
     """Serve the tools of the MCP server COMMAND (stdio) on stdio, each call an effect.
     SIGTERM drains: calls in progress end and are recorded, later ones answer Draining
@@ -31,19 +45,52 @@ def mcp_proxy(
 
     \b
     oncelog mcp-proxy --config tools.json --run-id ticket-4711 -- python server.py
+    oncelog mcp-proxy --config tools.json --list -- python server.py
     """
+    if as_json and not list_only:
+        raise click.UsageError("--json goes with --list: the proxy itself speaks MCP on stdio")
     try:
         from oncelog.integrations import mcp_proxy
     except oncelog.ConfigurationError as exc:
         raise click.ClickException(str(exc)) from exc
     import anyio  # installed with mcp
 
+    try:
+        config = mcp_proxy.load_config(config_path)
+    except oncelog.ConfigurationError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if list_only:
+        chosen = anyio.run(mcp_proxy.choices, list(command), config)
+        shown = [_shown(choice) for choice in chosen]
+        if as_json:
+            emit(shown)
+        else:
+            _print(shown)
+        return
     oncelog.handle_sigterm()
     with opened(db) as ledger:
-        try:
-            config = mcp_proxy.load_config(config_path)
-        except oncelog.ConfigurationError as exc:
-            raise click.UsageError(str(exc)) from exc
         anyio.run(mcp_proxy.serve, ledger, list(command), config, run_id)
     if oncelog.draining():
         sys.exit(oncelog.EXIT_TRY_LATER)
+
+
+def _shown(choice: Choice) -> dict[str, Any]:
+    policy = choice.policy
+    return {
+        "tool": choice.tool,
+        "kind": None if policy is None else str(getattr(policy.kind, "value", policy.kind)),
+        "source": choice.source,
+        "waits_for_a_person": choice.waits_for_a_person,
+        "offered": policy is not None,
+    }
+
+
+def _print(shown: list[dict[str, Any]]) -> None:
+    width = max([len("TOOL")] + [len(row["tool"]) for row in shown])
+    click.echo(f"{'TOOL':<{width}}  {'KIND':<11}  {'FROM':<10}  APPROVAL")
+    for row in shown:
+        if not row["offered"]:
+            click.echo(f"{row['tool']:<{width}}  {'-':<11}  {'-':<10}  not offered: no kind")
+            continue
+        approval = "a person" if row["waits_for_a_person"] else "-"
+        click.echo(f"{row['tool']:<{width}}  {row['kind']:<11}  {row['source']:<10}  {approval}")

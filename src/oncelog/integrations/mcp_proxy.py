@@ -3,14 +3,16 @@
 The proxy starts the server as its child, offers its clients the server's own tools, and
 makes each ``tools/call`` an oncelog effect of a run:
 
-- the run: ``_meta["oncelog/run_id"]`` of the call, else the tool argument the config
+- the run: ``_meta["io.oncelog/run-id"]`` of the call, else the tool argument the config
   names in ``run_argument``, else ``--run-id`` (``$ONCELOG_RUN_ID``) for the session;
 - the step: ``{tool}#{n}``, the n-th call of that tool in the run in this session, so a
   client restarted from the top, calling its tools again, gets the recorded results;
-- the kind of each tool: from a small JSON config file (below); a tool with none is
-  not offered to the client (its model never sees it), and a call to it is refused,
-  unless the config gives a ``default_kind``;
-- the key: the server receives it as ``_meta["oncelog/idempotency_key"]``.
+- the kind of each tool: from a small JSON config file (below), else, for a server the
+  config trusts (``trust_annotations``), from the tool's annotations, else the config's
+  ``default_kind`` (``_mcp_kinds``); a tool with none is not offered to the client (its
+  model never sees it), and a call to it is refused;
+- the key: the server receives it as ``_meta["io.oncelog/idempotency-key"]``, the same
+  for every attempt of the call, so that it can perform it once.
 
 A ``destructive`` tool (or one with ``"approval": true``) waits for a person: the call
 answers with a tool error telling the client to wait for ``oncelog approve RUN STEP`` and
@@ -26,7 +28,8 @@ doubt, a kill switch, a budget) is a tool error too, naming the reason.
       },
       "default_kind": null,
       "run_argument": "ticket_id",
-      "agent": "support"
+      "agent": "support",
+      "trust_annotations": false
     }
 
 A tool's ``once_per`` names the argument fields whose values, after the tool's name, are
@@ -39,11 +42,12 @@ refused.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -53,6 +57,7 @@ from oncelog.display import resolve_command
 
 from ._common import Policy
 from ._common import missing_extra as _missing
+from ._mcp_kinds import Choice, Hints, choose
 
 try:
     import anyio.to_thread
@@ -67,12 +72,15 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 from ._proxy_runs import ProxyRun
 
-__all__ = ["KEY_META", "RUN_META", "ProxyConfig", "load_config", "serve"]
+__all__ = ["KEY_META", "RUN_META", "Choice", "ProxyConfig", "choices", "load_config", "serve"]
 
 log = logging.getLogger("oncelog")
 
-RUN_META = "oncelog/run_id"
-KEY_META = "oncelog/idempotency_key"
+# Reverse-DNS prefixes, as the MCP specification asks of _meta keys; any other key under
+# them in a client's call is refused, so that a misspelt run id never falls to --run-id.
+RUN_META = "io.oncelog/run-id"
+KEY_META = "io.oncelog/idempotency-key"
+_OURS = ("io.oncelog/", "oncelog/")
 _POLICY_KEYS = {"kind", "approval", "dedupe_window", "key_ttl", "once_per", "once_for", "repeat"}
 
 
@@ -98,9 +106,18 @@ class ProxyConfig:
     default: Policy | None = None
     run_argument: str | None = None
     agent: str | None = None
+    trust_annotations: bool = False
 
-    def policy(self, tool: str) -> Policy | None:
-        return self.tools.get(tool, self.default)
+    def choose(self, tool: str, annotations: types.ToolAnnotations | None = None) -> Choice:
+        """The policy of ``tool``, given the annotations its server lists, and where the
+        policy came from."""
+        hints = None if annotations is None else Hints(
+            annotations.read_only_hint, annotations.destructive_hint, annotations.idempotent_hint
+        )  # fmt: skip
+        return choose(
+            tool, hints, configured=self.tools.get(tool),
+            trusted=self.trust_annotations, default=self.default,
+        )  # fmt: skip
 
 
 def load_config(path: str | Path | None) -> ProxyConfig:
@@ -113,15 +130,19 @@ def load_config(path: str | Path | None) -> ProxyConfig:
         raise ConfigurationError(f"cannot read the mcp-proxy config {path}: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("tools", {}), dict):
         raise ConfigurationError(f'{path}: expected {{"tools": {{"TOOL": "KIND", ...}}, ...}}')
-    unknown = set(data) - {"tools", "default_kind", "run_argument", "agent"}
+    unknown = set(data) - {"tools", "default_kind", "run_argument", "agent", "trust_annotations"}
     if unknown:
         raise ConfigurationError(f"{path}: unknown settings {sorted(unknown)}")
+    trust = data.get("trust_annotations", False)
+    if not isinstance(trust, bool):  # "false" would read as true
+        raise ConfigurationError(f"{path}: trust_annotations is true or false, not {trust!r}")
     default = data.get("default_kind")
     return ProxyConfig(
         tools={name: _policy(name, v) for name, v in data.get("tools", {}).items()},
         default=None if default is None else Policy(default),
         run_argument=data.get("run_argument"),
         agent=data.get("agent"),
+        trust_annotations=trust,
     )
 
 
@@ -168,14 +189,9 @@ async def serve(
 ) -> None:
     """Start ``command`` as an MCP server and serve its tools on this process's stdio,
     until the client closes it."""
-    # The server gets the proxy's whole environment, as if it were started directly.
-    server_params = StdioServerParameters(
-        command=command[0], args=list(command[1:]), env=dict(os.environ)
-    )
-    async with stdio_client(server_params) as (read, write), ClientSession(read, write) as upstream:
-        await upstream.initialize()
+    async with _upstream(command) as upstream:
         proxy = _Proxy(ledger, upstream, config, run_id)
-        await proxy.declare_results()
+        await proxy.learn_tools()
         server: Server[Any] = Server(
             "oncelog-mcp-proxy", on_list_tools=proxy.list_tools, on_call_tool=proxy.call_tool
         )
@@ -184,6 +200,41 @@ async def serve(
                 await server.run(client_read, client_write, server.create_initialization_options())
         finally:
             await proxy.end()
+
+
+async def choices(command: Sequence[str], config: ProxyConfig) -> list[Choice]:
+    """Start ``command`` as an MCP server and say which policy the proxy would give each
+    of the tools it lists, and where it came from; no ledger is opened."""
+    async with _upstream(command) as upstream:
+        return [config.choose(tool.name, tool.annotations) async for tool in _tools(upstream)]
+
+
+@contextlib.asynccontextmanager
+async def _upstream(command: Sequence[str]) -> AsyncIterator[ClientSession]:
+    # The server gets the proxy's whole environment, as if it were started directly.
+    server_params = StdioServerParameters(
+        command=command[0], args=list(command[1:]), env=dict(os.environ)
+    )
+    async with stdio_client(server_params) as (read, write), ClientSession(read, write) as upstream:
+        await upstream.initialize()
+        yield upstream
+
+
+async def _tools(upstream: ClientSession) -> AsyncIterator[types.Tool]:
+    """Every tool the server lists, page after page."""
+    cursor: str | None = None
+    while True:
+        params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
+        try:
+            listed = await upstream.list_tools(params=params)
+        except MCPError as exc:  # a server without tools
+            log.warning("mcp-proxy: the server lists no tools (%s)", exc)
+            return
+        for tool in listed.tools:
+            yield tool
+        cursor = listed.next_cursor
+        if not cursor:
+            return
 
 
 class _Proxy:
@@ -195,39 +246,43 @@ class _Proxy:
         self.config = config
         self.run_id = run_id
         self.runs: dict[str, ProxyRun] = {}
+        # Chosen once, from the tools listed at the start: a trusted server's annotations
+        # cannot change a tool's kind in the middle of a session.
+        self.chosen: dict[str, Choice] = {}
 
-    async def declare_results(self) -> None:
-        """Tell the ledger what each tool's result looks like (an MCP result, with the
-        tool's output schema), so that a person resolving one of its calls gives one."""
-        cursor: str | None = None
-        while True:
-            params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
-            try:
-                listed = await self.upstream.list_tools(params=params)
-            except MCPError as exc:  # a server without tools: nothing to declare
-                log.warning("mcp-proxy: the server lists no tools (%s)", exc)
-                return
-            for tool in listed.tools:
-                _check_subject(tool, self.config.policy(tool.name))
-                if self.config.policy(tool.name) is not None:
-                    declare = functools.partial(
-                        self.ledger.declare_result, tool.name, tool.output_schema, form="mcp"
-                    )
-                    await anyio.to_thread.run_sync(declare)
-            cursor = listed.next_cursor
-            if not cursor:
-                return
+    async def learn_tools(self) -> None:
+        """Choose each tool's policy, and tell the ledger what each offered tool's result
+        looks like (an MCP result, with the tool's output schema), so that a person
+        resolving one of its calls gives one."""
+        async for tool in _tools(self.upstream):
+            choice = self.chosen[tool.name] = self.config.choose(tool.name, tool.annotations)
+            _check_subject(tool, choice.policy)
+            if choice.policy is None:
+                continue
+            if choice.source == "annotation":
+                log.info("mcp-proxy: %s is %s, from its server's annotations",
+                         tool.name, choice.policy.kind)  # fmt: skip
+            declare = functools.partial(
+                self.ledger.declare_result, tool.name, tool.output_schema, form="mcp"
+            )
+            await anyio.to_thread.run_sync(declare)
+
+    def policy(self, tool: str) -> Policy | None:
+        """A tool listed after the start has the config's policy only."""
+        chosen = self.chosen.get(tool) or self.config.choose(tool)
+        return chosen.policy
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         listed = await self.upstream.list_tools(params=params)
-        offered = [t for t in listed.tools if self.config.policy(t.name) is not None]
-        hidden = sorted(t.name for t in listed.tools if self.config.policy(t.name) is None)
+        offered = [t for t in listed.tools if self.policy(t.name) is not None]
+        hidden = sorted(t.name for t in listed.tools if self.policy(t.name) is None)
         if hidden:
             log.warning(
                 "mcp-proxy: not offering tools %s: no kind is declared for them in the config "
-                '("tools": {"NAME": "KIND"}, or "default_kind")', hidden,
+                '("tools": {"NAME": "KIND"}, "default_kind", or "trust_annotations" for a '
+                "server whose annotations you trust)", hidden,
             )  # fmt: skip
         return listed.model_copy(update={"tools": offered})
 
@@ -235,13 +290,20 @@ class _Proxy:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         arguments = params.arguments or {}
-        run_id = self._run_of(params, arguments)
+        meta: dict[str, Any] = dict(params.meta or {})
+        unknown = sorted(k for k in meta if k.startswith(_OURS) and k != RUN_META)
+        if unknown:
+            return _error(
+                f"oncelog: unknown _meta keys {unknown}: the run of a call is "
+                f"_meta[{RUN_META!r}]; the proxy itself gives the server {KEY_META!r}"
+            )
+        run_id = self._run_of(meta, arguments)
         if run_id is None:
             return _error(
                 f"oncelog: no run id for this call: set _meta[{RUN_META!r}], start the proxy "
                 "with --run-id (or $ONCELOG_RUN_ID), or name a run_argument in its config"
             )
-        policy = self.config.policy(params.name)
+        policy = self.policy(params.name)
         if policy is None:
             return _error(
                 f"oncelog: no kind is declared for tool {params.name!r} in the proxy's config: "
@@ -274,8 +336,7 @@ class _Proxy:
             return _error(f"{type(exc).__name__}: {exc}")
         return types.CallToolResult.model_validate(recorded)
 
-    def _run_of(self, params: types.CallToolRequestParams, arguments: dict[str, Any]) -> str | None:
-        meta: dict[str, Any] = dict(params.meta or {})
+    def _run_of(self, meta: dict[str, Any], arguments: dict[str, Any]) -> str | None:
         if isinstance(meta.get(RUN_META), str):
             return str(meta[RUN_META])
         named = self.config.run_argument
