@@ -192,9 +192,20 @@ class LinkRefused(UsageError):
     it decides nothing. ``command``, for an expired link, is the command that makes the
     same decision."""
 
-    def __init__(self, message: str, command: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self,
+        message: str,
+        command: str | None = None,
+        *,
+        run_id: str | None = None,
+        step_id: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id, step_id=step_id, key=key)
         self.command = command
+
+    def _state(self) -> dict[str, Any]:
+        return {**self._fields(), "command": self.command}
 
 
 class UnknownName(OnceLogError):
