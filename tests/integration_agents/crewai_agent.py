@@ -59,11 +59,11 @@ class ScriptedLLM(BaseLLM):
         response_model: Any = None,
     ) -> Any:
         count_model_call(self.calls_file)
-        text = json.dumps(messages, default=str)
-        if "Delegate work to coworker" in text and "Observation" not in text and not _told(
-            messages
-        ):
-            return _delegate(self.native and bool(tools))
+        offered = json.dumps([messages, tools], default=str)
+        if "elegate" in offered and "_coworker" in offered or "Delegate work to" in offered:
+            if "emailed ada" not in json.dumps(messages, default=str):
+                return _delegate(self.native and bool(tools))  # a hierarchical crew's manager
+            return "Thought: the clerk did it\nFinal Answer: emailed ada"
         if _told(messages):
             if self.fail_once and not Path(self.fail_once).exists():
                 Path(self.fail_once).write_text("failed")
@@ -194,6 +194,11 @@ def _refuse_first_answer(output: Any) -> tuple[bool, Any]:
     if len(_answers) == 1:
         return False, "say which address was emailed"
     return True, output.raw
+
+
+# CrewAI reads the annotation itself, which ``from __future__ import annotations`` leaves a
+# string it refuses.
+_refuse_first_answer.__annotations__["return"] = tuple[bool, Any]
 
 
 class BillingFlow(Flow[dict[str, Any]]):
