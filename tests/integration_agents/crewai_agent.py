@@ -60,7 +60,7 @@ class ScriptedLLM(BaseLLM):
     ) -> Any:
         count_model_call(self.calls_file)
         offered = json.dumps([messages, tools], default=str)
-        if "elegate" in offered and "_coworker" in offered or "Delegate work to" in offered:
+        if "delegate_work_to_coworker" in offered or "Delegate work to coworker" in offered:
             if "emailed ada" not in json.dumps(messages, default=str):
                 return _delegate(self.native and bool(tools))  # a hierarchical crew's manager
             return "Thought: the clerk did it\nFinal Answer: emailed ada"
@@ -155,8 +155,8 @@ def main() -> None:
         if args.process == "flow":
             return str(BillingFlow(crew, guard if args.guarded else None, request_id).kickoff())
         if args.guarded:
-            return guard.kickoff(crew, request=request_id).raw
-        return crew.kickoff().raw
+            return str(guard.kickoff(crew, request=request_id).raw)
+        return str(getattr(crew.kickoff(), "raw", ""))
 
     oncelog.run_main(lambda: print(json.dumps(kickoff())))
 
@@ -210,7 +210,7 @@ class BillingFlow(Flow[dict[str, Any]]):
     def bill(self) -> str:
         if self.guard is not None:
             return str(self.guard.kickoff(self.crew, request=self.request).raw)
-        return str(self.crew.kickoff().raw)
+        return str(getattr(self.crew.kickoff(), "raw", ""))
 
 
 def parser() -> argparse.ArgumentParser:

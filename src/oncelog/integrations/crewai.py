@@ -122,7 +122,8 @@ class RecordedLLM(BaseLLM):
         return answer
 
     def supports_function_calling(self) -> bool:
-        return bool(self.llm.supports_function_calling())
+        supports = getattr(self.llm, "supports_function_calling", None)  # not every BaseLLM's
+        return bool(supports()) if callable(supports) else False
 
     def supports_stop_words(self) -> bool:
         return bool(self.llm.supports_stop_words())
@@ -272,9 +273,8 @@ class Guard:
             crew.manager_llm = RecordedLLM.around(crew.manager_llm)
         for position, task in enumerate(crew.tasks, start=1):
             task.tools = [self._tool(t) for t in task.tools or []]
-            if not getattr(task, "_oncelog_position", None):
-                object.__setattr__(task, "execute_sync", self._executor(crew, task))
-            object.__setattr__(task, "_oncelog_position", position)
+            if not getattr(task.execute_sync, "_oncelog_guarded", False):
+                object.__setattr__(task, "execute_sync", self._executor(task, position))
         return crew
 
     def _agent(self, agent: Any) -> None:
@@ -307,7 +307,8 @@ class Guard:
             raise unguarded("CrewAI", tool.name, _FIX % tool.name)
         return guard_tool(tool, policy_for(self.policies, tool.name, "CrewAI"))
 
-    def _executor(self, crew: Crew, task: Task) -> Callable[..., Any]:
+    def _executor(self, task: Task, position: int) -> Callable[..., Any]:
+        """``task.execute_sync`` in the task's run, re-entered for CrewAI's retries."""
         original = task.execute_sync
 
         def execute_sync(
@@ -320,7 +321,6 @@ class Guard:
                 )
             agent = agent or task.agent
             self._agent(agent)  # a hierarchical crew's manager is made by kickoff
-            position = getattr(task, "_oncelog_position")
             run_id = f"{self.crew}/{request}/task-{position}"
             tools = [self._tool(t) for t in tools or []]
             retries = self.retries
@@ -337,6 +337,7 @@ class Guard:
                         raise
             raise AssertionError("unreachable")  # pragma: no cover
 
+        execute_sync._oncelog_guarded = True  # type: ignore[attr-defined]
         return execute_sync
 
     @contextmanager
@@ -357,4 +358,3 @@ def _checked(name: str, what: str) -> str:
             "starting with a letter or digit: it names the crew's runs"
         )
     return name
-
