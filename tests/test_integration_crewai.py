@@ -227,3 +227,38 @@ def test_other_messages_at_a_recorded_model_call_stop_the_run(tmp_path: Path) ->
         with pytest.raises(oncelog.ReplayDivergence, match="'model#1' was recorded for other"):
             guard.kickoff(other, request="r")
         assert sent_again == []
+
+
+def test_a_model_running_its_tools_itself_raises_a_stop_instead_of_dropping_it(
+    tmp_path: Path,
+) -> None:
+    """``BaseLLM._handle_tool_execution`` logs a tool's error and returns None. Asked to
+    run the tools itself (``available_functions``), ``RecordedLLM`` runs the model's tool
+    call after the recorded call, through the guarded tool: the email in doubt stops the
+    run, and the stop reaches the caller."""
+    require_framework("crewai", "crewai")
+    from crewai.tools import tool
+
+    from oncelog.integrations import crewai as oncelog_crewai
+
+    from .integration_agents.crewai_agent import ScriptedLLM
+
+    sent: list[str] = []
+
+    @tool("send_email")
+    def send_email(to: str, body: str) -> str:
+        """Send an email to a customer."""
+        sent.append(to)
+        raise ConnectionError("reset after the request was sent")
+
+    guarded = oncelog_crewai.guard_tool(send_email, "create")
+    llm = oncelog_crewai.RecordedLLM.around(
+        ScriptedLLM(model="scripted", calls_file=str(tmp_path / "model-calls"))
+    )
+    tools = [{"type": "function", "function": {"name": "send_email"}}]
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("r"):
+            llm.call("email ada", tools, available_functions={"send_email": guarded.run})
+        steps = [(s.step_id, s.state) for s in ledger.steps("r")]
+    assert steps == [("model#1", StepState.DONE), ("send_email#1", StepState.UNKNOWN)]
+    assert sent == ["ada@example.com"]
