@@ -18,13 +18,13 @@ from typing import Any
 os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")  # offline: nothing sent anywhere
 os.environ.setdefault("OTEL_SDK_DISABLED", "true")
 
-from crewai import Agent, Crew, Task  # noqa: E402 - after the telemetry switches
-from crewai.llms.base_llm import BaseLLM  # noqa: E402
-from crewai.tools import tool  # noqa: E402
+from crewai import Agent, Crew, Task
+from crewai.llms.base_llm import BaseLLM
+from crewai.tools import tool
 
-import oncelog  # noqa: E402
-from oncelog.integrations import current_idempotency_key  # noqa: E402
-from oncelog.integrations import crewai as oncelog_crewai  # noqa: E402
+import oncelog
+from oncelog.integrations import crewai as oncelog_crewai
+from oncelog.integrations import current_idempotency_key
 
 OUTBOX = Path("outbox.jsonl")
 
