@@ -26,6 +26,7 @@ FRAMEWORKS = [
     ("celery", "celery", "celery"),
     ("dbos", "dbos", "dbos"),
     ("temporal", "temporalio", "temporal"),
+    ("crewai", "crewai", "crewai"),
 ]
 
 

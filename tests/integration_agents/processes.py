@@ -25,6 +25,8 @@ def run_agent(module: str, *args: str, crash_at: str | None = None) -> AgentExit
     """``python -m tests.integration_agents.MODULE ARGS`` from the repository root."""
     env = {k: v for k, v in os.environ.items() if k != "ONCELOG_CRASH_AT"}
     env["OPENAI_AGENTS_DISABLE_TRACING"] = "1"  # offline: no traces sent anywhere
+    env["CREWAI_DISABLE_TELEMETRY"] = env["OTEL_SDK_DISABLED"] = "true"
+    env["CREWAI_TRACING_ENABLED"] = "false"
     if crash_at is not None:
         env["ONCELOG_CRASH_AT"] = crash_at
     argv = python("-m", f"tests.integration_agents.{module}", *args)
