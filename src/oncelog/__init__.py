@@ -84,6 +84,7 @@ if _typing.TYPE_CHECKING:
     from .records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert
     from .records._records import (
         Approval,
+        ApprovalEdit,
         ApprovalStatus,
         EffectInDoubt,
         Halt,
@@ -133,6 +134,7 @@ _LAZY = {
     **dict.fromkeys(
         (
             "Approval",
+            "ApprovalEdit",
             "ApprovalStatus",
             "EffectInDoubt",
             "Halt",
@@ -183,6 +185,7 @@ __all__ = [
     "AmbiguousOutcome",
     "Approval",
     "ApprovalDenied",
+    "ApprovalEdit",
     "ApprovalRequired",
     "ApprovalStatus",
     "ArchiveExists",

@@ -18,10 +18,12 @@ keyed hashes already), and ids as they are stored (``visible``).
 On a terminal or in a log, text from the ledger is printed through ``printable``, and a
 command for a person to paste is built by ``oncelog_command``, which quotes its ids for
 the shell. ``step_timings`` tells a step's time at its provider from its wait for a person
-or a restart, which are shown apart."""
+or a restart, which are shown apart. ``argument_changes`` lists what a person's edit of an
+approval's arguments changed, one line per parameter."""
 
 from __future__ import annotations
 
+from .records._argument_edits import argument_changes
 from .records._display import (
     MASK,
     escape_invisible,
@@ -35,6 +37,6 @@ from .records._display import (
 from .records._timings import StepTiming, step_timings
 
 __all__ = [
-    "MASK", "StepTiming", "escape_invisible", "exact_json", "oncelog_command", "printable",
+    "MASK", "StepTiming", "argument_changes", "escape_invisible", "exact_json", "oncelog_command", "printable",
     "redact", "resolve_command", "step_timings", "visible",
 ]  # fmt: skip
