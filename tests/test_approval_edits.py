@@ -77,9 +77,11 @@ def test_a_failing_policy_is_a_typed_error_and_writes_nothing(store_url: str) ->
         def pay(order: str, amount: object, *, idempotency_key: str) -> None:
             raise AssertionError("called")
 
-        with pytest.raises(oncelog.ConfigurationError, match="approval function"):
-            with ledger.run("r1") as run:
-                run.effect("refund", pay, "o-1", "150")  # a str: '>' raises
+        with (
+            pytest.raises(oncelog.ConfigurationError, match="approval function"),
+            ledger.run("r1") as run,
+        ):
+            run.effect("refund", pay, "o-1", "150")  # a str: '>' raises
         assert ledger.steps("r1") == []
         assert ledger.approvals(None) == []
         assert ledger.verify().ok
@@ -173,7 +175,8 @@ def test_a_kill_around_the_edited_call_performs_it_once(
         assert again.returncode == oncelog.EXIT_WAITING, again.stderr
         with oncelog.open(store_url) as ledger:
             [asked] = ledger.approvals()
-            assert json.loads(asked.args_json) == {"args": [], "kwargs": {"order": "o-1", "amount": 90}}
+            edited = {"args": [], "kwargs": {"order": "o-1", "amount": 90}}
+            assert json.loads(asked.args_json) == edited
             ledger.approve("r1", "refund", by="alice", request=asked.id)
         done = refund(store_url, provider, 150, *options)
         assert done.returncode == 0, done.stderr
@@ -187,23 +190,23 @@ def test_an_edit_that_moves_the_subject_cannot_do_another_orders_refund_twice(
     store_url: str, tmp_path: Path
 ) -> None:
     """Order o-2 was refunded by another run; a person edits r1's refund of o-1 into o-2:
-    the edited call's subject is o-2's, so it gets that refund's result, sends nothing."""
+    the edited call's subject is o-2's, claimed by that run with other recorded arguments,
+    so the step stops on the drift (a payment's default) and sends nothing."""
     with running_provider(tmp_path / "p", "ignores_keys") as provider:
         first = refund(store_url, provider, 50, "--subject", order="o-2", run="other")
         assert first.returncode == 0, first.stderr
         assert refund(store_url, provider, 150, "--subject").returncode == oncelog.EXIT_WAITING
         with oncelog.open(store_url) as ledger:
             ledger.approve("r1", "refund", by="mallory", args={"order": "o-2", "amount": 50})
-        done = refund(store_url, provider, 150, "--subject")
-        assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout) == json.loads(first.stdout)
+        stopped = refund(store_url, provider, 150, "--subject")
+        assert stopped.returncode == oncelog.EXIT_HALTED, stopped.stderr
+        assert "ArgumentDrift" in stopped.stderr
+        assert "'other'" in stopped.stderr
         assert paid(provider, "r1") == []
         assert len(paid(provider, "other")) == 1
 
 
-def test_an_approval_unused_past_the_tools_bound_asks_again(
-    store_url: str, tmp_path: Path
-) -> None:
+def test_an_approval_unused_past_the_tools_bound_asks_again(store_url: str, tmp_path: Path) -> None:
     """``approval_expires``: judged by the store's clock; the fresh request names the old."""
     with running_provider(tmp_path / "p", "ignores_keys") as provider:
         options = ("--approval-expires", "1")

@@ -37,6 +37,6 @@ from .records._display import (
 from .records._timings import StepTiming, step_timings
 
 __all__ = [
-    "MASK", "StepTiming", "argument_changes", "escape_invisible", "exact_json", "oncelog_command", "printable",
-    "redact", "resolve_command", "step_timings", "visible",
+    "MASK", "StepTiming", "argument_changes", "escape_invisible", "exact_json",
+    "oncelog_command", "printable", "redact", "resolve_command", "step_timings", "visible",
 ]  # fmt: skip

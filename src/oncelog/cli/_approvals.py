@@ -141,7 +141,9 @@ def _changes(a: Approval, edits: list[ApprovalEdit]) -> list[str]:
     """What a person changed of what was asked, for a request an edit made or replaced."""
     for edit in edits:
         if a.id in (edit.request, edit.edited_request):
-            changed = argument_changes(json.loads(edit.args_json), json.loads(edit.edited_args_json))
+            changed = argument_changes(
+                json.loads(edit.args_json), json.loads(edit.edited_args_json)
+            )
             return [
                 f"edited by {edit.by}: request {edit.request} asked, request "
                 f"{edit.edited_request} approved" + (f" ({edit.note})" if edit.note else ""),

@@ -48,10 +48,10 @@ from .._exceptions import (
 from .._log import log
 from ..controls._alerts import AlertCallback, AlertSender
 from ..observe import _observe as observe
+from ..records._argument_edits import edited_payload_json
 from ..records._budgets import check, refusal
 from ..records._display import visible
 from ..records._records import ApprovalStatus, StepRecord, StepState, StepType, SubjectClaim
-from ..records._argument_edits import edited_payload_json
 from ..records._serialization import decode, digest, encode_decoded
 from ..signals import _crashpoints as crashpoints
 from ..stores._protocol import (
@@ -62,6 +62,7 @@ from ..stores._protocol import (
     SubjectHeld,
     new_step,
 )
+from ._approval_policy import needs_approval, standing_edit
 from ._calls import (
     Adopted,
     Again,
@@ -69,12 +70,11 @@ from ._calls import (
     Pending,
     Replayed,
     Surroundings,
-    encode_args,
     edited_step,
+    encode_args,
     error_json,
     idempotency_key,
 )
-from ._approval_policy import needs_approval, standing_edit
 from ._decide import IN_DOUBT, Action, Situation, attempts_left, decide, deduplicated, key_honoured
 from ._outcomes import Outcomes
 from ._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found

@@ -15,8 +15,8 @@ from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 from .. import _numbers as numbers
 from .._exceptions import ConfigurationError, NoActiveRun
 from ..failures import Classifier
-from ..records._redact import secret_positions
 from ..records._argument_edits import edit_shape
+from ..records._redact import secret_positions
 from ._names import check_name
 from ._probes import Preflight, Probe
 from ._retry import Retry

@@ -478,9 +478,7 @@ class Store(Protocol):
 
     # -- approvals ----------------------------------------------------------------------
 
-    def request_approval(
-        self, lease: Lease, step: NewStep, shape: str | None = None
-    ) -> Approval:
+    def request_approval(self, lease: Lease, step: NewStep, shape: str | None = None) -> Approval:
         """The approval request for this step and these arguments, in one transaction:
         the live one if there is one (pending, approved and unexpired, or denied), else
         a new pending one (journals ``approval_requested``, with ``shape``, the tool's
@@ -516,10 +514,10 @@ class Store(Protocol):
         the call by parameter name the person approves instead: the request becomes
         ``edited`` and a new one, approved, holds the edited call (journals
         ``approval_edited``, then the new request and its approval); ``InvalidPayload``
-        if it does not fit the tool's parameters (see ``records._argument_edits``). ``UnknownApproval`` if there is no
-        such run, if that request is not pending (it was decided, or superseded by a
-        request with other arguments), or if neither is given and the step was ever asked
-        with other arguments."""
+        if it does not fit the tool's parameters (see ``records._argument_edits``).
+        ``UnknownApproval`` if there is no such run, if that request is not pending (it was
+        decided, or superseded by a request with other arguments), or if neither is given
+        and the step was ever asked with other arguments."""
         ...
 
     def approvals(self, status: ApprovalStatus | None, limit: int) -> list[Approval]:

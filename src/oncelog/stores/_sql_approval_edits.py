@@ -118,7 +118,8 @@ def _shape(tx: Tx, request: Approval) -> str | None:
     """The tool's parameters, as the journalled request of ``request`` recorded them."""
     named = f"CAST({tx.dialect.json_text('data', 'request')} AS TEXT)"
     rows = tx.execute(
-        f"SELECT data FROM journal WHERE run_id = ? AND event = 'approval_requested' AND {named} = ?",
+        "SELECT data FROM journal WHERE run_id = ? AND event = 'approval_requested' "
+        f"AND {named} = ?",
         (request.run_id, str(request.id)),
     ).fetchall()
     for (text,) in rows:

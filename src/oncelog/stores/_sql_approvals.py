@@ -101,9 +101,8 @@ def use_approval(tx: Tx, lease: Lease, step: NewStep) -> int:
     approval lets one attempt run, whatever is killed when; its id goes in the intent."""
     fresh, params = "", (lease.run_id, step.step_id, step.args_hash)
     if step.approval_lasts is not None:
-        fresh, params = f" AND decided_at > {NOW} - CAST(? AS DOUBLE PRECISION)", (
-            *params, step.approval_lasts,
-        )  # fmt: skip
+        # The tool's bound on a decision's age, by the store's clock.
+        fresh = f" AND decided_at > {NOW} - CAST({step.approval_lasts!r} AS DOUBLE PRECISION)"
     rows = tx.execute(
         f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? AND step_id = ? "
         f"AND args_hash = ? AND status = 'approved' AND (expires_at IS NULL OR expires_at > "

@@ -419,9 +419,7 @@ class SQLStore(StepWrites):
 
     # -- approvals, the kill switch and budgets (SQL in _sql_approvals, _sql_controls) --
 
-    def request_approval(
-        self, lease: Lease, step: NewStep, shape: str | None = None
-    ) -> Approval:
+    def request_approval(self, lease: Lease, step: NewStep, shape: str | None = None) -> Approval:
         with self._tx() as tx:
             fence(tx, lease)
             return approval_sql.request_approval(tx, lease, step, shape)
