@@ -17,6 +17,7 @@ from . import _numbers as numbers
 from ._exceptions import ConfigurationError, InvalidPayload, InvalidResolution
 from ._person_results import Form, ResultContract
 from .process import _leases as leases
+from .records._argument_edits import named
 from .records._budgets import AgentBudget, AgentBudgetSetting, Budget, Usage
 from .records._no_result import NO_RESULT
 from .records._records import (
@@ -271,6 +272,14 @@ class PersonDecisions:
     def approval_edits(self, run_id: str, step_id: str) -> list[ApprovalEdit]:
         """The edits people approved of a step's requests, oldest first, as journalled."""
         return list(self.store.approval_history(run_id, step_id).edits)
+
+    def editable_arguments(self, approval: Approval) -> dict[str, Any] | None:
+        """``approval``'s call by parameter name, as ``approve(..., args=...)`` takes it;
+        None if its tool's calls cannot be edited (``*args``, ``**kwargs``, or a request
+        journalled before edits were possible)."""
+        history = self.store.approval_history(approval.run_id, approval.step_id)
+        shape = history.shapes.get(approval.id)
+        return None if shape is None else named(decode(shape), decode(approval.args_json))
 
     def deny(
         self,

@@ -329,6 +329,7 @@ class ApprovalHistory:
 
     asked: bool
     edits: tuple[ApprovalEdit, ...]
+    shapes: dict[int, str]  # request id -> the tool's parameters it journalled (JSON)
 
 
 @dataclass(frozen=True)

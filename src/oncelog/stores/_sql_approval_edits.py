@@ -33,7 +33,7 @@ def approval_history(tx: Tx, run_id: str, step_id: str) -> ApprovalHistory:
         "AND event IN ('approval_requested', 'approval_edited') ORDER BY id",
         (run_id,),
     ).fetchall()
-    asked, edits = False, []
+    asked, edits, shapes = False, [], {}
     for event, text, at in rows:
         try:
             data = decode(text)
@@ -41,11 +41,13 @@ def approval_history(tx: Tx, run_id: str, step_id: str) -> ApprovalHistory:
                 continue
             if event == "approval_requested":
                 asked = True
+                if data.get("params") is not None:
+                    shapes[int(data["request"])] = canonical_json(data["params"])
             else:
                 edits.append(_edit(data, float(at)))
         except (ValueError, TypeError, KeyError, AttributeError):
             continue  # a malformed record stands for nothing; verify reports its broken link
-    return ApprovalHistory(asked, tuple(edits))
+    return ApprovalHistory(asked, tuple(edits), shapes)
 
 
 def _edit(data: dict[str, Any], at: float) -> ApprovalEdit:
