@@ -109,11 +109,18 @@ def test_an_edited_approval_runs_the_edited_call_once_under_a_new_key(
 ) -> None:
     with running_provider(tmp_path / "p", "ignores_keys") as provider:
         assert refund(store_url, provider, 150).returncode == oncelog.EXIT_WAITING
+        pending = oncelog_cli(store_url, "approvals")
+        assert 'by name (to edit with approve --args): {"order": "o-1", "amount": 150}' in pending
         out = oncelog_cli(
             store_url, "approve", "r1", "refund", "--by", "alice", "--note", "policy cap",
             "--args", '{"order": "o-1", "amount": 100}',
         )  # fmt: skip
         assert "amount: 150 → 100" in out
+        shown = oncelog_cli(store_url, "show", "r1")
+        assert "approved edited arguments of refund by alice: policy cap" in shown
+        assert "amount: 150 → 100" in shown
+        listed = oncelog_cli(store_url, "approvals", "--all")
+        assert "amount: 150 → 100" in listed
         done = refund(store_url, provider, 150)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["amount"] == 100  # the code sees the edited call's result
@@ -231,3 +238,50 @@ def test_an_approval_unused_past_the_tools_bound_asks_again(store_url: str, tmp_
         done = refund(store_url, provider, 150, *options)
         assert done.returncode == 0, done.stderr
         assert len(paid(provider)) == 1
+
+
+def test_an_expired_approval_cannot_be_approved_again(store_url: str, tmp_path: Path) -> None:
+    with running_provider(tmp_path / "p", "ignores_keys") as provider:
+        options = ("--approval-expires", "1")
+        assert refund(store_url, provider, 150, *options).returncode == oncelog.EXIT_WAITING
+        with oncelog.open(store_url) as ledger:
+            first = ledger.approve("r1", "refund", by="alice")
+        time.sleep(1.5)
+        assert refund(store_url, provider, 150, *options).returncode == oncelog.EXIT_WAITING
+        with oncelog.open(store_url) as ledger:
+            for edited in (None, {"order": "o-1", "amount": 100}):
+                with pytest.raises(
+                    oncelog.UnknownApproval, match=r"expired \(decided by alice .*\), not pending"
+                ):
+                    ledger.approve("r1", "refund", by="mallory", request=first.id, args=edited)
+            assert ledger.verify().ok
+        assert paid(provider) == []
+
+
+def test_a_secret_field_cannot_be_edited_and_keeps_its_value(store_url: str) -> None:
+    """The ledger holds a secret field's keyed hash only: an edit must give it as shown,
+    and the edited call gets the value the code passed."""
+    sent: list[tuple[str, int]] = []
+    with oncelog.open(store_url, redaction_key="k" * 32) as ledger:
+
+        @ledger.tool(kind="payment", name="charge", approval=True, secret=("card",))
+        def charge(card: str, amount: int, *, idempotency_key: str) -> int:
+            sent.append((card, amount))
+            return amount
+
+        def agent() -> int:
+            with ledger.run("r1") as run:
+                return int(run.effect("charge", charge, "4242", 150))
+
+        with pytest.raises(oncelog.ApprovalRequired):
+            agent()
+        [asked] = ledger.approvals()
+        shown = ledger.editable_arguments(asked)
+        assert shown is not None
+        assert str(shown["card"]).startswith("redacted:")
+        with pytest.raises(oncelog.InvalidPayload, match="secret field"):
+            ledger.approve("r1", "charge", by="alice", args={**shown, "card": "5555"})
+        ledger.approve("r1", "charge", by="alice", args={**shown, "amount": 90})
+        assert agent() == 90
+        assert agent() == 90  # replayed
+    assert sent == [("4242", 90)]

@@ -28,6 +28,7 @@ def approvals(everything: bool, db: str | None, as_json: bool) -> None:
     with opened(db, create=False) as ledger:
         found = ledger.approvals(None if everything else "pending")
         edits = _edits_of(ledger, found) if everything else {}
+        named = {a.id: ledger.editable_arguments(a) for a in found if a.status.value == "pending"}
     if as_json:
         emit([{**dataclasses.asdict(a), "status": a.status.value} for a in found])
         return
@@ -44,6 +45,10 @@ def approvals(everything: bool, db: str | None, as_json: bool) -> None:
         )
         click.echo(f"    arguments hash: {a.args_hash}")
         click.echo(f"    arguments: {_arguments(a)}")
+        if named.get(a.id) is not None:
+            # What `approve --args` takes, to copy and edit.
+            given = escape_invisible(json.dumps(named[a.id], ensure_ascii=False))
+            say(f"    by name (to edit with approve --args): {given}")
         if a.status is ApprovalStatus.EDITED or a.id in edited_ids:
             for line in _changes(a, edits.get((a.run_id, a.step_id), [])):
                 say(f"    {line}")

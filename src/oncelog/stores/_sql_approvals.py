@@ -278,9 +278,18 @@ def _chosen(
             "decide that request",
             **where,
         )
-    decided = "" if last.decided_by is None else f" by {last.decided_by} at {utc(last.decided_at)}"
+    decided = (
+        ""
+        if last.decided_by is None
+        else f" (decided by {last.decided_by} at {utc(last.decided_at)})"
+    )
     raise UnknownApproval(
-        f"request {last.id} of step {step_id!r} is {last.status.value}{decided}, not pending",
+        f"request {last.id} of step {step_id!r} is {last.status.value}{decided}, not pending"
+        + (
+            ": the step asks a fresh request when it runs again"
+            if last.status is ApprovalStatus.EXPIRED
+            else ""
+        ),
         **where,
     )
 
