@@ -5,9 +5,11 @@ was performed; kills are SIGKILLs at named crash points."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -161,6 +163,56 @@ def test_bad_edited_arguments_are_refused_and_leave_the_request_pending(
             [pending] = ledger.approvals()
             assert pending.status is oncelog.ApprovalStatus.PENDING
             assert ledger.verify().ok
+
+
+def test_a_kill_before_the_edited_calls_intent_commits_uses_the_approval_on_restart(
+    store_url: str, tmp_path: Path
+) -> None:
+    """The intent's transaction (which uses the approval) never commits: the approval of
+    the edited call is still there, and the restart performs the edited call once."""
+    with running_provider(tmp_path / "p", "ignores_keys") as provider:
+        assert refund(store_url, provider, 150).returncode == oncelog.EXIT_WAITING
+        with oncelog.open(store_url) as ledger:
+            ledger.approve("r1", "refund", by="alice", args={"order": "o-1", "amount": 90})
+        killed = refund(store_url, provider, 150, crash_at="before_intent_commit")
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        done = refund(store_url, provider, 150)
+        assert done.returncode == 0, done.stderr
+        assert paid(provider) == [{"order": "o-1", "amount": 90}]
+
+
+def test_an_async_agent_waiting_in_place_gets_the_edited_call(store_url: str) -> None:
+    async def agent(ledger: oncelog.Ledger) -> object:
+        @ledger.tool(kind="payment", name="refund", approval=lambda order, amount: amount > 100)
+        async def pay(order: str, amount: int, *, idempotency_key: str) -> int:
+            return amount
+
+        async with ledger.run("r1") as run:
+            return await run.effect("refund", pay, "o-1", 150)
+
+    def approve_when_asked() -> None:
+        with oncelog.open(store_url) as person:
+            while not person.approvals():
+                time.sleep(0.05)
+            person.approve("r1", "refund", by="alice", args='{"order": "o-1", "amount": 99}')
+
+    with oncelog.open(store_url, approval_poll=0.05) as ledger:
+        helper = threading.Thread(target=approve_when_asked)
+        helper.start()
+        got = asyncio.run(agent(ledger))
+        helper.join()
+    assert got == 99
+
+
+def test_a_bad_edit_from_the_shell_exits_2_and_says_why(store_url: str, tmp_path: Path) -> None:
+    with running_provider(tmp_path / "p", "ignores_keys") as provider:
+        assert refund(store_url, provider, 150).returncode == oncelog.EXIT_WAITING
+    told = run_python(
+        "-m", "oncelog", "approve", "r1", "refund", "--by", "alice", "--args", '{"amount": 1}',
+        "--db", store_url,
+    )  # fmt: skip
+    assert told.returncode == 2, told.stderr
+    assert "missing parameter 'order'" in told.stderr
 
 
 @pytest.mark.parametrize("point", ["after_intent_commit", "after_call"])
