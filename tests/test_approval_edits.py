@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 
 import oncelog
+from oncelog.records._serialization import digest
 
 from .support import oncelog_cli
 from .support.launch import environment, run_python
 from .support.provider_process import Provider, running_provider
+from .test_approval_binding import tamper
 
 REFUNDER = Path(__file__).parent / "approval_agents" / "refunder.py"
 
@@ -337,3 +339,33 @@ def test_a_secret_field_cannot_be_edited_and_keeps_its_value(store_url: str) -> 
         assert agent() == 90
         assert agent() == 90  # replayed
     assert sent == [("4242", 90)]
+
+
+def test_an_edited_request_rewritten_behind_the_ledger_runs_nothing_and_verify_says_so(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Someone with write access moves the approved edit to another amount (its hash
+    recomputed): the agent follows the journal's edit, finds no approval of it, and asks
+    again; nothing is paid; verify reports the row."""
+    with running_provider(tmp_path / "p", "ignores_keys") as provider:
+        assert refund(store_url, provider, 150).returncode == oncelog.EXIT_WAITING
+        with oncelog.open(store_url) as ledger:
+            edited = ledger.approve("r1", "refund", by="alice", args={"order": "o-1", "amount": 90})
+        forged = '{"args":[],"kwargs":{"amount":5000,"order":"o-1"}}'
+        tamper(
+            store_url, "UPDATE approvals SET args = ?, args_hash = ? WHERE id = ?",
+            (forged, digest(forged), edited.id),
+        )  # fmt: skip
+        again = refund(store_url, provider, 150)
+        assert again.returncode == oncelog.EXIT_WAITING, again.stderr
+        assert paid(provider) == []
+    with oncelog.open(store_url) as ledger:
+        assert not ledger.verify().ok
+
+
+def test_a_request_marked_edited_by_hand_is_reported(store_url: str, tmp_path: Path) -> None:
+    with running_provider(tmp_path / "p", "ignores_keys") as provider:
+        assert refund(store_url, provider, 150).returncode == oncelog.EXIT_WAITING
+    tamper(store_url, "UPDATE approvals SET status = 'edited', decided_by = 'mallory'")
+    with oncelog.open(store_url) as ledger:
+        assert not ledger.verify().ok
