@@ -21,6 +21,10 @@ from ._names import check_name
 from ._probes import Preflight, Probe
 from ._retry import Retry
 
+# How long a person's approval holds after the decision when the tool names no bound: an
+# approval given for a call today must not let the same call through next week.
+APPROVAL_LIFE = 24 * 3600.0
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -269,8 +273,8 @@ def tool(
     function of the call's arguments returning a bool (``lambda order, amount: amount >
     100``): asked once per step, with the arguments as recorded, and a step it once sent
     to a person keeps needing one. ``approval_expires`` bounds how long a person's
-    approval holds after the decision, by the ledger's clock: unused by then, the step
-    asks for a fresh one."""
+    approval holds after the decision (default: 24 hours), by the ledger's clock: unused
+    by then, the step asks for a fresh one."""
 
     try:
         kind = Kind(kind)
@@ -318,7 +322,7 @@ def tool(
         once_per=once_per,
         once_for=_subject_policy(once_per, once_for, repeat, window),
         repeat_error=repeat == "error",
-        approval_expires=None
+        approval_expires=APPROVAL_LIFE
         if approval_expires is None
         else numbers.seconds(approval_expires, "approval_expires"),
     )
