@@ -47,7 +47,7 @@ def approvals(everything: bool, db: str | None, as_json: bool) -> None:
         click.echo(f"    arguments: {_arguments(a)}")
         if named.get(a.id) is not None:
             # What `approve --args` takes, to copy and edit.
-            given = escape_invisible(json.dumps(named[a.id], ensure_ascii=False))
+            given = _cut(json.dumps(named[a.id], ensure_ascii=False))
             say(f"    by name (to edit with approve --args): {given}")
         if a.status is ApprovalStatus.EDITED or a.id in edited_ids:
             for line in _changes(a, edits.get((a.run_id, a.step_id), [])):
@@ -61,11 +61,15 @@ def _edits_of(ledger: Ledger, found: list[Approval]) -> dict[tuple[str, str], li
 
 
 def _arguments(a: Approval) -> str:
-    if len(a.args_json) <= SHOWN_CHARS:
-        return escape_invisible(a.args_json)
-    more = len(a.args_json) - SHOWN_CHARS
+    return _cut(a.args_json)
+
+
+def _cut(text: str) -> str:
+    if len(text) <= SHOWN_CHARS:
+        return escape_invisible(text)
+    more = len(text) - SHOWN_CHARS
     return (
-        f"{escape_invisible(a.args_json[:SHOWN_CHARS])}… CUT: {more} more characters; read "
+        f"{escape_invisible(text[:SHOWN_CHARS])}… CUT: {more} more characters; read "
         "them all with `oncelog approvals --json` before deciding"
     )
 
