@@ -117,7 +117,7 @@ def test_an_edited_approval_runs_the_edited_call_once_under_a_new_key(
         assert 'by name (to edit with approve --args): {"order": "o-1", "amount": 150}' in pending
         out = oncelog_cli(
             store_url, "approve", "r1", "refund", "--by", "alice", "--note", "policy cap",
-            "--args", '{"order": "o-1", "amount": 100}',
+            "--args", '{"order": "o-1", "amount": 100}', "--for", "1h",
         )  # fmt: skip
         assert "amount: 150 → 100" in out
         shown = oncelog_cli(store_url, "show", "r1")
@@ -138,6 +138,10 @@ def test_an_edited_approval_runs_the_edited_call_once_under_a_new_key(
         assert performed.key != asked_key
         statuses = {a.status for a in ledger.approvals(None)}
         assert statuses == {oncelog.ApprovalStatus.EDITED, oncelog.ApprovalStatus.USED}
+        [used] = [a for a in ledger.approvals(None) if a.status is oncelog.ApprovalStatus.USED]
+        assert used.expires_at is not None
+        assert used.decided_at is not None
+        assert used.expires_at - used.decided_at == pytest.approx(3600, abs=2)
         [edit] = ledger.approval_edits("r1", "refund")
         assert (edit.by, edit.note) == ("alice", "policy cap")
         assert json.loads(edit.args_json) == {"order": "o-1", "amount": 150}

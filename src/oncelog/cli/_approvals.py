@@ -14,6 +14,7 @@ from oncelog import Approval, ApprovalEdit, ApprovalStatus, Ledger
 from oncelog.display import argument_changes, escape_invisible, visible
 
 from ._options import db_option, emit, json_option, opened, print_next, say
+from ._prune import duration
 
 F = TypeVar("F", bound=Callable[..., Any])
 SHOWN_CHARS = 2000  # longer arguments are cut, and the listing says how to read them whole
@@ -110,6 +111,13 @@ def _decided(a: Approval) -> str:
     metavar="SECONDS",
     help="The approval lapses after this long if unused.",
 )
+@click.option(
+    "--for",
+    "lasting",
+    default=None,
+    metavar="DURATION",
+    help="--expires-in as a length of time: 30m, 1h, 2d.",
+)
 @click.option("--note", default=None)
 @click.option(
     "--args",
@@ -127,12 +135,17 @@ def approve(
     request: int | None,
     args_hash: str | None,
     expires_in: float | None,
+    lasting: str | None,
     note: str | None,
     edited: str | None,
     db: str | None,
 ) -> None:
     """Approve one pending request of a step, for its exact arguments (or, with --args,
     for edited ones), once."""
+    if lasting is not None:
+        if expires_in is not None:
+            raise click.UsageError("give --expires-in or --for, not both")
+        expires_in = duration(lasting)
     with opened(db, create=False) as ledger:
         found = ledger.approve(
             run_id, step_id, by=by, request=request, args_hash=args_hash,
