@@ -123,3 +123,45 @@ def test_the_approval_page_hides_nothing_but_declared_secrets(ledger: oncelog.Le
     assert long_value in page  # in full, on demand
     assert "only the first" in page
     assert "<details>" in page
+
+
+def ask_to_refund(ledger: oncelog.Ledger, run_id: str, amount: int) -> None:
+    @ledger.tool(kind="payment", name="refund", approval=lambda order, amount: amount > 100)
+    def refund(order: str, amount: int, *, idempotency_key: str) -> dict[str, object]:
+        return {"order": order, "amount": amount}
+
+    with pytest.raises(oncelog.ApprovalRequired), ledger.run(run_id) as run:
+        run.effect("refund", refund, "o-1", amount)
+
+
+def test_an_approval_with_edited_arguments_shows_what_it_changed(
+    ledger: oncelog.Ledger,
+) -> None:
+    ask_to_refund(ledger, "r1", 150)
+    with console_client(ledger) as person:
+        page = person.get("/approvals").text
+        assert "Approve with edited arguments" in page
+        assert "&#34;amount&#34;: 150" in page or "&quot;amount&quot;: 150" in page
+        [form] = forms(person, "/approvals", "/approvals/decide")
+        bad = person.post(
+            "/approvals/decide",
+            {**form, "by": "alice", "decision": "approve_edited", "args": '{"order": "o-1"}'},
+        )
+        assert bad.status_code == 400
+        assert "missing parameter" in bad.text
+        assert '{"order": "o-1"}' in html.unescape(bad.text)  # what was typed comes back
+        edited = '{"order": "o-1", "amount": 100}'
+        done = person.post(
+            "/approvals/decide",
+            {**form, "by": "alice", "decision": "approve_edited", "args": edited},
+        )
+        assert done.status_code == 303, done.text
+        assert "amount: 150 → 100" in html.unescape(person.get("/approvals").text)
+    statuses = sorted(a.status.value for a in ledger.approvals(None))
+    assert statuses == ["approved", "edited"]
+
+
+def test_a_tool_taking_kwargs_offers_no_edit(ledger: oncelog.Ledger) -> None:
+    ask_to_delete(ledger, "r1", "staging")
+    with console_client(ledger) as person:
+        assert "Approve with edited arguments" not in person.get("/approvals").text

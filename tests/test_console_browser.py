@@ -20,7 +20,12 @@ import pytest
 import oncelog
 
 from .conftest import require
-from .support.incidents import approval_pending, effect_killed_in_flight, over_budget
+from .support.incidents import (
+    approval_pending,
+    effect_killed_in_flight,
+    over_budget,
+    refund_pending,
+)
 from .support.launch import python
 
 if TYPE_CHECKING:
@@ -355,3 +360,45 @@ def test_a_refused_decision_is_typed_once_then_a_kill_switch_on_the_run(
         "r-killed",
         "dave",
     )
+
+
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_a_person_approves_a_refund_with_edited_arguments(
+    browser: Browser, login_url: str, incidents: str, tmp_path: Path, viewport: ViewportSize
+) -> None:
+    """The request's call comes prefilled by parameter name; an edit missing a parameter is
+    refused and comes back as typed; the edited call is approved, and the decided list
+    shows what changed of what was asked."""
+    from playwright.sync_api import expect
+
+    with oncelog.open(incidents) as ledger:
+        refund_pending(ledger)
+    phone = viewport is PHONE
+    context = browser.new_context(viewport=viewport, is_mobile=phone, has_touch=phone)
+    person = context.new_page()
+    person.goto(login_url)
+    go(person, "Approvals")
+    request = person.locator("article", has_text="r-refund")
+    request.get_by_text("Approve with edited arguments").click()
+    edited = request.get_by_label("Edited arguments")
+    expect(edited).to_have_value('{\n  "amount": 150,\n  "order": "o-7"\n}')
+    request.get_by_label("Your name").fill("alice")
+    edited.fill('{"amount": 100}')
+    request.get_by_role("button", name="Approve the edited call").click()
+    expect(person.get_by_role("alert")).to_contain_text("missing parameter 'order'")
+    request = person.locator("article", has_text="r-refund")
+    expect(request.get_by_label("Edited arguments")).to_have_value('{"amount": 100}')
+    request.get_by_label("Edited arguments").fill('{"order": "o-7", "amount": 100}')
+    request.get_by_label("Your name").fill("alice")
+    person.screenshot(path=str(tmp_path / f"edit-{viewport['width']}.png"), full_page=True)
+    request.get_by_role("button", name="Approve the edited call").click()
+    expect(person.get_by_role("status")).to_contain_text("edited arguments")
+    expect(person.locator("pre.changes").first).to_contain_text("amount: 150 → 100")
+    wide = person.evaluate("document.documentElement.scrollWidth")
+    assert wide <= viewport["width"], f"the approvals page is {wide} px wide"
+    person.screenshot(path=str(tmp_path / f"edited-{viewport['width']}.png"), full_page=True)
+    shoot(person, f"approvals-edited-{viewport['width']}")
+    context.close()
+    with oncelog.open(incidents) as ledger:
+        [edit] = ledger.approval_edits("r-refund", "refund")
+    assert (edit.by, edit.edited_args_json) == ("alice", '{"amount":100,"order":"o-7"}')

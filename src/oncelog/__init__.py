@@ -87,6 +87,7 @@ if _typing.TYPE_CHECKING:
     from .records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert
     from .records._records import (
         Approval,
+        ApprovalEdit,
         ApprovalStatus,
         EffectInDoubt,
         Halt,
@@ -137,6 +138,7 @@ _LAZY = {
     **dict.fromkeys(
         (
             "Approval",
+            "ApprovalEdit",
             "ApprovalStatus",
             "EffectInDoubt",
             "Halt",
@@ -187,6 +189,7 @@ __all__ = [
     "AmbiguousOutcome",
     "Approval",
     "ApprovalDenied",
+    "ApprovalEdit",
     "ApprovalRequired",
     "ApprovalStatus",
     "ArchiveExists",

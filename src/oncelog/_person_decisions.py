@@ -17,10 +17,12 @@ from . import _numbers as numbers
 from ._exceptions import ConfigurationError, InvalidPayload, InvalidResolution
 from ._person_results import Form, ResultContract
 from .process import _leases as leases
+from .records._argument_edits import named
 from .records._budgets import AgentBudget, AgentBudgetSetting, Budget, Usage
 from .records._no_result import NO_RESULT
 from .records._records import (
     Approval,
+    ApprovalEdit,
     ApprovalStatus,
     Halt,
     HaltScope,
@@ -28,7 +30,7 @@ from .records._records import (
     Resolution,
     StepRecord,
 )
-from .records._serialization import encode
+from .records._serialization import decode, encode
 from .runtime._holds import resource_name
 from .runtime._names import check_name, check_text
 
@@ -241,9 +243,17 @@ class PersonDecisions:
         args_hash: str | None = None,
         expires_in: timedelta | float | None = None,
         note: str | None = None,
+        args: dict[str, Any] | str | None = None,
     ) -> Approval:
         """Approve one pending request of a step, for exactly the arguments it was made
         with, once: the next attempt uses it up. ``expires_in`` bounds how long it holds.
+
+        ``args`` (a dict, or its JSON text) approves an edited call instead: every
+        parameter the call needs, by name, as ``approvals`` shows the request. The request
+        becomes ``edited`` and a new approved request holds the edited call, which the
+        step runs under its own idempotency key; the code receives its result. Refused
+        with ``InvalidPayload`` if it is not JSON, names a parameter the tool does not
+        take, leaves out one it needs, or changes a secret field. Returns the new request.
 
         Name the request you read by its id (``request``) and/or its ``args_hash``;
         naming neither is refused (``UnknownApproval``) once the step was asked with more
@@ -252,10 +262,39 @@ class PersonDecisions:
         _check_decision("approve", by, note, run_id, step_id)
         seconds = None if expires_in is None else numbers.seconds(expires_in, "expires_in")
         _check_request(request)
+        edited = None if args is None else self._edited_args(args, run_id, step_id)
         return self.store.decide_approval(
             run_id, step_id, ApprovalStatus.APPROVED, by=by, expires_in=seconds, note=note,
-            request=request, args_hash=args_hash,
+            request=request, args_hash=args_hash, edited=edited,
         )  # fmt: skip
+
+    def _edited_args(self, args: object, run_id: str, step_id: str) -> dict[str, Any]:
+        """A person's edited arguments, decoded and held to the ledger's payload limit."""
+        where = {"run_id": run_id, "step_id": step_id}
+        if isinstance(args, str):
+            try:
+                args = decode(args)
+            except ValueError as exc:
+                raise InvalidPayload(f"the edited arguments are not JSON: {exc}", **where) from None
+        if not isinstance(args, dict):
+            raise InvalidPayload(
+                f"edited arguments must be a JSON object of parameter names, not {args!r:.80}",
+                **where,
+            )
+        encode(args, what="edited arguments", limit=self.max_payload_bytes)
+        return args
+
+    def approval_edits(self, run_id: str, step_id: str) -> list[ApprovalEdit]:
+        """The edits people approved of a step's requests, oldest first, as journalled."""
+        return list(self.store.approval_history(run_id, step_id).edits)
+
+    def editable_arguments(self, approval: Approval) -> dict[str, Any] | None:
+        """``approval``'s call by parameter name, as ``approve(..., args=...)`` takes it;
+        None if its tool's calls cannot be edited (``*args``, ``**kwargs``, or a request
+        journalled before edits were possible)."""
+        history = self.store.approval_history(approval.run_id, approval.step_id)
+        shape = history.shapes.get(approval.id)
+        return None if shape is None else named(decode(shape), decode(approval.args_json))
 
     def deny(
         self,

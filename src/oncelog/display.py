@@ -21,10 +21,12 @@ the shell; ``decide_commands`` gives the three ``oncelog resolve`` commands of a
 doubt (``decide_text`` in one line), each accepted as it pastes. ``step_timings`` tells a
 step's time at its provider from its wait for a person or a restart, which are shown
 apart. ``evidence_urls`` reads from a run's journal where each of its effects is looked up
-at the provider (``tool(evidence_url=...)``)."""
+at the provider (``tool(evidence_url=...)``). ``argument_changes`` lists what a person's edit
+of an approval's arguments changed, one line per parameter."""
 
 from __future__ import annotations
 
+from .records._argument_edits import argument_changes
 from .records._display import (
     DECISIONS,
     MASK,
@@ -42,7 +44,7 @@ from .records._evidence_url import evidence_urls
 from .records._timings import StepTiming, step_timings
 
 __all__ = [
-    "DECISIONS", "MASK", "StepTiming", "decide_commands", "decide_text", "escape_invisible",
-    "evidence_urls", "exact_json", "oncelog_command", "printable", "redact", "resolve_command",
-    "step_timings", "visible",
+    "DECISIONS", "MASK", "StepTiming", "argument_changes", "decide_commands", "decide_text",
+    "escape_invisible", "evidence_urls", "exact_json", "oncelog_command", "printable", "redact",
+    "resolve_command", "step_timings", "visible",
 ]  # fmt: skip

@@ -28,6 +28,17 @@ def approval_pending(ledger: oncelog.Ledger, run_id: str = "r-delete", **kwargs:
         run.effect("delete", delete_account, "acct_1", **kwargs)
 
 
+def refund_pending(ledger: oncelog.Ledger, run_id: str = "r-refund") -> None:
+    """A run waiting for a person to approve a refund over 100 (a per-call policy)."""
+
+    @ledger.tool(kind="payment", name="refund", approval=lambda order, amount: amount > 100)
+    def refund(order: str, amount: int, *, idempotency_key: str) -> dict[str, object]:
+        return {"order": order, "amount": amount}
+
+    with pytest.raises(oncelog.ApprovalRequired), ledger.run(run_id) as run:
+        run.effect("refund", refund, "o-7", 150)
+
+
 def effect_in_doubt(ledger: oncelog.Ledger, run_id: str = "r-mail", said: str = "") -> None:
     """A run halted on an email whose provider never answered."""
 

@@ -31,6 +31,7 @@ _DECIDED = {
     ApprovalStatus.USED: "approved",
     ApprovalStatus.EXPIRED: "approved",
     ApprovalStatus.DENIED: "denied",
+    ApprovalStatus.EDITED: "edited",  # a person approved other arguments (approval_edited)
 }
 
 
@@ -70,7 +71,7 @@ class ApprovalCheck:
         (its broken link is reported by the chain check)."""
         data = entry.data
         try:
-            if entry.event in ("approval_approved", "approval_denied"):
+            if entry.event in ("approval_approved", "approval_denied", "approval_edited"):
                 status, by = entry.event.removeprefix("approval_"), str(data["by"])
                 if "request" not in data:
                     self._unnamed.add((entry.run_id, str(data["step_id"]), status, by))

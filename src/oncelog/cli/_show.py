@@ -12,7 +12,14 @@ from typing import Any
 import click
 
 import oncelog
-from oncelog.display import StepTiming, evidence_urls, redact, step_timings, visible
+from oncelog.display import (
+    StepTiming,
+    argument_changes,
+    evidence_urls,
+    redact,
+    step_timings,
+    visible,
+)
 
 from ._options import db_option, emit, json_option, opened, say
 
@@ -21,6 +28,7 @@ DECISIONS = {
     "resolved": "resolved",
     "approval_approved": "approved",
     "approval_denied": "denied",
+    "approval_edited": "approved edited arguments of",
     "halt_set": "kill switch on",
     "halt_cleared": "kill switch off",
     "budget_set": "budget set",
@@ -92,10 +100,16 @@ def _decision(entry: oncelog.JournalEntry, steps: dict[int, str]) -> dict[str, A
     what = DECISIONS[entry.event]
     if entry.event == "resolved":
         what += f" {data.get('resolution')}"
-    return {
+    decision = {
         "at": entry.at, "event": entry.event, "what": what, "step_id": step,
         "by": data.get("by"), "note": data.get("note") or data.get("reason"),
     }  # fmt: skip
+    if entry.event == "approval_edited":
+        # What was asked and what was approved, side by side, one parameter a line.
+        asked, approved = data.get("args"), data.get("edited_args")
+        if isinstance(asked, dict) and isinstance(approved, dict):
+            decision["changes"] = argument_changes(redact(asked), redact(approved))
+    return decision
 
 
 def _covering(ledger: oncelog.Ledger, run: oncelog.RunRecord) -> list[oncelog.Halt]:
@@ -220,6 +234,8 @@ def _print_decisions(decisions: list[dict[str, Any]], switches: list[oncelog.Hal
         step = f" {d['step_id']}" if d["step_id"] else ""
         note = f": {d['note']}" if d["note"] else ""
         say(f"  {when(d['at'])} {d['what']}{step} by {d['by']}{note}")
+        for line in d.get("changes", []):
+            say(f"      {line}")
     for h in switches:
         where = "global" if h.scope is oncelog.HaltScope.GLOBAL else f"agent {h.target}"
         say(f"kill switch on ({where}): {h.reason} (set by {h.set_by} at {when(h.set_at)})")

@@ -31,16 +31,19 @@ def decide_approval(form: Form, ledger: Ledger) -> tuple[str, str | None]:
     run_id, step_id = form.exact("run_id", required=True), form.exact("step_id", required=True)
     request, args_hash = form.request_id("request"), form.exact("args_hash", required=True)
     by, note = form.person(), form.optional("note")
-    if form.choice("decision", ("approve", "deny")) == "deny":
+    decision = form.choice("decision", ("approve", "approve_edited", "deny"))
+    if decision == "deny":
         ledger.deny(run_id, step_id, by=by, note=note, request=request, args_hash=args_hash)
         return "denied", run_id
     minutes = form.number("expires_in_minutes")
     expires = None if minutes is None else timedelta(minutes=minutes)
+    # The edited arguments go to the ledger as typed: it says what is wrong with them.
+    edited = form.text("args", required=True) if decision == "approve_edited" else None
     ledger.approve(
         run_id, step_id, by=by, request=request, args_hash=args_hash, expires_in=expires,
-        note=note,
+        note=note, args=edited,
     )  # fmt: skip
-    return "approved", run_id
+    return "edited" if edited is not None else "approved", run_id
 
 
 def resolve_effect(form: Form, ledger: Ledger) -> tuple[str, str | None]:

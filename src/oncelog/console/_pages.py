@@ -36,6 +36,8 @@ Query = Callable[[Ledger, Request], dict[str, Any]]
 # followed, when it concerns one run, by what happens next for that run.
 NOTICES = {
     "approved": "Approved, for exactly these arguments, once.",
+    "edited": "Approved with the edited arguments: the step runs the edited call, once, "
+    "under a new key; the request as asked is marked edited.",
     "denied": "Denied: the agent gets ApprovalDenied at that step.",
     "resolved": "Decision recorded in the run's journal.",
     "retried": "A fresh set of attempts, with the same key, recorded in the run's journal.",

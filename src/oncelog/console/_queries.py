@@ -3,11 +3,13 @@ shows. Nothing here writes, and nothing here knows about HTTP."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from oncelog import (
     AgentBudget,
+    Approval,
     ApprovalStatus,
     Budget,
     Halt,
@@ -20,7 +22,7 @@ from oncelog import (
     StepState,
     SubjectClaim,
 )
-from oncelog.display import evidence_urls, step_timings
+from oncelog.display import argument_changes, evidence_urls, exact_json, step_timings
 
 LISTED = 200  # runs on the runs and budgets pages; recent decisions on the others
 HISTORY = 30
@@ -184,8 +186,32 @@ def covers(halt: Halt, run: RunRecord) -> bool:
 
 
 def approvals(ledger: Ledger) -> dict[str, Any]:
+    """The requests waiting, each with its call by parameter name for a person to edit
+    (None: its tool's calls cannot be edited), and the ones decided, an edit's with what
+    it changed of what was asked."""
     decided = [a for a in ledger.approvals(None, limit=HISTORY) if a.status.value != "pending"]
-    return {"pending": ledger.approvals(ApprovalStatus.PENDING), "decided": decided}
+    pending = ledger.approvals(ApprovalStatus.PENDING)
+    editable = {a.id: ledger.editable_arguments(a) for a in pending}
+    return {
+        "pending": pending,
+        "decided": decided,
+        "editable": {k: None if v is None else exact_json(v) for k, v in editable.items()},
+        "changes": approval_changes(ledger, decided),
+    }
+
+
+def approval_changes(ledger: Ledger, shown: list[Approval]) -> dict[int, list[str]]:
+    """What a person's edit changed, for each of ``shown`` an edit replaced or made."""
+    steps = {(a.run_id, a.step_id) for a in shown if a.status is ApprovalStatus.EDITED}
+    changes: dict[int, list[str]] = {}
+    for step in sorted(steps):
+        for edit in ledger.approval_edits(*step):
+            lines = argument_changes(json.loads(edit.args_json), json.loads(edit.edited_args_json))
+            changes[edit.request] = changes[edit.edited_request] = [
+                f"request {edit.request} asked, request {edit.edited_request} approved by "
+                f"{edit.by}", *lines,
+            ]  # fmt: skip
+    return changes
 
 
 def doubts(ledger: Ledger) -> dict[str, Any]:

@@ -65,6 +65,7 @@ class ApprovalStatus(str, enum.Enum):
     USED = "used"  # an attempt of the effect consumed it
     EXPIRED = "expired"
     SUPERSEDED = "superseded"  # the step was asked again with other arguments before a decision
+    EDITED = "edited"  # a person approved other arguments instead: a new request holds them
 
 
 class Resolution(str, enum.Enum):
@@ -296,6 +297,32 @@ class Approval(Value):
     expires_at: float | None
     note: str | None
     used_at: float | None
+
+
+class ApprovalEdit(Value):
+    """A person's approval of other arguments than a request asked (journalled as
+    ``approval_edited``): the step runs the edited call, under its own request and key.
+    ``args_json`` and ``edited_args_json`` are the arguments by parameter name, as shown."""
+
+    request: int
+    step_id: str
+    args_hash: str  # of the request as the agent asked it
+    args_json: str
+    edited_request: int
+    edited_args_hash: str  # of the edited call's recorded arguments
+    edited_args_json: str
+    by: str
+    note: str | None
+    at: float
+
+
+class ApprovalHistory(Value):
+    """What the journal says a step's approvals were: whether it ever asked a person (a
+    per-call policy's "yes" holds for good), and the edits people approved, in order."""
+
+    asked: bool
+    edits: tuple[ApprovalEdit, ...]
+    shapes: dict[int, str]  # request id -> the tool's parameters it journalled (JSON)
 
 
 class HoldRecord(Value):

@@ -16,7 +16,7 @@ from .._log import log
 from ..failures import Failure
 from ..observe import _observe as observe
 from ..process._heartbeat import HEARTBEATS
-from ..records._records import StepState, StepType
+from ..records._records import ApprovalEdit, StepState, StepType
 from ..records._redact import redact
 from ..records._serialization import MAX_DEPTH, encode, encode_decoded
 from ..signals import _drain as drain
@@ -25,6 +25,12 @@ from ._tools import ToolSpec
 
 KEY_PREFIX = "ol1_"
 _LLM = StepType.LLM  # a global: reading an enum member off its class costs far more
+
+
+def edited_step(step_id: str, edit: ApprovalEdit | None) -> str:
+    """What an edited call's key derives from in place of its step id: the edited
+    request's own (a step id cannot hold NUL, so no step's key can be the same)."""
+    return step_id if edit is None else f"{step_id}\x00edit {edit.edited_request}"
 
 
 def idempotency_key(run_id: str, step_id: str, tool: str, namespace: str = "") -> str:
@@ -52,6 +58,10 @@ class Call:
     args_json: str | None  # canonical JSON, checked to the letter; None until a live step
     fn: Callable[..., Any]  # what runs it: the tool's function, the model call, the query
     secret_key: bytes | None = None  # hashes the tool's secret fields
+    # The person's edit this call runs instead of the arguments asked (``_approval_policy``),
+    # and whether the step ever asked a person: read only for tools that may need one.
+    edit: ApprovalEdit | None = None
+    asked: bool = False
 
     def recordable(self, result: Any) -> Any:
         """``result`` as it may be recorded: its secret fields hashed."""

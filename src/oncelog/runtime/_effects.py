@@ -49,6 +49,7 @@ from .._exceptions import (
 from .._log import log
 from ..controls._alerts import AlertCallback, AlertSender
 from ..observe import _observe as observe
+from ..records._argument_edits import edited_payload_json
 from ..records._budgets import check, refusal
 from ..records._display import visible
 from ..records._records import ApprovalStatus, StepRecord, StepState, StepType, SubjectClaim
@@ -62,6 +63,7 @@ from ..stores._protocol import (
     SubjectHeld,
     new_step,
 )
+from ._approval_policy import needs_approval, standing_edit
 from ._calls import (
     Adopted,
     Again,
@@ -69,6 +71,7 @@ from ._calls import (
     Pending,
     Replayed,
     Surroundings,
+    edited_step,
     encode_args,
     error_json,
     idempotency_key,
@@ -257,6 +260,8 @@ class Engine:
 
     def _prepare(self, seq: int, call: Call) -> Replayed | Pending:
         step_id = call.step_id if call.step_id is not None else f"{call.spec.name}@{seq}"
+        if call.spec.approval is not False and call.step_type is _EFFECT:
+            self._read_approvals(call, step_id)
         # Past what is recorded, ``cursor.row`` would say None: no call.
         if seq < self.cursor.frontier or self.run_store.broken is not None:
             found = self._recorded(seq, step_id, call)
@@ -270,6 +275,18 @@ class Engine:
             step = self._new_step(seq, step_id, call)
             return self._go_live(_RUN, step, call, None, None)
         return self._visit(seq, step_id, call, None, situation)
+
+    def _read_approvals(self, call: Call, step_id: str) -> None:
+        """What the journal says of this step's approvals (``_approval_policy``): whether
+        it asked a person, and the edit that stands for these arguments, which the call
+        then becomes."""
+        history = self.run_store.approval_history(self.run_id, step_id)
+        call.asked = history.asked
+        edit = standing_edit(history.edits, digest(self._args_json(call, step_id)))
+        if edit is not None:
+            call.edit = edit
+            call.args_json = edited_payload_json(decode(edit.edited_args_json))
+            call.payload = decode(call.args_json)
 
     def _recorded(self, seq: int, step_id: str, call: Call) -> Replayed | Pending | None:
         """``prepare`` for a step recorded at ``seq``; None if nothing is."""
@@ -294,7 +311,13 @@ class Engine:
         if step_type is _EFFECT:
             kind: str = spec.kind._value_
             cost = spec.cost
-            approval = spec.approval
+            if call.edit is None and isinstance(spec.approval, bool):
+                approval = spec.approval
+            else:
+                approval = needs_approval(
+                    spec.approval, args_json, call.asked, call.edit is not None, self.run_id,
+                    step_id,
+                )  # fmt: skip
             if type(cost) is not float:  # a function of the arguments, or an int
                 cost = self._cost(call, step_id)
         else:
@@ -302,9 +325,13 @@ class Engine:
             approval, cost = False, 0.0
         step = new_step(
             seq, step_id, step_type, spec.name, kind,
-            idempotency_key(self.lease.run_id, step_id, spec.name, self.key_namespace),
+            idempotency_key(
+                self.lease.run_id, edited_step(step_id, call.edit), spec.name, self.key_namespace
+            ),
             digest(args_json), args_json, approval, cost, spec.irreversible, 0.0,
         )  # fmt: skip
+        if approval and spec.approval_expires is not None:
+            step = replace(step, approval_lasts=spec.approval_expires)
         if spec.once_per is None or step_type is not _EFFECT:
             return step
         subject = subject_text(spec, call.payload, self.run_id, step_id)
@@ -318,7 +345,9 @@ class Engine:
         if call.spec.once_per is not None and call.step_type is _EFFECT:
             subject = subject_text(call.spec, call.payload, self.run_id, step_id)
             return subject_key(subject, self.key_namespace)
-        return idempotency_key(self.run_id, step_id, call.tool, self.key_namespace)
+        return idempotency_key(
+            self.run_id, edited_step(step_id, call.edit), call.tool, self.key_namespace
+        )
 
     def _cost(self, call: Call, step_id: str) -> float:
         """What an effect's attempt reserves of the run's budget."""
@@ -525,7 +554,7 @@ class Engine:
     ) -> int:
         """Make the attempt durable before its call; return its number."""
         if step.needs_approval:
-            self._check_approval(step)
+            self._check_approval(step, call.spec.edit_shape)
         for _ in range(_CLAIM_TRIES):
             try:
                 intent = self.run_store.write_intent(self.lease, step, previous, reason)
@@ -633,10 +662,10 @@ class Engine:
         if over is not None:
             raise refusal(over)
 
-    def _check_approval(self, step: NewStep) -> None:
+    def _check_approval(self, step: NewStep, shape: str | None) -> None:
         """Ask for approval of these arguments, or find the decision. The intent then
         consumes an approval in its own transaction."""
-        approval = self.run_store.request_approval(self.lease, step)
+        approval = self.run_store.request_approval(self.lease, step, shape)
         if approval.status is ApprovalStatus.DENIED:
             # Who and why come from the journalled decision (request_approval): a row
             # edited behind the ledger's back says nothing to the agent.

@@ -36,6 +36,7 @@ from ..records._budgets import remaining
 from ..records._records import RunRecord, RunStatus, StepType
 from ..records._redact import redact_call
 from ..records._serialization import MAX_DEPTH
+from ._approval_policy import edited_arguments
 from ._calls import Again, Call, Pending, Replayed, encode_args
 from ._effects import Engine
 from ._holds import Hold, innermost_token, resource_name
@@ -257,6 +258,8 @@ class _Steps:
             got = self._engine.prepare(seq, call)
             if isinstance(got, Replayed):
                 return got.value
+            if effect and got.call.edit is not None:  # a person approved other arguments
+                args, kwargs = (), _edited(got.call, args, kwargs)
             try:
                 tool_kwargs = self._kwargs_for(got, kwargs) if effect else kwargs
                 result = fn(*args, **tool_kwargs)
@@ -446,6 +449,8 @@ class AsyncRun(_Steps):
             got = await self._prepared(seq, call)
             if isinstance(got, Replayed):
                 return got.value
+            if effect and got.call.edit is not None:  # a person approved other arguments
+                args, kwargs = (), _edited(got.call, args, kwargs)
             try:
                 tool_kwargs = self._kwargs_for(got, kwargs) if effect else kwargs
                 result = fn(*args, **tool_kwargs)
@@ -550,3 +555,9 @@ class RunContext:
             _current.reset(self._token)
         if run is not None:
             run._close(exc)
+
+
+def _edited(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of the call a person's edit stands for."""
+    assert call.edit is not None
+    return edited_arguments(call.fn, args, kwargs, call.edit, call.spec.secret)

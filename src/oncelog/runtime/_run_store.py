@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .._exceptions import LeaseLost, StoreUnavailable
 from ..observe import _observe as observe
-from ..records._records import Approval, Halt, StepRecord, StepState, SubjectClaim
+from ..records._records import Approval, ApprovalHistory, Halt, StepRecord, StepState, SubjectClaim
 from ..stores._protocol import Intent, KeyTimes, Lease, NewStep, Outcome, Store
 from ._calls import Surroundings
 from ._replay import Entry, ReplayCursor
@@ -112,11 +112,20 @@ class RunStore:
 
     # -- writes --------------------------------------------------------------------------
 
-    def request_approval(self, lease: Lease, step: NewStep) -> Approval:
+    def request_approval(self, lease: Lease, step: NewStep, shape: str | None) -> Approval:
         if self.broken is not None:
             raise self._refused()
         try:
-            return self._store.request_approval(lease, step)
+            return self._store.request_approval(lease, step, shape)
+        except (StoreUnavailable, LeaseLost) as exc:
+            self._failed(exc)
+            raise
+
+    def approval_history(self, run_id: str, step_id: str) -> ApprovalHistory:
+        if self.broken is not None:
+            raise self._refused()
+        try:
+            return self._store.approval_history(run_id, step_id)
         except (StoreUnavailable, LeaseLost) as exc:
             self._failed(exc)
             raise

@@ -15,12 +15,17 @@ from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 from .. import _numbers as numbers
 from .._exceptions import ConfigurationError, NoActiveRun
 from ..failures import Classifier
+from ..records._argument_edits import edit_shape
 from ..records._evidence_url import checked_evidence_url
 from ..records._redact import secret_positions
 from ._names import check_name
 from ._probes import Preflight, Probe
 from ._providers import Provider, with_provider
 from ._retry import Retry
+
+# How long a person's approval holds after the decision when the tool names no bound: an
+# approval given for a call today must not let the same call through next week.
+APPROVAL_LIFE = 24 * 3600.0
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -65,7 +70,9 @@ class ToolSpec:
     preflight: Preflight | None = None  # asked before each attempt
     failures: Classifier | None = None  # what an exception of the call means
     retry: Retry | None = None  # attempts and waits for what was not performed
-    approval: bool = False  # each attempt needs a person's approval of its arguments
+    # Each attempt needs a person's approval of its arguments: always, or when a function
+    # of them says so (``runtime/_approval_policy``).
+    approval: bool | Callable[..., Any] = False
     cost: float | Callable[..., float] = 0.0  # charged to the run's budget per attempt
     irreversible: bool = False  # counted against the budget's irreversible actions
     secret: frozenset[str] = frozenset()  # fields recorded only as a keyed hash
@@ -77,6 +84,10 @@ class ToolSpec:
     once_for: float | None = None  # seconds a done subject stays claimed (None: forever)
     repeat_error: bool = False  # a subject done by another step raises ``SubjectDone``
     evidence_url: str | None = None  # where an effect is looked up at the provider
+    approval_expires: float | None = None  # seconds an approval holds after its decision
+    # The parameters a person may approve other values of (``_approval_edits``): JSON, or
+    # None for a tool whose signature cannot be filled by name (``*args``, ``**kwargs``).
+    edit_shape: str | None = None
 
 
 class Caller(Protocol):
@@ -145,6 +156,7 @@ def _for_function(spec: ToolSpec, fn: Callable[..., Any]) -> ToolSpec:
         takes_token="fencing_token" in params,
         takes_hold_token="hold_token" in params,
         secret_positions=secret_positions(fn, spec.secret),
+        edit_shape=None if spec.approval is False else edit_shape(fn, spec.secret),
     )
 
 
@@ -180,6 +192,17 @@ def _subject_policy(
     return seconds
 
 
+def _approval(kind: Kind, approval: bool | Callable[..., Any] | None) -> bool | Callable[..., Any]:
+    """Whether each attempt needs a person: by default for destructive tools."""
+    if approval is None:
+        return kind is Kind.DESTRUCTIVE
+    if not isinstance(approval, bool) and not callable(approval):
+        raise ConfigurationError(
+            f"approval must be a bool or a function of the tool's arguments, not {approval!r}"
+        )
+    return approval
+
+
 def _seconds(ttl: timedelta | float | None) -> float | None:
     return None if ttl is None else numbers.seconds(ttl, "dedupe_window")
 
@@ -210,7 +233,7 @@ def tool(
     preflight: Preflight | None = None,
     failures: Classifier | None = None,
     retry: Retry | None = None,
-    approval: bool | None = None,
+    approval: bool | Callable[..., Any] | None = None,
     cost: float | Callable[..., float] = 0.0,
     irreversible: bool | None = None,
     secret: tuple[str, ...] = (),
@@ -220,6 +243,7 @@ def tool(
     repeat: RepeatPolicy = "replay",
     provider: Provider | None = None,
     evidence_url: str | None = None,
+    approval_expires: timedelta | float | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]:
     """Declare a tool. ``name`` defaults to the function's qualified name and is part
     of the idempotency key, so keep it stable. ``refusals`` are the exceptions that
@@ -258,7 +282,12 @@ def tool(
     refused. ``evidence_url`` is where a
     person looks an effect up at the provider, a template of ``{key}`` (and ``{run}``,
     ``{step}``), e.g. ``"https://dashboard.example/payments?key={key}"``: notices and the
-    console show it filled in."""
+    console show it filled in. ``approval`` may also be a
+    function of the call's arguments returning a bool (``lambda order, amount: amount >
+    100``): asked once per step, with the arguments as recorded, and a step it once sent
+    to a person keeps needing one. ``approval_expires`` bounds how long a person's
+    approval holds after the decision (default: 24 hours), by the ledger's clock: unused
+    by then, the step asks for a fresh one."""
 
     try:
         kind = Kind(kind)
@@ -297,7 +326,7 @@ def tool(
         preflight=preflight,
         failures=failures,
         retry=retry,
-        approval=kind is Kind.DESTRUCTIVE if approval is None else approval,
+        approval=_approval(kind, approval),
         cost=cost if callable(cost) else numbers.amount(cost, "cost"),
         irreversible=kind in (Kind.PAYMENT, Kind.DESTRUCTIVE)
         if irreversible is None
@@ -308,6 +337,9 @@ def tool(
         once_for=_subject_policy(once_per, once_for, repeat, window),
         repeat_error=repeat == "error",
         evidence_url=None if evidence_url is None else checked_evidence_url(evidence_url),
+        approval_expires=APPROVAL_LIFE
+        if approval_expires is None
+        else numbers.seconds(approval_expires, "approval_expires"),
     )
 
     def declare(fn: Callable[P, R]) -> Tool[P, R]:

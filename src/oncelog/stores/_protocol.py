@@ -11,6 +11,7 @@ from typing import Any, NamedTuple, Protocol
 from ..records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
 from ..records._records import (
     Approval,
+    ApprovalHistory,
     ApprovalStatus,
     Checkpoint,
     EffectInDoubt,
@@ -70,6 +71,9 @@ class NewStep(Value):
     # one ledger across runs, or is refused with ``SubjectHeld``; None for most steps.
     subject: str | None = None
     subject_for: float | None = None  # seconds a done claim holds (None: for ever)
+    # Seconds a person's approval holds after the decision (``tool(approval_expires=)``),
+    # by the store's clock; None: as long as the decision itself says.
+    approval_lasts: float | None = None
 
 
 class SubjectHeld(Exception):
@@ -110,7 +114,7 @@ def new_step(
         "seq": seq, "step_id": step_id, "type": type_, "tool": tool, "kind": kind, "key": key,
         "args_hash": args_hash, "args_json": args_json, "needs_approval": needs_approval,
         "cost": cost, "irreversible": irreversible, "elapsed": elapsed, "subject": None,
-        "subject_for": None,
+        "subject_for": None, "approval_lasts": None,
     })  # fmt: skip
     return step
 
@@ -489,14 +493,20 @@ class Store(Protocol):
 
     # -- approvals ----------------------------------------------------------------------
 
-    def request_approval(self, lease: Lease, step: NewStep) -> Approval:
+    def request_approval(self, lease: Lease, step: NewStep, shape: str | None = None) -> Approval:
         """The approval request for this step and these arguments, in one transaction:
         the live one if there is one (pending, approved and unexpired, or denied), else
-        a new pending one (journals ``approval_requested``) that supersedes the step's
-        pending requests with other arguments; approvals past their expiry are marked
-        ``expired``. A denied one names the person and note of its journalled decision
-        (no one, and no note, if the journal holds none). ``LeaseLost`` if another owner
-        took the run."""
+        a new pending one (journals ``approval_requested``, with ``shape``, the tool's
+        parameters a person may edit) that supersedes the step's pending requests with
+        other arguments; approvals past their expiry (their decision's, or older than
+        ``step.approval_lasts``) are marked ``expired``, and the new request names them.
+        A denied one names the person and note of its journalled decision (no one, and
+        no note, if the journal holds none). ``LeaseLost`` if another owner took the run."""
+        ...
+
+    def approval_history(self, run_id: str, step_id: str) -> ApprovalHistory:
+        """Whether the journal holds a request of this step, and the edits people approved
+        of its requests, in order (a read)."""
         ...
 
     def decide_approval(
@@ -510,14 +520,19 @@ class Store(Protocol):
         note: str | None,
         request: int | None = None,
         args_hash: str | None = None,
+        edited: dict[str, Any] | None = None,
     ) -> Approval:
         """A person approves or denies one pending request of a step, named by its id
         and/or its arguments hash, in one transaction: journals ``approval_approved`` or
         ``approval_denied``, and queues the run again if it stopped for it (journals
-        ``run_queued``). Returns the decided request. ``UnknownApproval`` if there is no
-        such run, if that request is not pending (it was decided, or superseded by a
-        request with other arguments), or if neither is given and the step was ever asked
-        with other arguments."""
+        ``run_queued``). Returns the decided request. ``edited`` (an approval only) is
+        the call by parameter name the person approves instead: the request becomes
+        ``edited`` and a new one, approved, holds the edited call (journals
+        ``approval_edited``, then the new request and its approval); ``InvalidPayload``
+        if it does not fit the tool's parameters (see ``records._argument_edits``).
+        ``UnknownApproval`` if there is no such run, if that request is not pending (it was
+        decided, or superseded by a request with other arguments), or if neither is given
+        and the step was ever asked with other arguments."""
         ...
 
     def approvals(self, status: ApprovalStatus | None, limit: int) -> list[Approval]:

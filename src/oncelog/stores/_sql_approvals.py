@@ -25,17 +25,27 @@ from ._protocol import Lease, NewStep
 from ._rows import APPROVAL_COLUMNS, approval_record, journal_json, number
 from ._rows import text as quoted
 from ._sql import NOW, Tx, in_list
+from ._sql_approval_edits import approve_edited
 from ._sql_refusals import utc
 from ._sql_tx import append, lock_run
 
 
-def request_approval(tx: Tx, lease: Lease, step: NewStep) -> Approval:
+def request_approval(tx: Tx, lease: Lease, step: NewStep, shape: str | None) -> Approval:
     """``Store.request_approval``, in the caller's transaction (which has fenced)."""
-    tx.execute(
-        "UPDATE approvals SET status = 'expired' WHERE run_id = ? AND step_id = ? "
-        f"AND status = 'approved' AND expires_at <= {NOW}",
-        (lease.run_id, step.step_id),
-    )
+    lapsed = f"expires_at <= {NOW}"
+    params: tuple[Any, ...] = (lease.run_id, step.step_id)
+    if step.approval_lasts is not None:
+        # The tool's bound: a decision older than that authorises nothing (store's clock).
+        lapsed = f"({lapsed} OR decided_at <= {NOW} - CAST(? AS DOUBLE PRECISION))"
+        params += (step.approval_lasts,)
+    expired = [
+        int(r[0])
+        for r in tx.execute(
+            "UPDATE approvals SET status = 'expired' WHERE run_id = ? AND step_id = ? "
+            f"AND status = 'approved' AND {lapsed} RETURNING id",
+            params,
+        ).fetchall()
+    ]
     rows = tx.execute(
         f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? AND step_id = ? "
         "AND args_hash = ? AND status IN ('pending', 'approved', 'denied') ORDER BY id DESC",
@@ -74,19 +84,30 @@ def request_approval(tx: Tx, lease: Lease, step: NewStep) -> Approval:
         tx, lease.run_id, step.seq, "approval_requested",
         journal_json(request=str(asked.id), step_id=quoted(step.step_id),
                      tool=quoted(step.tool), args_hash=quoted(step.args_hash), args=step.args_json,
-                     superseded="[" + ",".join(str(i) for i in others) + "]"),
+                     superseded="[" + ",".join(str(i) for i in others) + "]",
+                     **_given(expired="[" + ",".join(map(str, expired)) + "]" if expired else None,
+                              params=shape)),
     )  # fmt: skip
     return asked
+
+
+def _given(**fields: str | None) -> dict[str, str]:
+    """The fields that hold something: a request with none of them reads as before."""
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 def use_approval(tx: Tx, lease: Lease, step: NewStep) -> int:
     """Use up the approval of exactly these arguments in the intent's transaction, so one
     approval lets one attempt run, whatever is killed when; its id goes in the intent."""
+    fresh, params = "", (lease.run_id, step.step_id, step.args_hash)
+    if step.approval_lasts is not None:
+        # The tool's bound on a decision's age, by the store's clock.
+        fresh = f" AND decided_at > {NOW} - CAST({step.approval_lasts!r} AS DOUBLE PRECISION)"
     rows = tx.execute(
         f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? AND step_id = ? "
         f"AND args_hash = ? AND status = 'approved' AND (expires_at IS NULL OR expires_at > "
-        f"{NOW}) ORDER BY id{tx.dialect.for_update}",
-        (lease.run_id, step.step_id, step.args_hash),
+        f"{NOW}){fresh} ORDER BY id{tx.dialect.for_update}",
+        params,
     ).fetchall()
     refused = []
     for row in rows:
@@ -185,6 +206,7 @@ def decide_approval(
     note: str | None,
     request: int | None,
     args_hash: str | None,
+    edited: Any = None,
 ) -> Approval:
     """``Store.decide_approval`` but the run's queueing. Naming neither ``request`` nor
     ``args_hash`` is allowed only while the step was never asked with other arguments, so
@@ -197,6 +219,8 @@ def decide_approval(
             run_id=run_id, step_id=step_id,
         )  # fmt: skip
     chosen = _chosen(tx, run_id, step_id, request, args_hash)
+    if edited is not None and status is ApprovalStatus.APPROVED:
+        return approve_edited(tx, chosen, edited, by=by, note=note, expires_in=expires_in)
     decided = tx.execute(
         f"UPDATE approvals SET status = ?, decided_by = ?, decided_at = {NOW}, "
         f"expires_at = {NOW} + CAST(? AS DOUBLE PRECISION), note = ? WHERE id = ? "
@@ -254,9 +278,18 @@ def _chosen(
             "decide that request",
             **where,
         )
-    decided = "" if last.decided_by is None else f" by {last.decided_by} at {utc(last.decided_at)}"
+    decided = (
+        ""
+        if last.decided_by is None
+        else f" (decided by {last.decided_by} at {utc(last.decided_at)})"
+    )
     raise UnknownApproval(
-        f"request {last.id} of step {step_id!r} is {last.status.value}{decided}, not pending",
+        f"request {last.id} of step {step_id!r} is {last.status.value}{decided}, not pending"
+        + (
+            ": the step asks a fresh request when it runs again"
+            if last.status is ApprovalStatus.EXPIRED
+            else ""
+        ),
         **where,
     )
 

@@ -14,6 +14,7 @@ from .._exceptions import (
 from ..records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
 from ..records._records import (
     Approval,
+    ApprovalHistory,
     ApprovalStatus,
     Checkpoint,
     EffectInDoubt,
@@ -31,6 +32,7 @@ from ..records._records import (
 )
 from ..records._retention import LedgerSize, PruneBatch, PrunedRun
 from ..records._serialization import encode
+from . import _sql_approval_edits as approval_edits
 from . import _sql_approvals as approval_sql
 from . import _sql_contracts as contracts
 from . import _sql_controls as controls
@@ -427,10 +429,14 @@ class SQLStore(StepWrites):
 
     # -- approvals, the kill switch and budgets (SQL in _sql_approvals, _sql_controls) --
 
-    def request_approval(self, lease: Lease, step: NewStep) -> Approval:
+    def request_approval(self, lease: Lease, step: NewStep, shape: str | None = None) -> Approval:
         with self._tx() as tx:
             fence(tx, lease)
-            return approval_sql.request_approval(tx, lease, step)
+            return approval_sql.request_approval(tx, lease, step, shape)
+
+    def approval_history(self, run_id: str, step_id: str) -> ApprovalHistory:
+        with self._reading() as tx:
+            return approval_edits.approval_history(tx, run_id, step_id)
 
     def decide_approval(
         self,
@@ -443,11 +449,12 @@ class SQLStore(StepWrites):
         note: str | None,
         request: int | None = None,
         args_hash: str | None = None,
+        edited: dict[str, Any] | None = None,
     ) -> Approval:
         with self._tx() as tx:
             approval = approval_sql.decide_approval(
                 tx, run_id, step_id, status, by=by, expires_in=expires_in, note=note,
-                request=request, args_hash=args_hash,
+                request=request, args_hash=args_hash, edited=edited,
             )  # fmt: skip
             queue.requeue(tx, queue.AFTER_APPROVAL, run_id=run_id, by=by)
             return approval
