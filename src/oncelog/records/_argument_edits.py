@@ -10,7 +10,6 @@ tool taking ``*args`` or ``**kwargs`` has no shape: its calls cannot be edited.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -19,14 +18,17 @@ from ._serialization import canonical_json, decode
 
 # What oncelog hands a tool itself: never the model's, never a person's to edit.
 INJECTED = frozenset({"idempotency_key", "fencing_token", "hold_token"})
-_BY_NAME = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
 
 def edit_shape(fn: Callable[..., Any], secret: Iterable[str]) -> str | None:
     """The parameters of ``fn`` a person may give, as JSON (names in order, the required
     ones, the secret ones); None if a parameter cannot be given by name."""
+    # Imported here: a tool's declaration needs it, an ``open()`` (which shows edits) not.
+    import inspect
+
+    by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     params = [p for p in inspect.signature(fn).parameters.values() if p.name not in INJECTED]
-    if any(p.kind not in _BY_NAME for p in params):
+    if any(p.kind not in by_name for p in params):
         return None
     names = [p.name for p in params]
     return canonical_json({
