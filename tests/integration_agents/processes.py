@@ -8,6 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.support.launch import python
 
 from ..conftest import require
@@ -17,8 +19,16 @@ ROOT = Path(__file__).parents[2]
 TIMEOUT = 120.0  # a hung agent is a failure, not a reason to hang the suite
 
 
+# Frameworks whose tests run in a virtualenv of their own, named by .ci/run: crewai pins
+# mcp<2 and openai<3, which the dev virtualenv cannot hold (.ci/crewai).
+ELSEWHERE = "ONCELOG_TESTED_ELSEWHERE"
+
+
 def require_framework(module: str, extra: str) -> None:
-    require(importlib.util.find_spec(module) is not None, f"pip install '.[{extra}]'")
+    found = importlib.util.find_spec(module) is not None
+    if not found and extra in os.environ.get(ELSEWHERE, "").split(","):
+        pytest.skip(f"{extra} is tested in a virtualenv of its own (.ci/crewai, ${ELSEWHERE})")
+    require(found, f"pip install '.[{extra}]'")
 
 
 def run_agent(module: str, *args: str, crash_at: str | None = None) -> AgentExit:
