@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from email.message import Message
 from pathlib import Path
 
+from oncelog.showcases.demo.imap import CONFIG  # Dovecot on a folder of its own
+
 from .launch import python
 
 DOVECOT = shutil.which("dovecot") or "/usr/sbin/dovecot"
@@ -29,39 +31,6 @@ SERVER_SCRIPT = Path(__file__).with_name("mail_server.py")
 USER = "archive@shop.example"
 PASSWORD = "archive-secret"
 KEY_HEADER = "X-Oncelog-Key"
-
-CONFIG = """\
-base_dir = {root}/run
-state_dir = {root}/state
-instance_name = oncelog-test-{port}
-protocols = imap
-listen = 127.0.0.1
-ssl = no
-disable_plaintext_auth = no
-auth_mechanisms = plain
-log_path = {root}/dovecot.log
-mail_location = maildir:{root}/mail
-first_valid_uid = 1
-default_internal_user = {user}
-default_login_user = {user}
-service imap-login {{
-  inet_listener imap {{
-    address = 127.0.0.1
-    port = {port}
-  }}
-  inet_listener imaps {{
-    port = 0
-  }}
-}}
-passdb {{
-  driver = passwd-file
-  args = scheme=PLAIN username_format=%u {root}/users
-}}
-userdb {{
-  driver = static
-  args = uid={uid} gid={gid} home={root}/home
-}}
-"""
 
 
 def dovecot_is_installed() -> bool:
@@ -146,7 +115,8 @@ def _running(root: Path, refuse: str | None, stall: str | None) -> Iterator[Mail
     system = MailSystem(root, free_port(), free_port(), root / "kill-pid")
     (root / "users").write_text(f"{USER}:{{PLAIN}}{PASSWORD}\n")
     (root / "dovecot.conf").write_text(CONFIG.format(
-        root=root, port=system.imap_port, user=user.pw_name, uid=user.pw_uid, gid=user.pw_gid
+        root=root, port=system.imap_port, log=root / "dovecot.log", user=user.pw_name,
+        uid=user.pw_uid, gid=user.pw_gid,
     ))  # fmt: skip
     argv = python(SERVER_SCRIPT, "--maildir", root / "mail", "--port", str(system.smtp_port),
                   "--kill-file", system.kill_file)  # fmt: skip
