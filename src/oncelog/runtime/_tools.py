@@ -276,18 +276,17 @@ def tool(
     another run asking later gets that step's result without a call (``repeat="error"``:
     ``SubjectDone``), and the idempotency key derives from the subject. ``once_for``
     frees a done subject after that long (default: never). ``provider`` (one of
-    ``oncelog.providers``) gives the provider's published ``dedupe_window``, its
-    classifier of the answers to a repeated key, and its probe where one ships; the
-    tool's own arguments win, but a ``dedupe_window`` longer than the provider's is
-    refused. ``evidence_url`` is where a
-    person looks an effect up at the provider, a template of ``{key}`` (and ``{run}``,
-    ``{step}``), e.g. ``"https://dashboard.example/payments?key={key}"``: notices and the
-    console show it filled in. ``approval`` may also be a
-    function of the call's arguments returning a bool (``lambda order, amount: amount >
-    100``): asked once per step, with the arguments as recorded, and a step it once sent
-    to a person keeps needing one. ``approval_expires`` bounds how long a person's
-    approval holds after the decision (default: 24 hours), by the ledger's clock: unused
-    by then, the step asks for a fresh one."""
+    ``oncelog.providers``) gives the provider's published ``dedupe_window``, its classifier
+    of the answers to a repeated key, and its probe where one ships; the tool's own
+    arguments win, but a ``dedupe_window`` longer than the provider's is refused.
+    ``evidence_url`` is where a person looks an effect up at the provider, a template of
+    ``{key}`` (and ``{run}``, ``{step}``), e.g.
+    ``"https://dashboard.example/payments?key={key}"``: notices and the console show it
+    filled in. ``approval`` may also be a function of the call's arguments returning a bool
+    (``lambda order, amount: amount > 100``): asked once per step, with the arguments as
+    recorded, and a step it once sent to a person keeps needing one. ``approval_expires``
+    bounds how long a person's approval holds after the decision (default: 24 hours), by the
+    ledger's clock: unused by then, the step asks for a fresh one."""
 
     try:
         kind = Kind(kind)
