@@ -364,6 +364,38 @@ def test_a_trusted_servers_annotations_propose_kinds_and_the_config_wins(tmp_pat
     assert listed_kinds(tmp_path, {"tools": {}})["send_email"] == (None, None, False)
 
 
+def test_a_config_milder_than_the_annotations_wins_and_is_pointed_out(tmp_path: Path) -> None:
+    """The config calls ``delete_account`` (annotated destructive) a ``read`` and ``refund``
+    (annotated upsert) a ``payment``: the config wins both, and only the milder one is
+    pointed out, whether the server is trusted or not (a warning never makes a tool milder)."""
+    require_framework("mcp", "mcp")
+    path = tmp_path / "tools.json"
+    for trust in (True, False):
+        path.write_text(json.dumps({
+            "tools": {"delete_account": "read", "refund": "payment", "lookup": "read"},
+            "trust_annotations": trust,
+        }))  # fmt: skip
+        argv = python("-m", "oncelog", "mcp-proxy", "--config", str(path), "--list")
+        argv += ["--", *server_args(tmp_path, "--annotations", json.dumps(ANNOTATED))]
+        as_json = subprocess.run(
+            [*argv[: argv.index("--list") + 1], "--json", *argv[argv.index("--list") + 1 :]],
+            capture_output=True, text=True, timeout=60, check=True, cwd=ROOT, env=environment(),
+        )  # fmt: skip
+        rows = {r["tool"]: (r["kind"], r["annotated"]) for r in json.loads(as_json.stdout)}
+        assert rows["delete_account"] == ("read", "destructive")
+        assert rows["refund"] == ("payment", None)  # stronger than its annotations: fine
+        assert rows["lookup"] == ("read", None)
+        text = subprocess.run(
+            argv, capture_output=True, text=True, timeout=60, check=True, cwd=ROOT,
+            env=environment(),
+        ).stdout  # fmt: skip
+        line = next(row for row in text.splitlines() if row.startswith("delete_account"))
+        assert "(its server says destructive)" in line
+        assert "its server says" not in next(
+            row for row in text.splitlines() if row.startswith("refund")
+        )
+
+
 def test_a_trusted_annotation_makes_a_tool_wait_for_a_person(tmp_path: Path) -> None:
     """The tool whose annotations say nothing of its effects is destructive: it is not
     called until a person approved it. The annotated ``create``, the proxy killed right

@@ -82,6 +82,7 @@ def _shown(choice: Choice) -> dict[str, Any]:
         "source": choice.source,
         "waits_for_a_person": choice.waits_for_a_person,
         "offered": policy is not None,
+        "annotated": choice.annotated,
     }
 
 
@@ -93,4 +94,7 @@ def _print(shown: list[dict[str, Any]]) -> None:
             click.echo(f"{row['tool']:<{width}}  {'-':<11}  {'-':<10}  not offered: no kind")
             continue
         approval = "a person" if row["waits_for_a_person"] else "-"
-        click.echo(f"{row['tool']:<{width}}  {row['kind']:<11}  {row['source']:<10}  {approval}")
+        warning = f"  (its server says {row['annotated']})" if row["annotated"] else ""
+        click.echo(
+            f"{row['tool']:<{width}}  {row['kind']:<11}  {row['source']:<10}  {approval}{warning}"
+        )

@@ -12,6 +12,11 @@ The annotations are read with the specification's defaults for a hint left out
 annotation that says nothing about effects proposes ``destructive``, which waits for a
 person. A tool without any annotations proposes nothing.
 
+A config that names a milder kind than a tool's annotations propose still wins, trusted
+server or not, but the choice carries the stronger kind so the proxy can say so: reading
+the hints of an untrusted server for a warning is safe, since a warning never makes a tool
+milder.
+
 Nothing here imports MCP: a tool's annotations come as its three hints.
 """
 
@@ -25,6 +30,9 @@ from oncelog import KindName
 from ._common import Policy
 
 Source = Literal["config", "annotation", "default"]
+
+# How much a kind lets happen without a person: a config below the annotations' is warned of.
+_REACH: dict[str, int] = {"read": 0, "upsert": 1, "create": 2, "payment": 3, "destructive": 3}
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,8 @@ class Choice:
     policy: Policy | None
     source: Source | None
     hints: Hints | None = None  # what a trusted server said, when the kind came from it
+    # The kind the server's annotations propose, where the config chose a milder one.
+    annotated: KindName | None = None
 
     @property
     def waits_for_a_person(self) -> bool:
@@ -72,9 +82,18 @@ def choose(
 ) -> Choice:
     """The policy of ``tool``: the config's, a trusted server's proposal, or the default."""
     if configured is not None:
-        return Choice(tool, configured, "config")
+        return Choice(tool, configured, "config", annotated=_stronger(hints, configured))
     if trusted and hints is not None:
         return Choice(tool, Policy(hints.kind()), "annotation", hints)
     if default is not None:
         return Choice(tool, default, "default")
     return Choice(tool, None, None)
+
+
+def _stronger(hints: Hints | None, configured: Policy) -> KindName | None:
+    """The kind ``hints`` propose, if it reaches further than the configured one."""
+    if hints is None:
+        return None
+    proposed = hints.kind()
+    configured_kind = str(getattr(configured.kind, "value", configured.kind))
+    return proposed if _REACH[proposed] > _REACH.get(configured_kind, 3) else None

@@ -259,6 +259,12 @@ class _Proxy:
             _check_subject(tool, choice.policy)
             if choice.policy is None:
                 continue
+            if choice.annotated is not None:
+                log.warning(
+                    "mcp-proxy: the config declares %s %s, but its server annotates it %s; "
+                    "the config wins. If the tool can do what %s means, declare it so",
+                    tool.name, choice.policy.kind, choice.annotated, choice.annotated,
+                )  # fmt: skip
             if choice.source == "annotation":
                 log.info("mcp-proxy: %s is %s, from its server's annotations",
                          tool.name, choice.policy.kind)  # fmt: skip
