@@ -84,6 +84,34 @@ def test_checkpointed_thread_resumes_a_node_killed_after_its_effect(tmp_path: Pa
         assert keys == {s.key for s in tools}
 
 
+def test_an_async_checkpointed_thread_resumes_a_tool_node_killed_between_its_effects(
+    tmp_path: Path,
+) -> None:
+    """The async graph (``ainvoke``, LangGraph's async SQLite checkpointer, the guarded
+    ``ToolNode``'s coroutine) killed after the email was sent and before the charge's
+    outcome was recorded: the resumed thread finds the email recorded, asks the charge's
+    probe, and each effect happened once, by the effect log's own records."""
+    require_framework("langgraph", "langgraph")
+    args = agent_args(
+        tmp_path, "ticket-9", "--async", "--checkpoints", str(tmp_path / "checkpoints.db")
+    )
+    killed = run_agent("langgraph_agent", *args, crash_at="after_call@charge#1")
+    assert killed.killed, killed
+    assert effects(tmp_path) == {"send_email": 1, "charge": 1}
+
+    resumed = run_agent("langgraph_agent", *args)
+    assert resumed.returncode == 0, resumed
+    assert resumed.last_line.startswith(DONE)
+    assert effects(tmp_path) == {"send_email": 1, "charge": 1}
+    assert model_calls(tmp_path) == 2  # the checkpointed first answer was not asked again
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        tools = ledger.steps(run_of(ledger, "billing/ticket-9/tools@2/"))
+        assert [(s.step_id, s.state, s.attempts) for s in tools] == [
+            ("send_email#1", StepState.DONE, 1),
+            ("charge#1", StepState.DONE, 1),  # the probe found it: not sent again
+        ]
+
+
 def test_graph_without_checkpointer_restarted_after_a_kill_waits_for_its_effect(
     tmp_path: Path,
 ) -> None:

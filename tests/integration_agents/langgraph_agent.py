@@ -24,8 +24,8 @@ import argparse
 import asyncio
 import json
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -41,6 +41,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
@@ -166,18 +167,37 @@ def build(
     return builder
 
 
-@contextmanager
-def compiled(
-    builder: StateGraph[Any], checkpoints: str | None, use_async: bool
-) -> Iterator[CompiledStateGraph[Any]]:
+def wired(builder: StateGraph[Any], use_async: bool) -> StateGraph[Any]:
     first = "agent_async" if use_async else "agent"
     builder.add_edge(START, first)
     builder.add_conditional_edges(first, tools_condition, {"tools": "tools", END: END})
     builder.add_edge("tools", first)
+    return builder
+
+
+@contextmanager
+def compiled(
+    builder: StateGraph[Any], checkpoints: str | None
+) -> Iterator[CompiledStateGraph[Any]]:
+    wired(builder, use_async=False)
     if checkpoints is None:
         yield builder.compile()
         return
     with SqliteSaver.from_conn_string(checkpoints) as saver:
+        yield builder.compile(checkpointer=saver)
+
+
+@asynccontextmanager
+async def compiled_async(
+    builder: StateGraph[Any], checkpoints: str | None
+) -> AsyncIterator[CompiledStateGraph[Any]]:
+    """The same graph on LangGraph's async SQLite checkpointer: the sync one refuses
+    ``ainvoke``, so an async graph that resumes needs this one."""
+    wired(builder, use_async=True)
+    if checkpoints is None:
+        yield builder.compile()
+        return
+    async with AsyncSqliteSaver.from_conn_string(checkpoints) as saver:
         yield builder.compile(checkpointer=saver)
 
 
@@ -203,25 +223,35 @@ def main() -> None:
     )  # fmt: skip
     config: Any = {"configurable": {"thread_id": args.thread}}
 
-    def invoke(graph: CompiledStateGraph[Any], inputs: Any, config: Any) -> Any:
-        if args.use_async:
-            return asyncio.run(graph.ainvoke(inputs, config))
-        return graph.invoke(inputs, config)
+    message = {"messages": [("user", args.message)]}
 
-    def agent() -> None:
-        with compiled(builder, args.checkpoints, args.use_async) as graph:
+    def answer() -> Any:
+        with compiled(builder, args.checkpoints) as graph:
             if args.reset and graph.checkpointer is not None:
                 graph.checkpointer.delete_thread(args.thread)  # type: ignore[union-attr]
             pending = args.checkpoints is not None and graph.get_state(config).next
-            resuming = pending and not args.resend
-            inputs = None if resuming else {"messages": [("user", args.message)]}
             try:
-                final = invoke(graph, inputs, config)
+                return graph.invoke(None if pending and not args.resend else message, config)
             except oncelog.ResourceHeld as held:
                 if not args.resume_refused:
                     raise
                 # The documented pattern: resume the node the refusal names.
-                final = invoke(graph, None, oncelog_langgraph.resume_config(held))
+                return graph.invoke(None, oncelog_langgraph.resume_config(held))
+
+    async def answer_async() -> Any:
+        async with compiled_async(builder, args.checkpoints) as graph:
+            if args.reset and graph.checkpointer is not None:
+                await graph.checkpointer.adelete_thread(args.thread)  # type: ignore[union-attr]
+            pending = args.checkpoints is not None and (await graph.aget_state(config)).next
+            try:
+                return await graph.ainvoke(None if pending and not args.resend else message, config)
+            except oncelog.ResourceHeld as held:
+                if not args.resume_refused:
+                    raise
+                return await graph.ainvoke(None, oncelog_langgraph.resume_config(held))
+
+    def agent() -> None:
+        final = asyncio.run(answer_async()) if args.use_async else answer()
         print(json.dumps(final["messages"][-1].content))
 
     oncelog.run_main(agent)
