@@ -188,9 +188,10 @@ def guarded_wal_pages(
     ledger, tool = open_guarded(path)
     conn = store_connection(ledger)
     page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
-    with ledger.run("walwarm") as run:
-        for item in warm:
-            run.effect(item.step_id, tool.tool, **item.kwargs)
+    if warm:
+        with ledger.run("walwarm") as run:
+            for item in warm:
+                run.effect(item.step_id, tool.tool, **item.kwargs)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.execute("PRAGMA wal_autocheckpoint = 0")
     with ledger.run("walcount") as run:
