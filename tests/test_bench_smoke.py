@@ -97,3 +97,36 @@ def test_retention_runs(tmp_path: Path) -> None:
     out = bench("retention.py", "--runs", "20", "--effects", "2", "--batch", "7", "--dir",
                 str(tmp_path), "--allow-tmpfs")  # fmt: skip
     assert "vs the floor" in out
+
+
+def test_record_layouts_runs(tmp_path: Path) -> None:
+    out = bench("record_layouts.py", "--quick", "--dir", str(tmp_path))
+    for layout in ("floor", "today", "rowid steps", "thin steps", "events", "events + by step"):
+        assert f"| {layout} |" in out
+    today = next(line for line in out.splitlines() if line.startswith("| today |"))
+    for btree in ("steps", "journal", "journal_by_run", "sqlite_autoindex_steps_2"):
+        assert f" {btree} " in today
+
+
+def test_record_layouts_today_is_the_ledger_s(tmp_path: Path) -> None:
+    """The bench's ``today`` writes the tables and keys a ledger has: its figures are the
+    ledger's until a migration changes them, and then this fails."""
+    script = (
+        "import sqlite3, oncelog, record_layouts\n"
+        f"oncelog.open({str(tmp_path / 'ledger.db')!r}).close()\n"
+        "bench = sqlite3.connect(':memory:')\n"
+        "bench.executescript(record_layouts.LAYOUTS['today'][0])\n"
+        f"ledger = sqlite3.connect({str(tmp_path / 'ledger.db')!r})\n"
+        "def shape(db, table):\n"
+        "    columns = [(r[1], r[5]) for r in db.execute(f'PRAGMA table_info({table})')]\n"
+        "    # Each index's uniqueness, origin and columns; partial ones (approvals) left out.\n"
+        "    keys = sorted((u, o, [c[2] for c in db.execute(f'PRAGMA index_info({n!r})')])\n"
+        "                  for _, n, u, o, partial in db.execute(f'PRAGMA index_list({table})')\n"
+        "                  if not partial)\n"
+        "    rowid = db.execute('SELECT sql LIKE \"%WITHOUT ROWID%\" FROM sqlite_schema '\n"
+        "                       'WHERE name = ?', (table,)).fetchone()[0]\n"
+        "    return columns, keys, rowid\n"
+        "for table in ('steps', 'journal'):\n"
+        "    print(table, shape(bench, table) == shape(ledger, table))\n"
+    )
+    assert bench("-c", script).split() == ["steps", "True", "journal", "True"]

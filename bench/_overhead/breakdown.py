@@ -34,6 +34,7 @@ STATEMENTS = (
     ("UPDATE effects", "UPDATE effects: outcome"),
 )
 WAL_EFFECTS = 200  # effects whose WAL pages are counted
+WAL_WARM = 1000  # effects a used ledger holds before they are counted
 
 
 class StatementTimes:
@@ -164,23 +165,52 @@ def wal_frames(path: Path, page_size: int) -> int:
     return max(0, size - 32) // (page_size + 24)
 
 
-def guarded_wal_pages(path: Path, items: list[EffectInput]) -> tuple[float, int]:
-    """(pages per guarded effect, page size)."""
+def frames_by_btree(path: Path, page_size: int, first: int) -> dict[str, int]:
+    """The WAL's frames from the ``first``-th on, counted by the table or index whose page
+    each wrote (``dbstat`` maps a page to its b-tree; page 1, the file's header and the
+    schema's root, is rewritten whenever the file grows)."""
+    with sqlite3.connect(path) as db:
+        names = dict(db.execute("SELECT pageno, name FROM dbstat"))
+    wal = Path(str(path) + "-wal").read_bytes()
+    counts: dict[str, int] = {}
+    for offset in range(32 + first * (page_size + 24), len(wal), page_size + 24):
+        page = int.from_bytes(wal[offset : offset + 4], "big")
+        name = "page 1 (header)" if page == 1 else names.get(page, "freed")
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def guarded_wal_pages(
+    path: Path, items: list[EffectInput], warm: list[EffectInput]
+) -> tuple[float, int, dict[str, float]]:
+    """(pages per guarded effect, page size, pages per effect by b-tree), counted after
+    the ``warm`` effects of another run."""
     ledger, tool = open_guarded(path)
     conn = store_connection(ledger)
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
     page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    if warm:
+        with ledger.run("walwarm") as run:
+            for item in warm:
+                run.effect(item.step_id, tool.tool, **item.kwargs)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
     with ledger.run("walcount") as run:
         before = wal_frames(path, page_size)
         for item in items:
             run.effect(item.step_id, tool.tool, **item.kwargs)
         pages = (wal_frames(path, page_size) - before) / len(items)
+        by_btree = frames_by_btree(path, page_size, before)
     ledger.close()
-    return pages, page_size
+    return pages, page_size, {name: n / len(items) for name, n in by_btree.items()}
 
 
-def floor_wal_pages(path: Path, items: list[EffectInput], page_size: int) -> float:
+def floor_wal_pages(
+    path: Path, items: list[EffectInput], warm: list[EffectInput], page_size: int
+) -> float:
     floor = Floor(path, "FULL")
+    for item in warm:
+        floor.effect(item)
+    floor.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     floor.connection.execute("PRAGMA wal_autocheckpoint = 0")
     before = wal_frames(path, page_size)
     for item in items:
@@ -191,8 +221,17 @@ def floor_wal_pages(path: Path, items: list[EffectInput], page_size: int) -> flo
 
 
 def measure_wal_pages(folder: Path, n: int = WAL_EFFECTS) -> dict[str, float]:
-    """Database pages each effect appends to the WAL (and so writes and fsyncs)."""
+    """Database pages each effect appends to the WAL (and so writes and fsyncs), guarded
+    and floor: in a new ledger (``guarded``, ``floor``) and in one that already holds
+    ``WAL_WARM`` effects (``guarded_warm``, ``floor_warm``: its b-trees have grown the
+    levels a used ledger has, and split as they do), the latter by b-tree too (keys
+    ``btree:<name>``)."""
     items = [EffectInput.make("walcount", i) for i in range(n)]
-    guarded, page_size = guarded_wal_pages(folder / "walcount.db", items)
-    floor = floor_wal_pages(folder / "walcount-floor.db", items, page_size)
-    return {"guarded": guarded, "floor": floor, "page_size": float(page_size)}
+    warm = [EffectInput.make("walwarm", i) for i in range(WAL_WARM)]
+    guarded, page_size, _ = guarded_wal_pages(folder / "walcount.db", items, [])
+    floor = floor_wal_pages(folder / "walcount-floor.db", items, [], page_size)
+    guarded_warm, _, by_btree = guarded_wal_pages(folder / "walwarm.db", items, warm)
+    floor_warm = floor_wal_pages(folder / "walwarm-floor.db", items, warm, page_size)
+    pages = {"guarded": guarded, "floor": floor, "page_size": float(page_size)}
+    pages |= {"guarded_warm": guarded_warm, "floor_warm": floor_warm}
+    return pages | {f"btree:{name}": n for name, n in by_btree.items()}

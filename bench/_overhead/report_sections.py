@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .breakdown import COMMIT_LABEL, WAL_EFFECTS, Breakdown
+from .breakdown import COMMIT_LABEL, WAL_EFFECTS, WAL_WARM, Breakdown
 from .effects import EffectResults
 from .memory import MemoryResult
 from .profiling import ProfileRow
@@ -148,11 +148,19 @@ def above_floor(b: Breakdown) -> str:
 def cost_notes(effects: EffectResults) -> list[str]:
     """Below the statement table: the split above the floor, WAL pages, the profile."""
     wal = effects.wal_pages
+    by_btree = sorted(
+        ((name.removeprefix("btree:"), n) for name, n in wal.items() if name.startswith("btree:")),
+        key=lambda item: -item[1],
+    )
     return [
         above_floor(effects.breakdown) + "\n",
         f"WAL pages appended per effect ({wal['page_size']:.0f}-byte pages, autocheckpoint "
-        f"off, {WAL_EFFECTS} effects): guarded {wal['guarded']:.1f}, floor {wal['floor']:.1f}. "
-        "Every page is written to the WAL before the fsync and later copied into the "
+        f"off, {WAL_EFFECTS} effects): guarded {wal['guarded']:.1f}, floor {wal['floor']:.1f} "
+        f"in a new ledger; guarded {wal['guarded_warm']:.1f}, floor {wal['floor_warm']:.1f} "
+        f"in one that holds {WAL_WARM:,} effects already, where the guarded pages belong to "
+        "these b-trees: "
+        + ", ".join(f"`{name}` {n:.2f}" for name, n in by_btree)
+        + ". Every page is written to the WAL before the fsync and later copied into the "
         "database by a checkpoint, which is also fsynced under `synchronous=FULL`.\n",
         f"cProfile of {effects.breakdown.effects} guarded effects (durability full), top "
         "functions by own time, per effect (cProfile inflates Python calls; read the shares, "
