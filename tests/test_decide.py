@@ -28,6 +28,7 @@ DEDUPED = replace(EFFECT, dedupe_window=60.0, key_age=59.0)
 IN_FLIGHT, UNKNOWN = StepState.IN_FLIGHT, StepState.UNKNOWN
 
 HELD = replace(EFFECT, subject_held=StepState.DONE)
+REFUSED_KEY = replace(EFFECT, recorded=UNKNOWN, key_refused=True)
 
 # (row name, situation, action)
 TABLE: list[tuple[str, Situation, Action]] = [
@@ -236,6 +237,19 @@ TABLE: list[tuple[str, Situation, Action]] = [
     ("key mismatch, probe found nothing",
      replace(PROBED, failure=Failure.KEY_MISMATCH, probe=NOT_FOUND, dedupe_window=60.0),
      Action.HALT),
+    # ... read back by a later start from the halt's recorded reason: decided the same way
+    ("halted on its key, key young: not resent", replace(REFUSED_KEY, dedupe_window=60.0,
+     key_age=1.0), Action.HALT),
+    ("halted on its key, an upsert: not run again", replace(REFUSED_KEY, idempotent=True),
+     Action.HALT),
+    ("halted on its key, probe not asked", replace(REFUSED_KEY, probe_declared=True),
+     Action.ASK_PROBE),
+    ("halted on its key, probe found it",
+     replace(REFUSED_KEY, probe_declared=True, probe=Found({"id": 1})), Action.SETTLE_DONE),
+    ("halted on its key, probe found nothing, key honoured",
+     replace(REFUSED_KEY, probe_declared=True, probe=NOT_FOUND), Action.HALT),
+    ("halted on its key, then decided not done by a person: run",
+     replace(REFUSED_KEY, recorded=StepState.NOT_DONE), Action.RUN),
 ]  # fmt: skip
 
 
@@ -275,6 +289,7 @@ SITUATIONS = st.builds(
     same_args=st.booleans(),
     drift_error=st.booleans(),
     failure=st.none() | st.sampled_from(Failure),
+    key_refused=st.booleans(),
 )
 SENDS = {Action.RUN, Action.RESEND}
 
@@ -291,6 +306,7 @@ def test_an_effect_in_doubt_is_sent_again_only_when_something_decided(s: Situati
     young = window is not None and age is not None and 0 <= age < window
     honoured = window is None or young
     if in_doubt and not s.idempotent and action in SENDS:
+        assert not s.key_refused
         assert (s.probe is NOT_FOUND and honoured) or (young and s.same_args)
         assert s.max_attempts is None or s.attempts < s.max_attempts
     if action is Action.RESEND:
@@ -314,6 +330,14 @@ def test_a_key_held_for_other_parameters_is_never_sent_again(s: Situation) -> No
     """The provider said the key belongs to another request: a resend gets the same
     answer, and only what a probe found settles the effect without a person."""
     if s.failure is Failure.KEY_MISMATCH and s.step_type is StepType.EFFECT:
+        assert decide(s) in {Action.ASK_PROBE, Action.SETTLE_DONE, Action.HALT}
+
+
+@given(SITUATIONS)
+def test_a_later_start_sends_nothing_after_a_halt_on_its_key(s: Situation) -> None:
+    """The halt's recorded reason said the key is held for other parameters: a later start
+    in doubt decides as the failing process did, whatever the tool's kind or window."""
+    if s.key_refused and s.failure is None and s.recorded in (IN_FLIGHT, UNKNOWN):
         assert decide(s) in {Action.ASK_PROBE, Action.SETTLE_DONE, Action.HALT}
 
 

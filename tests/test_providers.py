@@ -29,6 +29,7 @@ from .support.provider_process import running_provider
 
 KEY_PROVIDER = Path(__file__).parent / "support" / "key_provider.py"
 AGENT = Path(__file__).parent / "crash_agents" / "provider_agent.py"
+KEY_AGENT = Path(__file__).parent / "crash_agents" / "key_agent.py"
 DOCS = Path(__file__).parents[1] / "docs" / "providers.md"
 DAY = 24 * 3600.0
 
@@ -224,20 +225,52 @@ def nylas_send(url: str) -> oncelog.Tool[..., dict[str, Any]]:
     )
 
 
-def test_a_key_held_for_other_parameters_halts_at_every_start(
+def test_a_key_held_for_other_parameters_is_sent_once_and_halts_until_a_person_decides(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Inside the window the call halts at once, with no resend in the same process; its
+    recorded reason says why, so a later start, in a process of its own, sends nothing
+    (the provider would answer the same) and halts again: never a new key, never recorded
+    done or failed, until a person decides, after which the run goes on without a send."""
+    with key_provider(tmp_path, 409, NYLAS_OTHER) as server:
+        for start in (1, 2, 3):
+            halted = run_python(KEY_AGENT, store_url, "r", server.url)
+            assert halted.returncode == oncelog.EXIT_HALTED, halted.stderr
+            with oncelog.open(store_url) as ledger:
+                [step] = ledger.steps("r")
+            assert step.state is oncelog.StepState.UNKNOWN
+            assert server.keys() == [step.key], f"start {start} sent again"
+        assert "other parameters" in halted.stderr
+        with oncelog.open(store_url) as ledger:
+            ledger.resolve("r", "send", "done", by="ops", result={"id": "at-the-provider"})
+        done = run_python(KEY_AGENT, store_url, "r", server.url)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == {"id": "at-the-provider"}
+        assert len(server.keys()) == 1
+
+
+def test_a_probe_settles_a_key_held_for_other_parameters_at_a_later_start(
     ledger: oncelog.Ledger, tmp_path: Path
 ) -> None:
-    """Inside the window the call halts at once, with no resend in the same process; a
-    restart decides the step afresh and its one send is answered the same way: never a
-    new key, never recorded done or failed, a person decides."""
+    """A restart asks the declared probe: its ``Found`` records the step done, with no
+    send; its "not found" sends nothing either (the key's answer would be the same)."""
+    answers: list[oncelog.ProbeAnswer] = [oncelog.CANNOT_TELL, oncelog.NOT_FOUND]
+    answers.append(oncelog.Found({"id": "found"}))
+
+    def probe(key: str, *args: Any, **kwargs: Any) -> oncelog.ProbeAnswer:
+        return answers.pop(0)
+
     with key_provider(tmp_path, 409, NYLAS_OTHER) as server:
-        tool = nylas_send(server.url)
-        for start in (1, 2):
+        tool = oncelog.tool(kind="create", name="send", provider=providers.nylas, probe=probe)(
+            lambda *, idempotency_key: send(server.url, idempotency_key=idempotency_key)
+        )
+        for _ in range(2):  # the failing call's probe, then the restart's
             with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("r") as run:
                 run.effect("send", tool)
-            [step] = ledger.steps("r")
-            assert step.state is oncelog.StepState.UNKNOWN
-            assert server.keys() == [step.key] * start
+        with ledger.run("r") as run:
+            assert run.effect("send", tool) == {"id": "found"}
+        assert len(server.keys()) == 1
+        assert answers == []
 
 
 def test_a_key_still_in_flight_stops_and_sends_again_later(

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 import oncelog
+from oncelog import providers
 from tests.conftest import require
 
 from .support.launch import environment, python
@@ -286,6 +287,18 @@ def test_find_payment_reads_the_global_stripe_settings(
     monkeypatch.setattr(stripe, "api_key", API_KEY)
     monkeypatch.setattr(stripe, "api_base", localstripe.url)
     assert find_payment("ol1_global", customer, 500) == oncelog.Found(created)
+
+
+def test_the_payment_tool_takes_stripes_window_from_its_provider() -> None:
+    """``oncelog.providers.stripe`` is the one source of the window: the tool takes it,
+    a shorter one of its own wins, a longer one is refused as for any Stripe tool."""
+    require(HAVE_CLIENTS, "needs stripe and localstripe: pip install '.[stripe]' localstripe")
+    published = providers.stripe.dedupe_window
+    assert published is not None
+    assert payment_tool(name="charge").spec.dedupe_window == published.total_seconds()
+    assert payment_tool(name="charge", dedupe_window=600).spec.dedupe_window == 600
+    with pytest.raises(oncelog.ConfigurationError, match="longer than Stripe's published"):
+        payment_tool(name="charge", dedupe_window=published + timedelta(hours=1))
 
 
 def test_the_metadata_key_is_reserved(

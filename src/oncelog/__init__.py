@@ -78,6 +78,7 @@ from .records._no_result import NO_RESULT
 
 if _typing.TYPE_CHECKING:
     from ._ledger import Ledger, open
+    from ._secret_file import private_secret
     from ._worker import Worker
     from .audit._signing import new_key_pair
     from .controls._links import DecisionLink
@@ -131,6 +132,7 @@ _LAZY = {
     **dict.fromkeys(("drain", "draining", "handle_sigterm", "wait_for_drain"), "signals._drain"),
     "DEFAULT_PATH": "stores",
     "new_key_pair": "audit._signing",
+    "private_secret": "_secret_file",
     "canonical_json": "records._serialization",
     **dict.fromkeys(("exit_code_for", "explain", "run_main"), "process._process"),
     "Worker": "_worker",
@@ -289,6 +291,7 @@ __all__ = [
     "idempotency_key",
     "new_key_pair",
     "open",
+    "private_secret",
     "run_main",
     "tool",
     "wait_for_drain",

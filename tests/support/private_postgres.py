@@ -16,10 +16,13 @@ import signal
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+
+from .postgres import execute
 
 TIMEOUT = 60.0
 OWNER = "postgres"
@@ -74,6 +77,28 @@ class Cluster:
             "-c max_connections=60"
         )
         self._ctl("-o", options, "-l", str(self.data / "server.log"), "start")
+        self.wait_until_ready()
+
+    def wait_until_ready(self) -> None:
+        """Until the server accepts connections and its recovery is over: while it
+        replays the WAL it refuses them ("the database system is in recovery mode")."""
+        _wait_for(self._ready, f"the server on port {self.port} to finish its recovery", self)
+
+    def _ready(self) -> bool:
+        try:
+            rows = execute("SELECT pg_is_in_recovery()", admin=self.admin_url())
+        except Exception:  # refused, reset, or FATAL in recovery: not ready yet
+            return False
+        return rows == [(False,)]
+
+    def crash(self, pid: int) -> None:
+        """SIGKILL one of the server's processes, as the OOM killer would: the postmaster
+        ends every other one, replays the WAL and accepts connections again. Returns once
+        it has; the killed process reaped first, since the postmaster has not begun its
+        recovery before it notices the death, and would still answer until then."""
+        os.kill(pid, signal.SIGKILL)
+        _wait_for(lambda: not Path(f"/proc/{pid}").exists(), f"the postmaster to reap {pid}", self)
+        self.wait_until_ready()
 
     def stop(self, mode: str = "fast") -> None:
         self._ctl("-m", mode, "stop")
@@ -101,6 +126,16 @@ class Cluster:
         for pid in reversed(self.processes()):
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
+
+
+def _wait_for(done: Callable[[], bool], what: str, cluster: Cluster) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not done():
+        if time.monotonic() > deadline:
+            log = cluster.data / "server.log"
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no log)"
+            raise TimeoutError(f"waited {TIMEOUT:g} s for {what}; its log ends:\n{tail}")
+        time.sleep(0.05)  # neither a connection refused nor a reaped child can be waited on
 
 
 @contextmanager

@@ -25,7 +25,6 @@ import hmac
 import json
 import os
 import secrets
-import stat
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,10 +33,10 @@ from urllib.parse import quote
 
 from .._commands import oncelog_command, option
 from .._exceptions import ConfigurationError, LinkRefused, resolve_command
+from .._secret_file import MIN_SECRET_CHARS, private_secret
 
 SECRET_ENV = "ONCELOG_LINK_SECRET"
 SECRET_FILE = "link-secret"  # next to a SQLite ledger
-MIN_SECRET_CHARS = 32
 DEFAULT_TTL = 3600.0  # seconds: a page at 3 a.m. is acted on within the hour, or by the CLI
 MAX_TOKEN_CHARS = 4096
 
@@ -174,7 +173,7 @@ def link_secret(ledger_url: str | None) -> bytes:
             f"signed decision links need ${SECRET_ENV} (the same value for the agents and "
             "the console) with a PostgreSQL ledger"
         )
-    return _read_or_make(path)
+    return private_secret(path, "link secret").encode()
 
 
 def _secret_path(ledger_url: str | None) -> Path | None:
@@ -184,29 +183,3 @@ def _secret_path(ledger_url: str | None) -> Path | None:
         return None
     path = ledger_url.removeprefix("sqlite:///") if ledger_url.startswith("sqlite:") else ledger_url
     return Path(path).expanduser().resolve().parent / SECRET_FILE
-
-
-def _read_or_make(path: Path) -> bytes:
-    if not path.exists():
-        # Written whole under another name, 0600 from the start, then linked in place:
-        # two processes starting together agree on the one that was linked first.
-        partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "w") as out:
-                out.write(secrets.token_urlsafe(32) + "\n")
-            os.link(partial, path)
-        except FileExistsError:
-            pass  # another process made it first: its secret is the one
-        finally:
-            partial.unlink(missing_ok=True)
-    mode = path.stat().st_mode
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ConfigurationError(
-            f"{path} is readable by others (mode {stat.filemode(mode)}): anyone who reads "
-            f"it can sign decision links; run 'chmod 600 {path}'"
-        )
-    secret = path.read_text().strip()
-    if len(secret) < MIN_SECRET_CHARS:
-        raise ConfigurationError(f"{path} holds no usable link secret: delete it")
-    return secret.encode()

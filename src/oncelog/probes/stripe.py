@@ -91,6 +91,7 @@ from oncelog import (
     PreflightAnswer,
     ProbeAnswer,
     Tool,
+    providers,
     tool,
 )
 
@@ -306,14 +307,14 @@ def payment_tool(
     """``create_payment`` declared as a ``payment`` tool named ``name`` with the probe
     that sees what it makes: ``finder`` (its client makes the payments too), answering
     ``NOT_FOUND`` where no PaymentIntent carries the key; with ``preflight`` the same
-    lookup is also asked before each attempt. Stripe's 24-hour key window
-    (``dedupe_window``) and ``refusals=(stripe.CardError,)`` are declared unless
+    lookup is also asked before each attempt. It is declared with
+    ``provider=oncelog.providers.stripe``, the one source of Stripe's published key window
+    (``dedupe_window``: a shorter one in ``options`` wins, a longer one is refused) and of
+    its answers to a repeated key, and with ``refusals=(stripe.CardError,)`` unless
     ``options`` say otherwise; other ``options`` (``failures``, ``retry``, ``cost``, ...)
     go to ``oncelog.tool``. The tool is called as ``create_payment`` is, without the key:
     ``run.effect(step, charge, amount, currency, customer, **params)``."""
     probe = replace(finder, sees_its_tool=True)
-    if "dedupe_window" not in options and "key_ttl" not in options:
-        options["dedupe_window"] = timedelta(hours=24)
     options.setdefault("refusals", (stripe.CardError,))
 
     def create(
@@ -330,7 +331,7 @@ def payment_tool(
         )  # fmt: skip
 
     declare = tool(
-        kind="payment", name=name, probe=probe,
+        kind="payment", name=name, provider=providers.stripe, probe=probe,
         preflight=probe.preflight if preflight else None, **options,
     )  # fmt: skip
     return declare(create)

@@ -29,6 +29,11 @@ call) or in conflict (a person decides). A visit starts with no probe or preflig
 call is decided with its ``failure``; one that leaves the effect in doubt asks a declared
 probe first, as a later start would.
 
+A halt on a key held for other parameters (``Failure.KEY_MISMATCH``) begins its recorded
+reason with ``KEY_REFUSED``; a later start reads it back (``key_refused``) and decides as
+the failing process did: only a probe's ``Found`` settles the step, nothing is sent again
+(the provider would answer the same), and it stays halted until a person decides.
+
 A key's age is measured by one clock, the store's (which wrote the first send), unless a
 test hands the engine its own; None when that clock reads earlier than a time it recorded
 for the step: the age cannot be known, so the key is not taken as deduplicated.
@@ -43,6 +48,9 @@ from ..failures import Failure
 from ..records._records import StepState, StepType
 from ..records._transitions import IN_DOUBT as IN_DOUBT  # the engine's too
 from ._probes import NOT_FOUND, Conflict, Found, PreflightAnswer, ProbeAnswer
+
+# How the recorded reason of a halt on ``Failure.KEY_MISMATCH`` begins (see above).
+KEY_REFUSED = "the provider holds this key for a request with other parameters"
 
 
 class Action(enum.Enum):
@@ -102,6 +110,7 @@ class Situation:
     same_args: bool = True  # the step is asked with the arguments recorded for it
     drift_error: bool = True  # the tool's drift policy is "error"
     failure: Failure | None = None  # the call raised: what that means
+    key_refused: bool = False  # in doubt since the provider held its key for other parameters
     # Another run's step holds the effect's subject (the intent was refused): its state,
     # whether a live process holds its run, and whether the tool refuses a repeat.
     # ``same_args`` then compares with the holder's arguments.
@@ -171,6 +180,8 @@ def _live(s: Situation, attempt: Action) -> Action:
 
 
 def _in_doubt(s: Situation) -> Action:
+    if s.key_refused:  # whatever the tool's kind or window: a resend gets the same answer
+        return _key_mismatch(s)
     if s.idempotent:
         return _live(s, Action.RUN)
     if s.probe_declared and s.probe is None:
@@ -185,6 +196,12 @@ def _in_doubt(s: Situation) -> Action:
         if s.drift_error:
             return Action.DRIFT
     return Action.HALT
+
+
+def key_refused(reason: str | None) -> bool:
+    """Whether a step's recorded reason says its last attempt halted on its key being held
+    for other parameters."""
+    return reason is not None and reason.startswith(KEY_REFUSED)
 
 
 def key_age(now: float, first_sent_at: float, last_started_at: float) -> float | None:

@@ -76,7 +76,17 @@ from ._calls import (
     error_json,
     idempotency_key,
 )
-from ._decide import IN_DOUBT, Action, Situation, attempts_left, decide, deduplicated, key_honoured
+from ._decide import (
+    IN_DOUBT,
+    KEY_REFUSED,
+    Action,
+    Situation,
+    attempts_left,
+    decide,
+    deduplicated,
+    key_honoured,
+    key_refused,
+)
 from ._outcomes import Outcomes
 from ._probes import CANNOT_TELL, NOT_FOUND, Conflict, Found
 from ._reconcile import ask
@@ -147,6 +157,8 @@ def _why_halted(action: Action, situation: Situation) -> list[str]:
     """What stopped an effect in doubt from being sent again, when something could have."""
     if action is not Action.HALT or situation.failure is not None:
         return []
+    if situation.key_refused:
+        return [f"not sent again: {KEY_REFUSED}, and would answer a resend the same way"]
     if situation.probe is NOT_FOUND and not key_honoured(situation):
         return ["but the provider no longer honours the key (dedupe_window)"]
     if not attempts_left(situation) and (situation.probe is NOT_FOUND or deduplicated(situation)):
@@ -410,6 +422,7 @@ class Engine:
             dedupe_window=spec.dedupe_window,
             same_args=not in_doubt or self._same_args(record, call),
             drift_error=call.drift == "error",
+            key_refused=in_doubt and key_refused(record.reason),
         )
 
     def _check_not_paused(self, record: StepRecord) -> None:

@@ -25,7 +25,7 @@ from ..records._serialization import encode_decoded
 from ..signals import _crashpoints as crashpoints
 from ..stores._protocol import Lease, Outcome, new_outcome, timed_step
 from ._calls import Again, Pending, Surroundings, error_json, failure_of, usage
-from ._decide import Action, Situation, decide, deduplicated, key_age
+from ._decide import KEY_REFUSED, Action, Situation, decide, deduplicated, key_age
 from ._probes import CANNOT_TELL, Conflict, Found
 from ._reconcile import ask
 from ._replay import ReplayCursor
@@ -157,6 +157,8 @@ class Outcomes:
                 run_id=self.run_id, step_id=step.step_id, key=step.key,
             )  # fmt: skip
         reason = f"{doubt}; it may or may not have happened"
+        if failure is Failure.KEY_MISMATCH:  # read back by a later start: see _decide
+            reason = f"{KEY_REFUSED}: {reason}"
         error = in_doubt(reason, self.run_id, step.step_id, step.key, pending.attempt)
         stop = Stop.of(step.seq, error).to_json()  # the run halts at it, in the same write
         self.store.mark_unknown(self.lease, step.seq, reason, stop)
