@@ -10,14 +10,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _next as next_steps
 from . import _numbers as numbers
 from ._exceptions import ConfigurationError, UnknownRun
+from ._lazy import defer
 from ._log import log
 from ._person_decisions import PersonDecisions
 from ._webhook import checked_url
 from .audit import _pages as pages
-from .audit._export import export_lines
 from .controls._alerts import AlertCallback
 from .controls._notices import AnyAlertCallback, Notices
 from .controls._waiting import Waiter
@@ -41,11 +40,13 @@ from .runtime._names import check_name, check_text
 from .stores import DEFAULT_PATH, Lease, Store, open_store
 
 # The engine (``runtime/``: effects, retries, probes, tools) is imported by the first run
-# or tool declaration, not by ``open()``: a process that opens a ledger to read it, or a
-# CLI command, does not pay for it, and an agent pays for it at its first step.
+# or tool declaration, and what comes next for a run (``_next``) by the first question
+# about it (``_lazy``), not by ``open()``: a process that opens a ledger to read it, or a
+# CLI command, does not pay for the engine, and an agent pays for it at its first step.
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from . import _next as next_steps
     from .audit._prune import PruneReport
     from .audit._prune_archive import ArchiveReport
     from .audit._signing import Signer
@@ -57,6 +58,8 @@ if TYPE_CHECKING:
     from .runtime._run import RunContext
     from .runtime._run_options import PlanArg, RunOptions
     from .runtime._tools import tool as _tool
+else:
+    defer(globals(), next_steps="._next")
 
 
 class Ledger(PersonDecisions):
@@ -392,6 +395,8 @@ class Ledger(PersonDecisions):
     ) -> Iterator[str]:
         """The journal as JSON lines (records after ``after_id``, then the checkpoints),
         for keeping it outside this machine and verifying it there."""
+        from .audit._export import export_lines
+
         after_id = numbers.count(after_id, "after_id")
         return export_lines(self.store, run_id=run_id, after_id=after_id, checkpoints=checkpoints)
 

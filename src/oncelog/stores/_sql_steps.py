@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, NamedTuple
+from typing import Any
 
 from .._exceptions import LeaseLost, halted
 from ..records import _transitions as transitions
 from ..records._budgets import BudgetAlert
 from ..records._records import StepState, StepType, SubjectClaim
+from ..records._value import NamedTuple
 from ..signals import _crashpoints as crashpoints
 from . import _sql_approvals as approval_sql
 from . import _sql_controls as controls
