@@ -6,6 +6,7 @@ What people decide (resolutions, approvals, budgets, kill switches) is ``Ledger`
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -17,14 +18,10 @@ from ._log import log
 from ._person_decisions import PersonDecisions
 from ._webhook import checked_url
 from .audit import _pages as pages
-from .controls._alerts import AlertCallback
-from .controls._notices import AnyAlertCallback, Notices
-from .controls._waiting import Waiter
 from .process import _leases as leases
 from .process import _main as main
 from .process._heartbeat import HEARTBEATS
 from .records._budgets import Budget
-from .records._display import printable, visible
 from .records._records import (
     Checkpoint,
     EffectInDoubt,
@@ -51,7 +48,10 @@ if TYPE_CHECKING:
     from .audit._prune_archive import ArchiveReport
     from .audit._signing import Signer
     from .audit._verify import Report
+    from .controls._alerts import AlertCallback
     from .controls._links import DecisionLink, LinkSigner
+    from .controls._notices import AnyAlertCallback, Notices
+    from .controls._waiting import Waiter
     from .records._retention import LedgerSize
     from .runtime._calls import Surroundings
     from .runtime._effects import Engine
@@ -93,10 +93,13 @@ class Ledger(PersonDecisions):
         self.approval_poll = approval_poll  # seconds between looks, while async code waits
         self.key_namespace = key_namespace
         self.on_budget_alert = on_budget_alert
-        self.notices = Notices(store, on_alert, alert_webhook, link_signer)
         self.url = url  # what the store was opened from, if it was opened from a URL
         self.closed = False
-        self.waiter = Waiter(store, url, approval_poll, self.notices)
+        # Where notices go, and the channel to people made from it at first use
+        # (``_people``): an open that runs nothing imports none of ``controls/``.
+        self._alerting = (on_alert, alert_webhook, link_signer)
+        self._people_made: tuple[Notices, Waiter] | None = None
+        self._making_people = threading.Lock()
         self.signer = signer  # signs a checkpoint of each run's chain when the run ends
         self._redaction_key = redaction_key
         # tool -> (schema object, form, contract) this process stored
@@ -106,7 +109,35 @@ class Ledger(PersonDecisions):
         self._new_here = store.created
         self._said_where = False
         if store.created:
+            from .records._display import printable
+
             log.info("created a new ledger at %s", printable(store.where))
+
+    @property
+    def notices(self) -> Notices:
+        """The ledger's channel to people: its ``on_alert`` and ``alert_webhook``."""
+        return self._people()[0]
+
+    @property
+    def waiter(self) -> Waiter:
+        """How the ledger waits for a person's decision on one of its runs."""
+        return self._people()[1]
+
+    def _people(self) -> tuple[Notices, Waiter]:
+        """The notices and the waiter, made once, by the first thread that asks."""
+        made = self._people_made
+        if made is None:
+            from .controls._notices import Notices
+            from .controls._waiting import Waiter
+
+            with self._making_people:
+                if self._people_made is None:
+                    notices = Notices(self.store, *self._alerting)
+                    waiter = Waiter(self.store, self.url, self.approval_poll, notices)
+                    waiter.closed = self.closed
+                    self._people_made = (notices, waiter)
+                made = self._people_made
+        return made
 
     # -- declaring tools ----------------------------------------------------------------
 
@@ -239,6 +270,8 @@ class Ledger(PersonDecisions):
         return engine, record
 
     def _say_where(self, run_id: str) -> None:
+        from .records._display import printable, visible
+
         if self._new_here:
             log.warning(
                 "run %s starts in a new ledger this process created at %s: it holds "
@@ -496,7 +529,10 @@ class Ledger(PersonDecisions):
 
     def close(self) -> None:
         HEARTBEATS.release_store(self.store)
-        self.closed = self.waiter.closed = True
+        with self._making_people:
+            self.closed = True
+            if self._people_made is not None:
+                self._people_made[1].closed = True
         self.store.close()
 
     def __enter__(self) -> Ledger:

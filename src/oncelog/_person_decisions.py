@@ -34,7 +34,6 @@ from .runtime._names import check_name, check_text
 # What only some decisions use is imported by them: an open imports this module.
 if TYPE_CHECKING:
     from ._person_results import Form
-    from .controls._notices import Notices
     from .controls._waiting import Waiter
     from .stores import Store
 
@@ -47,11 +46,15 @@ class PersonDecisions:
     store: Store
     max_payload_bytes: int
     approval_poll: float  # seconds between looks, while async code waits
-    notices: Notices
-    waiter: Waiter  # waits for a person's decision on one of the ledger's runs
     # tool -> (schema object, form, contract) this process stored
     _declared_results: dict[str, tuple[object, str, str]]
     steps: Callable[[str], list[StepRecord]]  # every recorded step of a run, in order
+
+    @property
+    def waiter(self) -> Waiter:
+        """Waits for a person's decision on one of the ledger's runs (made by ``Ledger``
+        at first use)."""
+        raise NotImplementedError
 
     # -- effects in doubt, and a person's result ---------------------------------------
 
