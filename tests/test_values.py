@@ -174,6 +174,9 @@ NOT_AT_OPEN = (
     "oncelog.controls._notices",
     "oncelog.controls._waiting",
     "oncelog.records._display",
+    "oncelog.stores._sql_runs",
+    "oncelog._webhook",
+    "oncelog._commands",
 )
 _OPEN = """
 import builtins, json, sys

@@ -16,7 +16,6 @@ from ._exceptions import ConfigurationError, UnknownRun
 from ._lazy import defer
 from ._log import log
 from ._person_decisions import PersonDecisions
-from ._webhook import checked_url
 from .audit import _pages as pages
 from .process import _leases as leases
 from .process import _main as main
@@ -626,6 +625,7 @@ def _link_signer(given: str | None, ttl: timedelta | float, ledger_url: str) -> 
     console = given or os.environ.get("ONCELOG_CONSOLE_URL") or None
     if console is None:
         return None
+    from ._webhook import checked_url
     from .controls._links import LinkSigner, link_secret  # only where links are used
 
     setting = "notify_console_url" if given else "$ONCELOG_CONSOLE_URL"
@@ -639,7 +639,10 @@ def _link_signer(given: str | None, ttl: timedelta | float, ledger_url: str) -> 
 def _alert_webhook(given: str | None) -> str | None:
     """The person-needed webhook, ``given`` or from the environment, checked before any
     ledger is opened: the setting it came from is named, the URL (and its token) not."""
-    if given:
-        return checked_url(given, "alert_webhook")
-    from_env = os.environ.get("ONCELOG_ALERT_WEBHOOK") or None
-    return None if from_env is None else checked_url(from_env, "$ONCELOG_ALERT_WEBHOOK")
+    setting = "alert_webhook" if given else "$ONCELOG_ALERT_WEBHOOK"
+    url = given or os.environ.get("ONCELOG_ALERT_WEBHOOK") or None
+    if url is None:
+        return None
+    from ._webhook import checked_url  # here: most ledgers have no webhook
+
+    return checked_url(url, setting)

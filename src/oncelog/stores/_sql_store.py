@@ -31,7 +31,6 @@ from ..records._records import (
 )
 from ..records._serialization import encode
 from . import _sql_controls as controls
-from . import _sql_runs as runs
 from ._protocol import (
     BudgetDrift,
     DecisionFeed,
@@ -78,6 +77,7 @@ if TYPE_CHECKING:
     from . import _sql_queue as queue
     from . import _sql_resolutions as resolutions
     from . import _sql_retries as retries
+    from . import _sql_runs as runs
 else:
     defer(
         globals(),
@@ -92,6 +92,7 @@ else:
         queue="._sql_queue",
         resolutions="._sql_resolutions",
         retries="._sql_retries",
+        runs="._sql_runs",
     )
 
 
