@@ -15,9 +15,9 @@ for ``dataclasses``. ``as_dict`` and ``field_names`` are for modules an open imp
 ``NamedTuple`` here is ``typing.NamedTuple`` made without typing's check of each field's
 annotation: under ``from __future__ import annotations`` every annotation is text, which
 typing compiles (``ForwardRef``), and the first ``compile()`` of a process builds the
-interpreter's syntax-tree types, about a fifth of what an open costs beyond ``import
-oncelog``. The class is ``collections.namedtuple``'s, with the class body's docstring,
-defaults, methods and properties; type checkers see ``typing.NamedTuple``.
+interpreter's syntax-tree types: together about a sixth of what an open cost beyond
+``import oncelog``. The class is ``collections.namedtuple``'s, with the class body's
+docstring, defaults, methods and properties; type checkers see ``typing.NamedTuple``.
 """
 
 from __future__ import annotations
