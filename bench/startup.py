@@ -1,5 +1,6 @@
 """What an agent pays before its first step: ``import oncelog`` and ``oncelog.open(path)``,
-against the standard library it needs anyway (``import sqlite3, json, hashlib``).
+against the standard library it needs anyway (``import sqlite3, json, hashlib``); and, for
+what an open leaves to the first run, the same with a run of one recorded effect.
 
     python bench/startup.py [--rounds 21] [--baseline TREE] [--write docs/benchmarks.md]
 
@@ -32,6 +33,11 @@ _PASS = "pass"
 _TRIO = "import sqlite3, json, hashlib"
 _IMPORT = "import oncelog"
 _OPEN = "import oncelog, sys\noncelog.open(sys.argv[1]).close()"
+_RUN = (
+    "import oncelog, sys\nledger = oncelog.open(sys.argv[1])\n"
+    "send = ledger.tool(kind='create', name='send')(lambda x, *, idempotency_key: x)\n"
+    "with ledger.run('r') as run:\n    run.effect('s', send, 1)\nledger.close()"
+)
 
 
 def _cpu_ms(src: Path | None, code: str, ledger: Path) -> float:
@@ -67,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, src in trees.items():
         cases.append((f"`import oncelog` ({name})", src, _IMPORT))
         cases.append((f"`import oncelog; oncelog.open(path).close()` ({name})", src, _OPEN))
+        cases.append((f"the same, then a run of one effect, replayed ({name})", src, _RUN))
 
     folder = Path(tempfile.mkdtemp(prefix="oncelog-startup-", dir="/var/tmp"))
     try:

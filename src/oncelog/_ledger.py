@@ -6,26 +6,21 @@ What people decide (resolutions, approvals, budgets, kill switches) is ``Ledger`
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _next as next_steps
 from . import _numbers as numbers
 from ._exceptions import ConfigurationError, UnknownRun
+from ._lazy import defer
 from ._log import log
 from ._person_decisions import PersonDecisions
-from ._webhook import checked_url
 from .audit import _pages as pages
-from .audit._export import export_lines
-from .controls._alerts import AlertCallback
-from .controls._notices import AnyAlertCallback, Notices
-from .controls._waiting import Waiter
 from .process import _leases as leases
 from .process import _main as main
 from .process._heartbeat import HEARTBEATS
 from .records._budgets import Budget
-from .records._display import printable, visible
 from .records._records import (
     Checkpoint,
     EffectInDoubt,
@@ -41,22 +36,29 @@ from .runtime._names import check_name, check_text
 from .stores import DEFAULT_PATH, Lease, Store, open_store
 
 # The engine (``runtime/``: effects, retries, probes, tools) is imported by the first run
-# or tool declaration, not by ``open()``: a process that opens a ledger to read it, or a
-# CLI command, does not pay for it, and an agent pays for it at its first step.
+# or tool declaration, and what comes next for a run (``_next``) by the first question
+# about it (``_lazy``), not by ``open()``: a process that opens a ledger to read it, or a
+# CLI command, does not pay for the engine, and an agent pays for it at its first step.
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from . import _next as next_steps
     from .audit._prune import PruneReport
     from .audit._prune_archive import ArchiveReport
     from .audit._signing import Signer
     from .audit._verify import Report
+    from .controls._alerts import AlertCallback
     from .controls._links import DecisionLink, LinkSigner
+    from .controls._notices import AnyAlertCallback, Notices
+    from .controls._waiting import Waiter
     from .records._retention import LedgerSize
     from .runtime._calls import Surroundings
     from .runtime._effects import Engine
     from .runtime._run import RunContext
     from .runtime._run_options import PlanArg, RunOptions
     from .runtime._tools import tool as _tool
+else:
+    defer(globals(), next_steps="._next")
 
 
 class Ledger(PersonDecisions):
@@ -90,10 +92,13 @@ class Ledger(PersonDecisions):
         self.approval_poll = approval_poll  # seconds between looks, while async code waits
         self.key_namespace = key_namespace
         self.on_budget_alert = on_budget_alert
-        self.notices = Notices(store, on_alert, alert_webhook, link_signer)
         self.url = url  # what the store was opened from, if it was opened from a URL
         self.closed = False
-        self.waiter = Waiter(store, url, approval_poll, self.notices)
+        # Where notices go, and the channel to people made from it at first use
+        # (``_people``): an open that runs nothing imports none of ``controls/``.
+        self._alerting = (on_alert, alert_webhook, link_signer)
+        self._people_made: tuple[Notices, Waiter] | None = None
+        self._making_people = threading.Lock()
         self.signer = signer  # signs a checkpoint of each run's chain when the run ends
         self._redaction_key = redaction_key
         # tool -> (schema object, form, contract) this process stored
@@ -103,7 +108,35 @@ class Ledger(PersonDecisions):
         self._new_here = store.created
         self._said_where = False
         if store.created:
+            from .records._display import printable
+
             log.info("created a new ledger at %s", printable(store.where))
+
+    @property
+    def notices(self) -> Notices:
+        """The ledger's channel to people: its ``on_alert`` and ``alert_webhook``."""
+        return self._people()[0]
+
+    @property
+    def waiter(self) -> Waiter:
+        """How the ledger waits for a person's decision on one of its runs."""
+        return self._people()[1]
+
+    def _people(self) -> tuple[Notices, Waiter]:
+        """The notices and the waiter, made once, by the first thread that asks."""
+        made = self._people_made
+        if made is None:
+            from .controls._notices import Notices
+            from .controls._waiting import Waiter
+
+            with self._making_people:
+                if self._people_made is None:
+                    notices = Notices(self.store, *self._alerting)
+                    waiter = Waiter(self.store, self.url, self.approval_poll, notices)
+                    waiter.closed = self.closed
+                    self._people_made = (notices, waiter)
+                made = self._people_made
+        return made
 
     # -- declaring tools ----------------------------------------------------------------
 
@@ -236,6 +269,8 @@ class Ledger(PersonDecisions):
         return engine, record
 
     def _say_where(self, run_id: str) -> None:
+        from .records._display import printable, visible
+
         if self._new_here:
             log.warning(
                 "run %s starts in a new ledger this process created at %s: it holds "
@@ -392,6 +427,8 @@ class Ledger(PersonDecisions):
     ) -> Iterator[str]:
         """The journal as JSON lines (records after ``after_id``, then the checkpoints),
         for keeping it outside this machine and verifying it there."""
+        from .audit._export import export_lines
+
         after_id = numbers.count(after_id, "after_id")
         return export_lines(self.store, run_id=run_id, after_id=after_id, checkpoints=checkpoints)
 
@@ -491,7 +528,10 @@ class Ledger(PersonDecisions):
 
     def close(self) -> None:
         HEARTBEATS.release_store(self.store)
-        self.closed = self.waiter.closed = True
+        with self._making_people:
+            self.closed = True
+            if self._people_made is not None:
+                self._people_made[1].closed = True
         self.store.close()
 
     def __enter__(self) -> Ledger:
@@ -585,6 +625,7 @@ def _link_signer(given: str | None, ttl: timedelta | float, ledger_url: str) -> 
     console = given or os.environ.get("ONCELOG_CONSOLE_URL") or None
     if console is None:
         return None
+    from ._webhook import checked_url
     from .controls._links import LinkSigner, link_secret  # only where links are used
 
     setting = "notify_console_url" if given else "$ONCELOG_CONSOLE_URL"
@@ -598,7 +639,10 @@ def _link_signer(given: str | None, ttl: timedelta | float, ledger_url: str) -> 
 def _alert_webhook(given: str | None) -> str | None:
     """The person-needed webhook, ``given`` or from the environment, checked before any
     ledger is opened: the setting it came from is named, the URL (and its token) not."""
-    if given:
-        return checked_url(given, "alert_webhook")
-    from_env = os.environ.get("ONCELOG_ALERT_WEBHOOK") or None
-    return None if from_env is None else checked_url(from_env, "$ONCELOG_ALERT_WEBHOOK")
+    setting = "alert_webhook" if given else "$ONCELOG_ALERT_WEBHOOK"
+    url = given or os.environ.get("ONCELOG_ALERT_WEBHOOK") or None
+    if url is None:
+        return None
+    from ._webhook import checked_url  # here: most ledgers have no webhook
+
+    return checked_url(url, setting)

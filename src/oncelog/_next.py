@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from ._commands import oncelog_command, option, quoted
 from ._exceptions import decide_commands, resolve_command
@@ -23,6 +23,7 @@ from .records._records import (
     owner_shown,
 )
 from .records._transitions import IN_DOUBT, RETRY
+from .records._value import NamedTuple
 
 
 class Reads(Protocol):

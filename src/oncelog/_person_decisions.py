@@ -15,9 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import _numbers as numbers
 from ._exceptions import ConfigurationError, InvalidPayload, InvalidResolution
-from ._person_results import Form, ResultContract
 from .process import _leases as leases
-from .records._argument_edits import named
 from .records._budgets import AgentBudget, AgentBudgetSetting, Budget, Usage
 from .records._no_result import NO_RESULT
 from .records._records import (
@@ -31,11 +29,11 @@ from .records._records import (
     StepRecord,
 )
 from .records._serialization import decode, encode
-from .runtime._holds import resource_name
 from .runtime._names import check_name, check_text
 
+# What only some decisions use is imported by them: an open imports this module.
 if TYPE_CHECKING:
-    from .controls._notices import Notices
+    from ._person_results import Form
     from .controls._waiting import Waiter
     from .stores import Store
 
@@ -48,11 +46,15 @@ class PersonDecisions:
     store: Store
     max_payload_bytes: int
     approval_poll: float  # seconds between looks, while async code waits
-    notices: Notices
-    waiter: Waiter  # waits for a person's decision on one of the ledger's runs
     # tool -> (schema object, form, contract) this process stored
     _declared_results: dict[str, tuple[object, str, str]]
     steps: Callable[[str], list[StepRecord]]  # every recorded step of a run, in order
+
+    @property
+    def waiter(self) -> Waiter:
+        """Waits for a person's decision on one of the ledger's runs (made by ``Ledger``
+        at first use)."""
+        raise NotImplementedError
 
     # -- effects in doubt, and a person's result ---------------------------------------
 
@@ -185,6 +187,8 @@ class PersonDecisions:
         contract = None if step is None else self.store.result_contract(step.tool)
         if step is None or contract is None:
             return result
+        from ._person_results import ResultContract
+
         try:
             return ResultContract.from_json(contract).shape(result)
         except ValueError as exc:
@@ -204,6 +208,8 @@ class PersonDecisions:
         declared = self._declared_results.get(tool)
         if declared is not None and declared[0] is schema and declared[1] == form:
             return  # a tool's own schema, asked at each of its steps: encoded once
+        from ._person_results import ResultContract
+
         stored = ResultContract(form, schema).to_json()
         if declared is None or declared[2] != stored:
             self.store.set_result_contract(tool, stored)
@@ -292,6 +298,8 @@ class PersonDecisions:
         """``approval``'s call by parameter name, as ``approve(..., args=...)`` takes it;
         None if its tool's calls cannot be edited (``*args``, ``**kwargs``, or a request
         journalled before edits were possible)."""
+        from .records._argument_edits import named
+
         history = self.store.approval_history(approval.run_id, approval.step_id)
         shape = history.shapes.get(approval.id)
         return None if shape is None else named(decode(shape), decode(approval.args_json))
@@ -373,6 +381,8 @@ class PersonDecisions:
         began under the hold is in doubt and a person judged the resource safe). Refused
         with ``ResourceHeld`` while the holder's lease runs, unless ``force``;
         ``UnknownHold`` if nobody holds it. Journalled in the holder's run."""
+        from .runtime._holds import resource_name
+
         resource = resource_name(name)
         _check_decision("release_hold", by, why)
         if not why:

@@ -10,9 +10,10 @@ the tool's output schema). The declaration is stored in the ledger by tool name,
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from ._schema import problems
+from .records._value import NamedTuple
 
 Form = Literal["json", "mcp"]
 

@@ -20,9 +20,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from .. import _numbers as numbers
-from .._commands import oncelog_command
 from .._exceptions import BudgetExceeded, BudgetPaused, ConfigurationError
-from .._webhook import checked_url
 from ._value import Value, as_dict, field_names
 
 Policy = Literal["stop", "pause", "escalate"]
@@ -44,6 +42,8 @@ class _Policy(Value, kw_only=True):
         if self.warn_at is not None and not 0 < numbers.amount(self.warn_at, "warn_at") < 1:
             raise ConfigurationError(f"warn_at is a fraction between 0 and 1, not {self.warn_at}")
         if self.webhook is not None:
+            from .._webhook import checked_url  # an open makes no budget: it need not import it
+
             checked_url(self.webhook, "webhook")
         for name, value in self.limits().items():
             if value is not None:
@@ -204,6 +204,8 @@ def _raising(alert: BudgetAlert) -> str:
     """The command (or, for an agent's daily budget, which has none, the call) that raises
     the limit ``alert`` reached."""
     if alert.scope == "run":
+        from .._commands import oncelog_command
+
         return oncelog_command(
             "budgets", [alert.run_id], options=f"--set {alert.limit}=NEW_LIMIT --by NAME"
         )

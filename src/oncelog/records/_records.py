@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import enum
 import operator
-from typing import Any, NamedTuple
+from typing import Any
 
 from .._exceptions import CorruptRecord
 from ._budgets import Budget
 from ._no_result import NO_RESULT
 from ._serialization import decode
-from ._value import Value
+from ._value import NamedTuple, Value
 
 # ``.value`` as a plain property over the member's stored value: on Python 3.11 an enum's
 # own ``value`` runs two Python frames (``enum.property.__get__``, then its getter), and

@@ -3,7 +3,7 @@ run's chain as it ended, what one prune transaction did, and the ledger's size."
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from ._value import NamedTuple
 
 
 class PrunedRun(NamedTuple):

@@ -8,9 +8,9 @@ the span is a wait, shown as one). The journal says which: the last of the step'
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from ._records import JournalEntry, StepRecord
+from ._value import NamedTuple
 
 _SETTLING = ("intent", "outcome", "unknown", "probed", "resolved")
 

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 from ._records import Resolution, StepState
+from ._value import NamedTuple
 
 _IN_FLIGHT, _UNKNOWN = StepState.IN_FLIGHT, StepState.UNKNOWN
 

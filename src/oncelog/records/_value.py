@@ -11,24 +11,52 @@ hashable, a ``Name(field=value, ...)`` repr, and frozen (``FrozenError``, an
 functions (``replace``, ``asdict``, ``fields``) at run time: the first that asks a class
 for its fields makes them, once, from a mirror dataclass, so only code that uses them pays
 for ``dataclasses``. ``as_dict`` and ``field_names`` are for modules an open imports.
+
+``NamedTuple`` here is ``typing.NamedTuple`` made without typing's check of each field's
+annotation: under ``from __future__ import annotations`` every annotation is text, which
+typing compiles (``ForwardRef``), and the first ``compile()`` of a process builds the
+interpreter's syntax-tree types: together about a sixth of what an open cost beyond
+``import oncelog``. The class is ``collections.namedtuple``'s, with the class body's
+docstring, defaults, methods and properties; type checkers see ``typing.NamedTuple``.
 """
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from dataclasses import Field
+    from typing import NamedTuple as NamedTuple
+    from typing import TypeVar
 
     from typing_extensions import dataclass_transform
-else:  # the decorator only informs type checkers; ``typing`` costs an import
 
+    V = TypeVar("V", bound="Value")
+else:
+    # The decorator only informs type checkers; ``typing`` costs an import.
     def dataclass_transform(**_: object) -> Callable[[type], type]:
         return lambda cls: cls
 
+    class _NamedTupleType(type):
+        """Makes each class based on ``NamedTuple`` a ``collections.namedtuple``."""
 
-V = TypeVar("V", bound="Value")
+        def __new__(cls, name: str, bases: tuple[type, ...], body: dict[str, Any]) -> type:
+            if not bases:  # ``NamedTuple`` itself
+                return super().__new__(cls, name, bases, body)
+            fields = tuple(body.get("__annotations__", ()))
+            defaults = [body[field] for field in fields if field in body]
+            made = namedtuple(name, fields, defaults=defaults, module=body["__module__"])
+            for key, value in body.items():
+                if key not in fields and key != "__module__":
+                    setattr(made, key, value)
+            return made
+
+    class NamedTuple(metaclass=_NamedTupleType):
+        """``typing.NamedTuple``, its annotations left as written (the module's docstring)."""
+
+
 _MISSING = object()
 
 

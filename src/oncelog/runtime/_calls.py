@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from hashlib import sha256
 from json.encoder import encode_basestring_ascii as _quote  # json.dumps's C escaper
-from typing import Any, NamedTuple
+from typing import Any
 
 from .._exceptions import InvalidPayload, UnserializableValue
 from .._log import log
@@ -19,6 +19,7 @@ from ..process._heartbeat import HEARTBEATS
 from ..records._records import ApprovalEdit, StepState, StepType
 from ..records._redact import redact
 from ..records._serialization import MAX_DEPTH, encode, encode_decoded
+from ..records._value import NamedTuple
 from ..signals import _drain as drain
 from ..stores._protocol import Lease, NewStep
 from ._tools import ToolSpec

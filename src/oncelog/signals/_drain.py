@@ -9,8 +9,6 @@ with its lease released, and the process exits with 75.
 
 from __future__ import annotations
 
-import atexit
-import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
@@ -38,6 +36,8 @@ is_set: Callable[[], bool] = _requested.is_set
 def handle_sigterm() -> None:
     """Drain on SIGTERM (from the main thread; a second SIGTERM changes nothing)."""
     global _ignored_at_exit
+    import atexit
+    import signal  # here: the module builds three enums, which every open would pay
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         drain()

@@ -6,7 +6,6 @@ import os
 from typing import Any
 
 from .._exceptions import ConfigurationError
-from ._postgres_settings import checked_timeout
 from ._protocol import Intent, Lease, NewStep, Outcome, Store
 
 # The columns of the rows ``Store.table_rows`` hands out, table by table, and the reader
@@ -52,6 +51,8 @@ def open_store(
     url = url or os.environ.get("ONCELOG_URL") or DEFAULT_PATH
     sqlite_options: dict[str, Any] = {"durability": durability, "create": create}
     if timeout is not None:
+        from ._postgres_settings import checked_timeout
+
         sqlite_options["busy_timeout"] = checked_timeout(timeout)
     if ":" not in url:  # a path: nothing to parse (urllib.parse is not imported for it)
         return SQLiteStore(url, **sqlite_options)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from typing import NamedTuple
 
 from .._exceptions import SchemaTooNew
+from ..records._value import NamedTuple
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
 from ..records._records import (
@@ -29,9 +29,11 @@ from ..records._records import (
     StepType,
     SubjectClaim,
 )
-from ..records._retention import LedgerSize, PruneBatch, PrunedRun
-from ..records._value import Value
+from ..records._value import NamedTuple, Value
 from ..signals import _drain as drain
+
+if TYPE_CHECKING:  # retention's values: an open does not import them
+    from ..records._retention import LedgerSize, PruneBatch, PrunedRun
 
 # What a commit survives (docs/guarantees.md): ``intent`` fsyncs intents and every other
 # commit but outcomes and model/read records; ``full`` fsyncs every commit; ``process``

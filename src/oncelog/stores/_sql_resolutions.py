@@ -4,11 +4,12 @@ caller's transaction, holding the run's row, fencing any worker still running th
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from .._exceptions import AttemptMismatch, InvalidResolution, RunLeased
 from ..records._records import Resolution, StepRecord
 from ..records._transitions import CORRECT, MARK_UNKNOWN, RESOLVE, RESOLVED_STATE
+from ..records._value import NamedTuple
 from . import _sql_names as names
 from . import _sql_queue as queue
 from . import _sql_refusals as refusals

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from .._exceptions import LeaseLost, halted
+from .._lazy import defer
 from ..records import _transitions as transitions
 from ..records._budgets import BudgetAlert
 from ..records._records import StepState, StepType, SubjectClaim
+from ..records._value import NamedTuple
 from ..signals import _crashpoints as crashpoints
-from . import _sql_approvals as approval_sql
 from . import _sql_controls as controls
 from . import _sql_stops as stops
-from . import _sql_subjects as subjects
 from ._protocol import Intent, Lease, NewStep, Outcome
 from ._rows import journal_json, text
 from ._shared import (
@@ -33,6 +33,12 @@ from ._shared import (
 from ._sql import NOW, Dialect, Tx
 from ._sql_guards import enters, leaves
 from ._sql_tx import append, fence
+
+if TYPE_CHECKING:
+    from . import _sql_approvals as approval_sql
+    from . import _sql_subjects as subjects
+else:  # only a step that needs an approval or claims a subject uses them (``_lazy``)
+    defer(globals(), approval_sql="._sql_approvals", subjects="._sql_subjects")
 
 # The rows' writes, guarded by the transition table (records/_transitions.py).
 _INSERT_STEP = (

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._exceptions import (
-    ConfigurationError,
-)
+from .._exceptions import ConfigurationError
+from .._lazy import defer
 from ..records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
 from ..records._records import (
     Approval,
@@ -30,21 +29,8 @@ from ..records._records import (
     StepRecord,
     StepState,
 )
-from ..records._retention import LedgerSize, PruneBatch, PrunedRun
 from ..records._serialization import encode
-from . import _sql_approval_edits as approval_edits
-from . import _sql_approvals as approval_sql
-from . import _sql_contracts as contracts
 from . import _sql_controls as controls
-from . import _sql_evidence as evidence
-from . import _sql_holds as hold_sql
-from . import _sql_names as names
-from . import _sql_notices as notices
-from . import _sql_prune as prune_sql
-from . import _sql_queue as queue
-from . import _sql_resolutions as resolutions
-from . import _sql_retries as retries
-from . import _sql_runs as runs
 from ._protocol import (
     BudgetDrift,
     DecisionFeed,
@@ -75,6 +61,39 @@ from ._sql import NOW, Dialect, Tx
 from ._sql_guards import in_doubt
 from ._sql_steps import StepWrites
 from ._sql_tx import append, fence, lock_run
+
+# The concerns an open and a run's steps do not use are imported at their first use
+# (``_lazy``): each module an open imports is time an agent pays before its first step.
+if TYPE_CHECKING:
+    from ..records._retention import LedgerSize, PruneBatch, PrunedRun
+    from . import _sql_approval_edits as approval_edits
+    from . import _sql_approvals as approval_sql
+    from . import _sql_contracts as contracts
+    from . import _sql_evidence as evidence
+    from . import _sql_holds as hold_sql
+    from . import _sql_names as names
+    from . import _sql_notices as notices
+    from . import _sql_prune as prune_sql
+    from . import _sql_queue as queue
+    from . import _sql_resolutions as resolutions
+    from . import _sql_retries as retries
+    from . import _sql_runs as runs
+else:
+    defer(
+        globals(),
+        approval_edits="._sql_approval_edits",
+        approval_sql="._sql_approvals",
+        contracts="._sql_contracts",
+        evidence="._sql_evidence",
+        hold_sql="._sql_holds",
+        names="._sql_names",
+        notices="._sql_notices",
+        prune_sql="._sql_prune",
+        queue="._sql_queue",
+        resolutions="._sql_resolutions",
+        retries="._sql_retries",
+        runs="._sql_runs",
+    )
 
 
 def _never_dead(owner: str) -> bool:

@@ -27,7 +27,7 @@ def _identity(path: str) -> str:
 def unchanged(path: str) -> bool:
     """The file is as a store that had checked it left it, nothing beside it since."""
     try:
-        with open(path + STAMP, encoding="ascii") as stamp:
+        with open(path + STAMP, encoding="utf-8") as stamp:
             left = stamp.read()
         return not os.path.exists(path + "-wal") and left == _identity(path)
     except (OSError, ValueError):
@@ -41,7 +41,7 @@ def stamp(path: str) -> None:
         return
     made = f"{path}{STAMP}.{os.getpid()}.tmp"
     try:
-        with open(made, "w", encoding="ascii") as new:
+        with open(made, "w", encoding="utf-8") as new:
             new.write(_identity(path))
         os.replace(made, path + STAMP)
     except OSError:
