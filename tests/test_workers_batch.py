@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -87,6 +88,14 @@ def test_a_batch_takes_the_oldest_runs_each_with_a_lease_of_its_own(
     assert [c.run_id for c in ledger.claim_many(["a"], 5)] == ["a3", "a4"], "fewer than asked"
     assert ledger.claim_many(["a"], 5) == []
     assert [c.run_id for c in ledger.claim_many(None, 5)] == ["b0"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2", 10_001])
+def test_a_batch_is_a_whole_number_of_runs(ledger: oncelog.Ledger, bad: object) -> None:
+    ledger.submit("r", 0)
+    with pytest.raises(oncelog.ConfigurationError, match="limit"):
+        ledger.claim_many(None, bad)  # type: ignore[arg-type]
+    assert ledger.get_run("r").owner is None
 
 
 def test_a_dead_owners_run_takes_its_turn_among_the_free_ones(ledger: oncelog.Ledger) -> None:
@@ -168,12 +177,20 @@ def fleet(store_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     made.stop()
 
 
+def held_at_claim(
+    fleet: World, paused: PausePoint, *options: str
+) -> tuple[list[str], subprocess.Popen[str]]:
+    """``BATCH`` runs of two effects, and a worker held right after it claimed them all."""
+    runs = submit(fleet.db_path, {"effects": 2, "seconds": 0.0}, BATCH)
+    first = fleet.start_worker("--concurrency", str(BATCH), *options, pause=paused)
+    assert paused.wait(TIMEOUT) == first.pid
+    return runs, first
+
+
 def test_a_worker_killed_holding_a_batch_loses_every_run_at_once(
     fleet: World, paused: PausePoint
 ) -> None:
-    runs = submit(fleet.db_path, {"effects": 2, "seconds": 0.0}, BATCH)
-    first = fleet.start_worker("--concurrency", str(BATCH), pause=paused)
-    assert paused.wait(TIMEOUT) == first.pid
+    runs, first = held_at_claim(fleet, paused)
     assert_one_batch(fleet.db_path, runs)
     first.kill()
     first.communicate(timeout=TIMEOUT)
@@ -190,11 +207,7 @@ def test_a_stopped_batch_is_taken_once_its_leases_expire(fleet: World, paused: P
     """Held at the claim's commit, the worker lives and renews nothing (no run of the batch
     started): another takes every run once its lease runs out, not before; the first, let
     go, enters the runs it claimed, finds them taken and performs and writes nothing."""
-    runs = submit(fleet.db_path, {"effects": 2, "seconds": 0.0}, BATCH)
-    first = fleet.start_worker(
-        "--until-idle", "--concurrency", str(BATCH), "--lease-ttl", "1", pause=paused
-    )
-    assert paused.wait(TIMEOUT) == first.pid
+    runs, first = held_at_claim(fleet, paused, "--until-idle", "--lease-ttl", "1")
     claimed = time.monotonic()
     second = fleet.start_worker("--concurrency", str(BATCH), "--lease-ttl", "1")
     deadline = claimed + TIMEOUT
@@ -222,9 +235,7 @@ def test_a_stopped_batch_is_taken_once_its_leases_expire(fleet: World, paused: P
 def test_sigterm_after_a_batch_claim_gives_every_run_back_at_once(
     fleet: World, paused: PausePoint
 ) -> None:
-    runs = submit(fleet.db_path, {"effects": 2, "seconds": 0.0}, BATCH)
-    first = fleet.start_worker("--concurrency", str(BATCH), pause=paused)
-    assert paused.wait(TIMEOUT) == first.pid
+    runs, first = held_at_claim(fleet, paused)
     first.send_signal(signal.SIGTERM)
     time.sleep(0.2)  # delivered at once; its handler runs as the main thread reads on
     paused.release()

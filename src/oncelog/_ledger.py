@@ -58,6 +58,8 @@ if TYPE_CHECKING:
     from .runtime._run_options import PlanArg, RunOptions
     from .runtime._tools import tool as _tool
 
+# The most runs one ``claim_many`` takes: one owner is made for each before the claim.
+MOST_CLAIMED = 10_000
 # Why a run given back unstarted is queued (``release_claim``): a drain's reason, as
 # ``runtime/_run`` writes it for a run stopped by one.
 UNSTARTED = (
@@ -204,12 +206,13 @@ class Ledger(PersonDecisions):
     def claim_many(
         self, agents: Sequence[str | None] | None = None, limit: int = 1
     ) -> list[RunContext]:
-        """``claim`` for up to ``limit`` runs in one transaction, each with a lease of its
-        own: what ``oncelog worker --concurrency N`` does for its free slots. A run
-        claimed but never entered is given back with ``release_claim``."""
+        """``claim`` for up to ``limit`` runs (1 to 10,000) in one transaction, each with
+        a lease of its own: what ``oncelog worker --concurrency N`` does for its free
+        slots. A run claimed but never entered is given back with ``release_claim``."""
         from .runtime._run import RunContext
         from .runtime._run_options import RunOptions
 
+        limit = numbers.count(limit, "limit", least=1, most=MOST_CLAIMED)
         if agents is not None:
             agents = tuple(agents)
         owners = [leases.new_owner() for _ in range(limit)]
