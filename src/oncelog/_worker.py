@@ -5,7 +5,9 @@ worker at a time (its lease), a worker that dies loses its runs to the others (a
 its own host, after the lease TTL elsewhere), and a worker asked to stop (SIGTERM) drains:
 it finishes recording the step in progress, starts nothing new, queues the run again and
 exits with 75. With ``concurrency`` above 1 a worker holds up to that many runs at once
-(``_fleet``), each with its own lease, heartbeat and fencing token; a drain drains them all.
+(``_fleet``), claiming as many as it has free slots in one transaction, each with its own
+lease, heartbeat and fencing token; a drain drains them all, and gives back at once the
+runs it claimed and had not started.
 """
 
 from __future__ import annotations
