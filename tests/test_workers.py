@@ -21,6 +21,7 @@ import oncelog
 
 from .support.launch import PYTHON
 from .support.operator_commands import oncelog_cli
+from .support.pause_points import PausePoint
 
 ROOT = Path(__file__).parent.parent
 HANDLER = "tests.worker_agents.handlers:handle"
@@ -43,13 +44,20 @@ class World:
                 worker.kill()
             worker.communicate(timeout=TIMEOUT)
 
-    def start_worker(self, *options: str, handler: str = HANDLER) -> subprocess.Popen[str]:
+    def start_worker(
+        self, *options: str, handler: str = HANDLER, pause: PausePoint | None = None
+    ) -> subprocess.Popen[str]:
+        """A worker process; one ``pause`` stops at its point until released."""
+        env = {**os.environ, "WORKER_PROVIDER": str(self.provider)}
         worker = subprocess.Popen(
             [PYTHON, "-m", "oncelog", "worker", handler, "--db", self.db_path,
              "--poll", "0.05", *options],
-            cwd=ROOT, env={**os.environ, "WORKER_PROVIDER": str(self.provider)},
+            cwd=ROOT, env=env if pause is None else {**env, **pause.env()},
+            pass_fds=() if pause is None else pause.fds(),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
+        if pause is not None:
+            pause.started()
         self.workers.append(worker)
         return worker
 

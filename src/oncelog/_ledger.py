@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import _numbers as numbers
-from ._exceptions import ConfigurationError, UnknownRun
+from ._exceptions import ConfigurationError, OnceLogError, UnknownRun
 from ._lazy import defer
 from ._log import log
 from ._person_decisions import PersonDecisions
@@ -59,6 +59,15 @@ if TYPE_CHECKING:
     from .runtime._tools import tool as _tool
 else:
     defer(globals(), next_steps="._next")
+
+# The most runs one ``claim_many`` takes: one owner is made for each before the claim.
+MOST_CLAIMED = 10_000
+# Why a run given back unstarted is queued (``release_claim``): a drain's reason, as
+# ``runtime/_run`` writes it for a run stopped by one.
+UNSTARTED = (
+    "Draining: this process is shutting down; the run was claimed but not started, "
+    "and is queued for another worker"
+)
 
 
 class Ledger(PersonDecisions):
@@ -224,23 +233,44 @@ class Ledger(PersonDecisions):
         """Take the lease of a runnable submitted run (of one of ``agents``, None standing
         for runs of no agent; of any agent without them), ready to be entered; or None.
         What ``oncelog worker`` does between runs."""
+        claimed = self.claim_many(agents, 1)
+        return claimed[0] if claimed else None
+
+    def claim_many(
+        self, agents: Sequence[str | None] | None = None, limit: int = 1
+    ) -> list[RunContext]:
+        """``claim`` for up to ``limit`` runs (1 to 10,000) in one transaction, each with
+        a lease of its own: what ``oncelog worker --concurrency N`` does for its free
+        slots. A run claimed but never entered is given back with ``release_claim``."""
         from .runtime._run import RunContext
         from .runtime._run_options import RunOptions
 
+        limit = numbers.count(limit, "limit", least=1, most=MOST_CLAIMED)
         if agents is not None:
             agents = tuple(agents)
-        owner = leases.new_owner()
+        owners = [leases.new_owner() for _ in range(limit)]
+        claimed: list[tuple[Lease, RunRecord]] = []
         try:
-            claimed = self.store.claim(
-                owner=owner, ttl=self.lease_ttl, agents=agents, owner_is_dead=leases.is_dead
+            claimed = self.store.claim_many(
+                owners=owners, ttl=self.lease_ttl, agents=agents, owner_is_dead=leases.is_dead
             )
-        except BaseException:
-            leases.forget(owner)
-            raise
-        if claimed is None:
-            leases.forget(owner)
-            return None
-        return RunContext(self, claimed[0].run_id, RunOptions(claimed=claimed))
+        finally:
+            for owner in owners[len(claimed) :]:
+                leases.forget(owner)
+        return [RunContext(self, c[0].run_id, RunOptions(claimed=c)) for c in claimed]
+
+    def release_claim(self, context: RunContext) -> None:
+        """Queue again at once a run claimed (``claim_many``) whose handler will not start
+        (this process is draining), as a drain queues a run it holds, rather than leave
+        it to another worker once its lease runs out. A store that cannot be reached
+        leaves it to that: the owner is forgotten, which this host's workers see at once."""
+        lease = context.claimed_lease
+        try:
+            self.store.finish(lease, RunStatus.QUEUED, UNSTARTED, "Draining")
+        except OnceLogError as exc:
+            log.warning("could not give back run %s: %s", lease.run_id, exc)
+        finally:
+            leases.forget(lease.owner)
 
     def start_run(self, run_id: str, options: RunOptions) -> tuple[Engine, RunRecord]:
         """What entering ``run(...)``'s context does (``RunContext``): take the run's

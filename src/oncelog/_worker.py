@@ -5,7 +5,9 @@ worker at a time (its lease), a worker that dies loses its runs to the others (a
 its own host, after the lease TTL elsewhere), and a worker asked to stop (SIGTERM) drains:
 it finishes recording the step in progress, starts nothing new, queues the run again and
 exits with 75. With ``concurrency`` above 1 a worker holds up to that many runs at once
-(``_fleet``), each with its own lease, heartbeat and fencing token; a drain drains them all.
+(``_fleet``), claiming as many as it has free slots in one transaction, each with its own
+lease, heartbeat and fencing token; a drain drains them all, and gives back at once the
+runs it claimed and had not started.
 """
 
 from __future__ import annotations
@@ -22,11 +24,16 @@ from ._exit_codes import EXIT_COMPLETED, EXIT_TRY_LATER
 from ._ledger import Ledger
 from .process._fleet import Fleet
 from .runtime._run import RunContext
+from .signals import _crashpoints as crashpoints
 from .signals import _drain as drain
 
 log = logging.getLogger("oncelog")
 
 MAX_BACKOFF = 30.0  # seconds between tries while the ledger cannot be reached
+# The most runs one claim takes in one transaction: it holds SQLite's one writer (and, on
+# PostgreSQL, a connection) while it takes each run's lease, so a thousand free slots are
+# filled by a few claims that each leave the running runs' writes room between them.
+CLAIM_BATCH = 100
 # handler(run, input): a Run for a plain function, an AsyncRun for a coroutine function.
 Handler = Callable[[Any, Any], Any]
 
@@ -109,27 +116,44 @@ class Worker:
         return context.run_id
 
     def _run_many(self, until_idle: bool, max_runs: int | None) -> int:
-        """``run`` with up to ``concurrency`` runs at once: claims while a slot is free;
-        once draining (or done), claims nothing more and waits for every run it holds."""
+        """``run`` with up to ``concurrency`` runs at once: claims as many runs as slots are
+        free in one transaction (at most ``CLAIM_BATCH``); once draining (or done),
+        claims nothing more and waits for every run it holds. It wakes when a run ends
+        (a slot to fill) and, with nothing to claim, polls the queue."""
         claimed, backoff = 0, self.poll
         with Fleet(self.concurrency) as fleet:
             while (max_runs is None or claimed < max_runs) and fleet.wait_for_room():
+                wanted = min(fleet.room, CLAIM_BATCH)
+                if max_runs is not None:
+                    wanted = min(wanted, max_runs - claimed)
                 try:
-                    context = self._claim()
+                    contexts = self.ledger.claim_many(self._agents(), wanted)
                 except StoreUnavailable as exc:
                     if _unreachable(exc, backoff):
                         break
                     backoff = min(backoff * 2, MAX_BACKOFF)
                     continue
                 backoff = self.poll
-                if context is not None:
-                    claimed += 1
-                    self._start(fleet, context)
-                elif until_idle and fleet.in_flight == 0:
+                claimed += len(contexts)
+                self._start_all(fleet, contexts)
+                if len(contexts) == wanted:
+                    continue  # the queue may hold more: fill the slots left, if any
+                if until_idle and not contexts and fleet.in_flight == 0:
                     break
-                else:  # a run that ends may leave another to claim (or a slot to fill)
-                    fleet.wait_for_change(self.poll)
+                # A run that ends may leave another to claim (or a slot to fill).
+                fleet.wait_for_change(self.poll)
         return EXIT_TRY_LATER if drain.draining() else EXIT_COMPLETED
+
+    def _start_all(self, fleet: Fleet, contexts: list[RunContext]) -> None:
+        """Start each claimed run in a slot; once draining, give back the rest at once.
+        (A run started as the drain begins stops at its first step, queued again.)"""
+        if contexts:
+            crashpoints.reach("after_claim_commit", "")
+        for context in contexts:
+            if drain.draining():
+                self.ledger.release_claim(context)
+            else:
+                self._start(fleet, context)
 
     def _start(self, fleet: Fleet, context: RunContext) -> None:
         handler = self._handler(context)
@@ -148,9 +172,11 @@ class Worker:
 
         fleet.start(job)
 
+    def _agents(self) -> tuple[str | None, ...] | None:
+        return None if self._any is not None else tuple(self._handlers)
+
     def _claim(self) -> RunContext | None:
-        agents = None if self._any is not None else tuple(self._handlers)
-        return self.ledger.claim(agents)
+        return self.ledger.claim(self._agents())
 
     def _handler(self, context: RunContext) -> Handler:
         return self._any or self._handlers[context.claimed_record.agent]

@@ -45,6 +45,11 @@ class Fleet:
     def in_flight(self) -> int:
         return self._in_flight
 
+    @property
+    def room(self) -> int:
+        """Slots free now."""
+        return self.size - self._in_flight
+
     def wait_for_room(self) -> bool:
         """Block until a slot is free (True) or draining starts (False)."""
         with self._changed:

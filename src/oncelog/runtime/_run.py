@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from ..controls._notices import Notices
     from ..controls._waiting import Waiter
     from ..records._budgets import Budget, Usage
+    from ..stores._protocol import Lease
 
 
 class Host(Protocol):
@@ -517,10 +518,18 @@ class RunContext:
     @property
     def claimed_record(self) -> RunRecord:
         """The run as it was when a worker claimed it (only for claimed runs)."""
+        return self._claimed()[1]
+
+    @property
+    def claimed_lease(self) -> Lease:
+        """The lease a worker's claim holds (only for claimed runs)."""
+        return self._claimed()[0]
+
+    def _claimed(self) -> tuple[Lease, RunRecord]:
         claimed = self._options.claimed
         if claimed is None:
             raise UsageError("this run was not claimed by a worker", run_id=self._run_id)
-        return claimed[1]
+        return claimed
 
     def __enter__(self) -> Run:
         engine, record = self._ledger.start_run(self._run_id, self._options)

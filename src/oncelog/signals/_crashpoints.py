@@ -3,7 +3,8 @@
 ``ONCELOG_CRASH_AT=after_intent_commit`` kills the process with SIGKILL the first time
 execution reaches that point; ``after_intent_commit:3`` the third time;
 ``after_intent_commit@email`` the first time for step ``email``. The points are the
-boundaries of effects only; model calls and reads never reach them. The variables are read
+boundaries of effects only (model calls and reads never reach them), and a worker's
+claim of a batch of runs (``after_claim_commit``). The variables are read
 once, when oncelog is imported; unset, a point costs one comparison.
 
 The same points pause a process instead, for a test that must act while another process
@@ -29,6 +30,9 @@ POINTS = (
     "before_outcome_commit",  # the outcome transaction is written but not committed
     "after_outcome_commit",  # the outcome is committed (durable with the next fsync)
 )
+# A worker's point, not an effect's (so not among the public ``CRASH_POINTS``): a batch
+# of runs is claimed (``oncelog worker --concurrency``) and none of them started yet.
+WORKER_POINTS = ("after_claim_commit",)
 
 Armed = tuple[str, str | None, int]  # the point, its step (None: any), which hit
 _hits: dict[str, int] = {}
@@ -40,8 +44,9 @@ def _parse(spec: str | None, var: str = ENV_VAR) -> Armed | None:
         return None
     name, _, count = spec.partition(":")
     name, _, step = name.partition("@")
-    if name not in POINTS:
-        raise ValueError(f"{var} names unknown crash point {name!r}; known: {POINTS}")
+    if name not in POINTS + WORKER_POINTS:
+        known = POINTS + WORKER_POINTS
+        raise ValueError(f"{var} names unknown crash point {name!r}; known: {known}")
     return name, step or None, int(count or 1)
 
 

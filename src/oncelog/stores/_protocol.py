@@ -273,6 +273,21 @@ class Store(Protocol):
         claim the same run (PostgreSQL: ``FOR UPDATE SKIP LOCKED``; SQLite: one writer)."""
         ...
 
+    def claim_many(
+        self,
+        *,
+        owners: Sequence[str],
+        ttl: float,
+        agents: tuple[str | None, ...] | None,
+        owner_is_dead: OwnerCheck,
+    ) -> list[tuple[Lease, RunRecord]]:
+        """``claim`` for up to ``len(owners)`` runs in one transaction: the runs that many
+        claims one after another would take, in that order, the n-th under ``owners[n]``,
+        each with a lease, a fencing token and a ``lease_acquired`` of its own, as if
+        claimed alone (a crash after it leaves each as a crash after its own claim). Fewer,
+        or none, if fewer are runnable."""
+        ...
+
     def heartbeat(self, lease: Lease) -> None:
         """Give the lease its whole TTL again, by the store's clock; one transaction that
         journals nothing. ``LeaseLost`` if another owner took the run."""

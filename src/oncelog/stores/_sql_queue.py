@@ -1,12 +1,13 @@
-"""The SQL of runs handed to workers: submitting, claiming (on PostgreSQL one row lock at a
-time, ``FOR UPDATE SKIP LOCKED``, so two workers never claim the same run and never wait
-for each other; on SQLite the single writer does the same), and queueing a run again once
-a person has decided what stopped it. Each function runs inside its caller's
-transaction."""
+"""The SQL of runs handed to workers: submitting, claiming (up to k runs in one
+transaction; on PostgreSQL their rows locked ``FOR UPDATE SKIP LOCKED``, so two workers
+never claim the same run and never wait for each other; on SQLite the single writer does
+the same), and queueing a run again once a person has decided what stopped it. Each
+function runs inside its caller's transaction."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from .._exceptions import InputMismatch
 from ..records._records import HaltScope
@@ -26,7 +27,8 @@ DECISIONS = (
     "resolved", "approval_approved", "approval_denied", "budget_set", "agent_budget_set",
     "halt_cleared", "run_queued", "retries_resumed",
 )  # fmt: skip
-# How many runnable rows one claim looks at before giving up for this round.
+# How many runs held by a live lease one claim asks the owners of (a dead owner's run is
+# taken at once on its own host), oldest first.
 CLAIM_WINDOW = 64
 
 _RUNNABLE = "status IN ('queued', 'running') AND input IS NOT NULL"
@@ -73,26 +75,49 @@ def _agents(agents: tuple[str | None, ...] | None) -> tuple[str, tuple[str, ...]
 
 
 def runnable(
-    tx: Tx, agents: tuple[str | None, ...] | None, owner_is_dead: OwnerCheck
-) -> str | None:
-    """The submitted run that has waited longest, that no live worker holds and that no
-    other claim has locked; its row stays locked until the commit."""
+    tx: Tx, agents: tuple[str | None, ...] | None, owner_is_dead: OwnerCheck, limit: int
+) -> list[str]:
+    """Up to ``limit`` submitted runs that no live worker holds and that no other claim has
+    locked, those that have waited longest first: the runs ``limit`` claims one after
+    another would take. Their rows stay locked until the commit.
+
+    Free runs (no owner, or a lease run out) are found and locked by one statement (on
+    PostgreSQL passing over the rows another claim holds, so two claims never wait on
+    each other nor take the same run). A run whose lease still runs is looked at only
+    among the ``CLAIM_WINDOW`` held longest, whose owners are asked whether they are gone:
+    a worker holding more runs than the window still sees the runs queued after them."""
     where, params = _agents(agents)
-    rows = tx.execute(
-        f"SELECT run_id, owner, lease_expires_at < {NOW} FROM runs WHERE {_RUNNABLE}{where} "
+    free = tx.execute(
+        f"SELECT run_id, updated_at FROM runs WHERE {_RUNNABLE}{where} AND "
+        f"(owner IS NULL OR lease_expires_at < {NOW}) ORDER BY updated_at LIMIT ?"
+        f"{tx.dialect.skip_locked}",
+        (*params, limit),
+    ).fetchall()
+    held = tx.execute(
+        f"SELECT run_id, updated_at, owner FROM runs WHERE {_RUNNABLE}{where} AND "
+        f"owner IS NOT NULL AND (lease_expires_at IS NULL OR lease_expires_at >= {NOW}) "
         "ORDER BY updated_at LIMIT ?",
         (*params, CLAIM_WINDOW),
     ).fetchall()
-    for run_id, owner, expired in rows:
-        if owner is None or expired or owner_is_dead(owner):
-            locked = tx.execute(
-                f"SELECT owner, lease_expires_at < {NOW} FROM runs WHERE run_id = ? "
-                f"AND {_RUNNABLE}{tx.dialect.skip_locked}",
-                (run_id,),
-            ).fetchone()
-            if locked is not None and (locked[0] is None or locked[1] or owner_is_dead(locked[0])):
-                return str(run_id)
-    return None
+    orphans = [(run_id, at) for run_id, at, owner in held if owner_is_dead(owner)]
+    if orphans:
+        orphans = _locked(tx, orphans, owner_is_dead)
+    oldest = sorted([*free, *orphans], key=lambda row: row[1])[:limit]
+    return [str(run_id) for run_id, _ in oldest]
+
+
+def _locked(tx: Tx, rows: list[tuple[str, Any]], owner_is_dead: OwnerCheck) -> list[Any]:
+    """Those of the runs a dead owner held still runnable and held by nobody alive once
+    their rows are locked (PostgreSQL: passing over those another claim has locked)."""
+    run_ids = [run_id for run_id, _ in rows]
+    locked = tx.execute(
+        f"SELECT run_id, owner, lease_expires_at < {NOW} FROM runs "
+        f"WHERE run_id IN {in_list(run_ids)} AND {_RUNNABLE}{tx.dialect.skip_locked}",
+        run_ids,
+    ).fetchall()
+    free = {run_id for run_id, owner, expired in locked if owner is None or expired
+            or owner_is_dead(owner)}  # fmt: skip
+    return [row for row in rows if row[0] in free]
 
 
 def requeue(

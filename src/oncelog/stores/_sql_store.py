@@ -288,9 +288,24 @@ class SQLStore(StepWrites):
         agents: tuple[str | None, ...] | None,
         owner_is_dead: OwnerCheck,
     ) -> tuple[Lease, RunRecord] | None:
-        with self._tx() as tx:
-            run_id = queue.runnable(tx, agents, owner_is_dead)
-            return None if run_id is None else self._take(tx, run_id, owner, ttl)
+        one = (owner,)
+        taken = self.claim_many(owners=one, ttl=ttl, agents=agents, owner_is_dead=owner_is_dead)
+        return taken[0] if taken else None
+
+    def claim_many(
+        self,
+        *,
+        owners: Sequence[str],
+        ttl: float,
+        agents: tuple[str | None, ...] | None,
+        owner_is_dead: OwnerCheck,
+    ) -> list[tuple[Lease, RunRecord]]:
+        # Not durable, as ``acquire``'s start of a run: a power loss that takes the claims
+        # also ends the process that held them.
+        with self._tx(durable=False) as tx:
+            run_ids = queue.runnable(tx, agents, owner_is_dead, len(owners))
+            taking = zip(run_ids, owners, strict=False)  # as many runs as were found
+            return [self._take(tx, run_id, owner, ttl) for run_id, owner in taking]
 
     def heartbeat(self, lease: Lease) -> None:
         with self._tx() as tx:
