@@ -24,6 +24,7 @@ server. A ledger whose halts table has no announcing trigger is never kept in me
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -80,7 +81,10 @@ class HaltWatch:
         self._epoch = 0  # moved by forget(): a read begun before it is not installed
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._wake_r, self._wake_w = os.pipe()  # close() wakes the thread's waits
+        # forget() and close() wake the thread's waits: to read again, or to end.
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
 
     def covers_none(self, run_id: str, agent: str | None) -> bool:
         """True only if no switch covers the run (global, its agent's, its own) by a read
@@ -109,10 +113,16 @@ class HaltWatch:
         return view.on
 
     def forget(self) -> None:
-        """Trust nothing read so far: a switch was set in this process."""
+        """Trust nothing read so far (a switch was set in this process), and read again."""
         with self._lock:
             self._epoch += 1
             self._view = None
+            if not self._closed:
+                self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):  # woken already: the pipe is full
+            os.write(self._wake_w, b"x")
 
     def close(self) -> None:
         with self._lock:
@@ -122,7 +132,7 @@ class HaltWatch:
             self._view = None
             thread = self._thread
         _WATCHES.discard(self)
-        os.write(self._wake_w, b"x")
+        self._wake()
         if thread is not None:
             thread.join(self._timeout + RETRY)
             if thread.is_alive():  # still connecting: it ends by itself, its pipe kept
@@ -190,16 +200,12 @@ class HaltWatch:
 
     def _follow(self, conn: Connection) -> None:
         """Read, trust, wait until something arrives or the read is due again; forever."""
-        waiting = select.poll()
-        waiting.register(conn.fileno(), select.POLLIN)
-        waiting.register(self._wake_r, select.POLLIN)
         while not self._closed:
             epoch = self._epoch
             self._view = None  # before anything may take a notification in
             on, read_at = self._read(conn)
-            if not self._install(_View(on, read_at, conn.fileno()), epoch):
-                continue
-            waiting.poll(max(0.0, read_at + PING - time.monotonic()) * 1000)
+            if self._install(_View(on, read_at, conn.fileno()), epoch):
+                self._wait(read_at + PING - time.monotonic(), conn.fileno())
 
     def _read(self, conn: Connection) -> tuple[frozenset[Switch], float]:
         """The switches that are on, read after every notification that arrived so far;
@@ -214,9 +220,16 @@ class HaltWatch:
 
     def _sleep(self, seconds: float) -> None:
         if not self._closed:
-            waking = select.poll()
-            waking.register(self._wake_r, select.POLLIN)
-            waking.poll(seconds * 1000)
+            self._wait(seconds)
+
+    def _wait(self, seconds: float, *more: int) -> None:
+        """Until ``seconds`` pass, something arrives on ``more`` or the thread is woken."""
+        waiting = select.poll()
+        for fd in (self._wake_r, *more):
+            waiting.register(fd, select.POLLIN)
+        waiting.poll(max(0.0, seconds) * 1000)
+        with contextlib.suppress(BlockingIOError):  # not woken
+            os.read(self._wake_r, 4096)
 
 
 def read_switches(conn: Connection) -> frozenset[Switch]:
