@@ -24,6 +24,7 @@ class ClientMessages:
 
     startup: bool = True
     buffer: bytes = b""
+    parameters: bytes = b""  # the startup message's: user, database, application_name...
 
     def feed(self, data: bytes) -> Iterator[tuple[int, bytes, bytes]]:
         """Yield (offset in ``data`` where a message starts, its type, its body) for each
@@ -45,6 +46,7 @@ class ClientMessages:
             if self.startup:
                 code = struct.unpack("!I", body[:4])[0] if len(body) >= 4 else 0
                 self.startup = code in _NEGOTIATION_CODES
+                self.parameters = body
             else:
                 yield pos - start, kind, body
             pos = end

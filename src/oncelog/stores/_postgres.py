@@ -28,9 +28,10 @@ from contextvars import ContextVar
 import psycopg
 
 from .._exceptions import ConfigurationError
-from ..records._records import RunStatus, StepState, SubjectClaim
+from ..records._records import Halt, HaltScope, RunStatus, StepState, SubjectClaim
 from ..signals import _crashpoints as crashpoints
 from ._postgres_deadline import WATCHDOG
+from ._postgres_halts import HaltWatch, forget_everywhere
 from ._postgres_listen import decisions
 from ._postgres_migrate import migrate
 from ._postgres_pool import POSTGRES, Calls, Refusal, connect, describe, store_error
@@ -106,6 +107,7 @@ class PostgresStore(SQLStore):
         self._migrate(url, create)
         self._calls = Calls(url, self.timeout, flushed=self._flushes[0])
         self._url = url
+        self.halt_watch = HaltWatch(url, self.timeout)
 
     def _migrate(self, url: str, create: bool) -> None:
         """Migrations are store calls like any other: a migration that needs longer than
@@ -117,6 +119,24 @@ class PostgresStore(SQLStore):
             except psycopg.Error as exc:
                 cut = self.timeout if guard.cut else None
                 raise store_error(exc, self.where, cut_after=cut) from exc
+
+    # The kill switch of a model call or a read, looked at before it runs: in memory when
+    # that shows no switch covers the run (``_postgres_halts``), so the call costs its
+    # record's round trip alone; from the server otherwise. An effect looks inside its
+    # intent, as before.
+
+    def active_halt(self, run_id: str, agent: str | None) -> Halt | None:
+        if self.halt_watch.covers_none(run_id, agent):
+            return None
+        return super().active_halt(run_id, agent)
+
+    def set_halt(
+        self, scope: HaltScope, target: str, *, reason: str, by: str, ahead: bool = False
+    ) -> Halt:
+        try:
+            return super().set_halt(scope, target, reason=reason, by=by, ahead=ahead)
+        finally:  # committed or not: this process trusts no earlier read of the switches
+            forget_everywhere()
 
     def decisions(self) -> AbstractContextManager[DecisionFeed]:
         return decisions(self._url, self.timeout)
@@ -238,4 +258,5 @@ class PostgresStore(SQLStore):
             yield Tx(cur, POSTGRES)
 
     def close(self) -> None:
+        self.halt_watch.close()
         self._calls.close()

@@ -40,7 +40,7 @@ from psycopg_pool import ConnectionPool
 
 from .._exceptions import ConfigurationError, StoreUnavailable
 from ._postgres_deadline import WATCHDOG, Guard
-from ._postgres_settings import connect_options, session_settings
+from ._postgres_settings import APPLICATION_NAME, connect_options, session_settings
 from ._postgres_text import ADAPTERS, json_field
 from ._sql import Dialect
 
@@ -121,9 +121,10 @@ def _params(url: str) -> dict[str, Any]:
         raise ConfigurationError(f"not a PostgreSQL URL: {exc}") from exc
 
 
-def _options(url: str, timeout: float) -> dict[str, Any]:
-    """Every connection's keyword arguments: its settings, and NUL-escaping adapters."""
-    return {**connect_options(_params(url), timeout), "context": ADAPTERS}
+def _options(url: str, timeout: float, name: str = APPLICATION_NAME) -> dict[str, Any]:
+    """Every connection's keyword arguments: its settings, and NUL-escaping adapters;
+    ``name``: its ``application_name`` unless the URL gives one."""
+    return {**connect_options(_params(url), timeout, name), "context": ADAPTERS}
 
 
 def _configure(conn: Connection, *, timeout: float) -> None:
@@ -155,11 +156,11 @@ def _gone(conn: Connection, exc: psycopg.Error) -> bool:
     return conn.broken or (exc.sqlstate or "").startswith("57")
 
 
-def connect(url: str, timeout: float) -> Connection:
+def connect(url: str, timeout: float, name: str = APPLICATION_NAME) -> Connection:
     """One connection, made at once: a wrong host, database or password is reported now
     with the server's own words, not after a pool gave up waiting."""
     try:
-        conn = psycopg.connect(url, **_options(url, timeout))
+        conn = psycopg.connect(url, **_options(url, timeout, name))
         _configure(conn, timeout=timeout)
     except psycopg.Error as exc:
         raise StoreUnavailable(f"cannot connect to the ledger at {describe(url)}: {exc}") from exc

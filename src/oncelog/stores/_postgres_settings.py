@@ -61,10 +61,12 @@ def checked_timeout(timeout: float) -> float:
     return float(timeout)
 
 
-def connect_options(params: dict[str, Any], timeout: float) -> dict[str, Any]:
+def connect_options(
+    params: dict[str, Any], timeout: float, application_name: str = APPLICATION_NAME
+) -> dict[str, Any]:
     """The keyword arguments of every connection, given the URL's own ``params``."""
     defaults = {
-        "application_name": APPLICATION_NAME,
+        "application_name": application_name,
         "connect_timeout": str(max(2, math.ceil(timeout))),
         "keepalives": "1",
         "keepalives_idle": str(max(1, math.ceil(timeout / 2))),

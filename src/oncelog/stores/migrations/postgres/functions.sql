@@ -329,6 +329,15 @@ BEGIN
 END;
 $$;
 
+-- A kill switch set, cleared or removed, announced at the commit on the halts table's own
+-- channel to the stores that keep the switches in memory (migration 29, _postgres_halts).
+CREATE OR REPLACE FUNCTION oncelog_halts_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('oncelog_halts_' || TG_RELID::text, '');
+    RETURN NULL;
+END;
+$$;
+
 -- Which life of the server a connection was opened in (migration 18), run as its owner
 -- so that a role that only reads the ledger can connect (migration 19).
 CREATE OR REPLACE FUNCTION oncelog_server_life() RETURNS TEXT
