@@ -8,9 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from .._exceptions import (
-    ConfigurationError,
-)
+from .._exceptions import ConfigurationError, RunPruned
 from ..records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
 from ..records._records import (
     Approval,
@@ -45,6 +43,7 @@ from . import _sql_queue as queue
 from . import _sql_resolutions as resolutions
 from . import _sql_retries as retries
 from . import _sql_runs as runs
+from . import _sql_tombstones as tombstones
 from ._protocol import (
     BudgetDrift,
     DecisionFeed,
@@ -259,7 +258,11 @@ class SQLStore(StepWrites):
         with self._tx() as tx:
             if budget is not None:
                 self._keep_totals(tx)
-            return queue.submit(tx, run_id, agent, input_json, plan_json, budget_json)
+            created = queue.submit(tx, run_id, agent, input_json, plan_json, budget_json)
+            refused = tombstones.pruned(tx, run_id) if created else None
+            if refused is not None:  # no worker is to run it again: the row is rolled back
+                raise refused
+            return created
 
     def claim(
         self,
@@ -608,6 +611,10 @@ class SQLStore(StepWrites):
     ) -> PruneBatch:
         with self._tx() as tx:
             return prune_sql.remove(tx, runs, archive, archive_sha256, signer)
+
+    def forget_pruned(self, run_id: str, *, by: str) -> RunPruned:
+        with self._tx() as tx:
+            return tombstones.forget(tx, run_id, by)
 
     def set_retention(self, agent: str, keep: float | None, *, by: str) -> None:
         with self._tx() as tx:
