@@ -174,3 +174,15 @@ def test_a_queue_consumer_acknowledges_a_pruned_completed_run_and_parks_a_failed
     assert (failed.settle, failed.run_id) == (Settle.PARK, "m-failed")
     assert handled == []
     assert not {"m-done", "m-failed"} & run_ids(ledger)
+
+
+def test_every_insert_of_a_run_is_one_that_reads_the_tombstone() -> None:
+    """The three inserts of a run read the tombstone (``stores/_sql_tombstones``); a new
+    way of creating a run must too, and be added here."""
+    stores = Path(oncelog.__file__).parent / "stores"
+    inserting = {
+        path.name for path in stores.glob("*.py") if "INSERT INTO runs" in path.read_text()
+    }
+    assert inserting == {"_sql_runs.py", "_sqlite_runs.py", "_sql_queue.py"}
+    reading = {path.name for path in stores.glob("*.py") if "tombstones." in path.read_text()}
+    assert {"_sql_runs.py", "_sqlite_runs.py", "_sql_store.py"} <= reading  # submit: the store
