@@ -147,6 +147,8 @@ def test_the_commands_say_it_was_pruned_and_where_its_archive_is(
     assert invoke("submit", "old", "--input", "{}").exit_code == 7
     assert invoke("prune", "--forget", "old").exit_code == 2  # who decides?
     assert invoke("prune", "--forget", "old", "--by", "ops", "--to", "x").exit_code == 2
+    assert invoke("prune", "--forget", "old", "--by", "ops", "--older-than", "1d").exit_code == 2
+    assert invoke("prune").exit_code == 2  # neither --to nor --forget
     assert invoke("prune", "--forget", "nope", "--by", "ops").exit_code == 5
     forgot = invoke("prune", "--forget", "old", "--by", "ops", "--json")
     assert forgot.exit_code == 0, forgot.output

@@ -71,7 +71,11 @@ def prune(
     """Archive completed runs past their window to FILE (--to), then remove them from the
     ledger; or, with --forget RUN, let a pruned run's id be run again."""
     if forget is not None:
-        _forget(forget, archive, by, db, as_json)
+        if archive is not None or older_than is not None or agents or dry_run or not by:
+            click.echo("Error: --forget RUN takes --by NAME, and no window, --to or --dry-run",
+                       err=True)  # fmt: skip
+            sys.exit(2)
+        _forget(forget, by, db, as_json)
         return
     if archive is None:
         click.echo("Error: give --to FILE (or --forget RUN --by NAME)", err=True)
@@ -114,11 +118,7 @@ def prune(
         say(f"kept {run_id}: it changed since it was archived, or may no longer go")
 
 
-def _forget(run_id: str, archive: str | None, by: str | None, db: str | None,
-            as_json: bool) -> None:  # fmt: skip
-    if archive is not None or not by:
-        click.echo("Error: --forget RUN takes --by NAME, and no --to", err=True)
-        sys.exit(2)
+def _forget(run_id: str, by: str, db: str | None, as_json: bool) -> None:
     with opened(db, create=False) as ledger:
         was = ledger.forget_pruned(run_id, by=by)
     if as_json:
