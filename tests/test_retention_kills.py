@@ -18,6 +18,7 @@ from pathlib import Path
 import oncelog
 
 from .support.launch import environment, finish_within, python, run_python
+from .support.provider_process import Provider
 from .test_retention import age, completed, run_ids
 
 Problems = set[tuple[str, str, str]]
@@ -215,6 +216,8 @@ for run_id in sys.argv[3:]:
             run.effect("wipe", wipe, 1)
     except oncelog.ApprovalRequired:
         pass
+    except oncelog.RunPruned:  # it went before the agent reached it: not started again
+        print(run_id, "pruned", flush=True)
 """
 
 
@@ -222,9 +225,9 @@ def test_a_run_that_starts_waiting_during_a_prune_is_never_removed(
     store_url: str, tmp_path: Path
 ) -> None:
     """A prune and an agent that starts the same failed runs again, side by side: each
-    run either went before the agent reached it (the agent then starts a new run of that
-    id) or the agent took it first and it now waits for an approval; such a run is kept
-    with its history, whatever the prune archived."""
+    run either went before the agent reached it (the agent is then refused, and starts
+    nothing) or the agent took it first and it now waits for an approval; such a run is
+    kept with its history, whatever the prune archived."""
     everyone = [f"f{n:02}" for n in range(RUNS)]
     with oncelog.open(store_url) as ledger:
         send = ledger.tool(kind="create", name="send")(lambda n, *, idempotency_key: n)
@@ -249,9 +252,13 @@ def test_a_run_that_starts_waiting_during_a_prune_is_never_removed(
     assert pruning.returncode == 0
     seen = dict(line.split() for line in out.splitlines())
     kept = {run_id for run_id, how in seen.items() if how == "kept"}
+    gone = {run_id for run_id, how in seen.items() if how == "pruned"}
+    assert kept | gone == set(everyone)  # none started afresh
+    assert gone <= set(archived_runs(archive))
     with oncelog.open(store_url, create=False) as ledger:
         waiting = {run.run_id for run in ledger.runs(oncelog.RunStatus.WAITING, limit=1000)}
         assert kept <= waiting
+        assert not gone & run_ids(ledger)
         # A run with its history (its first step from days ago): those kept, and those
         # neither pruned nor reached; only they show the aged starts to verify.
         original = {
@@ -261,3 +268,91 @@ def test_a_run_that_starts_waiting_during_a_prune_is_never_removed(
         assert kept <= original
         report = ledger.verify()
     assert {p.run_id for p in report.problems} <= original
+
+
+REFUNDER = """
+import json, os, sys, urllib.request, oncelog
+ledger = oncelog.open(sys.argv[1], create=False)
+current = []
+
+@ledger.tool(kind="payment", name="refund")
+def refund(order, *, idempotency_key):
+    body = {"key": idempotency_key, "run": current[0], "payload": order}
+    request = urllib.request.Request(
+        sys.argv[2] + "/effect", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"}, method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
+
+for run_id in sys.argv[3:]:
+    current[:] = [run_id]
+    try:
+        with ledger.run(run_id) as run:
+            run.effect("refund", refund, run_id)
+        print(run_id, "ran", flush=True)
+    except oncelog.RunPruned:
+        print(run_id, "pruned", flush=True)
+"""
+
+
+def refunds(url: str, provider: Provider, run_ids: list[str]) -> subprocess.Popen[str]:
+    """An agent process that enters each run and refunds its order once."""
+    return subprocess.Popen(
+        python("-c", REFUNDER, url, provider.url, *run_ids),
+        env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def entered(process: subprocess.Popen[str]) -> dict[str, str]:
+    out, err = finish_within(process, 120, "the refunding agent")
+    assert process.returncode == 0, err
+    return dict(line.split() for line in out.splitlines())
+
+
+def test_a_run_pruned_by_a_killed_prune_never_refunds_again(
+    store_url: str, tmp_path: Path, provider: Provider
+) -> None:
+    """``oncelog prune`` SIGKILLed between its batches, twice, the second time while an
+    agent in another process enters every run again; then finished, and every run
+    entered again: a removed run is refused (``RunPruned``) from the instant its batch
+    commits, one still there replays its refund. The provider, which ignores keys,
+    performed each run's refund once."""
+    everyone = [f"refund-{n:02}" for n in range(RUNS)]
+    with oncelog.open(store_url):  # the ledger, created
+        pass
+    assert set(entered(refunds(store_url, provider, everyone)).values()) == {"ran"}
+    age(store_url, 3, *everyone)
+    archive = tmp_path / "archive.jsonl"
+
+    process = prune(store_url, archive)
+    wait_until(lambda: remaining(store_url) < RUNS - 3, process)
+    kill(process)
+    first_gone = set(everyone) - {r for r in everyone if r in _left(store_url)}
+    assert first_gone
+    # Again, with an agent entering every run meanwhile (the longest ended first, as
+    # the prune takes them), and killed again.
+    process = prune(store_url, archive)
+    agent = refunds(store_url, provider, everyone)
+    wait_until(lambda: remaining(store_url) < RUNS - len(first_gone) - 3, process)
+    kill(process)
+    racing = entered(agent)
+    assert {r for r, how in racing.items() if how == "pruned"} >= first_gone
+    finished = run_python("-m", "oncelog", "prune", "--db", store_url, "--older-than", "1d",
+                          "--to", archive, "--json", env=environment())  # fmt: skip
+    assert finished.returncode == 0, finished.stderr
+
+    last = entered(refunds(store_url, provider, everyone))
+    left = _left(store_url)
+    assert {r for r, how in last.items() if how == "pruned"} == set(everyone) - left
+    assert set(everyone) - left <= set(archived_runs(archive))
+    assert {run: provider.total(run) for run in everyone} == dict.fromkeys(everyone, 1)
+    with oncelog.open(store_url, create=False) as ledger:
+        report = ledger.verify()
+    assert report.pruned_runs == len(set(everyone) - left)
+    assert {p.run_id for p in report.problems} <= left  # only the aged starts kept
+
+
+def _left(url: str) -> set[str]:
+    with oncelog.open(url, create=False) as ledger:
+        return run_ids(ledger)

@@ -51,6 +51,7 @@ from ._exceptions import (
     RetriesPaused,
     RunHalted,
     RunLeased,
+    RunPruned,
     RunStopped,
     SchemaTooNew,
     StepError,
@@ -73,7 +74,7 @@ from ._exceptions import (
     UsageError,
     WaitingForPerson,
 )
-from ._exit_codes import EXIT_COMPLETED, EXIT_HALTED, EXIT_TRY_LATER, EXIT_WAITING
+from ._exit_codes import EXIT_COMPLETED, EXIT_HALTED, EXIT_PRUNED, EXIT_TRY_LATER, EXIT_WAITING
 from .records._no_result import NO_RESULT
 
 if _typing.TYPE_CHECKING:
@@ -181,6 +182,7 @@ __all__ = [
     "DEFAULT_PATH",
     "EXIT_COMPLETED",
     "EXIT_HALTED",
+    "EXIT_PRUNED",
     "EXIT_TRY_LATER",
     "EXIT_WAITING",
     "NOT_FOUND",
@@ -252,6 +254,7 @@ __all__ = [
     "RunContext",
     "RunHalted",
     "RunLeased",
+    "RunPruned",
     "RunRecord",
     "RunStatus",
     "RunStopped",

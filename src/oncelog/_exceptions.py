@@ -15,6 +15,7 @@
     │   └── NoActiveRun            a tool called outside ``ledger.run``
     ├── UnknownName                exit 5: the run, step, request or switch named is not there
     │   ├── UnknownRun
+    │   │   └── RunPruned          exit 7: the run ended and was pruned; it is not run again
     │   ├── UnknownStep            lists the run's steps
     │   ├── UnknownHalt            clearing a kill switch that is not on
     │   └── UnknownApproval        deciding a request that is not pending, or not named
@@ -70,6 +71,7 @@ from ._exit_codes import (
     EXIT_ERROR,
     EXIT_HALTED,
     EXIT_NOT_FOUND,
+    EXIT_PRUNED,
     EXIT_TRY_LATER,
     EXIT_USAGE,
     EXIT_WAITING,
@@ -216,6 +218,40 @@ class UnknownName(OnceLogError):
 
 class UnknownRun(UnknownName):
     pass
+
+
+class RunPruned(UnknownRun):
+    """The run ended (``status``: completed or failed) and ``oncelog prune`` removed it:
+    entering it again would perform its effects again, so it is refused. ``archive`` is
+    the file its records went to, ``pruned_at`` when (seconds since the epoch),
+    ``anchor`` the journal id of the ``runs_pruned`` record that removed it.
+    ``oncelog prune --forget RUN`` lets the id be used again (docs/retention.md)."""
+
+    exit_code = EXIT_PRUNED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        step_id: str | None = None,
+        key: str | None = None,
+        status: str | None = None,
+        archive: str | None = None,
+        pruned_at: float | None = None,
+        anchor: int | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id, step_id=step_id, key=key)
+        self.status = status
+        self.archive = archive
+        self.pruned_at = pruned_at
+        self.anchor = anchor
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            **super()._fields(), "status": self.status, "archive": self.archive,
+            "pruned_at": self.pruned_at, "anchor": self.anchor,
+        }  # fmt: skip
 
 
 class UnknownStep(UnknownName):

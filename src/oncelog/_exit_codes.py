@@ -11,6 +11,7 @@ EXIT_HALTED = 3
 EXIT_WAITING = 4
 EXIT_NOT_FOUND = 5
 EXIT_CONFLICT = 6
+EXIT_PRUNED = 7
 EXIT_TRY_LATER = 75  # EX_TEMPFAIL of sysexits.h, which supervisors already know
 
 EXIT_CODES: dict[int, str] = {
@@ -22,6 +23,8 @@ EXIT_CODES: dict[int, str] = {
     EXIT_NOT_FOUND: "not found: no such run, step, pending approval or kill switch",
     EXIT_CONFLICT: "conflict: the request disagrees with what is recorded (already resolved, "
     "not in doubt, other input)",
+    EXIT_PRUNED: "pruned: the run ended and `oncelog prune` removed it; it is not run again "
+    "(`oncelog show RUN` names its archive)",
     EXIT_TRY_LATER: "try again later: the ledger cannot be reached or written now, or a live "
     "process holds the run, or a worker is draining",
 }

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import _numbers as numbers
-from ._exceptions import ConfigurationError, OnceLogError, UnknownRun
+from ._exceptions import ConfigurationError, OnceLogError, RunPruned, UnknownRun
 from ._lazy import defer
 from ._log import log
 from ._person_decisions import PersonDecisions
@@ -501,6 +501,17 @@ class Ledger(PersonDecisions):
 
         return prune(self.store, archive, older_than=older_than, agents=agents or {},
                      limit=limit, batch=batch, signer=self.signer)  # fmt: skip
+
+    def forget_pruned(self, run_id: str, *, by: str) -> RunPruned:
+        """Let a pruned run's id start a new run again, whose effects run again: remove
+        the tombstone that makes entering it raise ``RunPruned``, journalled with ``by``.
+        Returns that refusal (its archive, when, how the run ended); ``UnknownRun`` if no
+        prune removed a run of this id. ``docs/retention.md`` says when to."""
+        if not by:
+            raise ConfigurationError("forget_pruned(..., by=...) must name who decides")
+        check_text(by, "by")
+        check_name(run_id, "run_id")
+        return self.store.forget_pruned(run_id, by=by)
 
     def set_retention(
         self, keep: float | timedelta | None, *, by: str, agent: str | None = None

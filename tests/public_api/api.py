@@ -93,6 +93,12 @@ def errors(ledger: oncelog.Ledger) -> int:
     except oncelog.AmbiguousOutcome as unknown:
         print(unknown.run_id, unknown.step_id)
         return oncelog.EXIT_HALTED
+    except oncelog.RunPruned as pruned:
+        archive: str | None = pruned.archive
+        print(archive, pruned.status, pruned.pruned_at)
+        forgotten: oncelog.RunPruned = ledger.forget_pruned("r", by="dave")
+        print(forgotten.anchor)
+        return oncelog.EXIT_PRUNED
     except oncelog.OnceLogError:
         return 1
     return oncelog.EXIT_COMPLETED

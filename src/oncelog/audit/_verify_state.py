@@ -22,7 +22,7 @@ from ..records._records import JournalEntry
 from ..stores._protocol import Store
 from ._verify_controls import ControlsCheck
 from ._verify_holds import HoldsCheck
-from ._verify_retention import RetentionCheck
+from ._verify_retention import RetentionCheck, TombstonesCheck
 from ._verify_runs import RunsCheck
 from ._verify_steps import StepsCheck
 from ._verify_subjects import SubjectsCheck
@@ -39,7 +39,7 @@ class StateCheck:
         # In this order: the steps' check asks which runs the runs' check found a row of.
         self._checks = (
             runs, StepsCheck(runs.rows), ControlsCheck(), SubjectsCheck(), HoldsCheck(),
-            RetentionCheck(),  # the retention policy's table
+            RetentionCheck(), TombstonesCheck(),  # the retention policy's, the tombstones
         )  # fmt: skip
         self.last_id = 0  # the last journal entry fed
 

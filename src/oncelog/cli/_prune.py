@@ -33,7 +33,7 @@ def _agent_window(text: str) -> tuple[str, float]:
 @click.option(
     "--to",
     "archive",
-    required=True,
+    default=None,
     metavar="FILE",
     help="The archive to write (a new file); an earlier prune's, to finish it.",
 )
@@ -54,13 +54,32 @@ def _agent_window(text: str) -> tuple[str, float]:
 @click.option("--limit", default=10_000, show_default=True, help="At most this many runs.")
 @click.option("--batch", default=100, show_default=True, help="Runs removed per transaction.")
 @click.option("--dry-run", is_flag=True, help="List the runs it would remove; write nothing.")
+@click.option(
+    "--forget",
+    default=None,
+    metavar="RUN",
+    help="Let this pruned run's id start a new run again (needs --by; no --to).",
+)
+@click.option("--by", default=None, help="Who decides to forget it.")
 @db_option
 @json_option
 def prune(
-    archive: str, older_than: str | None, agents: tuple[str, ...], limit: int, batch: int,
-    dry_run: bool, db: str | None, as_json: bool,
+    archive: str | None, older_than: str | None, agents: tuple[str, ...], limit: int,
+    batch: int, dry_run: bool, forget: str | None, by: str | None, db: str | None,
+    as_json: bool,
 ) -> None:  # fmt: skip
-    """Archive completed runs past their window to FILE, then remove them from the ledger."""
+    """Archive completed runs past their window to FILE (--to), then remove them from the
+    ledger; or, with --forget RUN, let a pruned run's id be run again."""
+    if forget is not None:
+        if archive is not None or older_than is not None or agents or dry_run or not by:
+            click.echo("Error: --forget RUN takes --by NAME, and no window, --to or --dry-run",
+                       err=True)  # fmt: skip
+            sys.exit(2)
+        _forget(forget, by, db, as_json)
+        return
+    if archive is None:
+        click.echo("Error: give --to FILE (or --forget RUN --by NAME)", err=True)
+        sys.exit(2)
     try:
         window = None if older_than is None else duration(older_than)
         windows = dict(_agent_window(text) for text in agents)
@@ -97,6 +116,17 @@ def prune(
         click.echo(f"{len(report.gone)} archived runs were gone already")
     for run_id in report.kept:
         say(f"kept {run_id}: it changed since it was archived, or may no longer go")
+
+
+def _forget(run_id: str, by: str, db: str | None, as_json: bool) -> None:
+    with opened(db, create=False) as ledger:
+        was = ledger.forget_pruned(run_id, by=by)
+    if as_json:
+        emit({"forgotten": run_id, "status": was.status, "archive": was.archive,
+              "pruned_at": was.pruned_at, "anchor": was.anchor})  # fmt: skip
+        return
+    say(f"forgot pruned run {run_id} ({was.status}, archived in {was.archive}): "
+        "the id starts a new run, whose effects run again")  # fmt: skip
 
 
 @click.command()

@@ -2,11 +2,12 @@
 and tell the broker what to do with the message.
 
 A message is acknowledged only once its run has completed, now or before (a redelivered
-duplicate). A run that stopped for a person, and a message that can never succeed (not
-JSON, input that another message already gave the same run, the handler's own exception),
-are parked: out of the queue, never redelivered into a loop. Anything that will go through
-later (another live consumer holds the run, this one is draining, the ledger cannot be
-used now) goes back to the queue.
+duplicate, or a run completed and since pruned: it is not run again). A run that stopped
+for a person, and a message that can never succeed (not JSON, input that another message
+already gave the same run, the handler's own exception, a run that failed before it was
+pruned), are parked: out of the queue, never redelivered into a loop. Anything that will
+go through later (another live consumer holds the run, this one is draining, the ledger
+cannot be used now) goes back to the queue.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from oncelog import (
     Ledger,
     NeedsPerson,
     OnceLogError,
+    RunPruned,
     RunStatus,
     StoreError,
     TryLater,
@@ -115,6 +117,9 @@ class QueueConsumer:
             return Outcome(Settle.RETRY, run_id, f"{type(exc).__name__}: {exc}")
         except (NeedsPerson, WaitingForPerson) as exc:
             return Outcome(Settle.PARK, run_id, f"waits for a person: {type(exc).__name__}: {exc}")
+        except RunPruned as exc:  # ended before, and pruned: never run again
+            done = Settle.ACK if exc.status == RunStatus.COMPLETED.value else Settle.PARK
+            return Outcome(done, run_id, f"{exc.status} before it was pruned: {exc}")
         except OnceLogError as exc:
             return Outcome(Settle.PARK, run_id, f"{type(exc).__name__}: {exc}")
         except Exception as exc:

@@ -2,7 +2,7 @@
 them without a round trip (an effect still looks inside its intent's transaction).
 
 One connection per store, of its own, LISTENs on the halts table's channel, which every
-transaction that sets, clears or removes a switch NOTIFYs at its commit (migration 29),
+transaction that sets, clears or removes a switch NOTIFYs at its commit (migration 28),
 and reads the switches that are on again whenever it hears. The memory answers one
 question only, "no switch covers this run", and only while it can show it is not behind;
 otherwise, and whenever a switch does cover the run, the store asks the server as before:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._exceptions import RunPruned
 from ..records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
 from ..records._records import (
     Approval,
@@ -731,6 +732,12 @@ class Store(Protocol):
         archived, with every row of it, and journal what was removed under no run
         (``runs_pruned``: the archive's name and SHA-256, each run's chain length and
         head); with ``signer`` (key id, sign), a checkpoint of that chain."""
+        ...
+
+    def forget_pruned(self, run_id: str, *, by: str) -> RunPruned:
+        """Remove the tombstone a prune left for ``run_id``, so that the id may start a
+        new run, journalled under no run (``pruned_run_forgotten``, naming ``by``): the
+        refusal entering it gave until now. ``UnknownRun`` if no prune removed it."""
         ...
 
     def set_retention(self, agent: str, keep: float | None, *, by: str) -> None:

@@ -28,6 +28,7 @@ STATE_TABLES: dict[str, tuple[str, str, str | None]] = {
     "result_contracts": ("tool", "tool, contract", None),
     "subjects": ("subject", "subject, run_id, seq, step_id", "run_id = ?"),
     "retention_policy": ("agent", "agent, keep, set_by", None),
+    "pruned_runs": ("run_id", "run_id, anchor", None),
     "holds": (
         "resource",
         "resource, holder, holder_token, token, acquired_at, released_at",

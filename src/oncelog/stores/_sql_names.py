@@ -5,6 +5,7 @@ they meant instead of a bare "not found"."""
 from __future__ import annotations
 
 from .._exceptions import UnknownRun
+from . import _sql_tombstones as tombstones
 from ._sql import Tx
 
 # How many names a refusal compares with: the newest ones, so a large ledger's refusal
@@ -27,7 +28,11 @@ def did_you_mean(name: str, among: list[str]) -> str:
 
 
 def unknown_run(tx: Tx, run_id: str) -> UnknownRun:
-    """No run ``run_id``: the error names the nearest run ids the ledger holds."""
+    """No run ``run_id``: the error names the nearest run ids the ledger holds, or says
+    that a prune removed it (``RunPruned``)."""
+    pruned = tombstones.pruned(tx, run_id)
+    if pruned is not None:
+        return pruned
     return UnknownRun(f"no run named {run_id!r}{did_you_mean(run_id, run_ids(tx))}", run_id=run_id)
 
 

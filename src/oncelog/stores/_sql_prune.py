@@ -9,6 +9,9 @@ it is not the last holder of any hold (the row keeps the next holder's token gre
 no subject claim of it is still in force, and it ended before today (UTC): agents' daily
 budgets count today's steps, so a run ended today stays until its day is over (and so
 does a run with a step started today, whatever its row says).
+
+Each run removed leaves a tombstone (``pruned_runs``, schema 27) in the transaction that
+removes it (``_sql_tombstones``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from .._exceptions import UnknownName
 from ..records._retention import LedgerSize, PruneBatch, PrunedRun
+from . import _sql_tombstones as tombstones
 from ._sql import NOW, TODAY, Tx
 from ._sql_evidence import checkpoint
 from ._sql_guards import in_doubt
@@ -128,9 +132,11 @@ def remove(
     removed: list[PrunedRun] = []
     kept: list[str] = []
     agents: set[str] = set()
+    ends: list[tuple[str, str | None]] = []  # each removed run's status and agent
     for run in present:
         may_go = tx.execute(
-            f"SELECT r.agent FROM runs r WHERE r.run_id = ? AND {PRUNABLE}", (run.run_id,)
+            f"SELECT r.agent, r.status FROM runs r WHERE r.run_id = ? AND {PRUNABLE}",
+            (run.run_id,),
         ).fetchone()
         tx.lock_journal(run.run_id)  # no record is appended to it before the commit
         entries, head = tx.execute(_CHAIN, (run.run_id, run.run_id)).fetchone()
@@ -139,6 +145,7 @@ def remove(
             kept.append(run.run_id)
             continue
         removed.append(run)
+        ends.append((str(may_go[1]), may_go[0]))
         if may_go[0] is not None:
             agents.add(str(may_go[0]))
     if not removed:
@@ -163,6 +170,8 @@ def remove(
     anchor = tx.execute(
         "SELECT id FROM journal WHERE run_id = '' ORDER BY id DESC LIMIT 1"
     ).fetchone()
+    for run, (status, agent) in zip(removed, ends, strict=True):
+        tombstones.bury(tx, run.run_id, int(anchor[0]), status, agent)
     if signer is not None:
         checkpoint(tx, "", signer[0], signer[1])
     return PruneBatch(removed, gone, kept, int(anchor[0]))

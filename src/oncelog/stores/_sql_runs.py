@@ -6,6 +6,7 @@ from __future__ import annotations
 from .._exceptions import RunLeased
 from ..records._budgets import Budget
 from ..records._records import RunRecord
+from . import _sql_tombstones as tombstones
 from ._protocol import OwnerCheck
 from ._rows import journal_json, text
 from ._shared import plan_replaced_json
@@ -21,16 +22,18 @@ def create(
     budget: Budget | None,
 ) -> bool:
     """Insert the run: True; False if another worker created it first (its insert
-    committed while this one waited)."""
+    committed while this one waited). ``RunPruned`` if a prune removed a run of its id."""
     budget_json = None if budget is None else budget.to_json()
     created = tx.execute(
         "INSERT INTO runs (run_id, status, plan, agent, budget, created_at, updated_at) "
         f"VALUES (?, 'running', ?, ?, ?, {NOW}, {NOW}) "
-        "ON CONFLICT (run_id) DO NOTHING RETURNING created_at",
-        (run_id, plan_json, agent, budget_json),
+        f"ON CONFLICT (run_id) DO NOTHING RETURNING created_at, {tombstones.IS_PRUNED}",
+        (run_id, plan_json, agent, budget_json, run_id),
     ).fetchone()
     if created is None:
         return False
+    if created[1]:  # a prune removed a run of this id: its effects are not run again
+        raise tombstones.refusal(tx, run_id)
     entry = journal_json(plan=plan_json, agent=text(agent), budget=budget_json)
     append(tx, run_id, None, "run_created", entry, at=created[0])
     return True

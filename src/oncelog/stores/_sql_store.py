@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
-from .._exceptions import ConfigurationError
+from .._exceptions import ConfigurationError, RunPruned
 from .._lazy import defer
 from ..records._budgets import AgentBudget, AgentBudgetSetting, Budget, BudgetAlert, Usage
 from ..records._records import (
@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     from . import _sql_resolutions as resolutions
     from . import _sql_retries as retries
     from . import _sql_runs as runs
+    from . import _sql_tombstones as tombstones
 else:
     defer(
         globals(),
@@ -93,6 +94,7 @@ else:
         resolutions="._sql_resolutions",
         retries="._sql_retries",
         runs="._sql_runs",
+        tombstones="._sql_tombstones",
     )
 
 
@@ -278,7 +280,11 @@ class SQLStore(StepWrites):
         with self._tx() as tx:
             if budget is not None:
                 self._keep_totals(tx)
-            return queue.submit(tx, run_id, agent, input_json, plan_json, budget_json)
+            created = queue.submit(tx, run_id, agent, input_json, plan_json, budget_json)
+            refused = tombstones.pruned(tx, run_id) if created else None
+            if refused is not None:  # no worker is to run it again: the row is rolled back
+                raise refused
+            return created
 
     def claim(
         self,
@@ -642,6 +648,10 @@ class SQLStore(StepWrites):
     ) -> PruneBatch:
         with self._tx() as tx:
             return prune_sql.remove(tx, runs, archive, archive_sha256, signer)
+
+    def forget_pruned(self, run_id: str, *, by: str) -> RunPruned:
+        with self._tx() as tx:
+            return tombstones.forget(tx, run_id, by)
 
     def set_retention(self, agent: str, keep: float | None, *, by: str) -> None:
         with self._tx() as tx:

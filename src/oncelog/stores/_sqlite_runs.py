@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from ..records._chain import GENESIS, link
 from ..records._records import RunRecord, RunStatus
+from . import _sql_tombstones as tombstones
 from ._protocol import Lease
 from ._rows import journal_json, number, text
 from ._sql import NOW, Tx
@@ -52,11 +53,11 @@ def _create(plan: bool, agent: bool) -> str:
 _CREATES = {
     (plan, agent): _create(plan, agent) for plan in (False, True) for agent in (False, True)
 }
-# The new row's time, and the head of the run's chain: records of a run id may precede
-# its creation (a person's halt of it, say).
+# The new row's time, the head of the run's chain (records of a run id may precede its
+# creation: a person's halt of it, say), and whether a prune removed a run of its id.
 _CREATED = (
-    "SELECT created_at, (SELECT hash FROM journal WHERE run_id = ?1 ORDER BY id DESC LIMIT 1) "
-    "FROM runs WHERE run_id = ?1"
+    "SELECT created_at, (SELECT hash FROM journal WHERE run_id = ?1 ORDER BY id DESC LIMIT 1), "
+    f"{tombstones.IS_PRUNED.replace('?', '?1')} FROM runs WHERE run_id = ?1"
 )
 # Both records of the start, their links made here: the chain's head is known, and the
 # lease was taken at the creation's instant, by the same statement.
@@ -88,7 +89,9 @@ def create_leased(
     sql = _CREATES[plan_json is not None, agent is not None]
     if tx.execute(sql, (*params, owner, ttl)).rowcount != 1:
         return None
-    created, head = tx.execute(_CREATED, (run_id,)).fetchone()
+    created, head, was_pruned = tx.execute(_CREATED, (run_id,)).fetchone()
+    if was_pruned:  # its effects are not run again: the row is rolled back
+        raise tombstones.refusal(tx, run_id)
     if plan_json is None and agent is None:
         created_entry = _PLAIN_CREATED
     else:

@@ -330,7 +330,7 @@ END;
 $$;
 
 -- A kill switch set, cleared or removed, announced at the commit on the halts table's own
--- channel to the stores that keep the switches in memory (migration 29, _postgres_halts).
+-- channel to the stores that keep the switches in memory (migration 28, _postgres_halts).
 CREATE OR REPLACE FUNCTION oncelog_halts_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_notify('oncelog_halts_' || TG_RELID::text, '');

@@ -1,4 +1,4 @@
 -- PostgreSQL announces a kill switch set, cleared or removed to the processes that keep
--- the switches in memory (0029_halts_notify.sql there). A SQLite store sees another
+-- the switches in memory (0028_halts_notify.sql there). A SQLite store sees another
 -- connection's commit by PRAGMA data_version, without a round trip to anything: nothing
 -- to do. Kept so both dialects have the same migrations.
