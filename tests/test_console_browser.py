@@ -107,6 +107,15 @@ def go(page: Page, label: str) -> None:
     page.get_by_role("navigation").get_by_role("link", name=label).click()
 
 
+def page_width(page: Page) -> int:
+    """The page's laid-out width, once its stylesheet applies: measured while the
+    stylesheet is still loading (a loaded machine), the phone's rules are not in force yet
+    and a wide table lays out at its full width."""
+    page.wait_for_load_state()
+    width: int = page.evaluate("document.documentElement.scrollWidth")
+    return width
+
+
 def shoot(page: Page, name: str) -> None:
     if SCREENSHOTS:
         page.wait_for_load_state()  # the stylesheet too
@@ -218,7 +227,7 @@ def test_every_page_fits_a_phone(browser: Browser, login_url: str) -> None:
     phone.goto(login_url)
     for path in PATHS:
         phone.goto(login_url.split("/login")[0] + path)
-        wide = phone.evaluate("document.documentElement.scrollWidth")
+        wide = page_width(phone)
         assert wide <= PHONE["width"], f"{path} is {wide} px wide"
         for field in phone.locator("main form input[name=by]").all():
             box = field.bounding_box()
@@ -273,7 +282,7 @@ def test_a_person_on_a_phone_releases_a_hold_from_the_subjects_and_holds_page(
             go(phone, "Subjects & holds")
             expect(phone.get_by_role("heading", name="Subjects & holds")).to_be_visible()
             expect(phone.locator("table.subjects")).to_contain_text('["refund","o-1"]')
-            wide = phone.evaluate("document.documentElement.scrollWidth")
+            wide = page_width(phone)
             assert wide <= PHONE["width"], f"/holds is {wide} px wide"
             phone.wait_for_load_state()  # the stylesheet too
             phone.screenshot(path=str(tmp_path / "console-holds-phone.png"), full_page=True)
@@ -336,7 +345,7 @@ def test_a_refused_decision_is_typed_once_then_a_kill_switch_on_the_run(
     assert (step.state, step.result) == (oncelog.StepState.DONE, "250 2.0.0 Ok: queued as 4F2A1")
     person.goto(base + "/runs/r-killed")
     expect(person.locator("p.waited")).to_contain_text("call not timed; resolved by bob")
-    wide = person.evaluate("document.documentElement.scrollWidth")
+    wide = page_width(person)
     assert wide <= viewport["width"], f"the run page is {wide} px wide"
     person.screenshot(path=str(tmp_path / f"run-{viewport['width']}.png"))
     go(person, "Halts")
@@ -394,7 +403,7 @@ def test_a_person_approves_a_refund_with_edited_arguments(
     request.get_by_role("button", name="Approve the edited call").click()
     expect(person.get_by_role("status")).to_contain_text("edited arguments")
     expect(person.locator("pre.changes").first).to_contain_text("amount: 150 → 100")
-    wide = person.evaluate("document.documentElement.scrollWidth")
+    wide = page_width(person)
     assert wide <= viewport["width"], f"the approvals page is {wide} px wide"
     person.screenshot(path=str(tmp_path / f"edited-{viewport['width']}.png"), full_page=True)
     shoot(person, f"approvals-edited-{viewport['width']}")
