@@ -18,6 +18,7 @@ import json
 from datetime import datetime, timezone
 
 from .._exceptions import RunPruned, UnknownRun
+from ..records._serialization import canonical_json
 from ._sql import Tx
 from ._sql_tx import append
 
@@ -75,7 +76,6 @@ def forget(tx: Tx, run_id: str, by: str) -> RunPruned:
         or tx.execute("DELETE FROM pruned_runs WHERE run_id = ?", (run_id,)).rowcount != 1
     ):
         raise UnknownRun(f"no prune removed a run named {run_id!r}", run_id=run_id)
-    data = json.dumps({"anchor": refusal.anchor, "by": by, "run_id": run_id},
-                      ensure_ascii=False, separators=(",", ":"), sort_keys=True)  # fmt: skip
+    data = canonical_json({"anchor": refusal.anchor, "by": by, "run_id": run_id})
     append(tx, "", None, "pruned_run_forgotten", data)
     return refusal
