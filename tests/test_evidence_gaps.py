@@ -113,7 +113,6 @@ def decided(url: str, private: Path) -> None:
         ledger.declare_result("charge", RECEIPT)
 
 
-TOMORROW = (int(time.time()) // 86400 + 1) * 86400
 FORGERIES = {
     "approval note": ("UPDATE approvals SET note = 'go ahead'", "state", "other note"),
     "approval tool": ("UPDATE approvals SET tool = 'send'", "state", "other tool"),
@@ -125,7 +124,7 @@ FORGERIES = {
     "result contract deleted": ("DELETE FROM result_contracts", "state", "was deleted"),
     "agent usage of a day to come": (
         "INSERT INTO agent_usage (agent, day, calls, cost, irreversible) "
-        f"VALUES ('billing', {TOMORROW}, -1000, 0, 0)",
+        "VALUES ('billing', {day_to_come}, -1000, 0, 0)",
         "budget_totals",
         "agent 'billing'",
     ),
@@ -139,7 +138,10 @@ def test_each_value_a_process_reads_is_held_to_the_journal(
     decided(store_url, keys[0])
     for report in reports(store_url, keys[1]):
         assert report.ok, report.problems
-    tamper(store_url, tamper_sql)
+    # A week ahead, read when the forgery is written: a day taken when the module was
+    # collected became today's own row for a run that crossed midnight UTC.
+    day_to_come = (int(time.time()) // 86400 + 7) * 86400
+    tamper(store_url, tamper_sql.replace("{day_to_come}", str(day_to_come)))
     for report in reports(store_url, keys[1]):
         assert {p.kind for p in report.problems} == {kind}, report.problems
         assert says in messages(report, kind), report.problems
