@@ -17,16 +17,27 @@ import random
 import tempfile
 from collections import deque
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import oncelog
 from oncelog import testing
 
 from . import person
 from .schedule import IN_PERIOD, ONCE_FOR, PERIOD, Agent, Schedule, op_of, ref_of
-from .world import EPOCH, Crash, CrashPoints, Declined, Item, SimClock, SimProvider
-from .world import classify, installed, simulate_time
+from .world import (
+    EPOCH,
+    Crash,
+    CrashPoints,
+    Declined,
+    Item,
+    SimClock,
+    SimProvider,
+    classify,
+    installed,
+    simulate_time,
+)
 
 # Starts of one run before it counts as stuck: every fault and crash of a schedule is
 # used up long before, so a run still not at an end has no way on.
@@ -53,13 +64,15 @@ def play(schedule: Schedule) -> Outcome:
     """Play ``schedule`` in a fresh ledger (on tmpfs where there is one)."""
     where = _SHM if os.path.isdir(_SHM) and os.access(_SHM, os.W_OK) else None
     clock, points = SimClock(), CrashPoints()
-    with tempfile.TemporaryDirectory(prefix="oncelog-sim-", dir=where) as folder:
-        with installed(clock, points):
-            return _Play(schedule, os.path.join(folder, "ledger.db"), clock, points).all()
+    with (
+        tempfile.TemporaryDirectory(prefix="oncelog-sim-", dir=where) as folder,
+        installed(clock, points),
+    ):
+        return _Play(schedule, os.path.join(folder, "ledger.db"), clock, points).all()
 
 
 class _Play:
-    def __init__(self, schedule: Schedule, path: str, clock: SimClock, points: CrashPoints):
+    def __init__(self, schedule: Schedule, path: str, clock: SimClock, points: CrashPoints) -> None:
         declaration = schedule.declaration
         self.schedule, self.path, self.clock, self.points = schedule, path, clock, points
         self.provider = SimProvider(clock, declaration.dedupe, declaration.lag,
@@ -77,14 +90,13 @@ class _Play:
         provider = self.provider
 
         def refund(item: list[Any], amount: int, ref: str, *, idempotency_key: str) -> Any:
-            self._tick()
             return provider.call(idempotency_key, op_of(item, ref), f"refund {item} of {amount}")
 
         approval: Any = {"none": False, "always": True}.get(d.approval)
         if d.approval == "policy":
             approval = lambda item, amount, ref: amount > 100  # noqa: E731
         declare = oncelog.tool(
-            kind=d.kind, name="refund", refusals=(Declined,),
+            kind=cast("oncelog.KindName", d.kind), name="refund", refusals=(Declined,),
             probe=provider.probe(d.probe, d.consistent),
             preflight=provider.by_key if d.preflight else None,
             dedupe_window=d.dedupe if d.declare_window and d.dedupe else None,
@@ -149,15 +161,16 @@ class _Play:
         try:
             for call in agent.calls:
                 ref = ref_of(self.schedule, agent, call.step)
+                # The clock steps between steps, never between the engine's decision and
+                # its send: a request delayed past a key's whole window is not modelled.
+                self._tick()
                 run.effect(call.step, self.tool, list(call.item), call.amount, ref)
         except Crash:
             testing.abandon(run)
             return False
         except BaseException as exc:
-            try:
+            with suppress(Exception):  # what it raises is the stop itself, already in hand
                 context.__exit__(type(exc), exc, exc.__traceback__)
-            except Exception:
-                pass  # what ``__exit__`` raises is the stop itself, already in hand
             return self._after_stop(ledger, agent, exc)
         context.__exit__(None, None, None)
         self.outcome.ended.pop(agent.run_id, None)

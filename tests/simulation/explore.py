@@ -78,7 +78,7 @@ def explore(
     """Play the schedule of each seed (until ``budget`` seconds have passed, if given).
     Failures no known bug explains are shrunk (the first ``max_shrinks``), known ones only
     with ``shrink_known``."""
-    report, began = Report(), time.monotonic()
+    report, began, shrinks = Report(), time.monotonic(), 0
     with quiet():
         for seed in seeds:
             if budget is not None and time.monotonic() - began > budget:
@@ -88,9 +88,10 @@ def explore(
             report.schedules += 1
             if findings:
                 odd = unknown(outcome, findings, known)
-                shrunk = (odd or shrink_known) and len(report.failures) < max_shrinks
-                first = (odd or findings)[0]
-                reproduction = as_test(*_shrunk(schedule, first, known)) if shrunk else ""
+                reproduction = ""
+                if (odd or shrink_known) and shrinks < max_shrinks:
+                    shrinks += 1
+                    reproduction = as_test(*_shrunk(schedule, (odd or findings)[0], known))
                 report.failures.append(Failure(seed, findings, odd, reproduction))
     report.seconds = time.monotonic() - began
     return report

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import oncelog
 
@@ -35,7 +34,7 @@ class Decision:
 
 
 class Person:
-    def __init__(self, schedule: Schedule, provider: SimProvider, choices: Iterator[int]):
+    def __init__(self, schedule: Schedule, provider: SimProvider, choices: Iterator[int]) -> None:
         self.schedule, self.provider, self.choices = schedule, provider, choices
 
     def act(self, ledger: oncelog.Ledger, agent: Agent, exc: BaseException) -> Decision:
@@ -87,7 +86,8 @@ class Person:
         it. A person who finds it performed all the same leaves it (an upsert aside, which
         may be made again)."""
         call = next(c for c in agent.calls if c.step == step.step_id)
-        performed = self.provider.performed(op_of(call.item, ref_of(self.schedule, agent, call.step)))
+        op = op_of(call.item, ref_of(self.schedule, agent, call.step))
+        performed = self.provider.performed(op)
         may_retry = not performed or self.schedule.declaration.kind == "upsert"
         action = self._choose(["retry", "leave"]) if may_retry else "leave"
         if action == "retry":

@@ -69,7 +69,8 @@ class Agent:
 class Schedule:
     """``faults``: what the provider's calls do, in order (then "ok"). ``crashes``: the
     crash point armed in each process started, in order (then none), and which visit of
-    it kills. ``ticks``: seconds the clock steps before each provider call (then 0).
+    it kills. ``ticks``: seconds the clock steps before each effect a script calls (then
+    0).
     ``decisions``: which truthful action a person takes at each stop (then the first)."""
 
     seed: int

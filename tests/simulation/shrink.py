@@ -35,6 +35,9 @@ def shrink(schedule: Schedule, fails: Callable[[Schedule], bool], budget: int = 
 
 
 def _candidates(s: Schedule) -> Iterator[Schedule]:
+    for name in _PLAIN:  # the cheapest wins first: a whole script gone
+        if getattr(s, name):
+            yield _with(s, name, ())
     for i in range(len(s.agents)):
         if len(s.agents) > 1:
             yield replace(s, agents=s.agents[:i] + s.agents[i + 1 :])
@@ -47,10 +50,10 @@ def _candidates(s: Schedule) -> Iterator[Schedule]:
         values: tuple[Any, ...] = getattr(s, name)
         for cut in (0, len(values) // 2, len(values) - 1):
             if cut < len(values):
-                yield replace(s, **{name: values[:cut]})
+                yield _with(s, name, values[:cut])
         for i, value in enumerate(values):
             if value != plain:
-                yield replace(s, **{name: values[:i] + (plain,) + values[i + 1 :]})
+                yield _with(s, name, (*values[:i], plain, *values[i + 1 :]))
     default = Declaration()
     for field in fields(Declaration):
         if getattr(s.declaration, field.name) != getattr(default, field.name):
@@ -64,4 +67,9 @@ def _candidates(s: Schedule) -> Iterator[Schedule]:
 
 
 def _put(agents: tuple[Agent, ...], i: int, agent: Agent) -> tuple[Agent, ...]:
-    return agents[:i] + (agent,) + agents[i + 1 :]
+    return (*agents[:i], agent, *agents[i + 1 :])
+
+
+def _with(s: Schedule, name: str, values: tuple[Any, ...]) -> Schedule:
+    changed: Any = {name: values}  # one of the four scripts, each a tuple
+    return replace(s, **changed)

@@ -13,13 +13,12 @@ given, and a ``MarkerProbe``'s ``sleep``. A crash point raises ``Crash``, a
 from __future__ import annotations
 
 import random
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
-
-import sqlite3
 
 import oncelog
 from oncelog import markers
@@ -77,12 +76,12 @@ def installed(clock: SimClock, points: CrashPoints) -> Iterator[None]:
         db.create_function("julianday", 1, clock.julianday)
         return db
 
-    _sqlite._connect = connect_simulated  # type: ignore[assignment]
+    _sqlite._connect = connect_simulated
     crashpoints.reach, crashpoints.ARMED = points.reach, True
     try:
         yield
     finally:
-        _sqlite._connect = connect  # type: ignore[assignment]
+        _sqlite._connect = connect
         crashpoints.reach, crashpoints.ARMED = reach, armed
 
 
