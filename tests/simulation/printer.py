@@ -28,4 +28,5 @@ def _layout(text: str) -> str:
     for name in ("declaration=", "agents=", "Agent(", "faults=", "crashes=", "ticks=",
                  "decisions="):  # fmt: skip
         text = text.replace(name, "\n        " + name)
+    text = text.replace(", \n", ",\n")  # no space left at a line's end
     return text.replace("\n        Agent(", "\n            Agent(")
