@@ -86,7 +86,10 @@ async def link_page(request: Request) -> Response:
         context = await run_in_threadpool(_state, console.ledger, link)
         typed = {k: v for k, v in form_data.items() if k != "csrf" and isinstance(v, str)}
         context.update(link_csrf=csrf, error=describe(exc), typed=typed)
-        return _render(request, console, context, status_for(exc))
+        # Decided meanwhile (through this link or otherwise): whichever check saw it first,
+        # the answer is the same one, "already decided", a conflict.
+        status = 409 if context.get("decided") is not None else status_for(exc)
+        return _render(request, console, context, status)
     context = await run_in_threadpool(_state, console.ledger, link)
     context.update(link_csrf=csrf, confirmed=True)
     return _render(request, console, context, 200)
