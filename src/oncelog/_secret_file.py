@@ -39,26 +39,34 @@ def private_secret(path: Path, what: str, *, new: bool = False) -> str:
             f"{path} is a symbolic link: the {what} is read only from a file of its own, "
             f"never through a link that whoever made it may point anywhere; {way_out}"
         ) from None
+    try:
+        _check_kept(os.fstat(fd), path, what, way_out)
+    except BaseException:
+        os.close(fd)
+        raise
     with os.fdopen(fd, encoding="utf-8") as kept:
-        found = os.fstat(kept.fileno())
-        if not stat.S_ISREG(found.st_mode):
-            raise ConfigurationError(f"{path} is not a plain file; {way_out}")
-        if found.st_uid != os.geteuid():
-            raise ConfigurationError(
-                f"{path} belongs to user {found.st_uid}, not to user {os.geteuid()} who reads "
-                f"it: whoever owns it chose the {what} and can forge what it signs; {way_out}, "
-                f"or, if it is this user's own, 'chown {os.geteuid()} {path}'"
-            )
-        mode = found.st_mode
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise ConfigurationError(
-                f"{path} is readable by others (mode {stat.filemode(mode)}): anyone who reads "
-                f"it has the {what}; run 'chmod 600 {path}', or {way_out}"
-            )
         secret = kept.read().strip()
     if len(secret) < MIN_SECRET_CHARS:
         raise ConfigurationError(f"{path} holds no usable {what}: {way_out}")
     return secret
+
+
+def _check_kept(found: os.stat_result, path: Path, what: str, way_out: str) -> None:
+    """Refuse the open file ``found`` unless it is a plain file of the effective user's,
+    which others may not read."""
+    if not stat.S_ISREG(found.st_mode):
+        raise ConfigurationError(f"{path} is not a plain file; {way_out}")
+    if found.st_uid != os.geteuid():
+        raise ConfigurationError(
+            f"{path} belongs to user {found.st_uid}, not to user {os.geteuid()} who reads "
+            f"it: whoever owns it chose the {what} and can forge what it signs; {way_out}, "
+            f"or, if it is this user's own, 'chown {os.geteuid()} {path}'"
+        )
+    if found.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigurationError(
+            f"{path} is readable by others (mode {stat.filemode(found.st_mode)}): anyone who "
+            f"reads it has the {what}; run 'chmod 600 {path}', or {way_out}"
+        )
 
 
 def _write(path: Path, *, replace: bool) -> None:
