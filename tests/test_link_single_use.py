@@ -77,9 +77,7 @@ def confirm(person: Person, url: str, fields: dict[str, str]) -> tuple[int, str]
     return answer.status_code, answer.text
 
 
-def test_a_deny_link_confirmed_as_approve_approves_nothing(
-    linked: str, provider: Provider
-) -> None:
+def test_a_deny_link_confirmed_as_approve_approves_nothing(linked: str, provider: Provider) -> None:
     with notified(linked) as (ledger, got):
 
         @ledger.tool(kind="destructive", name="wipe")
@@ -159,7 +157,7 @@ def console_process(url: str, tmp_path: Path) -> Iterator[str]:
     assert process.stdout is not None
     try:
         first = process.stdout.readline()
-        assert "oncelog console on http://127.0.0.1:" in first, first + process.stderr.read()
+        assert "oncelog console on http://127.0.0.1:" in first, first
         yield first.split(" on ")[1].split("/ ")[0]
     finally:
         process.terminate()
@@ -283,4 +281,3 @@ def test_the_store_takes_a_link_once_and_a_failed_decision_leaves_it(
         assert isinstance(refused.value, oncelog.ConflictError)
         assert [e.event for e in ledger.journal("r1")].count("retried") == 0
     assert provider.total("r1") == 1
-

@@ -129,9 +129,8 @@ class PersonDecisions:
         Refused with ``NotRetryable``, naming the command that fits, where a retry could
         perform the effect twice: a done step, one in doubt (resolve it), one a person
         abandoned (correct that decision), or one the run went on past. ``RunLeased``
-        while a live process holds the run, unless ``force``. ``link`` is the nonce of the notice's signed link the decision is made through
-        (``DecisionLink.nonce``): the retry takes it in its own transaction, and a link
-        that decided already is refused (``LinkUsed``): a link decides once."""
+        while a live process holds the run, unless ``force``. ``link`` as for ``resolve``:
+        the retry takes it in its own transaction, and a link decides once."""
         _check_decision("retry", by, why, run_id, step_id)
         _check_link(link)
         if not why:

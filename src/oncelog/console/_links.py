@@ -220,4 +220,3 @@ def _decide(ledger: Ledger, link: DecisionLink, form: Form) -> None:
         link.run_id, link.step_id, resolution, by=by, result=_result_of(form, resolution),
         note=note, attempt=link.number, link=link.nonce,
     )  # fmt: skip
-
