@@ -299,6 +299,35 @@ class AlreadyResolved(InvalidResolution):
     message says who and when)."""
 
 
+class LinkUsed(ConflictError):
+    """A decision link (from a person-needed notice) that decided already: a link is the
+    credential for its one decision, taken once. ``used_by``, ``used_at`` (store clock)
+    and ``decision`` say who used it, when, and what it decided; nothing more is
+    recorded."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        used_by: str | None = None,
+        used_at: float | None = None,
+        decision: str | None = None,
+        run_id: str | None = None,
+        step_id: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id, step_id=step_id, key=key)
+        self.used_by = used_by
+        self.used_at = used_at
+        self.decision = decision
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            **self._fields(), "used_by": self.used_by, "used_at": self.used_at,
+            "decision": self.decision,
+        }  # fmt: skip
+
+
 class NotRetryable(ConflictError):
     """A retry that could perform an effect twice: the step is done, in doubt, abandoned
     by a person, or the run went on past it. The message names the command that fits."""

@@ -27,6 +27,7 @@ from .records._records import (
     HoldRecord,
     Resolution,
     StepRecord,
+    UsedLink,
 )
 from .records._serialization import decode, encode
 from .runtime._names import check_name, check_text
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from .controls._waiting import Waiter
     from .stores import Store
 
+MAX_NONCE_CHARS = 64  # a link's nonce is 16 characters; a longer one is no link's
 _UNSET: Any = object()  # resolve() given no result at all, which None cannot stand for
 
 
@@ -70,6 +72,7 @@ class PersonDecisions:
         force: bool = False,
         correct: bool = False,
         attempt: int | None = None,
+        link: str | None = None,
     ) -> StepRecord:
         """Decide an effect in doubt: ``done`` with ``result``, the provider's answer (or
         ``result=oncelog.NO_RESULT`` if it cannot be known: the agent then gets
@@ -88,8 +91,13 @@ class PersonDecisions:
         as they were shown it), and the decision is refused (``AttemptMismatch``) if the
         step has been run again since: what they found at the provider is about an older
         send. The CLI and the console always send it; None (the default, for code that
-        reads the step and decides in one go) checks none."""
+        reads the step and decides in one go) checks none.
+
+        ``link`` is the nonce of the notice's signed link the decision is made through
+        (``DecisionLink.nonce``): the decision takes it in its own transaction, and a link
+        that decided already is refused (``LinkUsed``): a link decides once."""
         _check_decision("resolve", by, note, run_id, step_id)
+        _check_link(link)
         _check_attempt(attempt, run_id, step_id)
         resolution = _resolution(resolution, run_id, step_id)
         if resolution is Resolution.DONE and result is not _UNSET and result is not NO_RESULT:
@@ -98,10 +106,18 @@ class PersonDecisions:
         return self.store.resolve(
             run_id, step_id, resolution, result_json=result_json, by=by, note=note,
             force=force, owner_is_dead=leases.is_dead, attempt=attempt, correct=correct,
+            link=link,
         )  # fmt: skip
 
     def retry(
-        self, run_id: str, step_id: str, *, by: str, why: str, force: bool = False
+        self,
+        run_id: str,
+        step_id: str,
+        *,
+        by: str,
+        why: str,
+        force: bool = False,
+        link: str | None = None,
     ) -> StepRecord:
         """Give an effect known not to have happened a fresh set of attempts, with the same
         idempotency key: one whose retry policy ran out or that the provider refused
@@ -113,13 +129,16 @@ class PersonDecisions:
         Refused with ``NotRetryable``, naming the command that fits, where a retry could
         perform the effect twice: a done step, one in doubt (resolve it), one a person
         abandoned (correct that decision), or one the run went on past. ``RunLeased``
-        while a live process holds the run, unless ``force``."""
+        while a live process holds the run, unless ``force``. ``link`` as for ``resolve``:
+        the retry takes it in its own transaction, and a link decides once."""
         _check_decision("retry", by, why, run_id, step_id)
+        _check_link(link)
         if not why:
             raise ConfigurationError("retry(..., why=...) must say why", run_id=run_id)
         return self.store.retry_step(
-            run_id, step_id, by=by, why=why, force=force, owner_is_dead=leases.is_dead
-        )
+            run_id, step_id, by=by, why=why, force=force, owner_is_dead=leases.is_dead,
+            link=link,
+        )  # fmt: skip
 
     def pause_retries(
         self, run_id: str, step_id: str, *, by: str, why: str, resume: bool = False
@@ -250,6 +269,7 @@ class PersonDecisions:
         expires_in: timedelta | float | None = None,
         note: str | None = None,
         args: dict[str, Any] | str | None = None,
+        link: str | None = None,
     ) -> Approval:
         """Approve one pending request of a step, for exactly the arguments it was made
         with, once: the next attempt uses it up. ``expires_in`` bounds how long it holds.
@@ -264,14 +284,17 @@ class PersonDecisions:
         Name the request you read by its id (``request``) and/or its ``args_hash``;
         naming neither is refused (``UnknownApproval``) once the step was asked with more
         than one set of arguments, and a request superseded by a newer one can no longer
-        be decided."""
+        be decided. ``link`` is the nonce of the notice's signed link the decision is made through
+        (``DecisionLink.nonce``): the decision takes it in its own transaction, and a link
+        that decided already is refused (``LinkUsed``): a link decides once."""
         _check_decision("approve", by, note, run_id, step_id)
+        _check_link(link)
         seconds = None if expires_in is None else numbers.seconds(expires_in, "expires_in")
         _check_request(request)
         edited = None if args is None else self._edited_args(args, run_id, step_id)
         return self.store.decide_approval(
             run_id, step_id, ApprovalStatus.APPROVED, by=by, expires_in=seconds, note=note,
-            request=request, args_hash=args_hash, edited=edited,
+            request=request, args_hash=args_hash, edited=edited, link=link,
         )  # fmt: skip
 
     def _edited_args(self, args: object, run_id: str, step_id: str) -> dict[str, Any]:
@@ -313,14 +336,17 @@ class PersonDecisions:
         request: int | None = None,
         args_hash: str | None = None,
         note: str | None = None,
+        link: str | None = None,
     ) -> Approval:
         """Deny one pending request of a step (named as for ``approve``): the agent gets
-        ``ApprovalDenied`` there, now and on every replay, for those arguments."""
+        ``ApprovalDenied`` there, now and on every replay, for those arguments. ``link``
+        as for ``approve``."""
         _check_decision("deny", by, note, run_id, step_id)
+        _check_link(link)
         _check_request(request)
         return self.store.decide_approval(
             run_id, step_id, ApprovalStatus.DENIED, by=by, expires_in=None, note=note,
-            request=request, args_hash=args_hash,
+            request=request, args_hash=args_hash, link=link,
         )  # fmt: skip
 
     def approvals(
@@ -361,12 +387,22 @@ class PersonDecisions:
         run: str | None = None,
         agent: str | None = None,
         note: str | None = None,
+        link: str | None = None,
     ) -> Halt:
         """Turn a kill switch off. Only a person should: ``by`` names them, and it is
-        recorded with the halt and in the journal. ``UnknownHalt`` if it is not on."""
+        recorded with the halt and in the journal. ``UnknownHalt`` if it is not on.
+        ``link`` as for ``approve`` (a link clears a run's own switch only)."""
         scope, target = _switch(run, agent)
         _check_decision("clear_halt", by, note)
-        return self.store.clear_halt(scope, target, by=by, note=note)
+        _check_link(link)
+        if link is not None and scope is not HaltScope.RUN:
+            raise ConfigurationError("a decision link clears a run's own kill switch only")
+        return self.store.clear_halt(scope, target, by=by, note=note, link=link)
+
+    def used_link(self, nonce: str) -> UsedLink | None:
+        """What the notice's link ``nonce`` (``DecisionLink.nonce``) decided, by whom and
+        when; None while it decided nothing."""
+        return self.store.used_link(nonce)
 
     def halts(self, *, active_only: bool = True, limit: int = 100) -> list[Halt]:
         """Kill switches, newest first; with ``active_only=False`` the cleared ones too."""
@@ -433,6 +469,13 @@ def _check_decision(
         check_name(step_id, "step_id", run_id=run_id)
     check_text(by, "by", run_id=run_id, step_id=step_id)
     check_text(text, "the note" if verb != "halt" else "the reason", run_id=run_id)
+
+
+def _check_link(link: str | None) -> None:
+    if link is not None and not (isinstance(link, str) and 0 < len(link) <= MAX_NONCE_CHARS):
+        raise ConfigurationError(
+            f"link must be a decision link's nonce (DecisionLink.nonce), not {link!r:.80}"
+        )
 
 
 def _check_request(request: int | None) -> None:

@@ -1,14 +1,19 @@
-"""The page a notice's signed link opens: the one decision it names, prefilled, and the one
+"""The page a notice's signed link opens: the one decision it names, and the one
 confirming click that makes it.
 
-The link is the credential for that decision alone (no console login is needed: the
-person came from the notice), so its page shows that decision only, and a GET never
-changes anything: a chat client that previews the link decides nothing. The confirming
-POST carries a CSRF token bound to the link and must come from the console's own origin,
-as every other form does. The decision is made through the same ``Ledger`` calls as the
+The link is the credential for that decision alone, taken once (no console login is
+needed: the person came from the notice), so its page shows that decision only, and a GET
+never changes anything: a chat client that previews the link decides nothing. The
+confirming POST carries a CSRF token bound to the link and must come from the console's
+own origin, as every other form does. The decision is the one the link signs (``deny``,
+``not_done``, ...), never one the form names: a form that names another is refused, with
+nothing recorded; the form gives only what the decision needs from the person (a name, a
+note, the result of a "done"). It is made through the same ``Ledger`` calls as the
 console's other forms, bound to what the link names (the attempt, the request and its
-arguments hash, the switch), and journalled with the person's name and the link's nonce;
-once anything decided it, the page says who did, when, and what happens next.
+arguments hash, the switch) and to the link itself (``link=`` its nonce: the store takes
+the link in the decision's transaction, so two confirmations at once record one
+decision), and journalled with the person's name and the link's nonce; once anything
+decided it, the page says who did, when, and what happens next.
 """
 
 from __future__ import annotations
@@ -81,7 +86,10 @@ async def link_page(request: Request) -> Response:
         context = await run_in_threadpool(_state, console.ledger, link)
         typed = {k: v for k, v in form_data.items() if k != "csrf" and isinstance(v, str)}
         context.update(link_csrf=csrf, error=describe(exc), typed=typed)
-        return _render(request, console, context, status_for(exc))
+        # Decided meanwhile (through this link or otherwise): whichever check saw it first,
+        # the answer is the same one, "already decided", a conflict.
+        status = 409 if context.get("decided") is not None else status_for(exc)
+        return _render(request, console, context, status)
     context = await run_in_threadpool(_state, console.ledger, link)
     context.update(link_csrf=csrf, confirmed=True)
     return _render(request, console, context, 200)
@@ -109,6 +117,9 @@ def _state(ledger: Ledger, link: DecisionLink) -> dict[str, Any]:
     decided (by whom, when), with what happens next."""
     try:
         subject, decided = _look(ledger, link)
+        used = ledger.used_link(link.nonce)
+        if used is not None:  # whatever the records look like now, the link is spent
+            decided = Decided(used.by, used.at, used.decision)
         next_lines = ledger.what_next(link.run_id)
     except UnknownName as exc:
         return {"refused": f"{exc} (the run may have been pruned)", "command": None}
@@ -167,34 +178,45 @@ def _resolved_by(ledger: Ledger, link: DecisionLink, seq: int, state: str) -> De
     return last or Decided(None, None, f"the step is {state} now")
 
 
+# The form fields that name a decision: a link's form may repeat its own, never another.
+_CHOICE_FIELDS = ("decision", "resolution")
+
+
 def _decide(ledger: Ledger, link: DecisionLink, form: Form) -> None:
-    """The decision the link names, with what the person confirmed."""
+    """The decision the link signs, with what the person confirmed; refused (nothing
+    recorded) if the form names another."""
+    for field in _CHOICE_FIELDS:
+        asked = form.text(field)
+        if asked and asked != link.choice:
+            raise FormError(
+                f"this link decides {link.choice!r} and nothing else, but the form asks for "
+                f"{asked!r}: nothing is recorded. To decide {asked!r}, use the notice's "
+                f"{asked!r} link, or log in to the console and decide from its pages"
+            )
     by = form.person()
     note = f"through the notice's link {link.nonce}"
     if form.optional("note"):
         note = f"{form.text('note')} ({note})"
     if link.action == "approval":
-        decide = ledger.approve
-        if form.choice("decision", ("approve", "deny")) == "deny":
-            decide = ledger.deny  # type: ignore[assignment]  # the same keywords, but expiry
+        decide = ledger.approve if link.choice == "approve" else ledger.deny
         decide(link.run_id, link.step_id, by=by, note=note, request=link.number,
-               args_hash=link.args_hash)  # fmt: skip
+               args_hash=link.args_hash, link=link.nonce)  # fmt: skip
         return
     if link.action == "resume":
         halts = [h for h in ledger.halts() if h.id == link.number]
         if not halts:
             raise FormError("this kill switch is cleared already")
-        ledger.clear_halt(by=by, run=link.run_id, note=note)
+        ledger.clear_halt(by=by, run=link.run_id, note=note, link=link.nonce)
         return
     if link.action == "retry":
         # Bound to the attempts the notice saw: a retry made since reset them.
         steps = [s for s in ledger.steps(link.run_id) if s.step_id == link.step_id]
         if not steps or steps[0].attempts != link.number:
             raise FormError("this step was retried already: open the link again to see by whom")
-        ledger.retry(link.run_id, link.step_id, by=by, why=note)
+        ledger.retry(link.run_id, link.step_id, by=by, why=note, link=link.nonce)
         return
-    resolution = Resolution(form.choice("resolution", tuple(r.value for r in Resolution)))
+    resolution = Resolution(link.choice)
     ledger.resolve(
         link.run_id, link.step_id, resolution, by=by, result=_result_of(form, resolution),
-        note=note, attempt=link.number,
+        note=note, attempt=link.number, link=link.nonce,
     )  # fmt: skip

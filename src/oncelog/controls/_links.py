@@ -8,9 +8,12 @@ attempts of an effect that was refused or whose retry policy ran out. It is
 and an HMAC-SHA256 of them under the link secret, which the notifying agent and the
 console share (``$ONCELOG_LINK_SECRET``, else a file next to a SQLite ledger, made 0600).
 A link expires (``ttl``), and a link for attempt 1 cannot decide attempt 2, nor a link
-for one step another: every field is signed. It is one-time because what it names can be
-decided once: after any decision (through it, the CLI or the console) the attempt, the
-request or the switch it names is gone, and the link page says who decided, when.
+for one step another: every field is signed, the one decision it makes (``choice``)
+included. It is good for that decision, once: the decision made through it takes its
+nonce in the store, in the decision's own transaction (``stores/_sql_links.py``), so it
+never decides twice, even when what it names comes back; and what it names can be decided
+once: after any decision (through it, the CLI or the console) the attempt, the request or
+the switch it names is gone, and the link page says who decided, when.
 
 A link never decides by being opened: the page it opens asks for one confirming click (a
 POST), so a chat client's link preview decides nothing.

@@ -166,9 +166,13 @@ class Notices:
                 if (approval.run_id, approval.step_id) == (run_id, step):
                     return f"approval:{approval.id}"
         elif isinstance(exc, EffectRefused):
+            # A person's retry counts the attempts from zero again: the latest attempt's
+            # start tells a refusal after a retry from the one the retry answered, so the
+            # new refusal gets its own notice, and links (the old ones decided once).
             for record in self.store.steps(run_id, 0, 1 << 30):
                 if record.step_id == step:
-                    return f"refused:{run_id}:{step}:{record.attempts}"
+                    started = f"{record.started_at:.6f}"  # the attempt number stays last
+                    return f"refused:{run_id}:{step}:{started}:{record.attempts}"
         elif isinstance(exc, (AmbiguousOutcome, PreflightConflict)):
             # A conflict marks its attempt unknown, as a crash does: one decision for
             # both, and the attempt makes the conflict after a person's not_done new.

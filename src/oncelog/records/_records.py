@@ -336,3 +336,14 @@ class HoldRecord(Value):
     since: float  # store clock
     released_at: float | None
     state: str
+
+
+class UsedLink(NamedTuple):
+    """A decision link that decided: its signed nonce, the run, what it decided, who used
+    it and when (store clock)."""
+
+    nonce: str
+    run_id: str
+    decision: str
+    by: str
+    at: float

@@ -29,6 +29,7 @@ from ..records._records import (
     StepState,
     StepType,
     SubjectClaim,
+    UsedLink,
 )
 from ..records._value import NamedTuple, Value
 from ..signals import _drain as drain
@@ -208,6 +209,10 @@ class Store(Protocol):
       journal (run id ``""`` for records outside any run).
     - *A read*: no write and no lock; PostgreSQL reads one snapshot, SQLite reads each
       statement in its own (a read of several statements may see a commit between them).
+    - *A link*: a person's decision made through a notice's signed link (``link``, its
+      nonce) takes the link in its own transaction, before anything else it writes: the
+      ``used_links`` row ``_sql_links.take`` writes, ``LinkUsed`` (nothing written) if a
+      committed decision took it first; a decision that fails leaves the link unused.
     - Every method may raise ``StoreUnavailable`` (the ledger cannot be reached or written
       now; a failed commit may or may not have landed, and a restart finds out) and
       ``CorruptRecord`` (a stored value does not decode).
@@ -438,6 +443,7 @@ class Store(Protocol):
         owner_is_dead: OwnerCheck = ...,
         attempt: int | None = None,
         correct: bool = False,
+        link: str | None = None,
     ) -> StepRecord:
         """A person's decision on an effect in doubt, in one transaction: the run's lease
         fenced off (token bumped, owner cleared), the step's state and result written
@@ -466,6 +472,7 @@ class Store(Protocol):
         why: str,
         force: bool = False,
         owner_is_dead: OwnerCheck = ...,
+        link: str | None = None,
     ) -> StepRecord:
         """A person's fresh set of attempts for an effect known not to have happened
         (``failed``: refused, or its retry policy ran out; ``not_done``: waiting for its
@@ -539,6 +546,7 @@ class Store(Protocol):
         request: int | None = None,
         args_hash: str | None = None,
         edited: dict[str, Any] | None = None,
+        link: str | None = None,
     ) -> Approval:
         """A person approves or denies one pending request of a step, named by its id
         and/or its arguments hash, in one transaction: journals ``approval_approved`` or
@@ -551,6 +559,11 @@ class Store(Protocol):
         ``UnknownApproval`` if there is no such run, if that request is not pending (it was
         decided, or superseded by a request with other arguments), or if neither is given
         and the step was ever asked with other arguments."""
+        ...
+
+    def used_link(self, nonce: str) -> UsedLink | None:
+        """The decision the link ``nonce`` made, who made it and when; None while it made
+        none (a read)."""
         ...
 
     def approvals(self, status: ApprovalStatus | None, limit: int) -> list[Approval]:
@@ -612,7 +625,9 @@ class Store(Protocol):
         ``UnknownAgent``, listing the nearest names) unless ``ahead``."""
         ...
 
-    def clear_halt(self, scope: HaltScope, target: str, *, by: str, note: str | None) -> Halt:
+    def clear_halt(
+        self, scope: HaltScope, target: str, *, by: str, note: str | None, link: str | None = None
+    ) -> Halt:
         """Turn a switch off, recording who did, in one transaction: journals
         ``halt_cleared`` and queues again the runs it stopped (``run_queued``). Returns
         the cleared switch; ``UnknownHalt`` if it is not on."""

@@ -63,6 +63,7 @@ _REMOVE = (
     "DELETE FROM approvals WHERE run_id = ?",
     "DELETE FROM halts WHERE scope = 'run' AND target = ?",
     "DELETE FROM subjects WHERE run_id = ?",
+    "DELETE FROM used_links WHERE run_id = ?",
     "DELETE FROM runs WHERE run_id = ?",
 )
 

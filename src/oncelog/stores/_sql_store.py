@@ -28,6 +28,7 @@ from ..records._records import (
     RunStatus,
     StepRecord,
     StepState,
+    UsedLink,
 )
 from ..records._serialization import encode
 from . import _sql_controls as controls
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
     from . import _sql_contracts as contracts
     from . import _sql_evidence as evidence
     from . import _sql_holds as hold_sql
+    from . import _sql_links as links
     from . import _sql_names as names
     from . import _sql_notices as notices
     from . import _sql_prune as prune_sql
@@ -87,6 +89,7 @@ else:
         contracts="._sql_contracts",
         evidence="._sql_evidence",
         hold_sql="._sql_holds",
+        links="._sql_links",
         names="._sql_names",
         notices="._sql_notices",
         prune_sql="._sql_prune",
@@ -426,12 +429,15 @@ class SQLStore(StepWrites):
         owner_is_dead: OwnerCheck = _never_dead,
         attempt: int | None = None,
         correct: bool = False,
+        link: str | None = None,
     ) -> StepRecord:
         decision = resolutions.Decision(
             resolution, result_json, by, note, force, owner_is_dead, attempt
         )
         decide = resolutions.correct if correct else resolutions.resolve
         with self._tx() as tx:
+            if link is not None:
+                links.take(tx, link, run_id, resolution.value, by)
             return decide(tx, run_id, step_id, decision)
 
     def retry_step(
@@ -443,8 +449,11 @@ class SQLStore(StepWrites):
         why: str,
         force: bool = False,
         owner_is_dead: OwnerCheck = _never_dead,
+        link: str | None = None,
     ) -> StepRecord:
         with self._tx() as tx:
+            if link is not None:
+                links.take(tx, link, run_id, "retried", by)
             return retries.retry(
                 tx, run_id, step_id, by=by, why=why, force=force, gone=owner_is_dead
             )
@@ -490,14 +499,21 @@ class SQLStore(StepWrites):
         request: int | None = None,
         args_hash: str | None = None,
         edited: dict[str, Any] | None = None,
+        link: str | None = None,
     ) -> Approval:
         with self._tx() as tx:
+            if link is not None:
+                links.take(tx, link, run_id, status.value, by)
             approval = approval_sql.decide_approval(
                 tx, run_id, step_id, status, by=by, expires_in=expires_in, note=note,
                 request=request, args_hash=args_hash, edited=edited,
             )  # fmt: skip
             queue.requeue(tx, queue.AFTER_APPROVAL, run_id=run_id, by=by)
             return approval
+
+    def used_link(self, nonce: str) -> UsedLink | None:
+        with self._reading() as tx:
+            return links.used(tx, nonce)
 
     def approvals(self, status: ApprovalStatus | None, limit: int) -> list[Approval]:
         with self._reading() as tx:
@@ -513,8 +529,12 @@ class SQLStore(StepWrites):
         with self._tx() as tx:
             return controls.set_halt(tx, scope, target, reason, by, ahead=ahead)
 
-    def clear_halt(self, scope: HaltScope, target: str, *, by: str, note: str | None) -> Halt:
+    def clear_halt(
+        self, scope: HaltScope, target: str, *, by: str, note: str | None, link: str | None = None
+    ) -> Halt:
         with self._tx() as tx:
+            if link is not None:
+                links.take(tx, link, target, "cleared", by)
             halt = controls.clear_halt(tx, scope, target, by, note)
             queue.requeue_after_halt(tx, scope, target, by)
             return halt
