@@ -81,15 +81,25 @@ def run_main(
     if drain_on_sigterm and threading.current_thread() is threading.main_thread():
         handle_sigterm()
     while True:
+        main.STOPS.clear()
+        stop: NeedsPerson | WaitingForPerson | EffectRefused | None
         try:
             agent()
+            stop = main.swallowed()
         except (NeedsPerson, WaitingForPerson, EffectRefused) as exc:
-            if patience is None or isinstance(exc, NOT_DECIDED) or not _decided(exc, patience):
-                _exit_for(exc)
+            stop = exc
         except OnceLogError as exc:
             _exit_for(exc)
-        else:
+        except SystemExit as exc:
+            # ``sys.exit(0)`` says the run completed: not if it stopped for a person. An
+            # agent's own code other than 0 is its own say and stays.
+            stop = main.swallowed() if exc.code is None or exc.code == 0 else None
+            if stop is None:
+                raise
+        if stop is None:
             sys.exit(EXIT_COMPLETED)
+        if patience is None or isinstance(stop, NOT_DECIDED) or not _decided(stop, patience):
+            _exit_for(stop)
 
 
 def _decided(stop: NeedsPerson | WaitingForPerson | EffectRefused, patience: float) -> bool:
