@@ -75,7 +75,12 @@ def run_main(
     run that failed on an ``EffectRefused`` (the provider refused, or the retry policy ran
     out): it waits for a person's ``oncelog retry`` or ``redrive``. Without a decision in
     time it exits with 3, 4 or 1; SIGTERM while it waits exits with 75. A
-    ``ReplayDivergence`` or ``ArgumentDrift`` (the code must change) exits at once."""
+    ``ReplayDivergence`` or ``ArgumentDrift`` (the code must change) exits at once.
+
+    A stop that ``agent``'s code caught counts as one it raised: ``agent`` returning, or
+    calling ``sys.exit(0)``, after a run of it ended stopped for a person ends the process
+    with that stop's code (or waits for its decision), never 0. Any other exit code the
+    code chose stays its own."""
     patience = _seconds(wait_for_person)
     main.RUNNING[0] = True
     if drain_on_sigterm and threading.current_thread() is threading.main_thread():
