@@ -75,21 +75,36 @@ def run_main(
     run that failed on an ``EffectRefused`` (the provider refused, or the retry policy ran
     out): it waits for a person's ``oncelog retry`` or ``redrive``. Without a decision in
     time it exits with 3, 4 or 1; SIGTERM while it waits exits with 75. A
-    ``ReplayDivergence`` or ``ArgumentDrift`` (the code must change) exits at once."""
+    ``ReplayDivergence`` or ``ArgumentDrift`` (the code must change) exits at once.
+
+    A stop that ``agent``'s code caught counts as one it raised: ``agent`` returning, or
+    calling ``sys.exit(0)``, after a run of it ended stopped for a person ends the process
+    with that stop's code (or waits for its decision), never 0. Any other exit code the
+    code chose stays its own."""
     patience = _seconds(wait_for_person)
     main.RUNNING[0] = True
     if drain_on_sigterm and threading.current_thread() is threading.main_thread():
         handle_sigterm()
     while True:
+        main.STOPS.clear()
+        stop: NeedsPerson | WaitingForPerson | EffectRefused | None
         try:
             agent()
+            stop = main.swallowed()
         except (NeedsPerson, WaitingForPerson, EffectRefused) as exc:
-            if patience is None or isinstance(exc, NOT_DECIDED) or not _decided(exc, patience):
-                _exit_for(exc)
+            stop = exc
         except OnceLogError as exc:
             _exit_for(exc)
-        else:
+        except SystemExit as exc:
+            # ``sys.exit(0)`` says the run completed: not if it stopped for a person. An
+            # agent's own code other than 0 is its own say and stays.
+            stop = main.swallowed() if exc.code is None or exc.code == 0 else None
+            if stop is None:
+                raise
+        if stop is None:
             sys.exit(EXIT_COMPLETED)
+        if patience is None or isinstance(stop, NOT_DECIDED) or not _decided(stop, patience):
+            _exit_for(stop)
 
 
 def _decided(stop: NeedsPerson | WaitingForPerson | EffectRefused, patience: float) -> bool:

@@ -31,11 +31,13 @@ from .._exceptions import (
 )
 from .._log import log
 from ..process import _leases as leases
+from ..process import _main as main
 from ..process._heartbeat import HEARTBEATS
 from ..records._budgets import remaining
 from ..records._records import RunRecord, RunStatus, StepType
 from ..records._redact import redact_call
 from ..records._serialization import MAX_DEPTH
+from ..signals import _crashpoints as crashpoints
 from ._approval_policy import edited_arguments
 from ._calls import Again, Call, Pending, Replayed, encode_args
 from ._effects import Engine
@@ -80,6 +82,7 @@ class Host(Protocol):
 
 
 R = TypeVar("R")
+PersonStop = TypeVar("PersonStop", bound="NeedsPerson | WaitingForPerson")
 
 _current = ACTIVE_RUN  # only a Run or an AsyncRun is ever set in it
 
@@ -119,6 +122,12 @@ class _Steps:
         self._engine = engine
         self.record = record
         self._held: dict[str, list[int]] = {}  # resources this run holds: [token, depth]
+        # The stops for a person this run raised to its code and announced, as (error
+        # name, step id): a later step the stop refuses is announced already.
+        self._told: set[tuple[str, str | None]] = set()
+        # An approval or a budget pause the code was told of, still undecided here: the
+        # run ends waiting on it whatever the code did with it (``_close``).
+        self._waiting: WaitingForPerson | None = None
 
     @property
     def run_id(self) -> str:
@@ -153,11 +162,31 @@ class _Steps:
         """Turn this run's kill switch on and stop here: for code that detects trouble
         (a lockout, a runaway loop). A restart does not clear it; a person must."""
         self._ledger.halt(reason, by=by, run=self.run_id)
-        raise RunHalted(
-            f"halted by {by}: {reason}; a person clears it with: "
-            f"oncelog resume {option('--run', self.run_id)} --by NAME",
-            run_id=self.run_id,
+        raise self._announced(
+            RunHalted(
+                f"halted by {by}: {reason}; a person clears it with: "
+                f"oncelog resume {option('--run', self.run_id)} --by NAME",
+                run_id=self.run_id,
+            )
         )
+
+    def _announced(self, stop: PersonStop) -> PersonStop:
+        """``stop``, a stop for a person that the engine has just recorded (the run's row,
+        the unknown step, the kill switch, the approval request), announced before the
+        code sees it: whatever the code does with it (catches it, calls ``sys.exit(0)``,
+        is killed), the person has been told, once (``Notices`` dedupes by the notice's
+        id, so a restart that meets the same stop pages nobody again; a kill before this
+        leaves the notice to the restart that meets the stop)."""
+        if crashpoints.ARMED:
+            crashpoints.reach("after_stop_commit", stop.step_id or "")
+        stop.wait_for_decision = functools.partial(self._ledger.waiter.after_stop, self.run_id)
+        if isinstance(stop, WaitingForPerson):
+            self._waiting = stop
+        told = (type(stop).__name__, stop.step_id)
+        if told not in self._told:
+            self._told.add(told)
+            self._ledger.notices.stopped(stop, self.run_id, self._engine.lease.agent)
+        return stop
 
     def _take(
         self,
@@ -256,7 +285,13 @@ class _Steps:
         """A step that ``_take`` did not replay: decided, run, recorded."""
         fn, effect = call.fn, call.step_type is _EFFECT
         while True:  # a failed attempt the retry policy makes again comes back here
-            got = self._engine.prepare(seq, call)
+            try:
+                got = self._engine.prepare(seq, call)
+            except (NeedsPerson, WaitingForPerson) as stop:
+                self._announced(stop)
+                raise
+            if self._waiting is not None:
+                self._let_through(seq, call)
             if isinstance(got, Replayed):
                 return got.value
             if effect and got.call.edit is not None:  # a person approved other arguments
@@ -280,6 +315,13 @@ class _Steps:
         seq, got = self._take(None, _EFFECT, tool, args, kwargs, None, None)
         return got if type(got) is not Call else self._live(seq, got, args, kwargs)
 
+    def _let_through(self, seq: int, call: Call) -> None:
+        """The step the run waited on got past its approval or budget in this process."""
+        waiting = self._waiting
+        step_id = call.step_id if call.step_id is not None else f"{call.spec.name}@{seq}"
+        if waiting is not None and waiting.step_id == step_id:
+            self._waiting = None
+
     def _failed(self, pending: Pending, exc: Exception) -> Exception | None:
         """The exception to raise, or None to make the attempt again."""
         err = self._engine.fail(pending, exc)
@@ -288,6 +330,8 @@ class _Steps:
         if err is exc:
             # Re-raising the tool's own exception: keep its traceback, add no cause.
             raise exc
+        if isinstance(err, NeedsPerson):  # the call left its effect in doubt
+            self._announced(err)
         return err
 
     def _close(self, exc: BaseException | None) -> None:
@@ -295,13 +339,13 @@ class _Steps:
         engine = self._engine
         escapes = None  # raised here though the block's code raised nothing
         stop = engine.stop
-        if stop is not None and (
-            exc is None or (isinstance(exc, Exception) and not isinstance(exc, RunStopped))
-        ):
-            # The code caught the run's stop and went on: the run ends where it stopped,
-            # and a block that then ended without an error raises the stop, so the exit
-            # code, the alert and the notice are the stop's.
-            caught = stop.error(self.run_id)
+        if not isinstance(exc, RunStopped) and (stop is not None or self._waiting is not None):
+            # The code caught the run's stop and went on, or ended its process with it
+            # (``sys.exit(0)``) or was interrupted: the run ends where it stopped, and a
+            # block that then ended without an error raises the stop, so the exit code
+            # and the alert are the stop's. (An approval or a budget pause does not stop
+            # later steps, but the run cannot end before a person decides it either.)
+            caught = stop.error(self.run_id) if stop is not None else self._waiting
             escapes = caught if exc is None else None
             exc = caught
         if exc is None:
@@ -325,15 +369,21 @@ class _Steps:
             # The store failing must not hide why the run stopped; the lease expires.
         finally:
             leases.forget(engine.lease.owner)
+        person: NeedsPerson | WaitingForPerson | EffectRefused | None = None  # ended on
         if isinstance(exc, (NeedsPerson, WaitingForPerson)):
-            # Whoever catches the stop (``run_main``) may wait for the decision with it.
-            exc.wait_for_decision = functools.partial(self._ledger.waiter.after_stop, self.run_id)
-            self._ledger.notices.stopped(exc, self.run_id, engine.lease.agent)
+            # Whoever catches the stop (``run_main``) may wait for the decision with it;
+            # a stop met at a step was announced then, and one found here (a divergence
+            # at the end) now.
+            person = self._announced(exc)
         elif isinstance(exc, EffectRefused) and status is _FAILED:
             # Ended on an effect that did not happen: only a person's retry or redrive moves
             # it, and a process waiting in place goes on after one.
             exc.wait_for_decision = functools.partial(self._ledger.waiter.after_stop, self.run_id)
             self._ledger.notices.stopped(exc, self.run_id, engine.lease.agent)
+            person = exc
+        if main.RUNNING[0]:
+            # ``run_main`` ends with a stop the code swallowed as with one it raised.
+            main.ended(self.run_id, person)
         self._sign_chain()
         if escapes is not None:
             raise escapes
@@ -469,6 +519,9 @@ class AsyncRun(_Steps):
         while True:  # async code awaits a person (an approval, a higher budget), not exit 4
             try:
                 return await _in_thread(self._engine.prepare, seq, call)
+            except NeedsPerson as stop:
+                await _in_thread(self._announced, stop)
+                raise
             except WaitingForPerson as waits:
                 if not told:
                     told = True

@@ -4,7 +4,8 @@
 execution reaches that point; ``after_intent_commit:3`` the third time;
 ``after_intent_commit@email`` the first time for step ``email``. The points are the
 boundaries of effects only (model calls and reads never reach them), and a worker's
-claim of a batch of runs (``after_claim_commit``). The variables are read
+claim of a batch of runs (``after_claim_commit``), and a run's stop for a person recorded
+but not yet announced (``after_stop_commit``). The variables are read
 once, when oncelog is imported; unset, a point costs one comparison.
 
 The same points pause a process instead, for a test that must act while another process
@@ -33,6 +34,8 @@ POINTS = (
 # A worker's point, not an effect's (so not among the public ``CRASH_POINTS``): a batch
 # of runs is claimed (``oncelog worker --concurrency``) and none of them started yet.
 WORKER_POINTS = ("after_claim_commit",)
+# A run's point, not an effect's: a stop for a person is recorded and not yet announced.
+STOP_POINTS = ("after_stop_commit",)
 
 Armed = tuple[str, str | None, int]  # the point, its step (None: any), which hit
 _hits: dict[str, int] = {}
@@ -44,8 +47,8 @@ def _parse(spec: str | None, var: str = ENV_VAR) -> Armed | None:
         return None
     name, _, count = spec.partition(":")
     name, _, step = name.partition("@")
-    if name not in POINTS + WORKER_POINTS:
-        known = POINTS + WORKER_POINTS
+    if name not in POINTS + WORKER_POINTS + STOP_POINTS:
+        known = POINTS + WORKER_POINTS + STOP_POINTS
         raise ValueError(f"{var} names unknown crash point {name!r}; known: {known}")
     return name, step or None, int(count or 1)
 
