@@ -156,6 +156,8 @@ def test_an_edited_approval_runs_the_edited_call_once_under_a_new_key(
         ('{"order": "o-1", "amount": 1, "to": "me"}', "unknown parameter 'to'"),
         ('{"order": "o-1"}', "missing parameter 'amount'"),
         ('["o-1", 1]', "JSON object"),
+        ('{"order": ' + "[" * 60_000 + "]" * 60_000 + "}", "nested more than 200 levels"),
+        ('{"order": ' + "[" * 300 + "]" * 300 + ', "amount": 1}', "nested more than 200"),
     ],
 )
 def test_bad_edited_arguments_are_refused_and_leave_the_request_pending(
@@ -219,6 +221,28 @@ def test_a_bad_edit_from_the_shell_exits_2_and_says_why(store_url: str, tmp_path
     )  # fmt: skip
     assert told.returncode == 2, told.stderr
     assert "missing parameter 'order'" in told.stderr
+
+
+def test_edited_arguments_nested_too_deeply_from_the_shell_exit_2_without_a_traceback(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Python's JSON decoder recurses per level: text 60,000 levels deep raised a
+    RecursionError, and the shell saw a traceback instead of a usage error."""
+    with running_provider(tmp_path / "p", "ignores_keys") as provider:
+        assert refund(store_url, provider, 150).returncode == oncelog.EXIT_WAITING
+        deep = '{"order": ' + "[" * 60_000 + "]" * 60_000 + ', "amount": 1}'
+        told = run_python(
+            "-m", "oncelog", "approve", "r1", "refund", "--by", "alice", "--args", deep,
+            "--db", store_url,
+        )  # fmt: skip
+        assert told.returncode == 2, told.stderr[-2000:]
+        assert "nested more than 200 levels deep" in told.stderr
+        assert "Traceback" not in told.stderr
+        with oncelog.open(store_url) as ledger:
+            [pending] = ledger.approvals()
+        assert pending.status is oncelog.ApprovalStatus.PENDING
+        assert refund(store_url, provider, 150).returncode == oncelog.EXIT_WAITING
+        assert paid(provider) == []
 
 
 @pytest.mark.parametrize("point", ["after_intent_commit", "after_call"])
