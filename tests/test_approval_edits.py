@@ -286,13 +286,33 @@ def test_an_edit_that_moves_the_subject_cannot_do_another_orders_refund_twice(
         assert first.returncode == 0, first.stderr
         assert refund(store_url, provider, 150, "--subject").returncode == oncelog.EXIT_WAITING
         with oncelog.open(store_url) as ledger:
-            ledger.approve("r1", "refund", by="mallory", args={"order": "o-2", "amount": 50})
+            ledger.approve("r1", "refund", by="mallory", args={"order": "o-2", "amount": 60})
         stopped = refund(store_url, provider, 150, "--subject")
         assert stopped.returncode == oncelog.EXIT_HALTED, stopped.stderr
         assert "ArgumentDrift" in stopped.stderr
         assert "'other'" in stopped.stderr
         assert paid(provider, "r1") == []
         assert len(paid(provider, "other")) == 1
+
+
+def test_an_edit_onto_a_subject_done_with_the_same_call_by_position_takes_its_result(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Another run refunded o-2 with ``refund("o-2", 50)`` (by position); a person edits
+    r1's refund into ``{"order": "o-2", "amount": 50}`` (by name): the same call, so r1
+    takes that refund's result, sends nothing, and needs no one (it halted on
+    ArgumentDrift when the recorded texts were compared instead of the calls)."""
+    with running_provider(tmp_path / "p", "ignores_keys") as provider:
+        first = refund(store_url, provider, 50, "--subject", order="o-2", run="other")
+        assert first.returncode == 0, first.stderr
+        assert refund(store_url, provider, 150, "--subject").returncode == oncelog.EXIT_WAITING
+        with oncelog.open(store_url) as ledger:
+            ledger.approve("r1", "refund", by="alice", args={"order": "o-2", "amount": 50})
+        done = refund(store_url, provider, 150, "--subject")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == json.loads(first.stdout)
+        assert paid(provider, "r1") == []
+        assert paid(provider, "other") == [{"order": "o-2", "amount": 50}]
 
 
 def test_an_approval_unused_past_the_tools_bound_asks_again(store_url: str, tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ from .._exceptions import (
 from .._log import log
 from ..controls._alerts import AlertCallback, AlertSender
 from ..observe import _observe as observe
-from ..records._argument_edits import edited_payload_json
+from ..records._argument_edits import edited_payload_json, same_by_name
 from ..records._budgets import check, refusal
 from ..records._display import visible
 from ..records._records import ApprovalStatus, StepRecord, StepState, StepType, SubjectClaim
@@ -592,7 +592,7 @@ class Engine:
         """Another run's step holds the subject: take its result (``Adopted``) or raise
         what its state means; return if it was freed since, to claim it again."""
         while True:
-            same = holder.args_hash == step.args_hash
+            same = holder.args_hash == step.args_hash or self._holder_same_call(holder, step, call)
             # A declared preflight was asked before this intent: a freed subject is claimed
             # at once.
             situation = replace(
@@ -782,7 +782,26 @@ class Engine:
         with suppress(ValueError):
             if decode(record.args_json) == call.payload:
                 return True
-        return record.args_hash == digest(self._args_json(call, record.step_id))
+        args_json = self._args_json(call, record.step_id)
+        return record.args_hash == digest(args_json) or self._same_by_name(
+            call, record.args_json, args_json
+        )
+
+    def _holder_same_call(self, holder: SubjectClaim, step: NewStep, call: Call) -> bool:
+        """Whether the step holding the subject recorded this very call, its arguments
+        perhaps passed otherwise (by position there, by name in a person's edit here)."""
+        found = self.run_store.steps(holder.run_id, holder.seq, 1)
+        if not found or found[0].seq != holder.seq:
+            return False
+        return self._same_by_name(call, found[0].args_json, step.args_json)
+
+    @staticmethod
+    def _same_by_name(call: Call, recorded_json: str, args_json: str) -> bool:
+        """Two recorded effect calls bound to the tool's parameters, compared: equal calls
+        compare equal whether their arguments went by position or by name."""
+        if call.step_type is not _EFFECT:
+            return False  # a model call or a query: its payload is not a tool's call
+        return same_by_name(call.fn, decode(recorded_json), decode(args_json))
 
     def _check_drift(self, record: StepRecord, call: Call) -> None:
         with suppress(ValueError):  # _same_args's first comparison, inlined for replay
