@@ -645,6 +645,10 @@ class Engine:
             said = "changed hands too often; a later start asks again"
         else:
             where = f"run {visible(holder.run_id)}, step {visible(holder.step_id)}"
+            # The attempt the person is shown: a decision naming none is refused once the
+            # holder's step has had a second (``resolve`` binds it to the one looked at).
+            found = self._holder_step(holder) if error is SubjectInDoubt else None
+            attempt = None if found is None else found.attempts
             said = {
                 SubjectDone: f"was done by {where}; its tool says a repeat is an error",
                 SubjectBusy: f"is being acted on by {where}, in a live process; a later start "
@@ -652,7 +656,7 @@ class Engine:
                 SubjectInDoubt: f"is held by {where}, whose outcome is in doubt and whose run "
                 "no live process holds: restart that run (it probes, resends or halts as "
                 "for any effect in doubt) or decide, one of: "
-                + decide_text(holder.run_id, holder.step_id, None),
+                + decide_text(holder.run_id, holder.step_id, attempt),
             }[error]
         return error(
             f"{step.tool} {step.step_id!r} was not sent: its subject {step.subject} {said}",
@@ -727,7 +731,14 @@ class Engine:
         error: NeedsPerson = (
             PreflightConflict(reason, run_id=self.run_id, step_id=record.step_id, key=record.key)
             if action is Action.HALT_CONFLICT
-            else in_doubt(reason, self.run_id, record.step_id, record.key, record.attempts)
+            else in_doubt(
+                reason,
+                self.run_id,
+                record.step_id,
+                record.key,
+                record.attempts,
+                result_schema=call.spec.result_schema is not None,
+            )
         )
         stop = Stop.of(record.seq, error)
         self.run_store.mark_unknown(self.lease, record.seq, reason, stop.to_json())
@@ -790,10 +801,13 @@ class Engine:
     def _holder_same_call(self, holder: SubjectClaim, step: NewStep, call: Call) -> bool:
         """Whether the step holding the subject recorded this very call, its arguments
         perhaps passed otherwise (by position there, by name in a person's edit here)."""
+        found = self._holder_step(holder)
+        return found is not None and self._same_by_name(call, found.args_json, step.args_json)
+
+    def _holder_step(self, holder: SubjectClaim) -> StepRecord | None:
+        """The step of another run that holds a subject, as recorded; None if gone."""
         found = self.run_store.steps(holder.run_id, holder.seq, 1)
-        if not found or found[0].seq != holder.seq:
-            return False
-        return self._same_by_name(call, found[0].args_json, step.args_json)
+        return found[0] if found and found[0].seq == holder.seq else None
 
     @staticmethod
     def _same_by_name(call: Call, recorded_json: str, args_json: str) -> bool:
