@@ -190,6 +190,23 @@ def test_argument_drift(ledger: oncelog.Ledger, caplog: pytest.LogCaptureFixture
     assert len(provider.requests) == 2
 
 
+def test_the_same_call_passed_by_name_instead_of_by_position_is_no_drift(
+    ledger: oncelog.Ledger,
+) -> None:
+    """Arguments are compared bound to the tool's parameters: ``send("a")`` recorded,
+    ``send(to="a")`` replayed is the same call (it halted on ArgumentDrift); ``send(to=
+    "b")`` still drifts."""
+    provider = FakeProvider(answer=answer)
+    send, _ = tools(ledger, provider)
+    with ledger.run("r") as run:
+        run.effect("mail", send, "a")
+    with ledger.run("r") as run:
+        assert run.effect("mail", send, to="a") == {"to": "a"}
+    with pytest.raises(oncelog.ArgumentDrift), ledger.run("r") as run:
+        run.effect("mail", send, to="b")
+    assert len(provider.requests) == 1
+
+
 def test_a_long_run_replays_across_pages_and_arguments_json_writes_alike(
     ledger: oncelog.Ledger,
 ) -> None:

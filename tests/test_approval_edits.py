@@ -156,6 +156,8 @@ def test_an_edited_approval_runs_the_edited_call_once_under_a_new_key(
         ('{"order": "o-1", "amount": 1, "to": "me"}', "unknown parameter 'to'"),
         ('{"order": "o-1"}', "missing parameter 'amount'"),
         ('["o-1", 1]', "JSON object"),
+        ('{"order": ' + "[" * 60_000 + "]" * 60_000 + "}", "nested more than 200 levels"),
+        ('{"order": ' + "[" * 300 + "]" * 300 + ', "amount": 1}', "nested more than 200"),
     ],
 )
 def test_bad_edited_arguments_are_refused_and_leave_the_request_pending(
@@ -221,6 +223,28 @@ def test_a_bad_edit_from_the_shell_exits_2_and_says_why(store_url: str, tmp_path
     assert "missing parameter 'order'" in told.stderr
 
 
+def test_edited_arguments_nested_too_deeply_from_the_shell_exit_2_without_a_traceback(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Python's JSON decoder recurses per level: text 60,000 levels deep raised a
+    RecursionError, and the shell saw a traceback instead of a usage error."""
+    with running_provider(tmp_path / "p", "ignores_keys") as provider:
+        assert refund(store_url, provider, 150).returncode == oncelog.EXIT_WAITING
+        deep = '{"order": ' + "[" * 60_000 + "]" * 60_000 + ', "amount": 1}'
+        told = run_python(
+            "-m", "oncelog", "approve", "r1", "refund", "--by", "alice", "--args", deep,
+            "--db", store_url,
+        )  # fmt: skip
+        assert told.returncode == 2, told.stderr[-2000:]
+        assert "nested more than 200 levels deep" in told.stderr
+        assert "Traceback" not in told.stderr
+        with oncelog.open(store_url) as ledger:
+            [pending] = ledger.approvals()
+        assert pending.status is oncelog.ApprovalStatus.PENDING
+        assert refund(store_url, provider, 150).returncode == oncelog.EXIT_WAITING
+        assert paid(provider) == []
+
+
 @pytest.mark.parametrize("point", ["after_intent_commit", "after_call"])
 def test_a_kill_around_the_edited_call_performs_it_once(
     store_url: str, tmp_path: Path, point: str
@@ -262,13 +286,33 @@ def test_an_edit_that_moves_the_subject_cannot_do_another_orders_refund_twice(
         assert first.returncode == 0, first.stderr
         assert refund(store_url, provider, 150, "--subject").returncode == oncelog.EXIT_WAITING
         with oncelog.open(store_url) as ledger:
-            ledger.approve("r1", "refund", by="mallory", args={"order": "o-2", "amount": 50})
+            ledger.approve("r1", "refund", by="mallory", args={"order": "o-2", "amount": 60})
         stopped = refund(store_url, provider, 150, "--subject")
         assert stopped.returncode == oncelog.EXIT_HALTED, stopped.stderr
         assert "ArgumentDrift" in stopped.stderr
         assert "'other'" in stopped.stderr
         assert paid(provider, "r1") == []
         assert len(paid(provider, "other")) == 1
+
+
+def test_an_edit_onto_a_subject_done_with_the_same_call_by_position_takes_its_result(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Another run refunded o-2 with ``refund("o-2", 50)`` (by position); a person edits
+    r1's refund into ``{"order": "o-2", "amount": 50}`` (by name): the same call, so r1
+    takes that refund's result, sends nothing, and needs no one (it halted on
+    ArgumentDrift when the recorded texts were compared instead of the calls)."""
+    with running_provider(tmp_path / "p", "ignores_keys") as provider:
+        first = refund(store_url, provider, 50, "--subject", order="o-2", run="other")
+        assert first.returncode == 0, first.stderr
+        assert refund(store_url, provider, 150, "--subject").returncode == oncelog.EXIT_WAITING
+        with oncelog.open(store_url) as ledger:
+            ledger.approve("r1", "refund", by="alice", args={"order": "o-2", "amount": 50})
+        done = refund(store_url, provider, 150, "--subject")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == json.loads(first.stdout)
+        assert paid(provider, "r1") == []
+        assert paid(provider, "other") == [{"order": "o-2", "amount": 50}]
 
 
 def test_an_approval_unused_past_the_tools_bound_asks_again(store_url: str, tmp_path: Path) -> None:

@@ -73,6 +73,66 @@ def test_the_printed_resume_command_clears_exactly_that_runs_switch(
     assert len(tries_made(tries)) == 1
 
 
+# -- a decision printed in an error message, pasted as it is ------------------------------
+
+
+def _decision(message: str, then: str) -> str:
+    """The ``then`` command of the decisions a message lists, with their name for NAME."""
+    start = message.index("oncelog resolve ")
+    commands = message[start:].split("; ")
+    [command] = [c for c in commands if c.split()[4] == then]
+    return command.rpartition(" (")[0].replace("--by NAME", "--by alice")
+
+
+def test_the_printed_decision_on_a_subject_in_doubt_names_the_holders_attempt(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Run a's charge of order o-1 is in doubt at its second attempt; run b's charge of the
+    same order stops with SubjectInDoubt, whose printed command decides a's attempt 2 (it
+    named none, and was refused once a's step had a second attempt)."""
+    sent: list[str] = []
+    with oncelog.open(store_url) as ledger:
+
+        @ledger.tool(kind="create", name="charge", once_per=lambda order: ("charge", order))
+        def charge(order: str, *, idempotency_key: str) -> None:
+            sent.append(order)
+            raise ConnectionError("no answer")
+
+        for _ in range(2):
+            with pytest.raises(oncelog.AmbiguousOutcome), ledger.run("a") as run:
+                run.effect("charge", charge, "o-1")
+            if len(sent) == 1:
+                ledger.resolve("a", "charge", "not_done", by="ops", attempt=1)
+        with pytest.raises(oncelog.SubjectInDoubt) as stopped, ledger.run("b") as run:
+            run.effect("charge", charge, "o-1")
+    pasted = _pasted(_decision(str(stopped.value), "abandon"), store_url, tmp_path)
+    assert pasted.returncode == 0, pasted.stdout + pasted.stderr
+    with oncelog.open(store_url, create=False) as ledger:
+        [step] = ledger.steps("a")
+    assert (step.state, step.attempts) == (oncelog.StepState.ABANDONED, 2)
+    assert sent == ["o-1", "o-1"]
+
+
+def test_the_printed_done_decision_is_accepted_for_a_tool_with_a_result_schema(
+    store_url: str, tmp_path: Path
+) -> None:
+    """The printed ``done`` took ``--result '{}'``, which a tool's result schema refused."""
+    schema = {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}
+    with oncelog.open(store_url) as ledger:
+
+        @ledger.tool(kind="create", name="ticket", result_schema=schema)
+        def ticket(*, idempotency_key: str) -> dict[str, str]:
+            raise ConnectionError("no answer")
+
+        with pytest.raises(oncelog.AmbiguousOutcome) as stopped, ledger.run("r") as run:
+            run.effect("ticket", ticket)
+    pasted = _pasted(_decision(str(stopped.value), "done"), store_url, tmp_path)
+    assert pasted.returncode == 0, pasted.stdout + pasted.stderr
+    with oncelog.open(store_url, create=False) as ledger, ledger.run("r") as run:
+        got: object = run.effect("ticket", ticket)
+    assert got is oncelog.NO_RESULT
+
+
 # -- the quoting itself (in process), every word through bash ----------------------------
 
 WORDS = [*RUN_IDS, "plain-id", "é€😀", "tab\there", "\x1b[31mred", "admin\u202egpj", "\x9b", "\\'"]

@@ -82,6 +82,30 @@ def test_errors_are_messages_with_exit_codes(halted_run: str, tmp_path: Path) ->
     assert "CorruptRecord" in out
 
 
+DEEP = "[" * 60_000 + "]" * 60_000  # Python's JSON decoder recurses per level
+
+
+@pytest.mark.parametrize(
+    ("command", "exit_code"),
+    [
+        (["resolve", "r1", "mail", "done", "--by", "a", "--result", DEEP], 2),
+        (["submit", "r2", "--input", DEEP], 2),
+        (["release", DEEP, "--by", "a", "--why", "w"], 2),  # a plain name, too long
+    ],
+    ids=["resolve --result", "submit --input", "release RESOURCE"],
+)
+def test_json_nested_too_deeply_is_a_usage_error_not_a_traceback(
+    halted_run: str, command: list[str], exit_code: int
+) -> None:
+    result = CliRunner().invoke(cli, [*command, "--db", halted_run])
+    assert not isinstance(result.exception, RecursionError), result.exception
+    assert result.exit_code == exit_code, result.output[-500:]
+    with oncelog.open(halted_run) as ledger:
+        [step] = ledger.steps("r1")
+        assert step.state is oncelog.StepState.UNKNOWN
+        assert [r.run_id for r in ledger.runs()] == ["r1"]
+
+
 def test_db_from_environment(halted_run: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ONCELOG_URL", f"sqlite:///{halted_run}")
     code, out = invoke("runs", "--json")

@@ -391,11 +391,18 @@ def test_a_step_a_live_process_is_running_is_resolved_only_by_force(
     assert entry.data["forced"].split("|")[1] == str(os.getpid())
 
 
+DEEP = "[" * 60_000 + "]" * 60_000  # Python's JSON decoder recurses per level
+
+
 def test_bad_input_is_explained_and_changes_nothing(busy: oncelog.Ledger, person: Person) -> None:
     before = store_state(busy)
     resolve = {**MAIL_FORM, "resolution": "done", "by": "bob"}
     cases = [
         ("/unknown/resolve", {**resolve, "result": "{not json"}, "not JSON"),
+        ("/unknown/resolve", {**resolve, "result": DEEP}, "nested too deeply"),
+        ("/approvals/decide", {**decision(busy, "a", "approve_edited"), "args": f'{{"x": {DEEP}}}'},
+         "nested more than 200 levels deep"),
+        ("/holds/release", {"resource": DEEP, "by": "a", "why": "w"}, "not a hold's name"),
         ("/unknown/resolve", {**resolve, "by": "  "}, "by is required"),
         ("/unknown/resolve", {**resolve, "resolution": "maybe"}, "must be one of"),
         ("/unknown/resolve", {**resolve, "resolution": "abandon", "result": "1"}, "'done' only"),

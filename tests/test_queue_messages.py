@@ -56,6 +56,14 @@ def test_what_each_ending_tells_the_broker(ledger: oncelog.Ledger) -> None:
     assert ledger.get_run("m2").status is oncelog.RunStatus.HALTED
 
 
+def test_a_body_nested_too_deeply_to_decode_is_parked_not_raised(ledger: oncelog.Ledger) -> None:
+    """Python's JSON decoder recurses per level: such a body raised a RecursionError."""
+    deep = b"[" * 60_000 + b"]" * 60_000
+    outcome = QueueConsumer(ledger, handle).process(deep, "m1")
+    assert (outcome.settle, outcome.reason.split(":")[0]) == (Settle.PARK, "InvalidPayload")
+    assert ledger.runs() == []
+
+
 def test_an_async_handler_runs_too(ledger: oncelog.Ledger) -> None:
     async def awaiting(run: oncelog.AsyncRun, input: Any) -> None:
         await run.effect("note", note, str(input))

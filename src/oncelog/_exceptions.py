@@ -421,12 +421,14 @@ class AmbiguousOutcome(NeedsPerson):
         return {**self._fields(), "attempt": self.attempt}
 
 
-def in_doubt(reason: str, run_id: str, step_id: str, key: str, attempt: int) -> AmbiguousOutcome:
+def in_doubt(
+    reason: str, run_id: str, step_id: str, key: str, attempt: int, *, result_schema: bool = False
+) -> AmbiguousOutcome:
     """The error for an effect whose outcome is unknown: ``reason``, then the command a
     person runs once they have found out at the provider."""
     return AmbiguousOutcome(
         f"{reason}. Look key {key} up at the provider, then decide, one of: "
-        f"{decide_text(run_id, step_id, attempt)}",
+        f"{decide_text(run_id, step_id, attempt, result_schema=result_schema)}",
         run_id=run_id, step_id=step_id, key=key, attempt=attempt,
     )  # fmt: skip
 
@@ -455,19 +457,34 @@ DECISIONS = (
 )  # fmt: skip
 
 
-def decide_commands(run_id: str, step_id: str, attempt: int | None) -> list[str]:
+# ``done`` for a tool that declares what a result must be (``result_schema=``): the
+# placeholder ``{}`` would be refused as pasted, "no result" is accepted for every tool.
+_DONE_WITHOUT_RESULT = "--no-result --by NAME"
+
+
+def decide_commands(
+    run_id: str, step_id: str, attempt: int | None, *, result_schema: bool = False
+) -> list[str]:
     """The ``oncelog resolve`` command of each decision on an effect in doubt, each
-    pasteable as printed (``DECISIONS``)."""
+    pasteable as printed (``DECISIONS``); ``result_schema``: the step's tool declares one."""
     return [
-        resolve_command(run_id, step_id, attempt, then=then, options=options)
+        resolve_command(
+            run_id,
+            step_id,
+            attempt,
+            then=then,
+            options=_DONE_WITHOUT_RESULT if result_schema and then == "done" else options,
+        )
         for then, options, _ in DECISIONS
     ]
 
 
-def decide_text(run_id: str, step_id: str, attempt: int | None) -> str:
+def decide_text(
+    run_id: str, step_id: str, attempt: int | None, *, result_schema: bool = False
+) -> str:
     """``decide_commands`` in one line of an error message: each command whole, then in
     brackets when it is the one."""
-    commands = decide_commands(run_id, step_id, attempt)
+    commands = decide_commands(run_id, step_id, attempt, result_schema=result_schema)
     return "; ".join(
         f"{command} ({why.partition(':')[0]})"
         for command, (_, _, why) in zip(commands, DECISIONS, strict=True)

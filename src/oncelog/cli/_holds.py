@@ -18,7 +18,7 @@ def _name(resource: str) -> Any:
     """RESOURCE as ``oncelog holds`` prints it (a JSON array), or a plain string name."""
     try:
         parsed = json.loads(resource)
-    except ValueError:
+    except (ValueError, RecursionError):
         return resource
     return parsed if isinstance(parsed, list) else resource
 

@@ -54,6 +54,17 @@ def opened(db: str | None, **options: Any) -> Iterator[oncelog.Ledger]:
         raise click.exceptions.Exit(exc.exit_code) from exc
 
 
+def given_json(text: str, option: str) -> Any:
+    """An option's JSON text, decoded; a usage error (exit 2) saying why when it is not
+    JSON or nests too deeply for Python to decode (a RecursionError, not a ValueError)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise click.BadParameter("nested too deeply to be decoded", param_hint=option) from None
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint=option) from None
+
+
 def emit(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 

@@ -11,7 +11,7 @@ import click
 import oncelog
 from oncelog.display import DECISIONS, decide_commands, evidence_urls, oncelog_command, visible
 
-from ._options import db_option, emit, json_option, opened, print_next, say
+from ._options import db_option, emit, given_json, json_option, opened, print_next, say
 from ._show import SUBJECTS, run_row, shown, step_row, when
 
 
@@ -248,7 +248,4 @@ def _result_given(resolution: oncelog.Resolution, result_json: str | None, no_re
         )
     if no_result:
         return oncelog.NO_RESULT
-    try:
-        return json.loads(result_json or "")
-    except ValueError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint="--result") from exc
+    return given_json(result_json or "", "--result")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import sys
 from collections.abc import Mapping
@@ -14,7 +13,7 @@ import click
 
 import oncelog
 
-from ._options import db_option, opened
+from ._options import db_option, given_json, opened
 
 
 def _load(target: str) -> Any:
@@ -39,10 +38,7 @@ def _load(target: str) -> Any:
 @db_option
 def submit(run_id: str, agent: str | None, input_text: str, db: str | None) -> None:
     """Queue a run for workers; the same submission twice queues it once."""
-    try:
-        given = json.loads(input_text)
-    except ValueError as exc:
-        raise click.BadParameter(f"--input is not JSON: {exc}") from None
+    given = given_json(input_text, "--input")
     with opened(db) as ledger:
         new = ledger.submit(run_id, given, agent=agent)
     click.echo(f"{run_id}: {'queued' if new else 'already submitted'}")

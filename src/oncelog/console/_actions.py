@@ -147,7 +147,7 @@ def release_hold(form: Form, ledger: Ledger) -> tuple[str, str | None]:
     resource = form.exact("resource", required=True)
     try:
         name = json.loads(resource)
-    except ValueError:
+    except (ValueError, RecursionError):
         name = None
     if not isinstance(name, list):
         raise FormError(f"resource: {resource!r} is not a hold's name as the page shows it")

@@ -89,6 +89,9 @@ class Form:
             return None
         try:
             return json.loads(text)
+        except RecursionError:
+            # Python's decoder recurses per level: deep text is a RecursionError.
+            raise FormError(f"{name.replace('_', ' ')} is nested too deeply") from None
         except ValueError as exc:
             raise FormError(f"{name.replace('_', ' ')} is not JSON: {exc}") from None
 

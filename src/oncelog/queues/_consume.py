@@ -172,5 +172,7 @@ class QueueConsumer:
 def _decode(body: bytes) -> Any:
     try:
         return json.loads(body)
+    except RecursionError:
+        raise InvalidPayload("the message body is nested too deeply to be decoded") from None
     except ValueError as exc:  # UnicodeDecodeError too
         raise InvalidPayload(f"the message body is not JSON: {exc}") from None

@@ -44,6 +44,23 @@ def named(shape: dict[str, Any], payload: Any) -> dict[str, Any]:
     return {**dict(zip(shape["names"], args, strict=False)), **kwargs}
 
 
+def same_by_name(fn: Callable[..., Any], one: Any, other: Any) -> bool:
+    """Whether two recorded calls of ``fn`` (``{"args": [...], "kwargs": {...}}``) give
+    every parameter the same value, however each was passed: ``refund("o-1", 50)`` and a
+    person's edit of it, ``refund(order="o-1", amount=50)``, are one call. Defaults are
+    not filled in: one may have changed since a call was recorded."""
+    import inspect  # only for calls whose recorded texts differ
+
+    if not all(isinstance(p, dict) and set(p) == {"args", "kwargs"} for p in (one, other)):
+        return False
+    try:
+        signature = inspect.signature(fn)
+        bound = [signature.bind_partial(*p["args"], **p["kwargs"]).arguments for p in (one, other)]
+    except (TypeError, ValueError):  # no signature, or a call that does not fit it
+        return False
+    return bound[0] == bound[1]
+
+
 def checked_edit(
     shape_json: str | None, args_json: str, edited: Any, where: dict[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -44,10 +44,15 @@ def decode(text: str) -> Any:
     """``json.loads`` without its Python layers: canonical text has no surrounding
     whitespace, and replay decodes once per step."""
     try:
-        value, end = _scan_once(text, 0)
-    except StopIteration:
-        end = -1
-    return value if end == len(text) else json.loads(text)
+        try:
+            value, end = _scan_once(text, 0)
+        except StopIteration:
+            end = -1
+        return value if end == len(text) else json.loads(text)
+    except RecursionError:
+        # Only a person's text can be this deep (``encode`` refuses past MAX_DEPTH): a
+        # ValueError like any other text that is not a value oncelog can hold.
+        raise ValueError(f"it is nested more than {MAX_DEPTH} levels deep") from None
 
 
 def _lossless(value: Any) -> bool:

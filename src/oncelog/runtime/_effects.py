@@ -49,7 +49,7 @@ from .._exceptions import (
 from .._log import log
 from ..controls._alerts import AlertCallback, AlertSender
 from ..observe import _observe as observe
-from ..records._argument_edits import edited_payload_json
+from ..records._argument_edits import edited_payload_json, same_by_name
 from ..records._budgets import check, refusal
 from ..records._display import visible
 from ..records._records import ApprovalStatus, StepRecord, StepState, StepType, SubjectClaim
@@ -592,7 +592,7 @@ class Engine:
         """Another run's step holds the subject: take its result (``Adopted``) or raise
         what its state means; return if it was freed since, to claim it again."""
         while True:
-            same = holder.args_hash == step.args_hash
+            same = holder.args_hash == step.args_hash or self._holder_same_call(holder, step, call)
             # A declared preflight was asked before this intent: a freed subject is claimed
             # at once.
             situation = replace(
@@ -645,6 +645,10 @@ class Engine:
             said = "changed hands too often; a later start asks again"
         else:
             where = f"run {visible(holder.run_id)}, step {visible(holder.step_id)}"
+            # The attempt the person is shown: a decision naming none is refused once the
+            # holder's step has had a second (``resolve`` binds it to the one looked at).
+            found = self._holder_step(holder) if error is SubjectInDoubt else None
+            attempt = None if found is None else found.attempts
             said = {
                 SubjectDone: f"was done by {where}; its tool says a repeat is an error",
                 SubjectBusy: f"is being acted on by {where}, in a live process; a later start "
@@ -652,7 +656,7 @@ class Engine:
                 SubjectInDoubt: f"is held by {where}, whose outcome is in doubt and whose run "
                 "no live process holds: restart that run (it probes, resends or halts as "
                 "for any effect in doubt) or decide, one of: "
-                + decide_text(holder.run_id, holder.step_id, None),
+                + decide_text(holder.run_id, holder.step_id, attempt),
             }[error]
         return error(
             f"{step.tool} {step.step_id!r} was not sent: its subject {step.subject} {said}",
@@ -727,7 +731,14 @@ class Engine:
         error: NeedsPerson = (
             PreflightConflict(reason, run_id=self.run_id, step_id=record.step_id, key=record.key)
             if action is Action.HALT_CONFLICT
-            else in_doubt(reason, self.run_id, record.step_id, record.key, record.attempts)
+            else in_doubt(
+                reason,
+                self.run_id,
+                record.step_id,
+                record.key,
+                record.attempts,
+                result_schema=call.spec.result_schema is not None,
+            )
         )
         stop = Stop.of(record.seq, error)
         self.run_store.mark_unknown(self.lease, record.seq, reason, stop.to_json())
@@ -782,7 +793,29 @@ class Engine:
         with suppress(ValueError):
             if decode(record.args_json) == call.payload:
                 return True
-        return record.args_hash == digest(self._args_json(call, record.step_id))
+        args_json = self._args_json(call, record.step_id)
+        return record.args_hash == digest(args_json) or self._same_by_name(
+            call, record.args_json, args_json
+        )
+
+    def _holder_same_call(self, holder: SubjectClaim, step: NewStep, call: Call) -> bool:
+        """Whether the step holding the subject recorded this very call, its arguments
+        perhaps passed otherwise (by position there, by name in a person's edit here)."""
+        found = self._holder_step(holder)
+        return found is not None and self._same_by_name(call, found.args_json, step.args_json)
+
+    def _holder_step(self, holder: SubjectClaim) -> StepRecord | None:
+        """The step of another run that holds a subject, as recorded; None if gone."""
+        found = self.run_store.steps(holder.run_id, holder.seq, 1)
+        return found[0] if found and found[0].seq == holder.seq else None
+
+    @staticmethod
+    def _same_by_name(call: Call, recorded_json: str, args_json: str) -> bool:
+        """Two recorded effect calls bound to the tool's parameters, compared: equal calls
+        compare equal whether their arguments went by position or by name."""
+        if call.step_type is not _EFFECT:
+            return False  # a model call or a query: its payload is not a tool's call
+        return same_by_name(call.fn, decode(recorded_json), decode(args_json))
 
     def _check_drift(self, record: StepRecord, call: Call) -> None:
         with suppress(ValueError):  # _same_args's first comparison, inlined for replay
