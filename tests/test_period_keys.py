@@ -16,7 +16,7 @@ from oncelog import markers
 from .support.launch import environment, run_python
 from .support.mail_system import MailSystem
 from .test_mail_probe import Agent, mail
-from .test_markers import AGENT, marker_provider, start
+from .test_markers import AGENT, LINK_SECRET, marker_provider, start
 
 __all__ = ["mail"]  # the fixture, used by name
 
@@ -107,4 +107,4 @@ def run_day(
     store_url: str, provider: str, run_id: str, *options: str, crash_at: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     return run_python(AGENT, store_url, run_id, provider, *options,
-                      env=environment(crash_at=crash_at))  # fmt: skip
+                      env=environment(crash_at=crash_at, ONCELOG_LINK_SECRET=LINK_SECRET))  # fmt: skip

@@ -3,8 +3,8 @@
 SMTP takes no idempotency key, so a mail tool killed after the server accepted its
 message and before oncelog recorded it can only halt for a person, unless the message
 can be found. ``MailSender`` stamps the step's idempotency key into every message it
-sends: a ``Message-ID`` derived from the key (``message_id_for``) and the key itself in an
-``X-Oncelog-Key`` header. ``MailFinder`` is the probe that searches an IMAP mailbox for
+sends: a ``Message-ID`` made from the key by the ledger's secret (``message_id_for``), and
+the key itself in an ``X-Oncelog-Key`` header, for people. ``MailFinder`` is the probe that searches an IMAP mailbox for
 them; ``mail_tool`` declares the two as one::
 
     from datetime import timedelta
@@ -22,8 +22,14 @@ them; ``mail_tool`` declares the two as one::
 Where the finder looks, and what its answers rely on
 ----------------------------------------------------
 ``Found({"message_id": ..., "to": [...]})``
-    A message in the mailbox carries the key (its ``X-Oncelog-Key`` header is the key, or
-    its ``Message-ID`` the one derived from it). A copy exists only once the SMTP server
+    A message in the mailbox carries the key's stamp: its ``Message-ID``'s local part is
+    the key's authenticator (``oncelog.markers.authenticator``, an HMAC of the key under a
+    key derived from the link secret). Keys can be guessed, and anyone who can send to
+    the mailbox chooses a message's headers: a message with the key in its
+    ``X-Oncelog-Key`` header, or a Message-ID the secret did not make, is not evidence and
+    is passed over (someone who can read the secret can forge one; nobody else can). A
+    message sent before stamps were authenticated is passed over too: its in-doubt send
+    is settled by a person. A copy exists only once the SMTP server
     accepted the message: the server filed it, delivered it to a recipient, or the sender
     appended it after the server's 250. The result is what the tool returns, built from
     the recorded arguments. Several copies (an appended copy and a delivered one, or a
@@ -62,7 +68,7 @@ token, as no provider does.
 from __future__ import annotations
 
 import email.parser
-import hashlib
+import hmac
 import imaplib
 import logging
 import re
@@ -86,6 +92,7 @@ from oncelog import (
     Tool,
     tool,
 )
+from oncelog import markers
 from oncelog.failures import Failure
 from oncelog.failures import smtplib as smtp_failures
 
@@ -110,10 +117,12 @@ _KEY = re.compile(r"[A-Za-z0-9_.:-]{1,200}")  # what oncelog's keys are made of
 _DOMAIN = re.compile(r"[A-Za-z0-9.-]{1,253}")
 
 
-def message_id_for(key: str, domain: str) -> str:
+def message_id_for(key: str, domain: str, secret: bytes | None = None) -> str:
     """The ``Message-ID`` of the message sent with ``key``: the same for every attempt,
-    and the key itself not shown to the recipients."""
-    return f"<{hashlib.sha256(key.encode()).hexdigest()[:32]}.oncelog@{domain}>"
+    the key itself not shown to the recipients, and its local part the key's
+    ``oncelog.markers.authenticator`` (under ``secret``, by default the stamp key of the
+    ledger whose run is executing), which nobody without the ledger's secret can make."""
+    return f"<{markers.authenticator(key, secret)}.oncelog@{domain}>"
 
 
 @dataclass(frozen=True)
@@ -378,13 +387,13 @@ class MailFinder:
         return NOT_FOUND
 
     def _carrying(self, key: str) -> list[str]:
-        """The Message-IDs of the messages in the mailbox that carry the key, or the
-        Message-ID derived from it (IMAP's header search matches substrings: each hit is
-        read and compared whole)."""
-        message_id = message_id_for(key, self.domain) if self.domain else None
-        criteria = ["HEADER", KEY_HEADER, f'"{key}"']
-        if message_id is not None:
-            criteria = ["OR", *criteria, "HEADER", "Message-ID", f'"{message_id}"']
+        """The Message-IDs of the messages in the mailbox stamped for the key: a
+        Message-ID whose local part is the key's authenticator. A message that carries
+        the key in its ``X-Oncelog-Key`` header, or a Message-ID of another form, is not
+        one: a key can be guessed, and anyone can send a message with any headers (IMAP's
+        header search matches substrings: each hit is read and compared whole)."""
+        stamp = f"<{markers.authenticator(key)}.oncelog@"
+        criteria = ["OR", "HEADER", KEY_HEADER, f'"{key}"', "HEADER", "Message-ID", f'"{stamp}"']
         with _imap(self.mailbox) as imap:
             status, _ = imap.select(_quoted(self.mailbox.mailbox), readonly=True)
             if status != "OK":
@@ -395,10 +404,10 @@ class MailFinder:
             uids = b" ".join(part for part in hits if isinstance(part, bytes)).split()
             headers = [_headers(imap, uid) for uid in uids]
         return [
-            found.get("message-id", message_id or "")
+            found["message-id"]
             for found in headers
-            if found.get(KEY_HEADER.lower()) == key
-            or (message_id is not None and found.get("message-id") == message_id)
+            if hmac.compare_digest(found.get("message-id", "")[: len(stamp)].encode(),
+                                   stamp.encode())  # fmt: skip
         ]
 
 
