@@ -147,7 +147,11 @@ def start(
     store_url: str, provider: MarkerProvider, crash_at: str | None = None, *options: str
 ) -> subprocess.CompletedProcess[str]:
     return run_python(
-        AGENT, store_url, "r", provider.url, *options,
+        AGENT,
+        store_url,
+        "r",
+        provider.url,
+        *options,
         env=environment(crash_at=crash_at, ONCELOG_LINK_SECRET=LINK_SECRET),
     )
 

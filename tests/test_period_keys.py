@@ -59,9 +59,7 @@ def test_a_digest_killed_after_its_send_is_found_and_not_sent_again(
     assert step.result == {"message_id": message["Message-ID"], "to": ["ada@example.com"]}
 
 
-def test_a_post_in_doubt_is_not_settled_by_the_last_periods(
-    store_url: str, tmp_path: Path
-) -> None:
+def test_a_post_in_doubt_is_not_settled_by_the_last_periods(store_url: str, tmp_path: Path) -> None:
     """No kill: day 2's call fails in doubt before reaching the provider, and the probe,
     asked at once, must not find day 1's post under day 2's marker."""
     with marker_provider(tmp_path, lag=0.0) as provider:
@@ -106,5 +104,5 @@ def test_killed_in_flight_the_restart_keeps_its_recorded_key(
 def run_day(
     store_url: str, provider: str, run_id: str, *options: str, crash_at: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return run_python(AGENT, store_url, run_id, provider, *options,
-                      env=environment(crash_at=crash_at, ONCELOG_LINK_SECRET=LINK_SECRET))  # fmt: skip
+    env = environment(crash_at=crash_at, ONCELOG_LINK_SECRET=LINK_SECRET)
+    return run_python(AGENT, store_url, run_id, provider, *options, env=env)

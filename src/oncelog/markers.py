@@ -123,8 +123,8 @@ class MarkerProbe(Generic[T]):
     default). ``consistent_after``: the provider's search is declared to show every
     item whose request was sent at least that long ago (its processing time plus its
     index's lag); None, the default, when not known: then nothing found is never taken
-    for "not there". ``sleep`` waits that long (a test may pass another). ``secret``: the stamp key, for a
-    probe asked outside a run (by default, the running ledger's)."""
+    for "not there". ``sleep`` waits that long (a test may pass another). ``secret``:
+    the stamp key, for a probe asked outside a run (by default, the running ledger's)."""
 
     search: Callable[[str], Iterable[T]]
     marker_of: Callable[[T], str | None]
@@ -142,7 +142,7 @@ class MarkerProbe(Generic[T]):
     def __call__(self, key: str, *args: Any, **kwargs: Any) -> ProbeAnswer:
         """The answer for the effect with idempotency key ``key``; the tool's recorded
         arguments are accepted as the probe contract passes them, and not read."""
-        expected = marker(key, self.secret)  # outside a run, without a secret: raises
+        expected = marker(key, self.secret)  # outside a run and without one: raises
         try:
             carriers = self._carriers(expected)
             if not carriers and self.consistent_after is not None:

@@ -3,9 +3,9 @@
 SMTP takes no idempotency key, so a mail tool killed after the server accepted its
 message and before oncelog recorded it can only halt for a person, unless the message
 can be found. ``MailSender`` stamps the step's idempotency key into every message it
-sends: a ``Message-ID`` made from the key by the ledger's secret (``message_id_for``), and
-the key itself in an ``X-Oncelog-Key`` header, for people. ``MailFinder`` is the probe that searches an IMAP mailbox for
-them; ``mail_tool`` declares the two as one::
+sends: a ``Message-ID`` made from the key by the ledger's secret (``message_id_for``),
+and the key itself in an ``X-Oncelog-Key`` header, for people. ``MailFinder`` is the
+probe that searches an IMAP mailbox for them; ``mail_tool`` declares the two as one::
 
     from datetime import timedelta
     from oncelog.probes.mail import ImapMailbox, MailFinder, MailSender, SmtpServer, mail_tool
@@ -90,9 +90,9 @@ from oncelog import (
     InvalidPayload,
     ProbeAnswer,
     Tool,
+    markers,
     tool,
 )
-from oncelog import markers
 from oncelog.failures import Failure
 from oncelog.failures import smtplib as smtp_failures
 
@@ -403,11 +403,11 @@ class MailFinder:
                 raise _CannotSearch(f"the search was refused: {hits!r}")
             uids = b" ".join(part for part in hits if isinstance(part, bytes)).split()
             headers = [_headers(imap, uid) for uid in uids]
+        expected = stamp.encode()
         return [
             found["message-id"]
             for found in headers
-            if hmac.compare_digest(found.get("message-id", "")[: len(stamp)].encode(),
-                                   stamp.encode())  # fmt: skip
+            if hmac.compare_digest(found.get("message-id", "")[: len(stamp)].encode(), expected)
         ]
 
 
