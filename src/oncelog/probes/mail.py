@@ -68,6 +68,7 @@ token, as no provider does.
 from __future__ import annotations
 
 import email.parser
+import hashlib
 import hmac
 import imaplib
 import logging
@@ -180,13 +181,16 @@ class MailSender:
     to (a Bcc), whose mailbox a ``MailFinder`` searches; the server must accept it before
     DATA, or nothing is sent. ``save_to``: a folder the message is appended to after the
     server accepted it (a failed append is logged, the message is sent all the same).
-    ``domain``: of the ``Message-ID``, by default ``from_addr``'s."""
+    ``domain``: of the ``Message-ID``, by default ``from_addr``'s. ``secret``: the stamp
+    key (``Ledger.stamp_key()``), for a sender called outside a run (by default, the
+    running ledger's)."""
 
     server: SmtpServer
     from_addr: str
     archive: str | None = None
     save_to: ImapMailbox | None = None
     domain: str | None = None
+    secret: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         domain = self.domain or self.from_addr.rpartition("@")[2]
@@ -222,7 +226,13 @@ class MailSender:
             message["Subject"] = subject
         except ValueError as exc:  # a header with a line break in it
             raise InvalidPayload(f"cannot send this message: {exc}") from exc
-        message["Message-ID"] = message_id_for(key, self.domain or _domain_of(self.from_addr))
+        domain = self.domain or _domain_of(self.from_addr)
+        try:
+            message["Message-ID"] = message_id_for(key, domain, self.secret)
+        except ConfigurationError:
+            # Sent outside a run, with no ledger behind it: a plain Message-ID, which no
+            # finder takes for evidence.
+            message["Message-ID"] = f"<{hashlib.sha256(key.encode()).hexdigest()[:32]}@{domain}>"
         message[KEY_HEADER] = key
         message.set_content(body)
         return message
@@ -347,13 +357,15 @@ class MailFinder:
     ``delivery_delay``: declares that every message the server accepts lands in this
     mailbox within that time (see the module's docstring); only then, and only for the
     finder ``mail_tool`` declares (``sees_its_tool``), may it answer ``NOT_FOUND``.
-    ``poll``: seconds between searches while it waits."""
+    ``poll``: seconds between searches while it waits. ``secret``: the stamp key, for a
+    finder asked outside a run (by default, the running ledger's)."""
 
     mailbox: ImapMailbox
     delivery_delay: timedelta | None = None
     domain: str | None = None
     poll: float = 0.5
     sees_its_tool: bool = False
+    secret: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.delivery_delay is not None and self.delivery_delay < timedelta(0):
@@ -392,7 +404,7 @@ class MailFinder:
         the key in its ``X-Oncelog-Key`` header, or a Message-ID of another form, is not
         one: a key can be guessed, and anyone can send a message with any headers (IMAP's
         header search matches substrings: each hit is read and compared whole)."""
-        stamp = f"<{markers.authenticator(key)}.oncelog@"
+        stamp = f"<{markers.authenticator(key, self.secret)}.oncelog@"
         criteria = ["OR", "HEADER", KEY_HEADER, f'"{key}"', "HEADER", "Message-ID", f'"{stamp}"']
         with _imap(self.mailbox) as imap:
             status, _ = imap.select(_quoted(self.mailbox.mailbox), readonly=True)
