@@ -40,6 +40,7 @@ from .support.mail_system import (
 REFUSED = "gone@example.com"
 STALLS = "slow@example.com"
 KEY = "ol1_0123456789abcdef"
+SECRET = b"the stamp key of a ledger these calls, made outside a run, stand for"
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ def mail() -> Iterator[MailSystem]:
 
 def sender(mail: MailSystem, timeout: float = 10, **options: object) -> MailSender:
     smtp = SmtpServer("127.0.0.1", mail.smtp_port, security="none", timeout=timeout)
-    return MailSender(smtp, "agent@shop.example", **options)  # type: ignore[arg-type]
+    return MailSender(smtp, "agent@shop.example", **options, secret=SECRET)  # type: ignore[arg-type]
 
 
 def archive(mail: MailSystem, folder: str = "INBOX", password: str = PASSWORD) -> ImapMailbox:
@@ -67,7 +68,7 @@ def failure_of(raises: type[BaseException], send: MailSender, to: str) -> Failur
 
 def test_a_refused_connection_was_not_sent() -> None:
     smtp = SmtpServer("127.0.0.1", free_port(), security="none", timeout=5)
-    send = MailSender(smtp, "agent@shop.example")
+    send = MailSender(smtp, "agent@shop.example", secret=SECRET)
     assert failure_of(ConnectionRefusedError, send, "ada@example.com") is Failure.NOT_PERFORMED
 
 
@@ -104,7 +105,9 @@ def test_a_timeout_inside_data_is_in_doubt(mail: MailSystem) -> None:
 
 
 def test_a_message_that_cannot_be_built_is_refused_before_connecting() -> None:
-    send = MailSender(SmtpServer("127.0.0.1", free_port(), security="none"), "a@shop.example")
+    send = MailSender(
+        SmtpServer("127.0.0.1", free_port(), security="none"), "a@shop.example", secret=SECRET
+    )
     for to, subject, key in [("ada@example.com", "hi\r\nBcc: eve@example.com", KEY),
                              ("ada@example.com>, eve@example.com", "hi", KEY),
                              ("ada@example.com", "hi", "a key\r\nBcc: x")]:  # fmt: skip
@@ -115,24 +118,26 @@ def test_a_message_that_cannot_be_built_is_refused_before_connecting() -> None:
 
 def test_the_finder_finds_the_sent_message_and_only_it(mail: MailSystem) -> None:
     sent = sender(mail, archive=USER)("ada@example.com", "hi", "x", idempotency_key=KEY + "ff")
-    assert sent["message_id"] == message_id_for(KEY + "ff", "shop.example")
+    assert sent["message_id"] == message_id_for(KEY + "ff", "shop.example", SECRET)
     finder = MailFinder(archive(mail), domain="shop.example", sees_its_tool=True,
-                        delivery_delay=timedelta(seconds=0.3), poll=0.1)  # fmt: skip
+                        delivery_delay=timedelta(seconds=0.3), poll=0.1, secret=SECRET)  # fmt: skip
     assert finder(KEY + "ff", "ada@example.com", "hi", "x") == oncelog.Found(sent)
     # IMAP matches substrings of headers: a key that is the start of another is not it.
     assert finder(KEY, "ada@example.com", "hi", "x") is oncelog.NOT_FOUND
 
 
 def test_the_finder_cannot_tell_without_proof(mail: MailSystem) -> None:
-    apart = MailFinder(archive(mail), delivery_delay=timedelta(seconds=0.2), poll=0.1)
+    apart = MailFinder(
+        archive(mail), delivery_delay=timedelta(seconds=0.2), poll=0.1, secret=SECRET
+    )
     assert apart(KEY, "ada@example.com") is oncelog.CANNOT_TELL  # not declared with its tool
-    no_delay = MailFinder(archive(mail), sees_its_tool=True)
+    no_delay = MailFinder(archive(mail), sees_its_tool=True, secret=SECRET)
     assert no_delay(KEY, "ada@example.com") is oncelog.CANNOT_TELL  # no bound on delivery
     locked_out = MailFinder(archive(mail, password="wrong"), sees_its_tool=True,
-                            delivery_delay=timedelta(0))  # fmt: skip
+                            delivery_delay=timedelta(0), secret=SECRET)  # fmt: skip
     assert locked_out(KEY, "ada@example.com") is oncelog.CANNOT_TELL
     missing = MailFinder(archive(mail, "NoSuchFolder"), sees_its_tool=True,
-                         delivery_delay=timedelta(0))  # fmt: skip
+                         delivery_delay=timedelta(0), secret=SECRET)  # fmt: skip
     assert missing(KEY, "ada@example.com") is oncelog.CANNOT_TELL
     mail.stop_imap()
     assert no_delay(KEY, "ada@example.com") is oncelog.CANNOT_TELL
@@ -145,12 +150,13 @@ def test_the_appended_copy_is_found_but_proves_no_absence(mail: MailSystem) -> N
     sent_folder = archive(mail, "Sent")
     send = sender(mail, save_to=sent_folder)
     sent = send("ada@example.com", "hi", "x", idempotency_key=KEY)
-    finder = MailFinder(sent_folder, domain="shop.example", sees_its_tool=True)
+    finder = MailFinder(sent_folder, domain="shop.example", sees_its_tool=True, secret=SECRET)
     assert finder(KEY, "ada@example.com") == oncelog.Found(sent)
     assert finder(KEY + "00", "ada@example.com") is oncelog.CANNOT_TELL
     with pytest.raises(oncelog.ConfigurationError, match="appends to after sending"):
         mail_tool(name="send", sender=send,
-                  finder=MailFinder(sent_folder, delivery_delay=timedelta(seconds=1)))  # fmt: skip
+                  finder=MailFinder(sent_folder, delivery_delay=timedelta(seconds=1),
+                                    secret=SECRET))  # fmt: skip
 
 
 def test_a_failed_append_does_not_fail_a_sent_message(mail: MailSystem) -> None:

@@ -24,6 +24,9 @@ from oncelog import CANNOT_TELL, NOT_FOUND, Found, markers
 from .support.launch import environment, python, run_python
 
 PROVIDER = Path(__file__).parent / "support" / "marker_provider.py"
+SECRET = b"the ledger's stamp key, for tests outside a run"
+# What the agents' ledgers sign their stamps with (a PostgreSQL ledger has no file).
+LINK_SECRET = "a-link-secret-of-the-marker-tests-0123456789"
 AGENT = Path(__file__).parent / "crash_agents" / "marker_agent.py"
 
 
@@ -31,22 +34,23 @@ AGENT = Path(__file__).parent / "crash_agents" / "marker_agent.py"
 
 
 def test_a_marker_is_one_stable_word_of_the_key() -> None:
-    first = markers.marker("run-1/post/0")
-    assert first == markers.marker("run-1/post/0") != markers.marker("run-1/post/1")
+    first = markers.marker("run-1/post/0", SECRET)
+    assert first == markers.marker("run-1/post/0", SECRET)
+    assert first != markers.marker("run-1/post/1", SECRET)
     assert first.startswith("oncelog-")
     assert len(first.split()) == 1
     assert len(first) == 40
     assert "run-1" not in first
     with pytest.raises(oncelog.ConfigurationError):
-        markers.marker("")
+        markers.marker("", SECRET)
 
 
 def test_only_the_last_line_the_tool_wrote_is_read() -> None:
-    forged = markers.stamp("x", "another effect's key")  # the model wrote a marker...
-    text = markers.stamp(f"a reply\n{forged}\nsigned", "k")  # ... the tool stamps last
-    assert markers.stamped(text) == markers.marker("k")
-    assert markers.stamped(f"{markers.stamp('x', 'k')}\nmore") is None
-    assert markers.stamped(f"see {markers.marker('k')}") is None
+    forged = markers.stamp("x", "another effect's key", SECRET)  # the model wrote a marker...
+    text = markers.stamp(f"a reply\n{forged}\nsigned", "k", SECRET)  # ... the tool stamps last
+    assert markers.stamped(text) == markers.marker("k", SECRET)
+    assert markers.stamped(f"{markers.stamp('x', 'k', SECRET)}\nmore") is None
+    assert markers.stamped(f"see {markers.marker('k', SECRET)}") is None
     assert markers.stamped(None) is None
 
 
@@ -70,26 +74,27 @@ def probe(search: Search, after: float | None = None, slept: list[float] | None 
         result_of=lambda item: {"id": item["id"]},
         consistent_after=None if after is None else timedelta(seconds=after),
         sleep=(slept if slept is not None else []).append,
+        secret=SECRET,
     )
 
 
 def test_one_carrier_is_found() -> None:
-    search = Search([{"id": 7, "text": markers.stamp("hi", "k")}])
+    search = Search([{"id": 7, "text": markers.stamp("hi", "k", SECRET)}])
     assert probe(search)("k") == Found({"id": 7})
 
 
 def test_a_near_miss_is_not_a_carrier() -> None:
-    quoted = {"id": 1, "text": f"quoting <!-- {markers.marker('k')} --> in the middle\nend"}
+    quoted = {"id": 1, "text": f"quoting <!-- {markers.marker('k', SECRET)} --> in the middle\nend"}
     assert probe(Search([quoted]), after=1.0)("k") is NOT_FOUND
 
 
 def test_several_carriers_are_for_a_person() -> None:
-    twice = [{"id": n, "text": markers.stamp("hi", "k")} for n in (1, 2)]
+    twice = [{"id": n, "text": markers.stamp("hi", "k", SECRET)} for n in (1, 2)]
     assert probe(Search(twice))("k") is CANNOT_TELL
 
 
 def test_none_found_by_a_search_not_declared_consistent_cannot_tell() -> None:
-    search = Search([{"id": 1, "text": markers.stamp("hi", "other")}])
+    search = Search([{"id": 1, "text": markers.stamp("hi", "other", SECRET)}])
     assert probe(search)("k") is CANNOT_TELL
     assert search.calls == 1
 
@@ -142,8 +147,21 @@ def start(
     store_url: str, provider: MarkerProvider, crash_at: str | None = None, *options: str
 ) -> subprocess.CompletedProcess[str]:
     return run_python(
-        AGENT, store_url, "r", provider.url, *options, env=environment(crash_at=crash_at)
+        AGENT,
+        store_url,
+        "r",
+        provider.url,
+        *options,
+        env=environment(crash_at=crash_at, ONCELOG_LINK_SECRET=LINK_SECRET),
     )
+
+
+def stamp_key(store_url: str) -> bytes:
+    """The stamp key the agents' ledger signs with (under their link secret)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ONCELOG_LINK_SECRET", LINK_SECRET)
+        with oncelog.open(store_url) as ledger:
+            return ledger.stamp_key()
 
 
 def post_step(store_url: str) -> oncelog.StepRecord:
@@ -162,7 +180,7 @@ def test_killed_after_the_provider_kept_it_is_found(store_url: str, tmp_path: Pa
         assert json.loads(again.stdout) == {"id": message["id"]}
         step = post_step(store_url)
         assert (step.state, step.attempts) == (oncelog.StepState.DONE, 1)
-        assert markers.stamped(message["text"]) == markers.marker(step.key)
+        assert markers.stamped(message["text"]) == markers.marker(step.key, stamp_key(store_url))
 
 
 def test_a_lagging_search_halts_and_then_finds_it(store_url: str, tmp_path: Path) -> None:

@@ -110,6 +110,7 @@ class Ledger(PersonDecisions):
         self._making_people = threading.Lock()
         self.signer = signer  # signs a checkpoint of each run's chain when the run ends
         self._redaction_key = redaction_key
+        self._stamp_key: bytes | None = None
         # tool -> (schema object, form, contract) this process stored
         self._declared_results: dict[str, tuple[object, str, str]] = {}
         # Said once, at the first run: a ledger this process made holds nothing another
@@ -461,6 +462,21 @@ class Ledger(PersonDecisions):
 
         after_id = numbers.count(after_id, "after_id")
         return export_lines(self.store, run_id=run_id, after_id=after_id, checkpoints=checkpoints)
+
+    def stamp_key(self) -> bytes:
+        """The key that authenticates the stamps probes trust (``oncelog.markers``, the
+        mail probe's Message-ID): derived for that purpose alone from the link secret
+        (``$ONCELOG_LINK_SECRET``, else the ``link-secret`` file beside a SQLite ledger),
+        which only the ledger's processes can read. Made once per ledger."""
+        if self._stamp_key is None:
+            import hashlib
+            import hmac
+
+            from .controls._links import link_secret  # only where stamps are used
+
+            secret = link_secret(self.url)
+            self._stamp_key = hmac.new(secret, b"oncelog-stamp", hashlib.sha256).digest()
+        return self._stamp_key
 
     def redaction_key_for(self, tool_name: str) -> bytes:
         """The key that hashes secret fields; a tool with secrets needs one."""

@@ -3,12 +3,15 @@ kill and restart.
 
     python tests/crash_agents/mail_agent.py --ledger L --run R --smtp-port N --imap-port N
         [--delivery-delay S | --no-finder] [--kill-file FILE] [--to ADDRESS] [--timeout S]
+        [--once-for S]
 
 One run: a read, then the effect ``email`` (a ``mail_tool`` sending to a customer with the
 archive address as Bcc; its finder searches the archive's mailbox over IMAP), then a read.
 It prints the email's result as one JSON line and exits through ``oncelog.run_main`` (0
 completed, 3 a person must act). ``--kill-file``: its pid is written there before the
 send, for the SMTP server to kill it after storing the message and before answering.
+``--once-for``: the email's subject is its recipient, claimed for that long (a digest
+each period).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--kill-file", type=Path, default=None)
     parser.add_argument("--to", default="ada@example.com")
     parser.add_argument("--timeout", type=float, default=10.0, help="SMTP's, in seconds")
+    parser.add_argument("--once-for", type=float, default=None)
     return parser.parse_args()
 
 
@@ -47,7 +51,11 @@ def declare(args: argparse.Namespace) -> oncelog.Tool[..., dict[str, object]]:
     delay = None if args.delivery_delay is None else timedelta(seconds=args.delivery_delay)
     finder = None if args.no_finder else MailFinder(archive, delivery_delay=delay, poll=0.1)
     sender = MailSender(smtp, "agent@shop.example", archive=ARCHIVE)
-    return mail_tool(name="send_email", sender=sender, finder=finder)
+    if args.once_for is None:
+        return mail_tool(name="send_email", sender=sender, finder=finder)
+    return mail_tool(name="send_email", sender=sender, finder=finder,
+                     once_per=lambda to, subject, body: ("digest", to),
+                     once_for=args.once_for)  # fmt: skip
 
 
 def agent(args: argparse.Namespace) -> None:

@@ -4,9 +4,12 @@ marker when a restart finds it in doubt. The crash tests run it as a subprocess 
 it (``ONCELOG_CRASH_AT``).
 
     python tests/crash_agents/marker_agent.py LEDGER RUN PROVIDER_URL [--consistent-after S]
+        [--once-for S] [--lose-first]
 
 It prints the effect's result as one JSON line and exits through ``oncelog.run_main``
-(0 completed, 3 a person must act).
+(0 completed, 3 a person must act). ``--once-for``: the post's subject is the channel,
+claimed for that long (a post each period). ``--lose-first``: the first call of the
+process fails in doubt (a timeout) without reaching the provider.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("run")
     parser.add_argument("provider")
     parser.add_argument("--consistent-after", type=float, default=None)
+    parser.add_argument("--once-for", type=float, default=None)
+    parser.add_argument("--lose-first", action="store_true")
     return parser.parse_args()
 
 
@@ -57,8 +62,16 @@ def agent(options: argparse.Namespace) -> None:
         consistent_after=None if after is None else timedelta(seconds=after),
     )
 
-    @oncelog.tool(kind="create", name="post_message", probe=probe)
+    lost: list[str] = []
+    subject: dict[str, Any] = {}
+    if options.once_for is not None:
+        subject = {"once_per": lambda text: ("channel", "support"), "once_for": options.once_for}
+
+    @oncelog.tool(kind="create", name="post_message", probe=probe, **subject)
     def post_message(text: str, *, idempotency_key: str) -> dict[str, Any]:
+        if options.lose_first and not lost:
+            lost.append(idempotency_key)
+            raise TimeoutError("the request timed out")  # it never reached the provider
         return {"id": post(options.provider, markers.stamp(text, idempotency_key))["id"]}
 
     with oncelog.open(options.ledger) as ledger, ledger.run(options.run) as run:

@@ -3,9 +3,9 @@
 SMTP takes no idempotency key, so a mail tool killed after the server accepted its
 message and before oncelog recorded it can only halt for a person, unless the message
 can be found. ``MailSender`` stamps the step's idempotency key into every message it
-sends: a ``Message-ID`` derived from the key (``message_id_for``) and the key itself in an
-``X-Oncelog-Key`` header. ``MailFinder`` is the probe that searches an IMAP mailbox for
-them; ``mail_tool`` declares the two as one::
+sends: a ``Message-ID`` made from the key by the ledger's secret (``message_id_for``),
+and the key itself in an ``X-Oncelog-Key`` header, for people. ``MailFinder`` is the
+probe that searches an IMAP mailbox for them; ``mail_tool`` declares the two as one::
 
     from datetime import timedelta
     from oncelog.probes.mail import ImapMailbox, MailFinder, MailSender, SmtpServer, mail_tool
@@ -22,8 +22,14 @@ them; ``mail_tool`` declares the two as one::
 Where the finder looks, and what its answers rely on
 ----------------------------------------------------
 ``Found({"message_id": ..., "to": [...]})``
-    A message in the mailbox carries the key (its ``X-Oncelog-Key`` header is the key, or
-    its ``Message-ID`` the one derived from it). A copy exists only once the SMTP server
+    A message in the mailbox carries the key's stamp: its ``Message-ID``'s local part is
+    the key's authenticator (``oncelog.markers.authenticator``, an HMAC of the key under a
+    key derived from the link secret). Keys can be guessed, and anyone who can send to
+    the mailbox chooses a message's headers: a message with the key in its
+    ``X-Oncelog-Key`` header, or a Message-ID the secret did not make, is not evidence and
+    is passed over (someone who can read the secret can forge one; nobody else can). A
+    message sent before stamps were authenticated is passed over too: its in-doubt send
+    is settled by a person. A copy exists only once the SMTP server
     accepted the message: the server filed it, delivered it to a recipient, or the sender
     appended it after the server's 250. The result is what the tool returns, built from
     the recorded arguments. Several copies (an appended copy and a delivered one, or a
@@ -63,6 +69,7 @@ from __future__ import annotations
 
 import email.parser
 import hashlib
+import hmac
 import imaplib
 import logging
 import re
@@ -84,6 +91,7 @@ from oncelog import (
     InvalidPayload,
     ProbeAnswer,
     Tool,
+    markers,
     tool,
 )
 from oncelog.failures import Failure
@@ -110,10 +118,12 @@ _KEY = re.compile(r"[A-Za-z0-9_.:-]{1,200}")  # what oncelog's keys are made of
 _DOMAIN = re.compile(r"[A-Za-z0-9.-]{1,253}")
 
 
-def message_id_for(key: str, domain: str) -> str:
+def message_id_for(key: str, domain: str, secret: bytes | None = None) -> str:
     """The ``Message-ID`` of the message sent with ``key``: the same for every attempt,
-    and the key itself not shown to the recipients."""
-    return f"<{hashlib.sha256(key.encode()).hexdigest()[:32]}.oncelog@{domain}>"
+    the key itself not shown to the recipients, and its local part the key's
+    ``oncelog.markers.authenticator`` (under ``secret``, by default the stamp key of the
+    ledger whose run is executing), which nobody without the ledger's secret can make."""
+    return f"<{markers.authenticator(key, secret)}.oncelog@{domain}>"
 
 
 @dataclass(frozen=True)
@@ -171,13 +181,16 @@ class MailSender:
     to (a Bcc), whose mailbox a ``MailFinder`` searches; the server must accept it before
     DATA, or nothing is sent. ``save_to``: a folder the message is appended to after the
     server accepted it (a failed append is logged, the message is sent all the same).
-    ``domain``: of the ``Message-ID``, by default ``from_addr``'s."""
+    ``domain``: of the ``Message-ID``, by default ``from_addr``'s. ``secret``: the stamp
+    key (``Ledger.stamp_key()``), for a sender called outside a run (by default, the
+    running ledger's)."""
 
     server: SmtpServer
     from_addr: str
     archive: str | None = None
     save_to: ImapMailbox | None = None
     domain: str | None = None
+    secret: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         domain = self.domain or self.from_addr.rpartition("@")[2]
@@ -213,7 +226,13 @@ class MailSender:
             message["Subject"] = subject
         except ValueError as exc:  # a header with a line break in it
             raise InvalidPayload(f"cannot send this message: {exc}") from exc
-        message["Message-ID"] = message_id_for(key, self.domain or _domain_of(self.from_addr))
+        domain = self.domain or _domain_of(self.from_addr)
+        try:
+            message["Message-ID"] = message_id_for(key, domain, self.secret)
+        except ConfigurationError:
+            # Sent outside a run, with no ledger behind it: a plain Message-ID, which no
+            # finder takes for evidence.
+            message["Message-ID"] = f"<{hashlib.sha256(key.encode()).hexdigest()[:32]}@{domain}>"
         message[KEY_HEADER] = key
         message.set_content(body)
         return message
@@ -338,13 +357,15 @@ class MailFinder:
     ``delivery_delay``: declares that every message the server accepts lands in this
     mailbox within that time (see the module's docstring); only then, and only for the
     finder ``mail_tool`` declares (``sees_its_tool``), may it answer ``NOT_FOUND``.
-    ``poll``: seconds between searches while it waits."""
+    ``poll``: seconds between searches while it waits. ``secret``: the stamp key, for a
+    finder asked outside a run (by default, the running ledger's)."""
 
     mailbox: ImapMailbox
     delivery_delay: timedelta | None = None
     domain: str | None = None
     poll: float = 0.5
     sees_its_tool: bool = False
+    secret: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.delivery_delay is not None and self.delivery_delay < timedelta(0):
@@ -378,13 +399,13 @@ class MailFinder:
         return NOT_FOUND
 
     def _carrying(self, key: str) -> list[str]:
-        """The Message-IDs of the messages in the mailbox that carry the key, or the
-        Message-ID derived from it (IMAP's header search matches substrings: each hit is
-        read and compared whole)."""
-        message_id = message_id_for(key, self.domain) if self.domain else None
-        criteria = ["HEADER", KEY_HEADER, f'"{key}"']
-        if message_id is not None:
-            criteria = ["OR", *criteria, "HEADER", "Message-ID", f'"{message_id}"']
+        """The Message-IDs of the messages in the mailbox stamped for the key: a
+        Message-ID whose local part is the key's authenticator. A message that carries
+        the key in its ``X-Oncelog-Key`` header, or a Message-ID of another form, is not
+        one: a key can be guessed, and anyone can send a message with any headers (IMAP's
+        header search matches substrings: each hit is read and compared whole)."""
+        stamp = f"<{markers.authenticator(key, self.secret)}.oncelog@"
+        criteria = ["OR", "HEADER", KEY_HEADER, f'"{key}"', "HEADER", "Message-ID", f'"{stamp}"']
         with _imap(self.mailbox) as imap:
             status, _ = imap.select(_quoted(self.mailbox.mailbox), readonly=True)
             if status != "OK":
@@ -394,11 +415,11 @@ class MailFinder:
                 raise _CannotSearch(f"the search was refused: {hits!r}")
             uids = b" ".join(part for part in hits if isinstance(part, bytes)).split()
             headers = [_headers(imap, uid) for uid in uids]
+        expected = stamp.encode()
         return [
-            found.get("message-id", message_id or "")
+            found["message-id"]
             for found in headers
-            if found.get(KEY_HEADER.lower()) == key
-            or (message_id is not None and found.get("message-id") == message_id)
+            if hmac.compare_digest(found.get("message-id", "")[: len(stamp)].encode(), expected)
         ]
 
 

@@ -348,15 +348,23 @@ class Engine:
             return step
         subject = subject_text(spec, call.payload, self.run_id, step_id)
         return replace(
-            step, key=subject_key(subject, self.key_namespace), subject=subject,
+            step, key=self._subject_key(call, subject, step_id), subject=subject,
             subject_for=spec.once_for,
         )  # fmt: skip
 
-    def _key(self, call: Call, step_id: str) -> str:
-        """The idempotency key of the step: its subject's, if its tool names one."""
+    def _subject_key(self, call: Call, subject: str, step_id: str) -> str:
+        """A subject's key; one claimed for a time (``once_for``) has one per claim."""
+        claim = None if call.spec.once_for is None else (self.run_id, step_id)
+        return subject_key(subject, self.key_namespace, claim)
+
+    def _key(self, call: Call, step_id: str, record: StepRecord | None) -> str:
+        """The idempotency key of the step: its subject's, if its tool names one (the
+        recorded one, if an intent recorded it: a restart never makes a fresh one)."""
         if call.spec.once_per is not None and call.step_type is _EFFECT:
+            if record is not None:
+                return record.key
             subject = subject_text(call.spec, call.payload, self.run_id, step_id)
-            return subject_key(subject, self.key_namespace)
+            return self._subject_key(call, subject, step_id)
         return idempotency_key(
             self.run_id, edited_step(step_id, call.edit), call.tool, self.key_namespace
         )
@@ -476,7 +484,7 @@ class Engine:
                 probed = CANNOT_TELL if isinstance(answer, Conflict) else answer  # not a probe's
                 situation = replace(situation, probe=probed)
             elif action is Action.ASK_PREFLIGHT:
-                key = self._key(call, step_id)
+                key = self._key(call, step_id, record)
                 answer, text = ask(call.spec.preflight, key, call.payload, "preflight")
                 said.append(text)
                 situation = replace(situation, preflight=answer)
@@ -509,6 +517,10 @@ class Engine:
             if action in (Action.HALT, Action.HALT_CONFLICT):
                 self._halt(action, record, call, said)
         step = self._new_step(seq, step_id, call)
+        if record is not None and step.subject is not None and step.key != record.key:
+            # The key its intent recorded: its claim's, or one derived before claims had
+            # keys of their own (an effect in flight in a ledger of an earlier version).
+            step = replace(step, key=record.key)
         if action is Action.RESEND:
             said = (said + "; " if said else "") + (
                 "sent again with the same key: the provider deduplicates it for "
@@ -609,7 +621,8 @@ class Engine:
                         "its result", step.subject, holder.run_id, holder.step_id,
                     )  # fmt: skip
                 adopted = replace(step, cost=0.0, irreversible=False, needs_approval=False,
-                                  subject=None, subject_for=None)  # fmt: skip
+                                  subject=None, subject_for=None,
+                                  key=self._holder_key(step, call, holder))  # fmt: skip
                 try:
                     self.run_store.adopt_subject(self.lease, adopted, previous, holder)
                 except SubjectHeld as held:  # it changed hands or was freed meanwhile
@@ -635,6 +648,14 @@ class Engine:
                 raise self._subject_error(SubjectInDoubt, step, holder)
             self._go_live(action, step, call, previous, None)  # draining, lease lost: raises
             raise AssertionError(action)
+
+    def _holder_key(self, step: NewStep, call: Call, holder: SubjectClaim) -> str:
+        """The key of the effect a step takes the result of: the holder's claim's (one
+        subject, one key, when claimed for ever)."""
+        if call.spec.once_for is None:
+            return step.key
+        found = self.run_store.steps(holder.run_id, holder.seq, 1)
+        return found[0].key if found and found[0].seq == holder.seq else step.key
 
     def _subject_error(
         self, error: type[SubjectBusy | SubjectDone | SubjectInDoubt], step: NewStep,

@@ -77,6 +77,7 @@ class Host(Protocol):
     def halt(self, reason: str, *, by: str, run: str | None = None) -> object: ...
     def declare_result(self, tool: str, schema: dict[str, Any] | None = None) -> None: ...
     def redaction_key_for(self, tool_name: str) -> bytes: ...
+    def stamp_key(self) -> bytes: ...
     def checkpoint(self, run_id: str) -> object: ...
     def start_run(self, run_id: str, options: RunOptions) -> tuple[Engine, RunRecord]: ...
 
@@ -623,3 +624,12 @@ def _edited(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[s
     """The keyword arguments of the call a person's edit stands for."""
     assert call.edit is not None
     return edited_arguments(call.fn, args, kwargs, call.edit, call.spec.secret)
+
+
+def active_stamp_key() -> bytes | None:
+    """The stamp key (``Host.stamp_key``) of the ledger whose run is executing in this
+    context; None outside a run."""
+    run = _current.get()
+    if isinstance(run, (Run, AsyncRun)):
+        return run._ledger.stamp_key()
+    return None

@@ -4,6 +4,7 @@ derives from it."""
 
 from __future__ import annotations
 
+import json
 import math
 from hashlib import sha256
 from typing import Any
@@ -53,7 +54,15 @@ def subject_text(spec: ToolSpec, payload: Any, run_id: str, step_id: str) -> str
     return text
 
 
-def subject_key(subject: str, namespace: str = "") -> str:
-    """The idempotency key of every effect on ``subject``, whichever run or step makes it:
-    a provider that deduplicates keys then deduplicates across runs too."""
-    return KEY_PREFIX + sha256(f"subject\x1f{namespace}\x1f{subject}".encode()).hexdigest()[:40]
+def subject_key(subject: str, namespace: str = "", claim: tuple[str, str] | None = None) -> str:
+    """The idempotency key of an effect on ``subject``. A subject claimed for ever
+    (``once_per`` alone) has one key, whichever run or step acts on it: a provider that
+    deduplicates keys then deduplicates across runs too. A subject claimed for a time
+    (``once_for``) is acted on again once each period ends, so each claim has a key of its
+    own, from ``claim``, the claiming step's run and step id: a later period's effect is
+    never taken for an earlier one's, by a provider's deduplication or by a probe that
+    searches by key. A restart of a claim takes the key its intent recorded."""
+    text = f"subject\x1f{namespace}\x1f{subject}"
+    if claim is not None:
+        text += "\x1fclaim\x1f" + json.dumps(list(claim))
+    return KEY_PREFIX + sha256(text.encode()).hexdigest()[:40]

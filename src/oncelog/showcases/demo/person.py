@@ -31,7 +31,7 @@ def settle_in_doubt(
         for step in in_doubt:
             if step.tool != "send_email":
                 raise DemoFailed(f"the demo's person does not know how to check {step.tool}")
-            message_id = message_id_for(step.key, MAIL_DOMAIN)
+            message_id = message_id_for(step.key, MAIL_DOMAIN, ledger.stamp_key())
             found = records.email_with_id(folder, message_id)
             if found is None:
                 decision, result = oncelog.Resolution.NOT_DONE, None
