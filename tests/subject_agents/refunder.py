@@ -1,13 +1,14 @@
 """An agent that refunds one order, as a subprocess the subject tests start and kill.
 
     python tests/subject_agents/refunder.py LEDGER RUN PROVIDER ORDER [--tool-sleep S]
-        [--repeat replay|error] [--no-probe]
+        [--repeat replay|error] [--no-probe] [--order-json]
 
 One run (id ``RUN``) with one payment, ``refund``, whose subject is ``("refund", ORDER)``:
 an HTTP POST to the provider process carrying the idempotency key oncelog hands it. A
 probe asks the provider for the effects it performed under the key. It prints the refund's
 result as one JSON line and exits through ``oncelog.run_main`` (0 completed, 3 a person
-must act, 75 try later).
+must act, 75 try later). ``--order-json`` reads ORDER as JSON (``42``, ``42.0``, ``"42"``),
+so that the subject's order is a number.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def main() -> None:
     parser.add_argument("--tool-sleep", type=float, default=0.0)
     parser.add_argument("--repeat", default="replay")
     parser.add_argument("--no-probe", action="store_true", help="an effect in doubt halts")
+    parser.add_argument("--order-json", action="store_true", help="ORDER is JSON")
     args = parser.parse_args()
 
     def probe(key: str, step: str, payload: dict[str, Any]) -> oncelog.ProbeAnswer:
@@ -61,7 +63,8 @@ def main() -> None:
         return result
 
     with oncelog.open(args.ledger) as ledger, ledger.run(args.run) as run:
-        result = run.effect("refund", refund, args.order, 10)
+        order = json.loads(args.order) if args.order_json else args.order
+        result = run.effect("refund", refund, order, 10)
     print(json.dumps(result, sort_keys=True), flush=True)
 
 

@@ -15,12 +15,25 @@ from ._names import MAX_NAME_CHARS, check_text
 from ._tools import ToolSpec
 
 _SCALARS = (str, int, float, bool, type(None))
+# Every integer below this magnitude is a float exactly, and no other float stands for it;
+# from here on a float is the rounding of several integers (2**53 + 1 parses as 2**53), so
+# which one was meant cannot be told.
+_EXACT_FLOATS = 2**53
+# The older spellings of one subject looked up at most (``older_spellings``): every mix of
+# six whole numbers written as ints or as floats.
+MAX_SPELLINGS = 64
 
 
 def subject_text(spec: ToolSpec, payload: Any, run_id: str, step_id: str) -> str:
     """The canonical JSON list of the subject ``spec.once_per`` makes of the arguments
     (a string is a list of one); ``ConfigurationError`` for anything but a string or a
-    tuple (or list) of JSON scalars, or for a ``once_per`` that raises."""
+    tuple (or list) of JSON scalars, or for a ``once_per`` that raises.
+
+    Equal numbers are one subject: a float with no fraction is written as the int it
+    equals (``42.0`` and ``-0.0`` as ``42`` and ``0``), one at or beyond 2**53 is refused
+    (it may stand for another integer). Types stay apart otherwise: ``True`` is not ``1``
+    and ``"42"`` is not ``42``; a subclass of a scalar (an ``IntEnum``, a ``str`` subclass)
+    or any other number type (``Decimal``, numpy's) is refused."""
     assert spec.once_per is not None
     try:
         value = spec.once_per(*payload["args"], **payload["kwargs"])
@@ -39,8 +52,17 @@ def subject_text(spec: ToolSpec, payload: Any, run_id: str, step_id: str) -> str
             "string or a non-empty tuple of strings, numbers, booleans and None",
             run_id=run_id, step_id=step_id,
         )  # fmt: skip
+    inexact = next((p for p in parts if type(p) is float and abs(p) >= _EXACT_FLOATS), None)
+    if inexact is not None:
+        raise ConfigurationError(
+            f"the once_per function of {spec.name!r} returned {value!r}: the float "
+            f"{inexact!r} is one of several integers rounded alike; give the int or a string",
+            run_id=run_id, step_id=step_id,
+        )  # fmt: skip
     try:
-        text = encode(list(parts), what="subject", limit=4 * MAX_NAME_CHARS)
+        text = encode(
+            [_canonical(part) for part in parts], what="subject", limit=4 * MAX_NAME_CHARS
+        )
     except InvalidPayload as exc:
         raise ConfigurationError(exc.message, run_id=run_id, step_id=step_id) from None
     if len(text) > MAX_NAME_CHARS or "\\u0000" in text:
@@ -51,6 +73,11 @@ def subject_text(spec: ToolSpec, payload: Any, run_id: str, step_id: str) -> str
         )  # fmt: skip
     check_text(text, "a subject", run_id=run_id, step_id=step_id)
     return text
+
+
+def _canonical(part: Any) -> Any:
+    """A float with no fraction as the int it equals; anything else as it is."""
+    return int(part) if type(part) is float and part.is_integer() else part
 
 
 def subject_key(subject: str, namespace: str = "") -> str:
