@@ -86,3 +86,109 @@ def test_one_refund_for_42_and_42_point_0_in_two_runs(store_url: str, tmp_path: 
     # Its arguments are not the same text (42.0), so a payment's drift policy asks a person.
     assert again.returncode == 3, again.stderr
     assert "ArgumentDrift: [\"refund\",42] was done by run 'run-a'" in again.stderr
+
+
+REFUND_SCHEMA = {
+    "type": "object",
+    "properties": {"order_id": {"type": "integer"}, "cents": {"type": "integer"}},
+}
+
+
+def proxy_calls(
+    store_url: str, tmp_path: Path, once_per: Any, calls: list[tuple[str, dict[str, Any]]]
+) -> list[Any]:
+    """One client session through a real ``oncelog mcp-proxy`` process in front of the
+    test's MCP server process: each ``(run, arguments)`` one ``refund`` call in that run."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    from oncelog.integrations.mcp_proxy import RUN_META
+
+    from .integration_agents.processes import ROOT
+    from .support.launch import PYTHON, environment
+
+    config = tmp_path / "tools.json"
+    config.write_text(json.dumps({"tools": {"refund": {"kind": "payment", "once_per": once_per}}}))
+    server = ["-m", "tests.integration_agents.mcp_server", "--effects", str(tmp_path / "effects")]
+    server += ["--requests", str(tmp_path / "requests")]
+    server += ["--input-schemas", json.dumps({"refund": REFUND_SCHEMA})]
+    params = StdioServerParameters(
+        command=PYTHON, args=["-m", "oncelog", "mcp-proxy", "--db", store_url, "--config",
+                              str(config), "--", PYTHON, *server],
+        env=environment(), cwd=ROOT,
+    )  # fmt: skip
+
+    async def work() -> list[Any]:
+        with anyio.fail_after(120):
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+                await client.initialize()
+                return [
+                    await client.call_tool("refund", arguments, meta={RUN_META: run})
+                    for run, arguments in calls
+                ]
+
+    return anyio.run(work)
+
+
+def received(tmp_path: Path) -> int:
+    """How many tools/call requests reached the upstream server."""
+    path = tmp_path / "requests"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def said(result: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+def test_the_proxy_refunds_order_42_once_whether_sent_as_42_or_42_point_0(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Through the proxy, the tool's input schema says ``order_id`` is an integer: 42 and
+    42.0 are one subject, the string "42" is refused before anything is recorded or sent,
+    and so is 42.5. Counted at the upstream server process."""
+    from .integration_agents.effect_log import EffectLog
+    from .integration_agents.processes import require_framework
+
+    require_framework("mcp", "mcp")
+    answers = proxy_calls(store_url, tmp_path, ["order_id"], [
+        ("run-a", {"order_id": 42, "cents": 500}),
+        ("run-b", {"order_id": 42.0, "cents": 500}),
+        ("run-c", {"order_id": "42", "cents": 500}),
+        ("run-d", {"order_id": 42.5, "cents": 500}),
+        ("run-e", {"order_id": 42, "cents": 500}),
+    ])  # fmt: skip
+    first, as_float, as_text, fraction, again = answers
+    assert not first.is_error, said(first)
+    assert as_float.is_error  # one subject, other arguments: a payment's drift is an error
+    assert "ArgumentDrift" in said(as_float)
+    assert "run 'run-a'" in said(as_float)
+    assert as_text.is_error
+    assert "argument 'order_id' is '42', not integer" in said(as_text)
+    assert fraction.is_error
+    assert "argument 'order_id' is 42.5, not integer" in said(fraction)
+    assert (again.is_error, again.structured_content) == (False, first.structured_content)
+    assert [e["tool"] for e in EffectLog(tmp_path / "effects").entries()] == ["refund"]
+    assert received(tmp_path) == 1
+    with oncelog.open(store_url) as ledger:
+        assert [len(ledger.steps(run)) for run in ("run-c", "run-d")] == [0, 0]
+
+
+def test_types_the_config_declares_make_one_subject_where_the_schema_says_none(
+    store_url: str, tmp_path: Path
+) -> None:
+    """The config declares ``order_id`` an integer (``{"order_id": "integer"}``): its
+    type wins over the schema's (here an integer too), and 42.0 is 42."""
+    from .integration_agents.effect_log import EffectLog
+    from .integration_agents.processes import require_framework
+
+    require_framework("mcp", "mcp")
+    first, as_float, as_bool = proxy_calls(store_url, tmp_path, {"order_id": "integer"}, [
+        ("run-a", {"order_id": 7, "cents": 1}),
+        ("run-b", {"order_id": 7.0, "cents": 1}),
+        ("run-c", {"order_id": True, "cents": 1}),
+    ])  # fmt: skip
+    assert not first.is_error, said(first)
+    assert "ArgumentDrift" in said(as_float)
+    assert "argument 'order_id' is True, not integer" in said(as_bool)
+    assert len(EffectLog(tmp_path / "effects").entries()) == received(tmp_path) == 1
