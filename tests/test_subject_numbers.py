@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -100,6 +100,7 @@ def proxy_calls(
     """One client session through a real ``oncelog mcp-proxy`` process in front of the
     test's MCP server process: each ``(run, arguments)`` one ``refund`` call in that run."""
     import anyio
+    import mcp.types as types
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -124,7 +125,9 @@ def proxy_calls(
             async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
                 await client.initialize()
                 return [
-                    await client.call_tool("refund", arguments, meta={RUN_META: run})
+                    await client.call_tool(
+                        "refund", arguments, meta=cast(types.RequestParamsMeta, {RUN_META: run})
+                    )
                     for run, arguments in calls
                 ]
 
