@@ -195,3 +195,46 @@ def test_types_the_config_declares_make_one_subject_where_the_schema_says_none(
     assert "ArgumentDrift" in said(as_float)
     assert "argument 'order_id' is True, not integer" in said(as_bool)
     assert len(EffectLog(tmp_path / "effects").entries()) == received(tmp_path) == 1
+
+
+def test_a_refund_an_older_version_recorded_as_42_point_0_is_not_performed_again(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Yesterday an older version refunded order 42.0 under the subject text
+    ``["refund",42.0]``; today the subject is written ``["refund",42]``. Neither 42 nor
+    42.0 refunds again: the older spelling's claim holds the subject."""
+    with running_provider(tmp_path / "provider", "ignores_keys") as provider:
+        old = refund(store_url, "old", provider, "42.0", "--order-json", "--old-subject-text")
+        assert old.returncode == 0, old.stderr
+        as_int = refund(store_url, "new-int", provider, "42", "--order-json")
+        as_float = refund(store_url, "new-float", provider, "42.0", "--order-json")
+        [answer] = performed(provider, "old", "new-int", "new-float")
+        assert provider.requests("new-int") == provider.requests("new-float") == []
+    assert as_int.returncode == 3, as_int.stderr  # other arguments (42): a person looks
+    assert "ArgumentDrift: [\"refund\",42] was done by run 'old'" in as_int.stderr
+    assert as_float.returncode == 0, as_float.stderr  # the same arguments: its result
+    assert json.loads(as_float.stdout) == json.loads(old.stdout) == answer
+    with oncelog.open(store_url) as ledger:
+        assert ledger.verify().ok
+
+
+def test_an_older_versions_effect_in_doubt_is_sent_again_under_its_first_key(
+    store_url: str, tmp_path: Path
+) -> None:
+    """An older version sent the refund of order 42.0 under the key of
+    ``["refund",42.0]`` and was killed before recording its outcome. Restarted by this
+    version, inside the tool's dedupe window, the step is sent again under that same key,
+    so the provider, which honours keys, performs it once."""
+    with running_provider(tmp_path / "provider", "honours_keys") as provider:
+        options = ("--order-json", "--no-probe", "--dedupe-window", "3600")
+        killed = refund(
+            store_url, "old", provider, "42.0", *options, "--old-subject-text",
+            crash_at="after_call@refund",
+        )  # fmt: skip
+        assert killed.returncode == -9, killed.stderr
+        again = refund(store_url, "old", provider, "42.0", *options)
+        assert again.returncode == 0, again.stderr
+        keys = {request.key for request in provider.requests("old")}
+        assert len(keys) == 1
+        [answer] = performed(provider, "old")
+    assert json.loads(again.stdout) == answer

@@ -93,7 +93,7 @@ from ._reconcile import ask
 from ._replay import MISS, ReplayCursor, divergence
 from ._run_store import RunStore
 from ._stops import Stop
-from ._subjects import subject_key, subject_text
+from ._subjects import older_spellings, subject_key, subject_text
 
 # Module constants: on Python 3.11 reading an enum member off its class costs several
 # times reading a global, and a live step reads a few.
@@ -349,8 +349,15 @@ class Engine:
         subject = subject_text(spec, call.payload, self.run_id, step_id)
         return replace(
             step, key=subject_key(subject, self.key_namespace), subject=subject,
-            subject_for=spec.once_for,
+            subject_for=spec.once_for, subject_spellings=older_spellings(subject),
         )  # fmt: skip
+
+    def _older_key(self, step: NewStep, recorded: str) -> NewStep:
+        """The step again with the key it was first sent with, if an older version derived
+        it from an older spelling of its subject (``["refund",42.0]``): a provider that
+        deduplicates, or a probe, knows the effect by that key."""
+        older = {subject_key(text, self.key_namespace) for text in step.subject_spellings}
+        return replace(step, key=recorded) if recorded in older else step
 
     def _key(self, call: Call, step_id: str) -> str:
         """The idempotency key of the step: its subject's, if its tool names one."""
@@ -509,6 +516,8 @@ class Engine:
             if action in (Action.HALT, Action.HALT_CONFLICT):
                 self._halt(action, record, call, said)
         step = self._new_step(seq, step_id, call)
+        if record is not None and step.subject_spellings and record.key != step.key:
+            step = self._older_key(step, record.key)
         if action is Action.RESEND:
             said = (said + "; " if said else "") + (
                 "sent again with the same key: the provider deduplicates it for "

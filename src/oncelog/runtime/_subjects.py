@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import math
 from hashlib import sha256
+from itertools import islice, product
 from typing import Any
 
 from .._exceptions import ConfigurationError, InvalidPayload
-from ..records._serialization import encode
+from ..records._serialization import decode, encode
 from ._calls import KEY_PREFIX
 from ._names import MAX_NAME_CHARS, check_text
 from ._tools import ToolSpec
@@ -20,7 +21,8 @@ _SCALARS = (str, int, float, bool, type(None))
 # which one was meant cannot be told.
 _EXACT_FLOATS = 2**53
 # The older spellings of one subject looked up at most (``older_spellings``): every mix of
-# six whole numbers written as ints or as floats.
+# six whole numbers written as ints or as floats; a subject with more is looked up under
+# the first 64 mixes only.
 MAX_SPELLINGS = 64
 
 
@@ -78,6 +80,27 @@ def subject_text(spec: ToolSpec, payload: Any, run_id: str, step_id: str) -> str
 def _canonical(part: Any) -> Any:
     """A float with no fraction as the int it equals; anything else as it is."""
     return int(part) if type(part) is float and part.is_integer() else part
+
+
+def older_spellings(subject: str) -> tuple[str, ...]:
+    """The texts versions before canonical numbers wrote for ``subject`` where a once_per
+    gave a float with no fraction (``["refund",42.0]`` for ``["refund",42]``; ``0`` also as
+    ``-0.0``): every mix of its whole numbers as ints and as floats, at most
+    ``MAX_SPELLINGS`` (six whole numbers) of them. Empty for a subject without one."""
+    parts = decode(subject)
+    ways = [_ways(part) for part in parts]
+    if all(len(way) == 1 for way in ways):
+        return ()
+    mixes = islice(product(*ways), 1, MAX_SPELLINGS + 1)  # the first is the subject itself
+    return tuple(encode(list(mix), what="subject", limit=8 * MAX_NAME_CHARS) for mix in mixes)
+
+
+def _ways(part: Any) -> tuple[Any, ...]:
+    """How an older version may have written ``part``: an int as itself or as the float
+    equal to it."""
+    if type(part) is not int or abs(part) >= _EXACT_FLOATS:
+        return (part,)
+    return (part, float(part), -0.0) if part == 0 else (part, float(part))
 
 
 def subject_key(subject: str, namespace: str = "") -> str:
