@@ -238,3 +238,62 @@ def test_an_older_versions_effect_in_doubt_is_sent_again_under_its_first_key(
         assert len(keys) == 1
         [answer] = performed(provider, "old")
     assert json.loads(again.stdout) == answer
+
+
+def test_an_older_versions_refund_in_doubt_holds_the_subject_for_42(
+    store_url: str, tmp_path: Path
+) -> None:
+    """An older version's run is killed right after its intent on ``["refund",42.0]``
+    and halts in doubt on its restart by this version (no probe): a run refunding order 42
+    sends nothing and names it (exit 3); once a person decides the first was not done, the
+    new run refunds, and the old run's restart gets its result."""
+    with running_provider(tmp_path / "provider", "ignores_keys") as provider:
+        killed = refund(
+            store_url, "old", provider, "42.0", "--order-json", "--no-probe",
+            "--old-subject-text", crash_at="after_intent_commit@refund",
+        )  # fmt: skip
+        assert killed.returncode == -9, killed.stderr
+        halted = refund(store_url, "old", provider, "42.0", "--order-json", "--no-probe")
+        assert halted.returncode == 3, halted.stderr
+        new = refund(store_url, "new", provider, "42", "--order-json")
+        assert new.returncode == 3, new.stderr
+        assert "SubjectInDoubt" in new.stderr
+        assert "run old, step refund" in new.stderr
+        assert performed(provider, "old", "new") == []
+        with oncelog.open(store_url) as ledger:
+            ledger.resolve("old", "refund", "not_done", by="ops")
+        freed = refund(store_url, "new", provider, "42", "--order-json")
+        assert freed.returncode == 0, freed.stderr
+        resumed = refund(store_url, "old", provider, "42.0", "--order-json")
+        [answer] = performed(provider, "old", "new")
+        assert provider.requests("old") == []
+    assert resumed.returncode == 3, resumed.stderr  # 42.0 after 42: drift, a person looks
+    assert json.loads(freed.stdout) == answer
+    with oncelog.open(store_url) as ledger:
+        assert ledger.verify().ok
+
+
+def test_an_older_spelling_held_for_a_period_holds_it_for_another_agent(
+    ledger: oncelog.Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Agent x's run, written as an older version wrote subjects, refunds order 42.0 for
+    a day (``once_for``); agent y's run of this version refunds order 42 within the day and
+    gets x's result (``drift="warn"``) without a call."""
+    from oncelog.runtime import _subjects
+
+    calls: list[str] = []
+
+    @ledger.tool(kind="payment", name="refund", once_per=lambda order: ("refund", order),
+                 once_for=86400, drift="warn")  # fmt: skip
+    def pay(order: float, *, idempotency_key: str) -> dict[str, Any]:
+        calls.append(idempotency_key)
+        return {"refund": len(calls)}
+
+    with monkeypatch.context() as older:
+        older.setattr(_subjects, "_canonical", lambda part: part)
+        with ledger.run("x-1", agent="x") as run:
+            first = run.effect("refund", pay, 42.0)
+    with ledger.run("y-1", agent="y") as run:
+        assert run.effect("refund", pay, 42) == first
+    assert len(calls) == 1
+    assert ledger.verify().ok
