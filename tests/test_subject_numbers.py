@@ -297,3 +297,75 @@ def test_an_older_spelling_held_for_a_period_holds_it_for_another_agent(
         assert run.effect("refund", pay, 42) == first
     assert len(calls) == 1
     assert ledger.verify().ok
+
+
+@pytest.mark.parametrize(
+    ("field", "types"),
+    [
+        ({"type": "integer"}, ("integer",)),
+        ({"type": ["integer", "null"]}, ("integer", "null")),
+        ({"anyOf": [{"type": "integer"}, {"type": "null"}]}, ("integer", "null")),
+        ({"anyOf": [{"type": "integer"}, {"$ref": "#/x"}]}, ()),  # one branch says nothing
+        ({"description": "an order"}, ()),
+    ],
+)
+def test_a_fields_types_are_read_from_the_input_schema(
+    field: dict[str, Any], types: tuple[str, ...]
+) -> None:
+    from oncelog.integrations._mcp_subjects import declared_types
+
+    assert declared_types({"properties": {"order_id": field}}, "order_id") == types
+    assert declared_types({"properties": {}}, "order_id") == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "types", "subject"),
+    [
+        (42.0, ("integer",), 42),
+        (-0.0, ("integer",), 0),
+        (None, ("integer", "null"), None),
+        ("A-42", ("string",), "A-42"),
+        (False, ("boolean",), False),
+        (2.5, ("number",), 2.5),
+        ("42", (), "42"),  # undeclared: kept
+    ],
+)
+def test_a_value_fitting_its_declared_type_is_taken_as_that_type(
+    value: Any, types: tuple[str, ...], subject: Any
+) -> None:
+    from oncelog.integrations._mcp_subjects import typed
+
+    taken = typed("refund", "order_id", value, types)
+    assert (taken, type(taken)) == (subject, type(subject))
+
+
+@pytest.mark.parametrize(
+    ("value", "types"),
+    [
+        ("42", ("integer",)),
+        (42.5, ("integer",)),
+        (2.0**53, ("integer",)),
+        (True, ("integer",)),
+        (True, ("number",)),
+        (42, ("string",)),
+        (1, ("boolean",)),
+        ([42], ("integer",)),
+        (42, ("object",)),
+    ],
+)
+def test_a_value_fitting_no_declared_type_is_refused(value: Any, types: tuple[str, ...]) -> None:
+    from oncelog.integrations._mcp_subjects import typed
+
+    with pytest.raises(oncelog.ConfigurationError, match="argument 'order_id' is"):
+        typed("refund", "order_id", value, types)
+
+
+@pytest.mark.parametrize("declared", [{"order_id": "int"}, {"order_id": []}, {"order_id": 5}])
+def test_a_config_declaring_an_unknown_type_is_refused(tmp_path: Path, declared: Any) -> None:
+    pytest.importorskip("mcp")
+    from oncelog.integrations import mcp_proxy
+
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps({"tools": {"refund": {"kind": "payment", "once_per": declared}}}))
+    with pytest.raises(oncelog.ConfigurationError, match="once_per declares types"):
+        mcp_proxy.load_config(path)
