@@ -20,7 +20,7 @@ def test_new_step_is_the_frozen_dataclass_its_constructor_makes() -> None:
     assert hash(made) == hash(expected)
     assert repr(made) == repr(expected)
     # every field, by its own name; a subject is added by ``replace`` (rarely: once_per)
-    assert dataclasses.astuple(made) == (*values, None, None, None)
+    assert dataclasses.astuple(made) == (*values, None, None, None, ())
     assert dataclasses.replace(made, needs_approval=False).needs_approval is False
     with pytest.raises(AttributeError):
         made.cost = 1.0  # type: ignore[misc]
@@ -34,7 +34,7 @@ def test_a_timed_step_is_the_step_replaced_with_its_time() -> None:
     assert made == expected
     assert hash(made) == hash(expected)
     assert repr(made) == repr(expected)
-    assert dataclasses.astuple(made) == (*values[:-1], 1.5, None, None, None)
+    assert dataclasses.astuple(made) == (*values[:-1], 1.5, None, None, None, ())
     assert original == NewStep(*values)  # the step it was made from is unchanged
     with pytest.raises(AttributeError):
         made.elapsed = 2.0  # type: ignore[misc]

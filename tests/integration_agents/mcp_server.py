@@ -3,12 +3,13 @@ act on the world: each effect is appended to the effect log with the idempotency
 proxy sends in ``_meta``.
 
     python -m tests.integration_agents.mcp_server --effects E [--delay SECONDS]
-        [--annotations JSON] [--requests FILE] [--dedupe]
+        [--annotations JSON] [--requests FILE] [--dedupe] [--input-schemas JSON]
 
 ``--annotations`` gives tools their MCP annotations (``{"TOOL": {"readOnlyHint": true}}``);
 ``--requests`` appends each ``tools/call`` it receives (its name and ``_meta``) to FILE
 before acting; ``--dedupe`` makes it a server that performs a key once and answers a
-repeat with the first receipt.
+repeat with the first receipt; ``--input-schemas`` gives tools their input schemas
+(``{"TOOL": {"type": "object", ...}}``) instead of one string field ``customer``.
 """
 
 from __future__ import annotations
@@ -41,8 +42,11 @@ REFUND_OUTPUT = {
 }
 
 
-def tool(name: str, description: str, annotations: dict[str, Any] | None) -> types.Tool:
-    schema = {"type": "object", "properties": {"customer": {"type": "string"}}}
+def tool(
+    name: str, description: str, annotations: dict[str, Any] | None,
+    schema: dict[str, Any] | None = None,
+) -> types.Tool:  # fmt: skip
+    schema = schema or {"type": "object", "properties": {"customer": {"type": "string"}}}
     output = REFUND_OUTPUT if name == "refund" else None
     hints = None if annotations is None else types.ToolAnnotations.model_validate(annotations)
     return types.Tool(
@@ -68,6 +72,7 @@ def main() -> None:
     parser.add_argument("--annotations", type=json.loads, default={})
     parser.add_argument("--requests", default=None)
     parser.add_argument("--dedupe", action="store_true")
+    parser.add_argument("--input-schemas", type=json.loads, default={})
     args = parser.parse_args()
     log = EffectLog(args.effects)
 
@@ -78,7 +83,9 @@ def main() -> None:
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        listed = [tool(n, d, args.annotations.get(n)) for n, d in TOOLS.items()]
+        listed = [
+            tool(n, d, args.annotations.get(n), args.input_schemas.get(n)) for n, d in TOOLS.items()
+        ]
         return types.ListToolsResult(tools=listed)
 
     async def call_tool(

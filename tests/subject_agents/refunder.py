@@ -1,13 +1,17 @@
 """An agent that refunds one order, as a subprocess the subject tests start and kill.
 
     python tests/subject_agents/refunder.py LEDGER RUN PROVIDER ORDER [--tool-sleep S]
-        [--repeat replay|error] [--no-probe]
+        [--repeat replay|error] [--no-probe] [--order-json] [--dedupe-window S]
+        [--old-subject-text]
 
 One run (id ``RUN``) with one payment, ``refund``, whose subject is ``("refund", ORDER)``:
 an HTTP POST to the provider process carrying the idempotency key oncelog hands it. A
 probe asks the provider for the effects it performed under the key. It prints the refund's
 result as one JSON line and exits through ``oncelog.run_main`` (0 completed, 3 a person
-must act, 75 try later).
+must act, 75 try later). ``--order-json`` reads ORDER as JSON (``42``, ``42.0``, ``"42"``),
+so that the subject's order is a number; ``--old-subject-text`` writes the subject as
+versions before canonical numbers did (``42.0`` stays ``42.0``), to stand for a ledger an
+older version wrote.
 """
 
 from __future__ import annotations
@@ -30,7 +34,14 @@ def main() -> None:
     parser.add_argument("--tool-sleep", type=float, default=0.0)
     parser.add_argument("--repeat", default="replay")
     parser.add_argument("--no-probe", action="store_true", help="an effect in doubt halts")
+    parser.add_argument("--order-json", action="store_true", help="ORDER is JSON")
+    parser.add_argument("--dedupe-window", type=float, default=None)
+    parser.add_argument("--old-subject-text", action="store_true")
     args = parser.parse_args()
+    if args.old_subject_text:
+        from oncelog.runtime import _subjects
+
+        _subjects._canonical = lambda part: part
 
     def probe(key: str, step: str, payload: dict[str, Any]) -> oncelog.ProbeAnswer:
         query = urllib.parse.urlencode({"key": key})
@@ -42,7 +53,7 @@ def main() -> None:
 
     @oncelog.tool(
         kind="payment", name="refund", probe=None if args.no_probe else probe,
-        repeat=args.repeat,
+        repeat=args.repeat, dedupe_window=args.dedupe_window,
         once_per=lambda order, amount: ("refund", order),
     )  # fmt: skip
     def refund(order: str, amount: int, *, idempotency_key: str) -> Any:
@@ -61,7 +72,8 @@ def main() -> None:
         return result
 
     with oncelog.open(args.ledger) as ledger, ledger.run(args.run) as run:
-        result = run.effect("refund", refund, args.order, 10)
+        order = json.loads(args.order) if args.order_json else args.order
+        result = run.effect("refund", refund, order, 10)
     print(json.dumps(result, sort_keys=True), flush=True)
 
 

@@ -37,12 +37,16 @@ the effect's subject (``["refund", "A-42"]``): a call asking again for the same 
 any run, gets the first call's result (``"repeat": "error"``: an error) instead of acting;
 ``once_for`` (seconds) frees a done subject after that long. A field the tool's input
 schema does not have stops the proxy at its start; a call without one of the fields is
-refused.
+refused. Each field's value is taken as the type the input schema declares for it
+(``_mcp_subjects``: ``42.0`` for an integer is ``42``, ``"42"`` is refused); an object
+(``{"order_id": "integer"}``) instead of the list declares the types in the config, for a
+server whose schema does not.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -58,6 +62,7 @@ from oncelog.display import resolve_command
 from ._common import Policy
 from ._common import missing_extra as _missing
 from ._mcp_kinds import Choice, Hints, choose
+from ._mcp_subjects import TYPES, declared_types, typed
 
 try:
     import anyio.to_thread
@@ -91,13 +96,19 @@ class FieldsSubject:
 
     tool: str
     fields: tuple[str, ...]
+    # Each field's declared JSON Schema types (``_mcp_subjects``); empty: not declared.
+    types: tuple[tuple[str, ...], ...] = ()
 
     def __call__(self, **arguments: Any) -> tuple[Any, ...]:
         missing = [name for name in self.fields if name not in arguments]
         if missing:
             # Without the field every such call would claim one subject, and act once.
             raise ConfigurationError(f"the call has no argument {missing[0]!r} of its once_per")
-        return (self.tool, *(arguments[name] for name in self.fields))
+        types = self.types or ((),) * len(self.fields)
+        return (self.tool, *(
+            typed(self.tool, name, arguments[name], declared)
+            for name, declared in zip(self.fields, types, strict=True)
+        ))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -175,13 +186,24 @@ def _policy(tool: str, value: Any) -> Policy:
 def _subject(tool: str, fields: Any) -> FieldsSubject | None:
     if fields is None:
         return None
-    if not isinstance(fields, list) or not fields or not all(
+    if isinstance(fields, dict):  # the fields' types declared here: {"order_id": "integer"}
+        types = tuple(_types_named(named) for named in fields.values())
+        wrong = sorted({named for names in types for named in names} - set(TYPES))
+        if wrong or not all(types):
+            raise ConfigurationError(
+                f"tool {tool!r}: once_per declares types {wrong or '[]'}; a field's type is "
+                f"one of {list(TYPES)} or a list of them"
+            )
+    else:
+        types = ()
+    if not isinstance(fields, (list, dict)) or not fields or not all(
         isinstance(name, str) and name for name in fields
     ):  # fmt: skip
         raise ConfigurationError(
-            f'tool {tool!r}: once_per is a list of argument names, e.g. ["customer_id"]'
+            f'tool {tool!r}: once_per is a list of argument names, e.g. ["customer_id"], '
+            'or an object of their types, e.g. {"order_id": "integer"}'
         )
-    return FieldsSubject(tool, tuple(fields))
+    return FieldsSubject(tool, tuple(fields), types)
 
 
 async def serve(
@@ -255,8 +277,9 @@ class _Proxy:
         looks like (an MCP result, with the tool's output schema), so that a person
         resolving one of its calls gives one."""
         async for tool in _tools(self.upstream):
-            choice = self.chosen[tool.name] = self.config.choose(tool.name, tool.annotations)
+            choice = self.config.choose(tool.name, tool.annotations)
             _check_subject(tool, choice.policy)
+            choice = self.chosen[tool.name] = _typed_subject(tool, choice)
             if choice.policy is None:
                 continue
             if choice.annotated is not None:
@@ -372,6 +395,25 @@ def _check_subject(tool: types.Tool, policy: Policy | None) -> None:
             f"tool {tool.name!r}: once_per names {unknown}, which its input schema does not "
             f"have (its arguments: {sorted(known)})"
         )
+
+
+def _types_named(named: Any) -> tuple[str, ...]:
+    """A type the config declares, or a list of them, as a tuple of their names."""
+    return tuple(map(str, named)) if isinstance(named, list) else (str(named),)
+
+
+def _typed_subject(tool: types.Tool, choice: Choice) -> Choice:
+    """The choice with its subject's fields typed as the config, else the tool's input
+    schema, declares them."""
+    policy = choice.policy
+    subject = None if policy is None else policy.once_per
+    if policy is None or not isinstance(subject, FieldsSubject) or subject.types:
+        return choice
+    found = tuple(declared_types(tool.input_schema, name) for name in subject.fields)
+    return dataclasses.replace(
+        choice,
+        policy=dataclasses.replace(policy, once_per=dataclasses.replace(subject, types=found)),
+    )
 
 
 def _error(text: str) -> types.CallToolResult:

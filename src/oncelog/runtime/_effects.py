@@ -93,7 +93,7 @@ from ._reconcile import ask
 from ._replay import MISS, ReplayCursor, divergence
 from ._run_store import RunStore
 from ._stops import Stop
-from ._subjects import subject_key, subject_text
+from ._subjects import older_spellings, subject_key, subject_text
 
 # Module constants: on Python 3.11 reading an enum member off its class costs several
 # times reading a global, and a live step reads a few.
@@ -349,7 +349,7 @@ class Engine:
         subject = subject_text(spec, call.payload, self.run_id, step_id)
         return replace(
             step, key=self._subject_key(call, subject, step_id), subject=subject,
-            subject_for=spec.once_for,
+            subject_for=spec.once_for, subject_spellings=older_spellings(subject),
         )  # fmt: skip
 
     def _subject_key(self, call: Call, subject: str, step_id: str) -> str:

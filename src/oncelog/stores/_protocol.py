@@ -78,6 +78,9 @@ class NewStep(Value):
     # Seconds a person's approval holds after the decision (``tool(approval_expires=)``),
     # by the store's clock; None: as long as the decision itself says.
     approval_lasts: float | None = None
+    # The texts older versions wrote for the same subject (``42.0`` for ``42``): a claim
+    # under one of them holds the subject too, so an upgrade does not act again.
+    subject_spellings: tuple[str, ...] = ()
 
 
 class SubjectHeld(Exception):
@@ -118,7 +121,7 @@ def new_step(
         "seq": seq, "step_id": step_id, "type": type_, "tool": tool, "kind": kind, "key": key,
         "args_hash": args_hash, "args_json": args_json, "needs_approval": needs_approval,
         "cost": cost, "irreversible": irreversible, "elapsed": elapsed, "subject": None,
-        "subject_for": None, "approval_lasts": None,
+        "subject_for": None, "approval_lasts": None, "subject_spellings": (),
     })  # fmt: skip
     return step
 

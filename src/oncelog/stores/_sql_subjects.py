@@ -30,8 +30,10 @@ _HOLDER = (
 
 def claim(tx: Tx, lease: Lease, step: NewStep) -> None:
     """Make the step the holder of its subject, or raise ``SubjectHeld`` naming the step
-    that holds it (done, or not settled)."""
+    that holds it (done, or not settled), under its text or an older spelling of it."""
     subject, until = step.subject, step.subject_for
+    if step.subject_spellings:
+        _older_claims(tx, lease, step)
     tx.execute(
         "INSERT INTO subjects (subject, run_id, seq, step_id, claimed_at, expires_at) "
         f"VALUES (?, ?, ?, ?, {NOW}, {NOW} + ?) ON CONFLICT (subject) DO NOTHING",
@@ -52,6 +54,21 @@ def claim(tx: Tx, lease: Lease, step: NewStep) -> None:
         f"expires_at = {NOW} + ? WHERE subject = ?",
         (lease.run_id, step.seq, step.step_id, until, subject),
     )
+
+
+def _older_claims(tx: Tx, lease: Lease, step: NewStep) -> None:
+    """``SubjectHeld`` if another step holds the subject under a spelling an older version
+    wrote (``["refund",42.0]``). No claim is written under one any more, so a read finds
+    every such claim; one held by this very step (its intent written by the older version)
+    is its own."""
+    spellings = step.subject_spellings
+    marks = ", ".join("?" * len(spellings))
+    for row in tx.execute(f"{_HOLDER} WHERE c.subject IN ({marks})", spellings).fetchall():
+        holder = _holder_of(row)
+        expired = bool(row[10]) and holder.state is StepState.DONE
+        mine = (holder.run_id, holder.seq) == (lease.run_id, step.seq)
+        if not mine and holder.state.value not in _FREE and not expired:
+            raise SubjectHeld(holder)
 
 
 def _holder(tx: Tx, subject: str | None) -> tuple[SubjectClaim, bool] | None:
