@@ -145,12 +145,12 @@ class SimProvider:
     def call(self, key: str, op: tuple[Any, ...], body: str) -> dict[str, Any]:
         self.calls += 1
         fault = self.faults.pop(0) if self.faults else "ok"
-        if fault == "refuse":
-            raise Declined(f"declined {key}")
         if fault == "reset_before":
             raise ResetBefore("connection reset before the request was read")
         item = self._kept(key)
         if item is None:
+            if fault == "refuse":  # a repeated key it keeps gets its first answer instead
+                raise Declined(f"declined {key}")
             answer = {"id": f"fx_{len(self.items) + 1}"}
             sent = oncelog.canonical_json(list(op[0]))
             item = Item(key, op, sent, markers.stamp(body, key), answer, self.clock())
