@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from .explore import explore
-from .known import ISSUE_41_ITEM_1, ISSUE_41_ITEM_2
+from .known import KNOWN
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     count = 10**9 if args.budget is not None else args.schedules
     report = explore(
-        range(args.seed, args.seed + count), [ISSUE_41_ITEM_1, ISSUE_41_ITEM_2], budget=args.budget,
+        range(args.seed, args.seed + count), KNOWN, budget=args.budget,
         shrink_known=args.shrink_known, max_shrinks=args.max_shrinks,
     )  # fmt: skip
     for failure in report.failures:

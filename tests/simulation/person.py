@@ -45,8 +45,7 @@ class Person:
         if isinstance(exc, oncelog.ApprovalRequired):
             return self._approval(ledger, agent, exc)
         if isinstance(exc, oncelog.SubjectInDoubt):
-            # The holder's own restart, or a decision on its step when it stops, settles it.
-            return Decision(agent.run_id, exc.step_id or "", "wait", stop)
+            return self._holder_in_doubt(ledger, agent, exc)
         steps = ledger.steps(agent.run_id)
         doubtful = [s for s in steps if s.state in _IN_DOUBT]
         if doubtful:
@@ -78,6 +77,20 @@ class Person:
         else:
             ledger.resolve(agent.run_id, step.step_id, action, by=BY)  # type: ignore[arg-type]
         return Decision(agent.run_id, step.step_id, action, stop)
+
+    def _holder_in_doubt(
+        self, ledger: oncelog.Ledger, agent: Agent, exc: oncelog.SubjectInDoubt
+    ) -> Decision:
+        """Decide the holder's step, as the stop's message offers, or wait for the holder's
+        own restart to settle it (which never comes if the holder's run has ended: once the
+        schedule's choices run out, the person decides)."""
+        stop = type(exc).__name__
+        holder = next((a for a in self.schedule.agents if a.run_id == exc.held_by_run), None)
+        steps = ledger.steps(exc.held_by_run) if holder is not None else []
+        held = [s for s in steps if s.step_id == exc.held_by_step and s.state in _IN_DOUBT]
+        if holder is None or not held or self._choose(["decide", "wait"]) == "wait":
+            return Decision(agent.run_id, exc.step_id or "", "wait", stop)
+        return self._in_doubt(ledger, holder, held[-1], stop)
 
     def _failed(
         self, ledger: oncelog.Ledger, agent: Agent, step: oncelog.StepRecord, stop: str
