@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from oncelog.failures import Failure as CallFailure
-from oncelog.runtime import _effects, _outcomes
+from oncelog.runtime import _calls, _effects, _outcomes, _subjects
 from oncelog.stores import _sql_subjects
 
 from .simulation.driver import play
@@ -71,8 +71,8 @@ def keys_made_per_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
     def per_attempt(derive: Any) -> Any:
         return lambda *args, **kwargs: f"{derive(*args, **kwargs)}-{next(made)}"
 
-    monkeypatch.setattr(_effects, "idempotency_key", per_attempt(_effects.idempotency_key))
-    monkeypatch.setattr(_effects, "subject_key", per_attempt(_effects.subject_key))
+    monkeypatch.setattr(_effects, "idempotency_key", per_attempt(_calls.idempotency_key))
+    monkeypatch.setattr(_effects, "subject_key", per_attempt(_subjects.subject_key))
 
 
 @pytest.fixture

@@ -86,7 +86,7 @@ class Person:
         schedule's choices run out, the person decides)."""
         stop = type(exc).__name__
         holder = next((a for a in self.schedule.agents if a.run_id == exc.held_by_run), None)
-        steps = ledger.steps(exc.held_by_run) if holder is not None else []
+        steps = ledger.steps(holder.run_id) if holder is not None else []
         held = [s for s in steps if s.step_id == exc.held_by_step and s.state in _IN_DOUBT]
         if holder is None or not held or self._choose(["decide", "wait"]) == "wait":
             return Decision(agent.run_id, exc.step_id or "", "wait", stop)
