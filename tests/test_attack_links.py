@@ -412,3 +412,25 @@ def test_a_resume_link_clears_the_runs_own_switch_only(notices: Notified, scope:
         _, page, csrf = opened(person, (notice.links or {})["resume"])
         assert csrf is None
         assert "dana" in page
+
+
+def test_a_resume_link_never_clears_a_switch_set_after_its_own(notices: Notified) -> None:
+    """The link names switch N; if N is cleared and another set between the page's check
+    and the store's write, the store refuses (the check and the write are one transaction
+    only in the store): the later switch stays on."""
+    ledger, got = notices
+    halt_on_mail(ledger, run_id="r0")
+    got.clear()
+    first = ledger.halt("audit", by="bob", ahead=True, run="r1")
+    with pytest.raises(oncelog.RunHalted), ledger.run("r1", agent="mailer") as run:
+        run.read("look", lambda: 1)
+    [notice] = got
+    ledger.clear_halt(by="erin", run="r1")
+    second = ledger.halt("fraud review", by="erin", run="r1")
+    with pytest.raises(oncelog.UnknownHalt, match="set after it"):
+        ledger.clear_halt(by="dana", run="r1", switch=first.id)
+    assert [h.id for h in ledger.halts()] == [second.id]
+    with console_client(ledger, login=False) as person:
+        _, page, csrf = opened(person, (notice.links or {})["resume"])
+        assert csrf is None, "a link to a cleared switch offers no form"
+    assert [h.id for h in ledger.halts()] == [second.id]

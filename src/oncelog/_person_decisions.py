@@ -388,16 +388,19 @@ class PersonDecisions:
         agent: str | None = None,
         note: str | None = None,
         link: str | None = None,
+        switch: int | None = None,
     ) -> Halt:
         """Turn a kill switch off. Only a person should: ``by`` names them, and it is
-        recorded with the halt and in the journal. ``UnknownHalt`` if it is not on.
-        ``link`` as for ``approve`` (a link clears a run's own switch only)."""
+        recorded with the halt and in the journal. ``UnknownHalt`` if it is not on, or if
+        ``switch`` (its number, as ``halts`` lists it) names another than the one on.
+        ``link`` as for ``approve`` (a link clears a run's own switch only, the one its
+        notice named)."""
         scope, target = _switch(run, agent)
         _check_decision("clear_halt", by, note)
         _check_link(link)
         if link is not None and scope is not HaltScope.RUN:
             raise ConfigurationError("a decision link clears a run's own kill switch only")
-        return self.store.clear_halt(scope, target, by=by, note=note, link=link)
+        return self.store.clear_halt(scope, target, by=by, note=note, link=link, switch=switch)
 
     def used_link(self, nonce: str) -> UsedLink | None:
         """What the notice's link ``nonce`` (``DecisionLink.nonce``) decided, by whom and

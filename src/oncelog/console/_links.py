@@ -206,7 +206,7 @@ def _decide(ledger: Ledger, link: DecisionLink, form: Form) -> None:
         halts = [h for h in ledger.halts() if h.id == link.number]
         if not halts:
             raise FormError("this kill switch is cleared already")
-        ledger.clear_halt(by=by, run=link.run_id, note=note, link=link.nonce)
+        ledger.clear_halt(by=by, run=link.run_id, note=note, link=link.nonce, switch=link.number)
         return
     if link.action == "retry":
         # Bound to the attempts the notice saw: a retry made since reset them.

@@ -629,11 +629,13 @@ class Store(Protocol):
         ...
 
     def clear_halt(
-        self, scope: HaltScope, target: str, *, by: str, note: str | None, link: str | None = None
-    ) -> Halt:
+        self, scope: HaltScope, target: str, *, by: str, note: str | None, link: str | None = None,
+        switch: int | None = None,
+    ) -> Halt:  # fmt: skip
         """Turn a switch off, recording who did, in one transaction: journals
         ``halt_cleared`` and queues again the runs it stopped (``run_queued``). Returns
-        the cleared switch; ``UnknownHalt`` if it is not on."""
+        the cleared switch; ``UnknownHalt`` if it is not on, or if ``switch`` names
+        another than the one on."""
         ...
 
     def halts(self, *, active_only: bool, limit: int) -> list[Halt]:

@@ -104,9 +104,18 @@ def _check_seen(tx: Tx, scope: HaltScope, target: str) -> None:
     )
 
 
-def clear_halt(tx: Tx, scope: HaltScope, target: str, by: str, note: str | None) -> Halt:
+def clear_halt(
+    tx: Tx, scope: HaltScope, target: str, by: str, note: str | None, switch: int | None
+) -> Halt:
     tx.lock_halts(exclusive=True)
     on = _switch_on(tx, scope, target)
+    if on is not None and switch is not None and on.id != switch:
+        # A link names the switch its notice told of: one set since is another decision.
+        raise UnknownHalt(
+            f"kill switch {switch} is off already; the one on now ({on.id}, set by "
+            f"{on.set_by}: {on.reason}) was set after it, so it stays on: clear it by name "
+            f"if that is meant"
+        )
     if on is None:
         named = "" if scope is HaltScope.GLOBAL else f" for {target!r}"
         on_now = [h.target for h in list_halts(tx, True, 1000) if h.scope is scope]

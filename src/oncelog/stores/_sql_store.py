@@ -530,12 +530,13 @@ class SQLStore(StepWrites):
             return controls.set_halt(tx, scope, target, reason, by, ahead=ahead)
 
     def clear_halt(
-        self, scope: HaltScope, target: str, *, by: str, note: str | None, link: str | None = None
-    ) -> Halt:
+        self, scope: HaltScope, target: str, *, by: str, note: str | None, link: str | None = None,
+        switch: int | None = None,
+    ) -> Halt:  # fmt: skip
         with self._tx() as tx:
             if link is not None:
                 links.take(tx, link, target, "cleared", by)
-            halt = controls.clear_halt(tx, scope, target, by, note)
+            halt = controls.clear_halt(tx, scope, target, by, note, switch)
             queue.requeue_after_halt(tx, scope, target, by)
             return halt
 
