@@ -431,6 +431,6 @@ def test_a_resume_link_never_clears_a_switch_set_after_its_own(notices: Notified
         ledger.clear_halt(by="dana", run="r1", switch=first.id)
     assert [h.id for h in ledger.halts()] == [second.id]
     with console_client(ledger, login=False) as person:
-        _, page, csrf = opened(person, (notice.links or {})["resume"])
+        _, _, csrf = opened(person, (notice.links or {})["resume"])
         assert csrf is None, "a link to a cleared switch offers no form"
     assert [h.id for h in ledger.halts()] == [second.id]

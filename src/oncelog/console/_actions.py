@@ -105,7 +105,10 @@ def set_halt(form: Form, ledger: Ledger) -> tuple[str, str | None]:
 
 def clear_halt(form: Form, ledger: Ledger) -> tuple[str, str | None]:
     switch = _switch(form)
-    ledger.clear_halt(by=form.person(), note=form.optional("note"), **switch)
+    ledger.clear_halt(
+        by=form.person(), note=form.optional("note"), run=switch.get("run"),
+        agent=switch.get("agent"),
+    )  # fmt: skip
     return "cleared", switch.get("run")
 
 
