@@ -48,7 +48,9 @@ def same_by_name(fn: Callable[..., Any], one: Any, other: Any) -> bool:
     """Whether two recorded calls of ``fn`` (``{"args": [...], "kwargs": {...}}``) give
     every parameter the same value, however each was passed: ``refund("o-1", 50)`` and a
     person's edit of it, ``refund(order="o-1", amount=50)``, are one call. Defaults are
-    not filled in: one may have changed since a call was recorded."""
+    not filled in: one may have changed since a call was recorded. Values compare as
+    their canonical JSON, not by Python's ``==``: ``42`` and ``42.0``, ``1`` and ``True``
+    stay two calls, as their recorded texts are."""
     import inspect  # only for calls whose recorded texts differ
 
     if not all(isinstance(p, dict) and set(p) == {"args", "kwargs"} for p in (one, other)):
@@ -58,7 +60,7 @@ def same_by_name(fn: Callable[..., Any], one: Any, other: Any) -> bool:
         bound = [signature.bind_partial(*p["args"], **p["kwargs"]).arguments for p in (one, other)]
     except (TypeError, ValueError):  # no signature, or a call that does not fit it
         return False
-    return bound[0] == bound[1]
+    return canonical_json(dict(bound[0])) == canonical_json(dict(bound[1]))
 
 
 def checked_edit(
