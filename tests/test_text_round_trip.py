@@ -67,10 +67,12 @@ def test_every_text_a_caller_gives_comes_back_exactly(ledger: oncelog.Ledger) ->
     def delete(value: str, *, idempotency_key: str) -> str:
         return value
 
-    with ledger.run(run_id, plan=[step_id, "delete"], agent=agent) as run:
+    with (
+        pytest.raises(oncelog.ApprovalRequired),
+        ledger.run(run_id, plan=[step_id, "delete"], agent=agent) as run,
+    ):
         assert run.effect(step_id, create, named("arg")) == {named("key"): named("arg")}
-        with pytest.raises(oncelog.ApprovalRequired):
-            run.effect("delete", delete, named("target"))
+        run.effect("delete", delete, named("target"))
     [pending] = ledger.approvals()
     assert (pending.run_id, pending.step_id) == (run_id, "delete")
     ledger.approve(run_id, "delete", by=named("alice"), note=named("note"))
