@@ -15,12 +15,15 @@ if TYPE_CHECKING:
 RUNNING = [False]
 
 # The stop each run of this call of the agent ended on, by run id (the runs that ended
-# otherwise are not in it); ``run_main`` empties it before each call.
+# otherwise are not in it), and every run that ended; ``run_main`` empties both before
+# each call.
 STOPS: dict[str, Stop] = {}
+ENDED: set[str] = set()
 
 
 def ended(run_id: str, stop: Stop | None) -> None:
     """The run ``run_id`` ended on ``stop``, or None: not stopped for a person."""
+    ENDED.add(run_id)
     if stop is None:
         STOPS.pop(run_id, None)
     else:
@@ -28,5 +31,13 @@ def ended(run_id: str, stop: Stop | None) -> None:
 
 
 def swallowed() -> Stop | None:
-    """The stop the last run that ended on one ended on, if any."""
-    return next(reversed(STOPS.values()), None)
+    """The stop the agent's one run ended on, if it ran one. A process that ran several
+    (a worker, a batch) reports for itself: each run's stop is recorded and announced,
+    and its own exit code must not tell a supervisor to leave the other runs alone."""
+    return next(iter(STOPS.values()), None) if len(ENDED) == 1 else None
+
+
+def clear() -> None:
+    """Before a call of the agent."""
+    STOPS.clear()
+    ENDED.clear()

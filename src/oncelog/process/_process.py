@@ -78,15 +78,16 @@ def run_main(
     ``ReplayDivergence`` or ``ArgumentDrift`` (the code must change) exits at once.
 
     A stop that ``agent``'s code caught counts as one it raised: ``agent`` returning, or
-    calling ``sys.exit(0)``, after a run of it ended stopped for a person ends the process
+    calling ``sys.exit(0)``, after its run ended stopped for a person ends the process
     with that stop's code (or waits for its decision), never 0. Any other exit code the
-    code chose stays its own."""
+    code chose stays its own, and so does the exit of an agent that ran several runs (a
+    worker, a batch): each run's stop is recorded and announced all the same."""
     patience = _seconds(wait_for_person)
     main.RUNNING[0] = True
     if drain_on_sigterm and threading.current_thread() is threading.main_thread():
         handle_sigterm()
     while True:
-        main.STOPS.clear()
+        main.clear()
         stop: NeedsPerson | WaitingForPerson | EffectRefused | None
         try:
             agent()
