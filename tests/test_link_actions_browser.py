@@ -90,12 +90,11 @@ def dana(browser: Browser, db_path: str, console: str) -> Iterator[Person]:  # n
     context.close()
 
 
-def refunder(
-    db_path: str, provider: Provider, hook: str, console: str  # noqa: F811
-) -> subprocess.Popen[str]:
+def refunder(db_path: str, provider: Provider, hook: str, url: str) -> subprocess.Popen[str]:
+    """The refund agent, waiting in place for a decision from the console at ``url``."""
     return subprocess.Popen(
         python(REFUNDER, db_path, "r1", provider.url, hook, "--wait", "120"),
-        env=environment(ONCELOG_CONSOLE_URL=console),
+        env=environment(ONCELOG_CONSOLE_URL=url),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 

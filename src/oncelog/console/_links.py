@@ -8,11 +8,11 @@ confirming POST carries a CSRF token bound to the link and must come from the co
 own origin, as every other form does. The decision is the one the link signs (``deny``,
 ``not_done``, ...), never one the form names: a form that names another is refused, with
 nothing recorded; the form gives only what the decision needs from the person (a name, a
-note, the result of a "done", an approve link's edited arguments). It is made through the same ``Ledger`` calls as the
-console's other forms, bound to what the link names (the attempt, the request and its
-arguments hash, the switch) and to the link itself (``link=`` its nonce: the store takes
-the link in the decision's transaction, so two confirmations at once record one
-decision), and journalled with the person's name and the link's nonce; once anything
+note, the result of a "done", an approve link's edited arguments). It is made through the
+same ``Ledger`` calls as the console's other forms, bound to what the link names (the
+attempt, the request and its arguments hash, the switch) and to the link itself (``link=``
+its nonce: the store takes the link in the decision's transaction, so two confirmations at
+once record one decision), and journalled with the person's name and the link's nonce; once anything
 decided it, the page says who did, when, and what happens next.
 
 Counted from the notice, a decision that needs nothing typed is two actions (open,
@@ -55,7 +55,6 @@ from ._forms import MAX_NAME_CHARS, Form, FormError
 from ._guard import LINK_PREFIX
 from ._pages import describe, status_for
 from ._state import Console, console_of
-
 
 # The name a person last decided with from this browser: a prefill, never a credential
 # (the page shows it, editable, and the link alone grants the decision). Chromium keeps a
