@@ -275,6 +275,65 @@ def test_an_approval_link_binds_the_request(db_path: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("edited", "says"),
+    [
+        ('{"table": "users", "cascade": true}', "cascade"),  # not a parameter of the tool
+        ('{"table": "users", "token": "stolen"}', "secret"),  # a secret field changed
+        ('{"table": ', "not JSON"),
+    ],
+)
+def test_an_approve_link_edits_only_as_the_console_may(
+    db_path: str, edited: str, says: str
+) -> None:
+    """An approve link's edit goes through the ledger's checks: refused with the ledger's
+    reason, nothing recorded, and the link still good for the approval."""
+    got: list[oncelog.PersonNeeded] = []
+    with oncelog.open(
+        db_path, notify_console_url=CONSOLE, redaction_key=b"k" * 32,
+        on_alert=lambda a: got.append(a) if isinstance(a, oncelog.PersonNeeded) else None,
+    ) as ledger:  # fmt: skip
+
+        @ledger.tool(kind="destructive", name="wipe", secret=("token",))
+        def wipe(table: str, token: str = "t0", *, idempotency_key: str) -> str:
+            return "wiped"
+
+        with pytest.raises(oncelog.ApprovalRequired), ledger.run("r1") as run:
+            run.effect("wipe", wipe, "users")
+        link = (got[0].links or {})["approve"]
+        with console_client(ledger, login=False) as person:
+            _, page, _ = opened(person, link)
+            assert "redacted:" in page  # the secret shown as its hash, in the edit form
+            status, page = confirm(person, link, {"by": "dana", "args": edited})
+            assert status == 400, page
+            assert says in page
+            assert [a.status.value for a in ledger.approvals(None)] == ["pending"]
+            status, page = confirm(person, link, {"by": "dana", "args": ""})
+            assert status == 200, page
+        assert [a.status.value for a in ledger.approvals(None)] == ["approved"]
+
+
+def test_a_retry_link_needs_its_note(db_path: str, notices: Notified) -> None:
+    """As ``oncelog retry --why``: a retry says why it may go now, or nothing is recorded."""
+    ledger, got = notices
+
+    @ledger.tool(kind="create", name="send", refusals=(PermissionError,))
+    def send(to: str, *, idempotency_key: str) -> None:
+        raise PermissionError("the mail service refuses: quota exceeded")
+
+    with pytest.raises(oncelog.EffectRefused), ledger.run("r1") as run:
+        run.effect("mail", send, "a@example.com")
+    link = (got[0].links or {})["retry"]
+    with console_client(ledger, login=False) as person:
+        assert 'name="note" maxlength="2000" required' in opened(person, link)[1]
+        status, page = confirm(person, link, {"by": "dana", "note": " "})
+        assert status == 400, page
+        assert "a retry needs a note" in page
+    assert [e for e in ledger.journal("r1") if e.event == "retried"] == []
+    nonce = ledger.check_link(unquote(link.rpartition("/")[2])).nonce
+    assert ledger.used_link(nonce) is None  # still good, with a note
+
+
+@pytest.mark.parametrize(
     ("template", "says"),
     [
         ("https://x.example/{id}", "may use only"),

@@ -96,16 +96,19 @@ def test_a_person_confirms_from_the_notice_link(
     if width == "phone":
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"the page is {overflow} px wider than a phone"
-        box = page.get_by_label("No result").bounding_box()
+        box = page.get_by_label("Plain text").bounding_box()
         assert box is not None
         assert box["width"] < 40  # a checkbox, not a wide centred box
+    # Reached without a login: no navigation to pages that would answer 401.
+    expect(page.get_by_role("navigation")).to_have_count(0)
+    expect(page.get_by_role("link", name="The run's page")).to_have_count(0)
     shoot(page, tmp_path, "link" if width == "phone" else "link-desktop")
     with oncelog.open(db_path) as ledger:
         assert ledger.steps("ticket-4711")[0].state is oncelog.StepState.UNKNOWN
 
-    page.get_by_label("Result (JSON").fill('{"id": "msg_7"}')
+    page.get_by_label("The provider's answer").fill('{"id": "msg_7"}')
     page.get_by_label("Your name").fill("dana")
-    page.get_by_role("button", name="Confirm").click()
+    page.get_by_role("button", name="Confirm: done, with the answer above").click()
     expect(page.get_by_role("status")).to_contain_text("Your decision is recorded")
     shoot(page, tmp_path, f"link-confirmed-{width}")
     with oncelog.open(db_path) as ledger:

@@ -227,7 +227,7 @@ def test_one_retry_link_confirmed_at_once_retries_once_and_never_again(
         link = (got[-1].links or {})["retry"]
         csrf = csrf_of(link)
         answers = all_at_once([
-            lambda i=i: post_form(link, console, {"csrf": csrf, "by": f"person-{i}"})  # type: ignore[misc]
+            lambda i=i: post_form(link, console, {"csrf": csrf, "by": f"p{i}", "note": "up"})  # type: ignore[misc]
             for i in range(posts)
         ])  # fmt: skip
         assert len(retried(ledger)) == 1
@@ -242,14 +242,15 @@ def test_one_retry_link_confirmed_at_once_retries_once_and_never_again(
         # link says, and the link still decides nothing; the new notice's link does.
         with pytest.raises(oncelog.EffectRefused):
             attempt()
-        again = post_form(link, console, {"csrf": csrf, "by": "person-late"})
+        again = post_form(link, console, {"csrf": csrf, "by": "person-late", "note": "up"})
         assert again[0] == 409, again
         assert winner in again[1]
         assert len(retried(ledger)) == 1
         quota_exceeded.unlink()
         fresh = (got[-1].links or {})["retry"]
         assert fresh != link
-        status, page = post_form(fresh, console, {"csrf": csrf_of(fresh), "by": "dana"})
+        fields = {"csrf": csrf_of(fresh), "by": "dana", "note": "quota raised"}
+        status, page = post_form(fresh, console, fields)
         assert status == 200, page
         attempt()
         assert [e.data["by"] for e in retried(ledger)] == [winner, "dana"]

@@ -8,20 +8,29 @@ confirming POST carries a CSRF token bound to the link and must come from the co
 own origin, as every other form does. The decision is the one the link signs (``deny``,
 ``not_done``, ...), never one the form names: a form that names another is refused, with
 nothing recorded; the form gives only what the decision needs from the person (a name, a
-note, the result of a "done"). It is made through the same ``Ledger`` calls as the
-console's other forms, bound to what the link names (the attempt, the request and its
-arguments hash, the switch) and to the link itself (``link=`` its nonce: the store takes
-the link in the decision's transaction, so two confirmations at once record one
-decision), and journalled with the person's name and the link's nonce; once anything
+note, the result of a "done", an approve link's edited arguments). It is made through the
+same ``Ledger`` calls as the console's other forms, bound to what the link names (the
+attempt, the request and its arguments hash, the switch) and to the link itself (``link=``
+its nonce: the store takes the link in the decision's transaction, so two confirmations at
+once record one decision), and journalled with the person's name and the link's nonce; once anything
 decided it, the page says who did, when, and what happens next.
+
+Counted from the notice, a decision that needs nothing typed is two actions (open,
+confirm): the person's name is remembered by this browser from its first decision (a
+cookie of the link pages, prefilled and editable), and "done" offers "no result" on its
+own button beside the one that takes the provider's answer. A value to type makes three:
+the name the first time, the answer, an edited argument, or the note a retry needs (the
+CLI's ``--why``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, unquote
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -39,13 +48,18 @@ from oncelog import (
     StepState,
     UnknownName,
 )
-from oncelog.display import evidence_urls
+from oncelog.display import evidence_urls, exact_json
 
 from ._actions import _result_of
-from ._forms import Form, FormError
+from ._forms import MAX_NAME_CHARS, Form, FormError
 from ._guard import LINK_PREFIX
 from ._pages import describe, status_for
 from ._state import Console, console_of
+
+# The name a person last decided with from this browser: a prefill, never a credential
+# (the page shows it, editable, and the link alone grants the decision). Chromium keeps a
+# cookie 400 days at most.
+NAME_SECONDS = 400 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -73,7 +87,8 @@ async def link_page(request: Request) -> Response:
     csrf = _csrf(console, link)
     if request.method == "GET":
         context = await run_in_threadpool(_state, console.ledger, link)
-        return _render(request, console, {**context, "link_csrf": csrf}, 200)
+        typed = {"by": _remembered(request, console)}
+        return _render(request, console, {**context, "link_csrf": csrf, "typed": typed}, 200)
     form_data = await request.form(max_files=0, max_fields=20)
     given = form_data.get("csrf")
     if not isinstance(given, str) or not hmac.compare_digest(given.encode(), csrf.encode()):
@@ -92,7 +107,24 @@ async def link_page(request: Request) -> Response:
         return _render(request, console, context, status)
     context = await run_in_threadpool(_state, console.ledger, link)
     context.update(link_csrf=csrf, confirmed=True)
-    return _render(request, console, context, 200)
+    response = _render(request, console, context, 200)
+    response.set_cookie(
+        _name_cookie(console), quote(form.person(), safe=""), max_age=NAME_SECONDS,
+        path=LINK_PREFIX, secure=request.url.scheme == "https", httponly=True, samesite="lax",
+    )  # fmt: skip
+    return response
+
+
+def _name_cookie(console: Console) -> str:
+    # Per console, as its session cookie is: cookies are per host, not per port.
+    return f"{console.access.cookie_name}_name"
+
+
+def _remembered(request: Request, console: Console) -> str:
+    """The name this browser last decided with, if any (Lax: the cookie comes along when
+    the link is opened from a chat client, a top-level navigation)."""
+    name = unquote(request.cookies.get(_name_cookie(console), ""))
+    return name if len(name) <= MAX_NAME_CHARS else ""
 
 
 def _csrf(console: Console, link: DecisionLink) -> str:
@@ -104,7 +136,7 @@ def _render(request: Request, console: Console, context: dict[str, Any], status:
     defaults: dict[str, Any] = {
         "page": "link", "error": None, "notice": None, "refused": None, "command": None,
         "decided": None, "confirmed": False, "typed": {}, "link": None, "subject": None,
-        "next_lines": [], "csrf": None, "link_csrf": None,
+        "next_lines": [], "csrf": None, "link_csrf": None, "editable": None,
     }  # fmt: skip
     response: Response = console.templates.TemplateResponse(
         request, "link.html", {**defaults, **context}, status_code=status
@@ -123,7 +155,20 @@ def _state(ledger: Ledger, link: DecisionLink) -> dict[str, Any]:
         next_lines = ledger.what_next(link.run_id)
     except UnknownName as exc:
         return {"refused": f"{exc} (the run may have been pruned)", "command": None}
-    return {"link": link, "subject": subject, "decided": decided, "next_lines": next_lines}
+    context = {"link": link, "subject": subject, "decided": decided, "next_lines": next_lines}
+    if decided is None and link.action == "approval" and link.choice == "approve":
+        editable = _editable(ledger, link)
+        context["editable"] = None if editable is None else exact_json(editable)
+    return context
+
+
+def _editable(ledger: Ledger, link: DecisionLink) -> dict[str, Any] | None:
+    """The call an approve link's request asks for, by parameter name, as the console's
+    form offers it for editing (None: its tool's calls cannot be edited)."""
+    for approval in ledger.approvals(ApprovalStatus.PENDING, limit=100_000):
+        if approval.id == link.number and approval.run_id == link.run_id:
+            return ledger.editable_arguments(approval)
+    return None
 
 
 def _look(ledger: Ledger, link: DecisionLink) -> tuple[dict[str, Any], Decided | None]:
@@ -198,9 +243,15 @@ def _decide(ledger: Ledger, link: DecisionLink, form: Form) -> None:
     if form.optional("note"):
         note = f"{form.text('note')} ({note})"
     if link.action == "approval":
-        decide = ledger.approve if link.choice == "approve" else ledger.deny
-        decide(link.run_id, link.step_id, by=by, note=note, request=link.number,
-               args_hash=link.args_hash, link=link.nonce)  # fmt: skip
+        edited = _edited(ledger, link, form)
+        if link.choice == "deny":
+            ledger.deny(link.run_id, link.step_id, by=by, note=note, request=link.number,
+                        args_hash=link.args_hash, link=link.nonce)  # fmt: skip
+            return
+        # Bound to the request and arguments hash the link signs, edited or not: the
+        # edit is the approve link's to make, checked by the ledger as the console's is.
+        ledger.approve(link.run_id, link.step_id, by=by, note=note, request=link.number,
+                       args_hash=link.args_hash, link=link.nonce, args=edited)  # fmt: skip
         return
     if link.action == "resume":
         halts = [h for h in ledger.halts() if h.id == link.number]
@@ -209,6 +260,11 @@ def _decide(ledger: Ledger, link: DecisionLink, form: Form) -> None:
         ledger.clear_halt(by=by, run=link.run_id, note=note, link=link.nonce, switch=link.number)
         return
     if link.action == "retry":
+        if not form.optional("note"):
+            raise FormError(
+                "a retry needs a note: why it is safe to send it again now (as `oncelog "
+                "retry --why`); nothing is recorded"
+            )
         # Bound to the attempts the notice saw: a retry made since reset them.
         steps = [s for s in ledger.steps(link.run_id) if s.step_id == link.step_id]
         if not steps or steps[0].attempts != link.number:
@@ -220,3 +276,21 @@ def _decide(ledger: Ledger, link: DecisionLink, form: Form) -> None:
         link.run_id, link.step_id, resolution, by=by, result=_result_of(form, resolution),
         note=note, attempt=link.number, link=link.nonce,
     )  # fmt: skip
+
+
+def _edited(ledger: Ledger, link: DecisionLink, form: Form) -> str | None:
+    """The edited call an approve link's form sends, if the person changed it (None: the
+    request as asked). A deny link edits nothing."""
+    given = form.text("args")
+    if not given:
+        return None
+    if link.choice != "approve":
+        raise FormError(
+            "a deny link cannot edit the arguments: nothing is recorded. To approve an "
+            "edited call, use the notice's approve link"
+        )
+    try:
+        unchanged = json.loads(given) == _editable(ledger, link)
+    except (ValueError, RecursionError):
+        unchanged = False  # the ledger says what is wrong with it
+    return None if unchanged else given
