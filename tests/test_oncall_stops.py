@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -33,16 +34,18 @@ from .integration_agents.effect_log import EffectLog
 from .integration_agents.processes import require_framework, run_agent
 from .support.job_supervisor import Job
 from .support.launch import environment, python, run_python
-from .support.provider_process import Provider
+from .support.provider_process import Provider, running_provider
 from .support.receiver import Receiver, receiving
 
 HOLD_AGENTS = Path(__file__).with_name("hold_agents")
 CONTENDER = HOLD_AGENTS / "contender.py"
 MAILER = Path(__file__).parent / "retry_agents" / "mailer.py"
+REFUNDER = Path(__file__).parent / "subject_agents" / "refunder.py"
 CONSOLE = "http://console.example:8080"
 SECRET = "a-link-secret-of-enough-characters-for-the-test"
 # What a supervisor that ignores exit codes does (a queue redelivering, a loop in a shell).
 RESTARTS = 4
+Ended = subprocess.CompletedProcess[str]
 RESOLVE_DONE = re.compile(r"oncelog resolve \S+ \S+ done --result '\{\}' --by NAME --attempt \d+")
 
 
@@ -136,6 +139,48 @@ def test_a_run_blocked_by_a_dead_holders_effect_in_doubt_pages_once_and_ends_the
     actions = fenced_resource.lines(log)
     assert [int(e[1]) for e in actions if e[0] == "begin"] == [1, 2, 2]  # dies once, second twice
     assert not [e for e in actions if e[0] == "violation"]
+
+
+def test_runs_blocked_by_a_subject_in_doubt_page_once_with_the_holders_decisions(
+    store_url: str, tmp_path: Path, receiver: Receiver, paged: dict[str, str]
+) -> None:
+    """Run ``a`` is killed after its refund's intent and halts on it (paged once). Runs
+    ``b`` and ``c``, refunding the same order, are blocked by it: each start exits 3 and
+    pages nobody again, as the decision is ``a``'s. The pasted ``not_done`` lets ``b``
+    refund and ``c`` take its result: one refund."""
+    with running_provider(tmp_path / "provider", "ignores_keys") as provider:
+
+        def start(run_id: str, *options: str, crash_at: str | None = None) -> Ended:
+            argv = (REFUNDER, store_url, run_id, provider.url, "7", *options)
+            return run_python(*argv, env=environment(crash_at, **paged))
+
+        def refund(run_id: str, *options: str, crash_at: str | None = None) -> int:
+            return start(run_id, *options, crash_at=crash_at).returncode
+
+        assert refund("a", crash_at="after_intent_commit@refund") == -signal.SIGKILL
+        assert refund("a", "--no-probe") == oncelog.EXIT_HALTED
+        for blocked_run in ("b", "c"):
+            assert job().run(partial(refund, blocked_run)) == ("failed", [oncelog.EXIT_HALTED])
+            for _ in range(RESTARTS):
+                assert refund(blocked_run) == oncelog.EXIT_HALTED
+        [notice] = receiver.bodies  # a's own halt: the one decision
+        assert (notice["id"], notice["run_id"], notice["step_id"]) == (
+            "unknown:a:refund:1", "a", "refund",
+        )  # fmt: skip
+        assert sorted(links(notice)) == ["abandon", "done", "not_done"]
+        said = start("b")
+        assert "SubjectInDoubt" in said.stderr
+        [command] = re.findall(
+            r"oncelog resolve a refund not_done --by NAME --attempt 1", said.stderr
+        )
+
+        decided = paste(command, store_url, NAME="ops")  # the provider shows no refund
+        assert decided.returncode == 0, decided.stdout + decided.stderr
+        assert job().run(lambda: refund("b")) == ("succeeded", [0])
+        assert job().run(lambda: refund("c")) == ("succeeded", [0])
+        assert len(provider.effects("b")) == 1
+        assert provider.effects("a") == provider.effects("c") == []
+    assert len(receiver.bodies) == 1
 
 
 def test_a_langgraph_message_sent_again_after_a_kill_mid_tool_pages_once(
