@@ -127,7 +127,7 @@ def test_graph_without_checkpointer_restarted_after_a_kill_waits_for_its_effect(
     assert effects(tmp_path)["send_email"] == 1
 
     again = run_agent("langgraph_agent", *args)
-    assert again.returncode == oncelog.EXIT_HALTED, again  # HoldInDoubt: only a person moves it
+    assert again.returncode == 75, again  # ResourceHeld: a TryLater
     assert "thread 'ticket-2' of graph 'billing' is not settled" in again.stderr
     assert "oncelog show billing/ticket-2/tools@2/" in again.stderr
     assert effects(tmp_path)["send_email"] == 1
@@ -364,8 +364,8 @@ def test_a_message_sent_again_on_the_thread_after_a_kill_mid_tool(
     assert effects(tmp_path) == {"send_email": 1}
 
     resent = run_agent("langgraph_agent", *args, "--resend")
-    assert resent.returncode == oncelog.EXIT_HALTED, resent
-    assert "HoldInDoubt: thread 'chat-5' of graph 'billing' is not settled" in resent.stderr
+    assert resent.returncode == 75, resent
+    assert "ResourceHeld: thread 'chat-5' of graph 'billing' is not settled" in resent.stderr
     assert 'graph.invoke(None, {"configurable": {"thread_id": "chat-5", "checkpoint_id": ' in (
         resent.stderr
     )
