@@ -151,8 +151,8 @@ def test_runs_blocked_by_a_subject_in_doubt_page_once_with_the_holders_decisions
     with running_provider(tmp_path / "provider", "ignores_keys") as provider:
 
         def start(run_id: str, *options: str, crash_at: str | None = None) -> Ended:
-            argv = (REFUNDER, store_url, run_id, provider.url, "7", *options)
-            return run_python(*argv, env=environment(crash_at, **paged))
+            argv = [store_url, run_id, provider.url, "7", *options]
+            return run_python(REFUNDER, *argv, env=environment(crash_at, **paged))
 
         def refund(run_id: str, *options: str, crash_at: str | None = None) -> int:
             return start(run_id, *options, crash_at=crash_at).returncode
