@@ -175,7 +175,7 @@ def test_a_person_releases_the_hold_a_killed_agent_left_blocked(
     log = tmp_path / "resource.log"
     killed_holder(store_url, log)
     assert [(h.holder, h.state) for h in ledger.holds()] == [("r-dead", "blocked")]
-    assert contender(store_url, "r-next", log) == oncelog.EXIT_TRY_LATER  # blocked for it
+    assert contender(store_url, "r-next", log) == oncelog.EXIT_HALTED  # blocked: a person frees it
     with console_client(ledger) as person:
         assert "state-hold-blocked" in person.get("/holds").text
         form = release_form(DEAD_NAME, "ann", "the host was rebuilt; nothing of it survives")

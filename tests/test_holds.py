@@ -96,8 +96,9 @@ def test_a_hold_whose_holder_died_with_an_effect_in_doubt_stays_blocked_until_a_
     with oncelog.open(store_url) as ledger:
         [hold] = ledger.holds()
         assert (hold.holder, hold.state) == ("dies", "blocked")
-        assert contender(store_url, "second", log, "--wait", "0") == oncelog.EXIT_TRY_LATER
-        assert contender(store_url, "second", log, "--wait", "0.3") == oncelog.EXIT_TRY_LATER
+        # Only a person (or the holder's restart) frees it: exit 3, not "try again later".
+        assert contender(store_url, "second", log, "--wait", "0") == oncelog.EXIT_HALTED
+        assert contender(store_url, "second", log, "--wait", "0.3") == oncelog.EXIT_HALTED
         assert [e[0] for e in fenced_resource.lines(log)] == ["begin"]  # only the dead one's
         ledger.resolve("dies", "first-0", "done", by="ann", result=1, attempt=1)
         assert ledger.holds()[0].state == "lapsed"

@@ -54,8 +54,9 @@ def test_an_effect_whose_retries_ran_out_is_retried_with_the_same_key(
     # decision on the step is taken.
     for said in ("not performed in 3 attempts", "Connection refused"):
         ended = mailer(store_url, provider, refusing)
-        assert ended.returncode == 1, ended.stdout + ended.stderr
+        assert ended.returncode == oncelog.EXIT_HALTED, ended.stdout + ended.stderr
         assert "EffectRefused" in ended.stderr
+        assert "oncelog retry m-a email --by NAME --why WHY" in ended.stderr
         assert said in ended.stderr
     assert performed(provider) == Counter(charge=1)
     refused = cli(store_url, "resolve", "m-a", "email", "not_done", "--by", "ops")
@@ -97,7 +98,7 @@ def test_redrive_after_an_outage_takes_the_step_the_run_stopped_at(
     store_url: str, provider: Provider
 ) -> None:
     refusing = closed_port()
-    assert mailer(store_url, provider, refusing).returncode == 1
+    assert mailer(store_url, provider, refusing).returncode == oncelog.EXIT_HALTED
     typo = cli(store_url, "redrive", "m-b", "--by", "ops", "--why", "outage over")
     assert typo.returncode == oncelog.UnknownRun.exit_code
     assert "did you mean 'm-a'" in typo.stderr

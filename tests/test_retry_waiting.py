@@ -82,7 +82,7 @@ def test_no_retry_in_time_exits_as_without_waiting(db_path: str, tmp_path: Path)
     count, down = tmp_path / "sent", tmp_path / "down"
     down.touch()
     ended = run_python(AGENT, db_path, RUN, count, down, "0.5")
-    assert ended.returncode == 1, ended.stderr  # after its wait: EffectRefused, exit 1
+    assert ended.returncode == oncelog.EXIT_HALTED, ended.stderr  # after its wait: EffectRefused
     assert "waiting up to 0.5 s for a person's decision" in ended.stderr
     assert "no decision on run 'p-1' in 0.5 s" in ended.stderr
     assert not count.exists()

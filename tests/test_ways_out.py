@@ -85,11 +85,11 @@ OPS = ("--by", "ops")
 WAYS = (
     Way("`completed`", "plain", (Agent("ok", 0), cmd("show", RUN, said="nothing is left to do"))),
     Way("`failed` after retries (`EffectRefused: not performed in N attempts`)", "retries", (
-        Agent("fail", 1), Agent("ok", 1),  # the refusal replays: a restart alone is no way out
+        Agent("fail", 3), Agent("ok", 3),  # the refusal replays: a restart alone is no way out
         cmd("retry", RUN, "send", *OPS, "--why", "the mail service is back"), Agent("ok", 0),
     )),
     Way("`failed`, refused by the provider (`EffectRefused`)", "refused", (
-        Agent("fail", 1), cmd("retry", RUN, "send", *OPS, "--why", "quota raised"),
+        Agent("fail", 3), cmd("retry", RUN, "send", *OPS, "--why", "quota raised"),
         Agent("ok", 0),
     )),
     Way("`not_done`, waiting for its next attempt", "waiting", (

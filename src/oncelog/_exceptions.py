@@ -31,7 +31,9 @@
     │   │   ├── AmbiguousOutcome   an effect may or may not have happened
     │   │   ├── PreflightConflict  the provider's state contradicts the effect
     │   │   ├── ReplayDivergence   the code asked for a different step than the journal holds
-    │   │   └── ArgumentDrift      a finished step asked again with other arguments
+    │   │   ├── ArgumentDrift      a finished step asked again with other arguments
+    │   │   ├── SubjectInDoubt     the subject is held by another run's effect in doubt
+    │   │   └── HoldInDoubt        the hold is blocked by another run's effect in doubt
     │   ├── WaitingForPerson       exit 4: the run waits for a person's decision
     │   │   ├── ApprovalRequired   an effect waits for approval of its arguments
     │   │   └── BudgetPaused       a limit is reached; the run waits for a higher one
@@ -41,9 +43,11 @@
     │       ├── Draining           this process is shutting down (SIGTERM); run queued
     │       ├── ResendLater        an effect in doubt is sent again, same key, by a later start
     │       ├── PreflightUnanswered the provider could not be asked before an attempt
+    │       ├── ResourceHeld       another run's live process holds the resource
     │       └── SubjectBusy        another live run is acting on the effect's subject
     ├── StepError                  the agent may catch these and carry on
-    │   ├── EffectRefused          the provider definitely refused (recorded, replayed)
+    │   ├── EffectRefused          refused, or its retries ran out (recorded, replayed);
+    │   │                          uncaught, exit 3: a person's ``oncelog retry`` moves it
     │   ├── EffectAbandoned        a person gave up on the effect
     │   ├── ApprovalDenied         a person denied the effect with these arguments
     │   ├── SubjectDone            another step did the subject's effect (``repeat="error"``)
@@ -504,6 +508,53 @@ class ArgumentDrift(NeedsPerson):
     """A recorded step was asked for again with different arguments."""
 
 
+class _Held(OnceLogError):
+    """Names the hold (``resource``, as ``oncelog holds`` prints it) and the run that has
+    it (``holder``)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        step_id: str | None = None,
+        key: str | None = None,
+        resource: str | None = None,
+        holder: str | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id, step_id=step_id, key=key)
+        self.resource = resource
+        self.holder = holder
+
+    def _fields(self) -> dict[str, Any]:
+        return {**super()._fields(), "resource": self.resource, "holder": self.holder}
+
+
+class HoldInDoubt(_Held, NeedsPerson):
+    """Another run holds the resource, no live process holds that run, and an effect it
+    began under the hold is in doubt: only that run's restart or a person's decision on
+    its step ``held_by_step`` frees it; a restart of this run alone never does."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        step_id: str | None = None,
+        key: str | None = None,
+        resource: str | None = None,
+        holder: str | None = None,
+        held_by_step: str | None = None,
+    ) -> None:
+        super().__init__(
+            message, run_id=run_id, step_id=step_id, key=key, resource=resource, holder=holder
+        )
+        self.held_by_step = held_by_step
+
+    def _fields(self) -> dict[str, Any]:
+        return {**super()._fields(), "held_by_step": self.held_by_step}
+
+
 class _Subject(OnceLogError):
     """Names the subject an effect acts on and the step of another run that holds it."""
 
@@ -561,27 +612,10 @@ class RunLeased(TryLater):
     pass
 
 
-class ResourceHeld(TryLater):
-    """Another run holds the resource: its lease runs, or an effect it began under the
-    hold is in doubt until a person resolves it. ``resource`` is the hold's name as
-    ``oncelog holds`` prints it, ``holder`` the run that has it."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        run_id: str | None = None,
-        step_id: str | None = None,
-        key: str | None = None,
-        resource: str | None = None,
-        holder: str | None = None,
-    ) -> None:
-        super().__init__(message, run_id=run_id, step_id=step_id, key=key)
-        self.resource = resource
-        self.holder = holder
-
-    def _fields(self) -> dict[str, Any]:
-        return {**super()._fields(), "resource": self.resource, "holder": self.holder}
+class ResourceHeld(_Held, TryLater):
+    """Another run holds the resource and a live process holds that run (its lease runs):
+    its hold ends with its block or its lease. Where the holder's process is gone and an
+    effect it began under the hold is in doubt, the refusal is ``HoldInDoubt``."""
 
 
 class LeaseLost(TryLater):
@@ -613,7 +647,12 @@ class StepError(OnceLogError):
 
 
 class EffectRefused(StepError):
-    """The provider definitely refused; the refusal is recorded and replayed."""
+    """The provider definitely refused, or the retry policy gave up; the refusal is
+    recorded and replayed. A run it ends is failed, and every restart meets it again:
+    only a person's ``oncelog retry`` (or ``redrive``) moves it, so the process exits 3,
+    as for every stop a person must act on, and its message names the command."""
+
+    exit_code = EXIT_HALTED
 
     # As ``RunStopped``'s: given when the refusal ended the run (failed), whose way on is a
     # person's ``oncelog retry`` or ``redrive`` (the run is queued again); ``run_main``
@@ -634,6 +673,21 @@ class EffectRefused(StepError):
 
     def _fields(self) -> dict[str, Any]:
         return {**super()._fields(), "error_type": self.error_type}
+
+
+def effect_refused(
+    reason: str, run_id: str, step_id: str, key: str, error_type: str | None
+) -> EffectRefused:
+    """The error for an effect the provider refused, or whose retry policy gave up:
+    ``reason``, then the command a person runs once the effect may succeed."""
+    from ._commands import oncelog_command  # as ``halted`` imports it
+
+    retry = oncelog_command("retry", [run_id, step_id], options="--by NAME --why WHY")
+    return EffectRefused(
+        f"{reason}. Once it may succeed, a person gives it a fresh set of attempts with "
+        f"the same key: {retry}; then start the run again",
+        run_id=run_id, step_id=step_id, key=key, error_type=error_type,
+    )  # fmt: skip
 
 
 class EffectAbandoned(StepError):

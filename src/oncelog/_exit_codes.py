@@ -18,7 +18,10 @@ EXIT_CODES: dict[int, str] = {
     EXIT_COMPLETED: "success: the run completed, the command did what it was asked",
     EXIT_ERROR: "an error the message explains (the ledger could not be used, a problem found)",
     EXIT_USAGE: "a usage error: a bad argument or option, or no ledger at `--db`; fix the call",
-    EXIT_HALTED: "halted: a person must act (the message names the command)",
+    EXIT_HALTED: "halted: a person must act, and nothing but a person moves the run (an "
+    "effect in doubt, a kill switch, another run's effect in doubt that blocks it, an effect "
+    "refused or out of retries); do not restart it before the decision, the message names "
+    "the command",
     EXIT_WAITING: "waiting for a person's decision (an approval, a higher budget)",
     EXIT_NOT_FOUND: "not found: no such run, step, pending approval or kill switch",
     EXIT_CONFLICT: "conflict: the request disagrees with what is recorded (already resolved, "

@@ -214,8 +214,9 @@ def main() -> None:
     parser.add_argument("--reset", action="store_true", help="delete the thread first")
     parser.add_argument("--resend", action="store_true", help="send, even if it could resume")
     parser.add_argument("--resume-refused", action="store_true", help="resume what refuses")
+    parser.add_argument("--lease-ttl", type=float, default=30.0)
     args = parser.parse_args()
-    ledger = oncelog.open(args.ledger)
+    ledger = oncelog.open(args.ledger, lease_ttl=args.lease_ttl)
     log = EffectLog(args.effects)
     builder = build(
         ledger, log, args.model_calls, graph=args.graph, unguarded=args.unguarded,
@@ -232,7 +233,7 @@ def main() -> None:
             pending = args.checkpoints is not None and graph.get_state(config).next
             try:
                 return graph.invoke(None if pending and not args.resend else message, config)
-            except oncelog.ResourceHeld as held:
+            except (oncelog.HoldInDoubt, oncelog.ResourceHeld) as held:
                 if not args.resume_refused:
                     raise
                 # The documented pattern: resume the node the refusal names.
@@ -245,7 +246,7 @@ def main() -> None:
             pending = args.checkpoints is not None and (await graph.aget_state(config)).next
             try:
                 return await graph.ainvoke(None if pending and not args.resend else message, config)
-            except oncelog.ResourceHeld as held:
+            except (oncelog.HoldInDoubt, oncelog.ResourceHeld) as held:
                 if not args.resume_refused:
                     raise
                 return await graph.ainvoke(None, oncelog_langgraph.resume_config(held))

@@ -6,7 +6,7 @@ apart, so that a test can point it at a port nobody listens on (refused connecti
 
 Usage: mailer.py LEDGER RUN_ID PROVIDER EMAIL_SERVICE
 
-Exits through ``oncelog.run_main``: 0 completed, 1 an effect refused.
+Exits through ``oncelog.run_main``: 0 completed, 3 an effect refused (a person retries it).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ to, outside the ledger) misbehaves as the scenario needs while MODE is ``fail``.
 
 Usage: states.py LEDGER RUN_ID SCENARIO COUNT_FILE MODE
 
-Exits through ``oncelog.run_main``: 0 completed, 1 an error (refused, abandoned, denied),
-3 a person must act, 4 waiting for a person.
+Exits through ``oncelog.run_main``: 0 completed, 1 an error (abandoned, denied), 3 a
+person must act (refused, out of retries, in doubt...), 4 waiting for a person.
 """
 
 from __future__ import annotations

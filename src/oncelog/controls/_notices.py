@@ -11,6 +11,14 @@ that waits for the decision tries again every ``REDELIVER_EVERY`` seconds), so i
 delivered at least once, and a receiver that must page exactly once deduplicates by
 ``id``. Budget stops keep their budget alerts and send no notice.
 
+A run blocked by another run's effect in doubt, whose run no live process holds (a
+``SubjectInDoubt``, a ``HoldInDoubt``: a LangGraph message sent again on a thread whose
+tool node was killed), waits on that effect's decision, not on one of its own: its notice
+is the blocking effect's (``run_id``, ``step_id``, tool, key and decision links are the
+holder's, ``blocked_run`` the run that waits), with the id of that effect's attempt in
+doubt, journalled under the holder's run. However many runs, and restarts of them, meet
+it, and when the holder itself halts on it, one notice is sent for one decision.
+
 A notice carries what the person must see to decide: the effect's tool, its recorded
 arguments (declared secrets are keyed hashes already; credentials nobody declared are
 masked as every surface masks them), its key, why it stopped, where to look it up at the
@@ -28,10 +36,12 @@ from .._exceptions import (
     AmbiguousOutcome,
     ApprovalRequired,
     EffectRefused,
+    HoldInDoubt,
     NeedsPerson,
     OnceLogError,
     PreflightConflict,
     RunHalted,
+    SubjectInDoubt,
     WaitingForPerson,
     _OverBudget,
 )
@@ -66,6 +76,7 @@ class PersonNeeded(Value):
     reason: str | None = None  # why its outcome is unknown, as recorded
     evidence_url: str | None = None  # where to look it up at the provider
     links: dict[str, str] | None = None  # decision -> signed console link
+    blocked_run: str | None = None  # a run that waits on this effect, blocked by its doubt
 
     def to_json(self) -> str:
         """As posted to a webhook."""
@@ -119,17 +130,20 @@ class Notices:
         if isinstance(exc, _OverBudget):
             return
         try:
-            identity = self._identify(exc, run_id, agent)
+            blocked = _blocking(exc)
+            about, step = (run_id, exc.step_id) if blocked is None else blocked
+            identity = self._identify(exc, about, step, agent)
             kind: Literal["halted", "waiting", "failed"] = (
                 "halted" if isinstance(exc, NeedsPerson)
                 else "failed" if isinstance(exc, EffectRefused) else "waiting"
             )  # fmt: skip
             notice = PersonNeeded(
                 identity, kind,
-                type(exc).__name__, run_id, exc.step_id, exc.message,
-                **self._details(identity, run_id, exc.step_id),
+                type(exc).__name__, about, step, exc.message,
+                **self._details(identity, about, step),
+                blocked_run=None if blocked is None else run_id,
             )  # fmt: skip
-            if self.store.record_notice(run_id, notice.id, notice.journalled()):
+            if self.store.record_notice(about, notice.id, notice.journalled()):
                 self._deliver(notice)
         except OnceLogError as exc_store:
             log.warning("the notice that run %s needs a person failed: %s", run_id, exc_store)
@@ -154,9 +168,12 @@ class Notices:
             except OnceLogError as exc:
                 log.warning("the notice %s was not delivered again: %s", notice.id, exc)
 
-    def _identify(self, exc: OnceLogError, run_id: str, agent: str | None) -> str:
-        """The id of what the person must decide."""
-        step = exc.step_id or ""
+    def _identify(
+        self, exc: OnceLogError, run_id: str, step_id: str | None, agent: str | None
+    ) -> str:
+        """The id of what the person must decide: about ``step_id`` of ``run_id``, the
+        blocking effect's for a run blocked by another's doubt."""
+        step = step_id or ""
         if isinstance(exc, RunHalted):
             halt = self.store.active_halt(run_id, agent)
             if halt is not None:
@@ -173,9 +190,10 @@ class Notices:
                 if record.step_id == step:
                     started = f"{record.started_at:.6f}"  # the attempt number stays last
                     return f"refused:{run_id}:{step}:{started}:{record.attempts}"
-        elif isinstance(exc, (AmbiguousOutcome, PreflightConflict)):
+        elif isinstance(exc, (AmbiguousOutcome, PreflightConflict, SubjectInDoubt, HoldInDoubt)):
             # A conflict marks its attempt unknown, as a crash does: one decision for
-            # both, and the attempt makes the conflict after a person's not_done new.
+            # both, and the attempt makes the conflict after a person's not_done new. A
+            # run blocked by that attempt waits on the same decision: the same id.
             for record in self.store.steps(run_id, 0, 1 << 30):
                 if record.step_id == step:
                     return f"unknown:{run_id}:{step}:{record.attempts}"
@@ -246,6 +264,15 @@ class Notices:
             return
         self._undelivered.pop(notice.id, None)
         self.store.confirm_notice(notice.run_id, notice.id)
+
+
+def _blocking(exc: OnceLogError) -> tuple[str, str] | None:
+    """The run and step of another run's effect in doubt that ``exc`` is blocked by."""
+    if isinstance(exc, SubjectInDoubt) and exc.held_by_run and exc.held_by_step:
+        return exc.held_by_run, exc.held_by_step
+    if isinstance(exc, HoldInDoubt) and exc.holder and exc.held_by_step:
+        return exc.holder, exc.held_by_step
+    return None
 
 
 def _masked(args_json: str) -> Any:

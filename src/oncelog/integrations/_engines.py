@@ -23,6 +23,7 @@ from oncelog import (
     ApprovalRequired,
     BudgetExceeded,
     BudgetPaused,
+    EffectRefused,
     Ledger,
     OnceLogError,
     RunHalted,
@@ -74,6 +75,8 @@ def _command_for(exc: OnceLogError) -> str:
         return "clear the kill switch with the oncelog resume above (oncelog halts lists them)"
     if isinstance(exc, (BudgetExceeded, BudgetPaused)):
         return oncelog_command("budgets", run, options="--set LIMIT=NEW_LIMIT --by NAME")
+    if isinstance(exc, EffectRefused):  # refused, or out of retries: a fresh set, same key
+        return oncelog_command("retry", run + step, options="--by NAME --why WHY")
     return oncelog_command("show", run)
 
 

@@ -29,6 +29,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from oncelog import (
     ConfigurationError,
+    EffectRefused,
     Ledger,
     NeedsPerson,
     OnceLogError,
@@ -81,8 +82,10 @@ def once_task(
             )
     if backoff < 0 or backoff_max < 0:
         raise ConfigurationError("backoff and backoff_max cannot be negative")
-    dont = (*tuple(options.pop("dont_autoretry_for", ())), NeedsPerson, WaitingForPerson)
-    throws = (*tuple(options.pop("throws", ())), NeedsPerson, WaitingForPerson)
+    # A refusal (or retries run out) replays at every attempt: only a person's retry moves it.
+    person = (NeedsPerson, WaitingForPerson, EffectRefused)
+    dont = (*tuple(options.pop("dont_autoretry_for", ())), *person)
+    throws = (*tuple(options.pop("throws", ())), *person)
     options.setdefault("max_retries", None)  # a try-later goes through when it can
     open_ledger = PerProcess(ledger)
 

@@ -24,9 +24,12 @@ the same thread id.
 A thread's effects are settled before its model is asked again: every guarded node of a
 thread takes the hold ``("langgraph", GRAPH, THREAD)`` (a ``ToolNode`` for its whole
 execution), which an effect left in doubt by a killed process keeps blocked. A new message
-sent instead of resuming the thread is refused (``oncelog.ResourceHeld``, naming the run)
-until that node is resumed, ``graph.invoke(None, resume_config(error))`` (from the
-checkpoint it ran from: the message moved the thread past it), or a person settles it.
+sent instead of resuming the thread is refused until that node is resumed,
+``graph.invoke(None, resume_config(error))`` (from the checkpoint it ran from: the message
+moved the thread past it), or a person settles it: with ``oncelog.HoldInDoubt`` (exit 3,
+and one notice to a person, with the decisions on the node's effect, however often the
+message is sent again) when no process runs that node, with ``oncelog.ResourceHeld`` (exit
+75) while one does.
 
 Steps are named ``send_email#1`` (the first ``send_email`` call of that node execution)
 and ``model#1``, never from the ids a model gives its tool calls. A model call asked at a
@@ -59,6 +62,7 @@ from oncelog import (
     AsyncRun,
     ConfigurationError,
     EffectRefused,
+    HoldInDoubt,
     Ledger,
     ResourceHeld,
     Run,
@@ -227,10 +231,10 @@ async def _async_task_run_id(config: RunnableConfig, graph: str) -> str:
     return task.run_id(graph)
 
 
-def resume_config(held: ResourceHeld) -> RunnableConfig:
-    """The config that resumes the node a guarded node's ``ResourceHeld`` names, from the
-    checkpoint it ran from, although messages sent since moved its thread past it:
-    ``graph.invoke(None, resume_config(error))``."""
+def resume_config(held: ResourceHeld | HoldInDoubt) -> RunnableConfig:
+    """The config that resumes the node a guarded node's ``HoldInDoubt`` (or
+    ``ResourceHeld``) names, from the checkpoint it ran from, although messages sent since
+    moved its thread past it: ``graph.invoke(None, resume_config(error))``."""
     try:
         resource = json.loads(held.resource or "null")
     except ValueError:
@@ -245,22 +249,29 @@ def _thread(config: RunnableConfig) -> str:
     return str((config.get("configurable") or {}).get("thread_id"))
 
 
-def _unsettled(held: ResourceHeld, run_id: str, graph: str, thread: str) -> ResourceHeld:
-    """A new node of a thread whose earlier node has not given it up: what to do."""
+def _unsettled(
+    held: ResourceHeld | HoldInDoubt, run_id: str, graph: str, thread: str
+) -> ResourceHeld | HoldInDoubt:
+    """A new node of a thread whose earlier node has not given it up: what to do. The
+    refusal keeps its kind: a node no process runs, with its effect in doubt, is a
+    person's (exit 3, announced once); one still running clears by itself (75)."""
     holder = held.holder or "?"
     checkpoint = holder.rpartition("/")[2]
     config = json.dumps({"configurable": {"thread_id": thread, "checkpoint_id": checkpoint}})
-    return ResourceHeld(
+    message = (
         f"thread {thread!r} of graph {graph!r} is not settled: {held.message}. A node of "
         "the thread has an effect whose outcome is not known (or is running): resume "
         f"that node before a new message, graph.invoke(None, {config}) "
         "(oncelog.integrations.langgraph.resume_config(error)); it runs again in its run, "
         "from the checkpoint it ran from, and settles its effect. Without that checkpoint "
-        f"a person settles it: oncelog show {shlex.quote(holder)} names the commands",
-        run_id=run_id,
-        resource=held.resource,
-        holder=holder,
+        f"a person settles it: oncelog show {shlex.quote(holder)} names the commands"
     )
+    if isinstance(held, HoldInDoubt):
+        return HoldInDoubt(
+            message, run_id=run_id, resource=held.resource, holder=holder,
+            held_by_step=held.held_by_step,
+        )  # fmt: skip
+    return ResourceHeld(message, run_id=run_id, resource=held.resource, holder=holder)
 
 
 @contextmanager
@@ -268,7 +279,7 @@ def _settled(run: Run, graph: str, thread: str, wait: float) -> Iterator[None]:
     try:
         hold = run.hold(("langgraph", graph, thread), wait=wait)
         hold.__enter__()
-    except ResourceHeld as held:
+    except (ResourceHeld, HoldInDoubt) as held:
         raise _unsettled(held, run.run_id, graph, thread) from None
     try:
         yield
@@ -283,7 +294,7 @@ async def _settled_async(
     try:
         hold = run.hold(("langgraph", graph, thread), wait=wait)
         await hold.__aenter__()
-    except ResourceHeld as held:
+    except (ResourceHeld, HoldInDoubt) as held:
         raise _unsettled(held, run.run_id, graph, thread) from None
     try:
         yield

@@ -43,6 +43,7 @@ from .._exceptions import (
     SubjectDone,
     SubjectInDoubt,
     decide_text,
+    effect_refused,
     halted,
     in_doubt,
 )
@@ -859,13 +860,10 @@ class Engine:
 
     def _refused(self, record: StepRecord) -> EffectRefused:
         error = record.error or {}
-        return EffectRefused(
-            f"the provider refused: {error.get('message', '')}",
-            run_id=self.run_id,
-            step_id=record.step_id,
-            key=record.key,
-            error_type=str(error.get("type", "")).rpartition(".")[2] or None,
-        )
+        return effect_refused(
+            f"the provider refused: {error.get('message', '')}", self.run_id, record.step_id,
+            record.key, str(error.get("type", "")).rpartition(".")[2] or None,
+        )  # fmt: skip
 
     def _not_recorded(self, record: StepRecord) -> ResultNotRecorded:
         error = record.error or {}

@@ -14,7 +14,7 @@ import time
 from types import TracebackType
 from typing import Any
 
-from .._exceptions import InvalidPayload, LeaseLost, ResourceHeld, UsageError
+from .._exceptions import HoldInDoubt, InvalidPayload, LeaseLost, ResourceHeld, UsageError
 from ..records._serialization import encode
 from ..signals import _drain as drain
 from ..stores._protocol import Lease, Store
@@ -64,7 +64,9 @@ class Hold:
     """What ``run.hold(name, wait=...)`` returns: enter it with ``with`` in a ``Run``,
     ``async with`` in an ``AsyncRun``. Inside, ``token`` is the hold's fencing token.
     Entering waits up to ``wait`` seconds for another run's hold to end, then raises
-    ``ResourceHeld`` (exit 75). Nested holds of one resource by one run are one hold."""
+    ``ResourceHeld`` (exit 75) if a live process holds that run, or ``HoldInDoubt`` (exit
+    3, a person must act) if none does and an effect it began under the hold is in doubt.
+    Nested holds of one resource by one run are one hold."""
 
     def __init__(self, store: Store, lease: Lease, held: dict[str, list[int]], resource: str,
                  wait: float) -> None:  # fmt: skip
@@ -91,7 +93,7 @@ class Hold:
     def _taken(self, token: int) -> None:
         self._held[self.resource] = [token, 1]
 
-    def _pause(self, deadline: float, pause: float, held: ResourceHeld) -> float:
+    def _pause(self, deadline: float, pause: float, held: ResourceHeld | HoldInDoubt) -> float:
         """How long to sleep before trying again; raises ``held`` once the wait is over
         or the process drains."""
         left = deadline - time.monotonic()
@@ -106,7 +108,7 @@ class Hold:
         while True:
             try:
                 token = self._store.take_hold(self._lease, self.resource)
-            except ResourceHeld as held:
+            except (ResourceHeld, HoldInDoubt) as held:
                 drain.wait_for_drain(self._pause(deadline, pause, held))
                 pause = min(pause * 2, LONGEST_PAUSE)
                 continue
@@ -153,7 +155,7 @@ class Hold:
                     token = await asyncio.to_thread(take, self._lease, self.resource)
                     self._taken(token)
                     break
-                except ResourceHeld as held:
+                except (ResourceHeld, HoldInDoubt) as held:
                     await asyncio.sleep(self._pause(deadline, pause, held))
                     pause = min(pause * 2, LONGEST_PAUSE)
         self._push()

@@ -11,11 +11,11 @@ from dataclasses import replace
 from typing import Any
 
 from .._exceptions import (
-    EffectRefused,
     InvalidPayload,
     OnceLogError,
     ResendLater,
     ResultNotRecorded,
+    effect_refused,
     in_doubt,
 )
 from .._log import log
@@ -134,10 +134,9 @@ class Outcomes:
             why = "the provider refused"
             if action is Action.RECORD_FAILED:
                 why = f"not performed in {pending.attempt} attempts (the retry policy's limit)"
-            return EffectRefused(
-                f"{why}: {exc}", run_id=self.run_id, step_id=step.step_id, key=step.key,
-                error_type=type(exc).__qualname__,
-            )  # fmt: skip
+            return effect_refused(
+                f"{why}: {exc}", self.run_id, step.step_id, step.key, type(exc).__qualname__
+            )
         pending.ended(self.run_id, "unknown", exc)
         doubt = f"{call.kind} effect {step.step_id!r} raised {type(exc).__name__}: {exc}"
         if said:

@@ -147,8 +147,10 @@ class _Steps:
         """A hold on the resource ``name`` (a string or a tuple of JSON scalars, such as
         ``("host", "db-1")``), for ``with`` (``async with`` in an ``AsyncRun``): one run
         at a time holds it, whichever process or agent asks; entering waits up to ``wait``
-        seconds, then raises ``ResourceHeld`` (exit 75). Tools that declare
-        ``hold_token`` are handed its token, greater for every new holder."""
+        seconds, then raises ``ResourceHeld`` (exit 75), or ``HoldInDoubt`` (exit 3) where
+        the holder's process is gone and an effect it began under the hold is in doubt.
+        Tools that declare ``hold_token`` are handed its token, greater for every new
+        holder."""
         resource = resource_name(name, self.run_id)
         engine = self._engine
         return Hold(engine.store, engine.lease, self._held, resource, float(wait))

@@ -648,9 +648,9 @@ class Store(Protocol):
         """Take the hold on ``resource`` (canonical JSON) for the lease's run, in one
         transaction (journals ``hold_acquired``), and return its token (the same one, with
         nothing written, if this lease has it; a new lease of the holder's run takes it
-        again with a new token). ``ResourceHeld`` while another run's hold is live or
-        blocked by an effect in doubt (stores/_sql_holds.py); ``LeaseLost`` if another
-        owner took the run."""
+        again with a new token). ``ResourceHeld`` while another run's hold is live,
+        ``HoldInDoubt`` while it is blocked by an effect in doubt (stores/_sql_holds.py);
+        ``LeaseLost`` if another owner took the run."""
         ...
 
     def give_up_hold(self, lease: Lease, resource: str, token: int) -> bool:

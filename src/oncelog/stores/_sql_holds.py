@@ -11,7 +11,8 @@ so every taking writes a token greater than the last.
 
 from __future__ import annotations
 
-from .._exceptions import ResourceHeld, UnknownHold
+from .._commands import oncelog_command
+from .._exceptions import HoldInDoubt, ResourceHeld, UnknownHold, decide_text
 from ..records._records import HoldRecord
 from ._protocol import Lease
 from ._rows import journal_json, text
@@ -61,14 +62,15 @@ def take(tx: Tx, lease: Lease, resource: str) -> int:
     ours = holder == lease.run_id and state != "free"
     if ours and holder_token == lease.token:
         return token
-    if not ours and state in ("held", "blocked"):
-        why = "its lease runs" if state == "held" else "an effect it began under it is in doubt"
+    if not ours and state == "held":
         raise ResourceHeld(
-            f"{resource} is held by run {holder} ({why}); try again later",
+            f"{resource} is held by run {holder} (its lease runs); try again later",
             run_id=lease.run_id,
             resource=resource,
             holder=holder,
         )
+    if not ours and state == "blocked":
+        raise _blocked(tx, lease.run_id, resource, holder)
     since = "acquired_at" if ours else NOW  # a restart keeps what its doubt is counted from
     acquired = tx.execute(
         "UPDATE holds SET holder = ?, holder_token = ?, token = token + 1, "
@@ -83,6 +85,27 @@ def take(tx: Tx, lease: Lease, resource: str) -> int:
     # A new holder's record carries the row's acquired_at to the bit (``verify``).
     append(tx, lease.run_id, None, "hold_acquired", entry, at=None if ours else acquired)
     return token + 1
+
+
+def _blocked(tx: Tx, run_id: str, resource: str, holder: str) -> HoldInDoubt:
+    """The refusal of a hold whose holder's process is gone and whose effect in doubt
+    keeps it: only that run's restart or a person's decision on that step frees it, so
+    the message names the step, its attempt and the decisions on it."""
+    row = tx.execute(
+        "SELECT s.step_id, s.attempts FROM holds h JOIN steps s ON s.run_id = h.holder "
+        f"WHERE h.resource = ? AND s.type = 'effect' AND {in_doubt('s.state')} "
+        "AND s.started_at >= h.acquired_at ORDER BY s.seq LIMIT 1",
+        (resource,),
+    ).fetchone()
+    step, attempt = (str(row[0]), int(row[1])) if row is not None else ("?", None)
+    return HoldInDoubt(
+        f"{resource} is held by run {holder}, no live process holds that run, and its "
+        f"effect {step!r}, begun under the hold, is in doubt: a restart of this run does "
+        f"not free it. Restart run {holder} (it probes, resends or halts as for any effect "
+        f"in doubt), or decide that step, one of: {decide_text(holder, step, attempt)}; "
+        f"{oncelog_command('show', [holder])} shows it",
+        run_id=run_id, resource=resource, holder=holder, held_by_step=step,
+    )  # fmt: skip
 
 
 def give_up(tx: Tx, lease: Lease, resource: str, token: int) -> bool:
