@@ -141,7 +141,7 @@ def test_an_agent_waiting_in_place_is_named_and_goes_on_by_itself(
         assert "goes on by itself once it is decided" in first
         assert any(c.startswith("oncelog resolve r1 send-1 ") for c in commands)
         shown = unknown(db_path, tmp_path)
-        done = pasted(decide_lines(shown)[0], db_path, tmp_path)  # done, --result '{}'
+        done = pasted(decide_lines(shown)[0], db_path, tmp_path)  # done, --no-result
         assert done.returncode == 0, done.stdout + done.stderr
         said = done.stdout.split("next: ", 1)[1]
         assert "goes on by itself" in said or "completed" in said, said

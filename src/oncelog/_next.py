@@ -89,7 +89,8 @@ def what_next(ledger: Reads, run_id: str) -> list[str]:
     waiter = None if run.owner is not None else waiting_in_place(ledger, run_id)
     if run.status is RunStatus.FAILED:
         return _failed(ledger, run, waiter)
-    commands = [] if run.status is RunStatus.QUEUED else _commands(ledger, run)
+    # A queued run has nothing left to decide but a kill switch that still covers it.
+    commands = _switches(ledger, run) if run.status is RunStatus.QUEUED else _commands(ledger, run)
     if waiter is not None:
         goes_on = (
             f"the agent waiting in place for a decision ({waiter.described()}) goes on by itself"
@@ -98,7 +99,7 @@ def what_next(ledger: Reads, run_id: str) -> list[str]:
             return [f"the run is still {run.status.value}: a person must act; {goes_on} "
                     "once it is decided", *commands]  # fmt: skip
         return [f"{goes_on}: nothing needs restarting"]
-    if run.status is RunStatus.QUEUED:
+    if run.status is RunStatus.QUEUED and not commands:
         return _taken_by(run)
     if commands or not held:
         return [f"the run is still {run.status.value}: a person must act", *commands]
@@ -197,13 +198,7 @@ def _commands(ledger: Reads, run: RunRecord) -> list[str]:
         if a.run_id == run.run_id:
             approve = oncelog_command("approve", [run.run_id, a.step_id], options="--by NAME")
             commands.append(f"{approve}   (or deny)")
-    for h in ledger.halts(limit=1000):
-        if h.scope.value == "run" and h.target == run.run_id:
-            commands.append(f"oncelog resume {option('--run', run.run_id)} --by NAME")
-        elif h.scope.value == "agent" and h.target == run.agent:
-            commands.append(f"oncelog resume {option('--agent', h.target)} --by NAME")
-        elif h.scope.value == "global":
-            commands.append("oncelog resume --global --by NAME")
+    commands += _switches(ledger, run)
     if run.stopped_by in ("BudgetExceeded", "BudgetPaused"):
         budgets = oncelog_command(
             "budgets", [run.run_id], options="--set LIMIT=NEW_LIMIT --by NAME"
@@ -218,4 +213,17 @@ def _commands(ledger: Reads, run: RunRecord) -> list[str]:
     if run.stopped_by in _FIX_THE_CODE:
         show = oncelog_command("show", [run.run_id])
         commands.append(f"fix the agent's code ({show}), then restart it")
+    return commands
+
+
+def _switches(ledger: Reads, run: RunRecord) -> list[str]:
+    """The command that clears each kill switch on that covers the run."""
+    commands = []
+    for h in ledger.halts(limit=1000):
+        if h.scope.value == "run" and h.target == run.run_id:
+            commands.append(f"oncelog resume {option('--run', run.run_id)} --by NAME")
+        elif h.scope.value == "agent" and h.target == run.agent:
+            commands.append(f"oncelog resume {option('--agent', h.target)} --by NAME")
+        elif h.scope.value == "global":
+            commands.append("oncelog resume --global --by NAME")
     return commands
