@@ -28,7 +28,7 @@ def pasted(
     )
 
 
-def sender(ledger: oncelog.Ledger, sent: list[str]) -> oncelog.Tool:
+def sender(ledger: oncelog.Ledger, sent: list[str]) -> oncelog.Tool[..., dict[str, str]]:
     """A mail tool whose first send gets no answer."""
 
     @ledger.tool(kind="create", name="send")
@@ -63,7 +63,7 @@ def test_the_printed_done_gives_the_agent_no_result_not_a_placeholder_answer(
     decided = pasted(done.replace("--by NAME", "--by alice"), store_url, tmp_path)
     assert decided.returncode == 0, decided.stdout + decided.stderr
     with oncelog.open(store_url, create=False) as ledger, ledger.run("r1") as run:
-        got = run.effect("mail", sender(ledger, sent))
+        got: object = run.effect("mail", sender(ledger, sent))
     assert (got, len(sent)) == (oncelog.NO_RESULT, 1)
 
 
