@@ -86,11 +86,24 @@ def opened(db: str | None, **options: Any) -> Iterator[oncelog.Ledger]:
         with oncelog.open(db, **options) as ledger:
             yield ledger
     except oncelog.LedgerNotFound as exc:
-        click.echo(f"Error: {exc}; check --db or $ONCELOG_URL", err=True)
+        click.echo(f"Error: {exc}; {_where_to_look(db)}", err=True)
         raise click.exceptions.Exit(exc.exit_code) from exc
     except oncelog.OnceLogError as exc:
         click.echo(f"Error: {oncelog.explain(exc)}", err=True)
         raise click.exceptions.Exit(exc.exit_code) from exc
+
+
+def _where_to_look(db: str | None) -> str:
+    """What to do about a ledger not found: where the command looked, and how to point it
+    at the one the agents write (a first ``oncelog console`` before any agent ran here)."""
+    if db is not None:
+        return "check --db or $ONCELOG_URL"
+    return (
+        f"with neither --db nor $ONCELOG_URL this command looks at {oncelog.DEFAULT_PATH} "
+        f"under {os.getcwd()}, where an agent started in this directory without "
+        "$ONCELOG_URL keeps its ledger: run an agent first, or point this command at the "
+        "ledger your agents use with --db URL or ONCELOG_URL=URL"
+    )
 
 
 def given_json(text: str, option: str) -> Any:
