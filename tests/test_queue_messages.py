@@ -81,7 +81,7 @@ def test_a_missing_client_names_the_extra(
     monkeypatch.delitem(sys.modules, f"oncelog.queues.{module}", raising=False)
     extra = "rabbitmq" if module == "rabbitmq" else "nats"
     with pytest.raises(
-        oncelog.ConfigurationError, match=rf"pip install '\.\[{extra}\]' in oncelog's checkout"
+        oncelog.ConfigurationError, match=rf"pip install .*\[{extra}\]"
     ):
         importlib.import_module(f"oncelog.queues.{module}")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ..display import install_line
 from ..showcases.demo import DemoFailed
 
 # What the demo runs: the Stripe client, localstripe's command, aiosmtpd's command.
@@ -44,9 +45,7 @@ def demo(out: Path | None, no_mail_probe: bool) -> None:
     a person."""
     missing = [name for name in NEEDS if find_spec(name) is None]
     if missing:
-        raise click.ClickException(
-            f"the demo needs {', '.join(missing)}: pip install '.[demo]' in oncelog's checkout"
-        )
+        raise click.ClickException(f"the demo needs {', '.join(missing)}: {install_line('demo')}")
     from ..showcases.demo.runner import run_demo  # imports the Stripe client
     from ..showcases.demo.services import unwound_by_sigterm
 
