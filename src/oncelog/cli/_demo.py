@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import tempfile
 from importlib.util import find_spec
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import click
 
 from ..display import install_line
-from ..showcases.demo import DemoFailed
+from ..showcases.demo import DemoFailed, oncelog_here
 
 # What the demo runs: the Stripe client, localstripe's command, aiosmtpd's command.
 NEEDS = ("stripe", "localstripe", "aiosmtpd")
@@ -58,4 +59,5 @@ def demo(out: Path | None, no_mail_probe: bool) -> None:
             f"{exc.message}\n(everything the demo left is in {folder})"
         ) from exc
     click.echo(f"\nEverything the demo left is in {folder}")
-    click.echo(f"  oncelog show conv-4711 --db {folder / 'oncelog' / 'ledger.db'}")
+    ledger = shlex.quote(str(folder / "oncelog" / "ledger.db"))
+    click.echo(f"  {oncelog_here()} show conv-4711 --db {ledger}")
