@@ -116,7 +116,7 @@ def test_the_printed_decision_on_a_subject_in_doubt_names_the_holders_attempt(
 def test_the_printed_done_decision_is_accepted_for_a_tool_with_a_result_schema(
     store_url: str, tmp_path: Path
 ) -> None:
-    """The printed ``done`` took ``--result '{}'``, which a tool's result schema refused."""
+    """The printed ``done`` is accepted for a tool whose result schema ``{}`` would fail."""
     schema = {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}
     with oncelog.open(store_url) as ledger:
 

@@ -26,6 +26,7 @@ from click.testing import CliRunner
 import oncelog
 from oncelog.cli import cli
 from oncelog.probes.mail import message_id_for
+from oncelog.showcases.demo import oncelog_here
 from tests.conftest import require
 
 from .support.launch import python
@@ -187,7 +188,8 @@ def test_without_the_extra_it_names_the_extra(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "aiosmtpd", None)  # what an absent package looks like
     result = CliRunner().invoke(cli, ["demo"])
     assert result.exit_code == 1
-    assert "pip install '.[demo]'" in result.output
+    assert "pip install " in result.output
+    assert "[demo]' (oncelog's checkout)" in result.output
 
 
 def test_a_folder_with_something_in_it_is_refused(tmp_path: Path) -> None:
@@ -232,9 +234,15 @@ def test_the_demo_says_it_plays_the_operator_and_what_one_would_type(
     assert "(the demo plays the operator here)" in out
     typed = out.split("== what a real operator would have typed", 1)[1].splitlines()[2:]
     ledger = demo[0] / "oncelog" / "ledger.db"
-    assert typed[0] == f"  oncelog unknown --db {ledger}"
-    assert typed[1] == f"  oncelog show {RUN} --db {ledger}"
-    assert typed[2].startswith(f"  oncelog resolve {RUN} send_email done --by demo-operator ")
+    here = oncelog_here()  # "oncelog" only where this shell finds it on its PATH
+    assert typed[0] == f"  {here} unknown --db {ledger}"
+    assert typed[1] == f"  {here} show {RUN} --db {ledger}"
+    assert typed[2].startswith(f"  {here} resolve {RUN} send_email done --by demo-operator ")
+    for command in (typed[1], out.rstrip().splitlines()[-1]):  # the last: "oncelog show"
+        shown = subprocess.run(
+            ["bash", "-c", command], capture_output=True, text=True, timeout=60, check=False
+        )  # in the shell that started the demo, as a person pastes it
+        assert shown.returncode == 0, (command, shown.stderr)
     assert typed[2].endswith(f" --db {ledger}")
     resolve = shlex.split(typed[2])[1:]  # the command as printed works as it is
     again = CliRunner().invoke(cli, resolve)

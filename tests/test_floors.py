@@ -27,7 +27,10 @@ FLOORS: tuple[tuple[str, str], ...] = (
     ("audit", "audit"),
     ("stores", "stores"),
     ("records", "records _numbers"),
-    ("leaves", "signals _exceptions _exit_codes _commands _log _webhook _secret_file _lazy"),
+    (
+        "leaves",
+        "signals _exceptions _exit_codes _commands _log _webhook _secret_file _lazy _extras",
+    ),
 )
 PARTS = [frozenset(parts.split()) for _, parts in FLOORS]
 SURFACES = PARTS[0]

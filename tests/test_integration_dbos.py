@@ -108,7 +108,7 @@ def test_recovery_halts_an_effect_in_doubt_without_firing_it_again(
     run_id = f"{workflow}/step-1"
     assert code == oncelog.EXIT_HALTED, log
     assert "ERROR AmbiguousOutcome" in log
-    assert f"oncelog resolve {run_id} send done --result '{{}}' --by NAME" in log
+    assert f"oncelog resolve {run_id} send done --no-result --by NAME" in log
     assert f"oncelog resolve {run_id} send not_done --by NAME" in log
     assert provider_of(dbos).total(run_id) == 1
     with oncelog.open(db_path) as ledger:

@@ -149,6 +149,8 @@ def test_graph_without_checkpointer_restarted_after_a_kill_waits_for_its_effect(
         )
         settled = operator(tmp_path, "resolve", holder, step, *decision, "--by", "ops")
         assert settled.returncode == 0, settled
+    said = settled.stdout.split("next: ", 1)[1]  # once settled: the one way it goes on
+    assert ("on thread ticket-2" in said, "Celery" in said) == (True, False), said
 
     answered = run_agent("langgraph_agent", *args)
     assert answered.returncode == 0, answered

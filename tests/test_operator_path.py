@@ -113,7 +113,7 @@ def test_run_main_exits_with_the_table_and_explains_with_fields(db_path: str) ->
 
 def test_an_effect_in_doubt_names_the_resolve_command(ledger: oncelog.Ledger) -> None:
     stopped = halt_on_mail(ledger, "ticket 7")
-    for then in ("done --result '{}'", "not_done", "abandon"):  # each decision, as it pastes
+    for then in ("done --no-result", "not_done", "abandon"):  # each decision, as it pastes
         assert f"oncelog resolve 'ticket 7' mail {then} --by NAME --attempt 1" in str(stopped)
     assert "run_id=" not in str(stopped)
     assert (stopped.run_id, stopped.step_id) == ("ticket 7", "mail")
@@ -251,7 +251,7 @@ def test_a_run_still_halted_lists_every_command_left(db_path: str) -> None:
         ledger.halt("look first", by="ops", run="r1")
     code, out = invoke("show", "r1", "--db", db_path)
     assert code == 0
-    assert "  oncelog resolve r1 mail done --result '{}' --by NAME --attempt 1\n" in out
+    assert "  oncelog resolve r1 mail done --no-result --by NAME --attempt 1\n" in out
     assert "  oncelog resolve r1 mail not_done --by NAME --attempt 1\n" in out
     assert "  oncelog resolve r1 mail abandon --by NAME --attempt 1\n" in out
     assert "  oncelog resume --run r1 --by NAME\n" in out

@@ -80,9 +80,7 @@ def test_a_missing_client_names_the_extra(
     monkeypatch.setitem(sys.modules, client, None)  # as if not installed
     monkeypatch.delitem(sys.modules, f"oncelog.queues.{module}", raising=False)
     extra = "rabbitmq" if module == "rabbitmq" else "nats"
-    with pytest.raises(
-        oncelog.ConfigurationError, match=rf"pip install '\.\[{extra}\]' in oncelog's checkout"
-    ):
+    with pytest.raises(oncelog.ConfigurationError, match=rf"pip install .*\[{extra}\]"):
         importlib.import_module(f"oncelog.queues.{module}")
 
 

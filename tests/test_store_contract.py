@@ -345,9 +345,7 @@ def test_bad_postgres_urls_are_refused_with_typed_errors(monkeypatch: pytest.Mon
     monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the extra were not installed
     for module in ("_postgres", "_postgres_pool", "_postgres_migrate"):
         monkeypatch.delitem(sys.modules, f"oncelog.stores.{module}", raising=False)
-    with pytest.raises(
-        oncelog.ConfigurationError, match=r"pip install '\.\[postgres\]' in oncelog's checkout"
-    ):
+    with pytest.raises(oncelog.ConfigurationError, match=r"pip install .*\[postgres\]"):
         oncelog.open("postgres://127.0.0.1/test")
 
 

@@ -162,7 +162,7 @@ def test_import_without_stripe_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(sys.modules, "stripe", None)  # what an absent package looks like
     monkeypatch.delitem(sys.modules, "oncelog.probes.stripe", raising=False)
     importlib.import_module("oncelog.probes")  # the package itself needs no client
-    with pytest.raises(ImportError, match=r"pip install '\.\[stripe\]' in oncelog's checkout"):
+    with pytest.raises(ImportError, match=r"pip install .*\[stripe\]"):
         importlib.import_module("oncelog.probes.stripe")
 
 

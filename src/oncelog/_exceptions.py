@@ -425,14 +425,12 @@ class AmbiguousOutcome(NeedsPerson):
         return {**self._fields(), "attempt": self.attempt}
 
 
-def in_doubt(
-    reason: str, run_id: str, step_id: str, key: str, attempt: int, *, result_schema: bool = False
-) -> AmbiguousOutcome:
+def in_doubt(reason: str, run_id: str, step_id: str, key: str, attempt: int) -> AmbiguousOutcome:
     """The error for an effect whose outcome is unknown: ``reason``, then the command a
     person runs once they have found out at the provider."""
     return AmbiguousOutcome(
         f"{reason}. Look key {key} up at the provider, then decide, one of: "
-        f"{decide_text(run_id, step_id, attempt, result_schema=result_schema)}",
+        f"{decide_text(run_id, step_id, attempt)}",
         run_id=run_id, step_id=step_id, key=key, attempt=attempt,
     )  # fmt: skip
 
@@ -451,44 +449,32 @@ def resolve_command(
 
 
 # Each decision on an effect in doubt: what ``resolve`` is given (NAME stands for the
-# person's name; ``done`` needs the provider's answer, or ``--no-result``), and when it is
-# the one to run. Every surface prints all three, so that the one pasted is accepted.
+# person's name, refused as typed), and when it is the one to run. Every surface prints
+# all three, so that the one pasted is accepted. ``done`` is printed with ``--no-result``,
+# never with a placeholder answer: pasted as printed, the agent gets ``NO_RESULT``, which
+# it can tell from data (a printed ``{}`` reached a model as the provider's answer, and
+# ``{}`` stays accepted for a person who means it); a tool's ``result_schema`` takes it.
 DECISIONS = (
-    ("done", "--result '{}' --by NAME", "it happened: put the provider's answer in --result "
-     "(the agent gets it), or give --no-result"),
+    ("done", "--no-result --by NAME", "it happened: the agent gets NO_RESULT, or the "
+     "provider's answer if you give it instead (--result 'JSON')"),
     ("not_done", "--by NAME", "it did not happen: it is sent again, with the same key"),
     ("abandon", "--by NAME", "give it up: the agent gets EffectAbandoned at this step"),
 )  # fmt: skip
 
 
-# ``done`` for a tool that declares what a result must be (``result_schema=``): the
-# placeholder ``{}`` would be refused as pasted, "no result" is accepted for every tool.
-_DONE_WITHOUT_RESULT = "--no-result --by NAME"
-
-
-def decide_commands(
-    run_id: str, step_id: str, attempt: int | None, *, result_schema: bool = False
-) -> list[str]:
+def decide_commands(run_id: str, step_id: str, attempt: int | None) -> list[str]:
     """The ``oncelog resolve`` command of each decision on an effect in doubt, each
-    pasteable as printed (``DECISIONS``); ``result_schema``: the step's tool declares one."""
+    pasteable as printed (``DECISIONS``)."""
     return [
-        resolve_command(
-            run_id,
-            step_id,
-            attempt,
-            then=then,
-            options=_DONE_WITHOUT_RESULT if result_schema and then == "done" else options,
-        )
+        resolve_command(run_id, step_id, attempt, then=then, options=options)
         for then, options, _ in DECISIONS
     ]
 
 
-def decide_text(
-    run_id: str, step_id: str, attempt: int | None, *, result_schema: bool = False
-) -> str:
+def decide_text(run_id: str, step_id: str, attempt: int | None) -> str:
     """``decide_commands`` in one line of an error message: each command whole, then in
     brackets when it is the one."""
-    commands = decide_commands(run_id, step_id, attempt, result_schema=result_schema)
+    commands = decide_commands(run_id, step_id, attempt)
     return "; ".join(
         f"{command} ({why.partition(':')[0]})"
         for command, (_, _, why) in zip(commands, DECISIONS, strict=True)

@@ -187,6 +187,7 @@ class Ledger(PersonDecisions):
         create: bool = True,
         agent: str | None = None,
         budget: Budget | None = None,
+        origin: str | None = None,
     ) -> RunContext:
         """Start or resume the run named ``run_id``: take it from outside the process (the
         Job name, the queue message id, the ticket id), never from a fresh UUID.
@@ -197,16 +198,23 @@ class Ledger(PersonDecisions):
         an unknown ``run_id`` raises ``UnknownRun``. ``agent`` names the scope the run
         belongs to (its kill switch covers the run); it is fixed when the run is created.
         ``budget`` is stored when the run is created and ignored afterwards, so that no
-        restart resets it; ``set_budget`` is how a person changes it."""
+        restart resets it; ``set_budget`` is how a person changes it. ``origin`` says what
+        started the run, journalled with its lease so that ``what_next`` names the one way
+        to start it again; the integrations set it (``celery``, ``temporal``, ``dbos``,
+        ``langgraph:THREAD``, ``mcp``), code that runs its agent itself leaves it out."""
         from .runtime._run import RunContext
         from .runtime._run_options import PLAIN, RunOptions
 
         check_name(run_id, "run_id")
         if agent is not None:
             check_name(agent, "agent", run_id=run_id)
-        if plan is None and not replace_plan and create and agent is None and budget is None:
+        if origin is not None and not isinstance(origin, str):
+            raise ConfigurationError(f"origin must be a str, not {type(origin).__name__}")
+        plain = plan is None and not replace_plan and create and agent is None
+        if plain and budget is None and origin is None:
             return RunContext(self, run_id, PLAIN)
-        return RunContext(self, run_id, RunOptions(plan, replace_plan, create, agent, budget))
+        options = RunOptions(plan, replace_plan, create, agent, budget, origin=origin)
+        return RunContext(self, run_id, options)
 
     def submit(
         self,
@@ -327,6 +335,7 @@ class Ledger(PersonDecisions):
                 owner_is_dead=leases.is_dead,
                 agent=options.agent,
                 budget=options.budget,
+                origin=options.origin,
             )
         except BaseException:
             leases.forget(owner)

@@ -89,7 +89,8 @@ def what_next(ledger: Reads, run_id: str) -> list[str]:
     waiter = None if run.owner is not None else waiting_in_place(ledger, run_id)
     if run.status is RunStatus.FAILED:
         return _failed(ledger, run, waiter)
-    commands = [] if run.status is RunStatus.QUEUED else _commands(ledger, run)
+    # A queued run has nothing left to decide but a kill switch that still covers it.
+    commands = _switches(ledger, run) if run.status is RunStatus.QUEUED else _commands(ledger, run)
     if waiter is not None:
         goes_on = (
             f"the agent waiting in place for a decision ({waiter.described()}) goes on by itself"
@@ -98,39 +99,63 @@ def what_next(ledger: Reads, run_id: str) -> list[str]:
             return [f"the run is still {run.status.value}: a person must act; {goes_on} "
                     "once it is decided", *commands]  # fmt: skip
         return [f"{goes_on}: nothing needs restarting"]
-    if run.status is RunStatus.QUEUED:
-        return _taken_by(run)
+    if run.status is RunStatus.QUEUED and not commands:
+        return [_taken_by(run, origin(ledger, run_id))]
     if commands or not held:
         return [f"the run is still {run.status.value}: a person must act", *commands]
-    return _restart(run)
-
-
-def _restart(run: RunRecord) -> list[str]:
-    """Nothing holds a run that nothing stops: whatever started it starts it again, under
-    the same id."""
-    q = quoted(run.run_id)
     gone = "" if run.owner is None else f" (the one that did, {owner_shown(run.owner)}, is gone)"
-    if run.input_json is not None:
-        return [f"no process holds the run{gone}: {_taken_by(run)[0]}"]
-    return [
-        f"no process holds the run{gone}: restart its agent with run id {q}; recorded steps "
-        "replay and it goes on from where it stopped",
-        *_resent(run),
-    ]
+    started_by = origin(ledger, run_id)
+    again = _resent(run, started_by) if run.input_json is None else _taken_by(run, started_by)
+    return [f"no process holds the run{gone}: {again}"]
 
 
-def _resent(run: RunRecord) -> list[str]:
-    """How each engine starts a run again under the same id. The ledger does not record
-    what started a run, so each engine's way is named (its integration's page says more)."""
+def origin(ledger: Reads, run_id: str) -> str | None:
+    """What started the run the last time it was taken up (``Ledger.run(origin=...)``,
+    which the integrations set); None for code that runs its agent itself."""
+    last = None
+    for entry in ledger.iter_journal(run_id):
+        if entry.event == "lease_acquired":
+            last = entry.data.get("origin")
+    return last if isinstance(last, str) else None
+
+
+def _resent(run: RunRecord, started_by: str | None) -> str:
+    """How whatever started the run starts it again under the same id: the one way that
+    applies, from its recorded origin (its integration's page says more)."""
     q = quoted(run.run_id)
-    return [
-        f"a Celery task: send it again with the same task id, TASK.apply_async(ARGS, "
-        f"task_id={run.run_id!r}) (or the same run_id= key)",
-        "a Temporal activity: the workflow schedules the activity again, its run named by "
-        "the same name= (oncelog_temporal.run(ledger, name=...))",
-        f"a DBOS step: DBOS.delete_workflow(WORKFLOW_ID), then start the workflow again under "
-        f"the same id (the run {q} is WORKFLOW_ID/STEP)",
-    ]
+    kind, _, detail = (started_by or "").partition(":")
+    if kind == "celery":
+        return (
+            f"send the Celery task again with the same task id, TASK.apply_async(ARGS, "
+            f"task_id={run.run_id!r}) (or the same run_id= key)"
+        )
+    if kind == "temporal":
+        return (
+            "the Temporal workflow schedules the activity again, its run named by the same "
+            f"name= (oncelog_temporal.run(ledger, name=...), run {q})"
+        )
+    if kind == "dbos":
+        workflow = run.run_id.rpartition("/")[0] or run.run_id
+        return (
+            f"DBOS.delete_workflow({workflow!r}), then start the workflow again under the "
+            f"same id (the run {q} is WORKFLOW_ID/STEP)"
+        )
+    if kind == "langgraph":
+        config = {"configurable": {"thread_id": detail}}
+        return (
+            f"invoke the LangGraph graph again on thread {quoted(detail)}: graph.invoke(None, "
+            f"{config!r}) resumes it from its checkpoint (without a checkpointer, send the "
+            f"request again on that thread); its node's run {q} replays its recorded steps"
+        )
+    if kind == "mcp":
+        return (
+            f"the MCP client calls its tool again through the proxy (oncelog mcp-proxy), in "
+            f"a session of run id {q}; recorded calls replay"
+        )
+    return (
+        f"restart its agent with run id {q}; recorded steps replay and it goes on from "
+        "where it stopped"
+    )
 
 
 def _failed(ledger: Reads, run: RunRecord, waiter: Waiter | None) -> list[str]:
@@ -170,20 +195,17 @@ def _failed(ledger: Reads, run: RunRecord, waiter: Waiter | None) -> list[str]:
     return [f"the run failed ({run.reason}); fix the cause, then run it again under the same id"]
 
 
-def _taken_by(run: RunRecord) -> list[str]:
+def _taken_by(run: RunRecord, started_by: str | None) -> str:
     q = quoted(run.run_id)
     if run.input_json is not None:
         agent = "" if run.agent is None else f" {option('--agent', run.agent)}"
-        return [
+        return (
             f"the run {q} is queued: an `oncelog worker` takes it and resumes it where it "
             f"stopped (start one if none is running: oncelog worker MODULE:HANDLER{agent}, "
             "with the handler its queue consumer runs)"
-        ]
-    return [
-        f"the run {q} is queued: restart its agent with run id {q}; recorded steps replay "
-        "and it goes on from where it stopped (a process waiting on it goes on by itself)",
-        *_resent(run),
-    ]
+        )
+    waiting = "a process waiting on it goes on by itself"
+    return f"the run {q} is queued: {_resent(run, started_by)} ({waiting})"
 
 
 def _commands(ledger: Reads, run: RunRecord) -> list[str]:
@@ -197,13 +219,7 @@ def _commands(ledger: Reads, run: RunRecord) -> list[str]:
         if a.run_id == run.run_id:
             approve = oncelog_command("approve", [run.run_id, a.step_id], options="--by NAME")
             commands.append(f"{approve}   (or deny)")
-    for h in ledger.halts(limit=1000):
-        if h.scope.value == "run" and h.target == run.run_id:
-            commands.append(f"oncelog resume {option('--run', run.run_id)} --by NAME")
-        elif h.scope.value == "agent" and h.target == run.agent:
-            commands.append(f"oncelog resume {option('--agent', h.target)} --by NAME")
-        elif h.scope.value == "global":
-            commands.append("oncelog resume --global --by NAME")
+    commands += _switches(ledger, run)
     if run.stopped_by in ("BudgetExceeded", "BudgetPaused"):
         budgets = oncelog_command(
             "budgets", [run.run_id], options="--set LIMIT=NEW_LIMIT --by NAME"
@@ -218,4 +234,17 @@ def _commands(ledger: Reads, run: RunRecord) -> list[str]:
     if run.stopped_by in _FIX_THE_CODE:
         show = oncelog_command("show", [run.run_id])
         commands.append(f"fix the agent's code ({show}), then restart it")
+    return commands
+
+
+def _switches(ledger: Reads, run: RunRecord) -> list[str]:
+    """The command that clears each kill switch on that covers the run."""
+    commands = []
+    for h in ledger.halts(limit=1000):
+        if h.scope.value == "run" and h.target == run.run_id:
+            commands.append(f"oncelog resume {option('--run', run.run_id)} --by NAME")
+        elif h.scope.value == "agent" and h.target == run.agent:
+            commands.append(f"oncelog resume {option('--agent', h.target)} --by NAME")
+        elif h.scope.value == "global":
+            commands.append("oncelog resume --global --by NAME")
     return commands

@@ -22,10 +22,12 @@ doubt (``decide_text`` in one line), each accepted as it pastes. ``step_timings`
 step's time at its provider from its wait for a person or a restart, which are shown
 apart. ``evidence_urls`` reads from a run's journal where each of its effects is looked up
 at the provider (``tool(evidence_url=...)``). ``argument_changes`` lists what a person's edit
-of an approval's arguments changed, one line per parameter."""
+of an approval's arguments changed, one line per parameter. ``install_line`` is the
+``pip install`` that adds an extra to the oncelog that runs (its checkout, or its wheel)."""
 
 from __future__ import annotations
 
+from ._extras import install_line
 from .records._argument_edits import argument_changes
 from .records._display import (
     DECISIONS,
@@ -45,6 +47,6 @@ from .records._timings import StepTiming, step_timings
 
 __all__ = [
     "DECISIONS", "MASK", "StepTiming", "argument_changes", "decide_commands", "decide_text",
-    "escape_invisible", "evidence_urls", "exact_json", "oncelog_command", "printable", "redact",
-    "resolve_command", "step_timings", "visible",
+    "escape_invisible", "evidence_urls", "exact_json", "install_line", "oncelog_command",
+    "printable", "redact", "resolve_command", "step_timings", "visible",
 ]  # fmt: skip

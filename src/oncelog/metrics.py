@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ._exceptions import ConfigurationError
+from ._extras import install_line
 from .observe import _observe as observe
 from .observe._observe import StepInfo
 from .records._records import ApprovalStatus
@@ -27,7 +28,7 @@ try:
     from prometheus_client.registry import Collector
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ConfigurationError(
-        "oncelog.metrics needs prometheus-client: pip install '.[metrics]' in oncelog's checkout"
+        f"oncelog.metrics needs prometheus-client: {install_line('metrics')}"
     ) from exc
 
 if TYPE_CHECKING:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._exceptions import ConfigurationError
+from ._extras import install_line
 from .observe import _observe as observe
 from .observe._observe import StepInfo
 
@@ -21,7 +22,7 @@ try:
     from opentelemetry.trace import SpanKind, Status, StatusCode
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ConfigurationError(
-        "oncelog.tracing needs opentelemetry-api: pip install '.[otel]' in oncelog's checkout"
+        f"oncelog.tracing needs opentelemetry-api: {install_line('otel')}"
     ) from exc
 
 # Outcomes after which the call did not do what was asked, or may not have.

@@ -104,7 +104,9 @@ def agent(options: argparse.Namespace) -> None:
         # An id no command line carries whole (a leading dash) comes from the environment.
         run_id = os.environ["ONCELOG_RUN_ID"] if options.run_id_from_env else options.run_id
         with ledger.run(run_id, budget=limit) as run:
-            print(json.dumps(run.effect("charge", charge, 100)), flush=True)
+            # A person's ``done --no-result`` is printed as null: NO_RESULT is no JSON.
+            got = run.effect("charge", charge, 100)
+            print(json.dumps(None if got is oncelog.NO_RESULT else got), flush=True)
 
 
 if __name__ == "__main__":

@@ -22,12 +22,17 @@ TIMEOUT = 120.0  # a hung agent is a failure, not a reason to hang the suite
 # Frameworks whose tests run in a virtualenv of their own, named by .ci/run: crewai pins
 # mcp<2 and openai<3, which the dev virtualenv cannot hold (.ci/crewai).
 ELSEWHERE = "ONCELOG_TESTED_ELSEWHERE"
+# Each such framework's own way in: its extra installed here would downgrade mcp and openai.
+OWN_VIRTUALENV = {"crewai": ".ci/crewai install, then .ci/crewai test"}
 
 
 def require_framework(module: str, extra: str) -> None:
     found = importlib.util.find_spec(module) is not None
     if not found and extra in os.environ.get(ELSEWHERE, "").split(","):
         pytest.skip(f"{extra} is tested in a virtualenv of its own (.ci/crewai, ${ELSEWHERE})")
+    own = OWN_VIRTUALENV.get(extra)
+    if own is not None:
+        require(found, f"{extra} is tested in a virtualenv of its own: {own}")
     require(found, f"pip install '.[{extra}]'")
 
 

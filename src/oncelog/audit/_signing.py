@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError
+from .._extras import install_line
 
 
 def _crypto() -> Any:
@@ -23,8 +24,7 @@ def _crypto() -> Any:
         from cryptography.hazmat.primitives.asymmetric import ed25519
     except ImportError as exc:
         raise ConfigurationError(
-            "signed checkpoints need the cryptography package: "
-            "pip install '.[signing]' in oncelog's checkout"
+            f"signed checkpoints need the cryptography package: {install_line('signing')}"
         ) from exc
     return serialization, ed25519
 

@@ -13,7 +13,7 @@ import click
 from oncelog import Approval, ApprovalEdit, ApprovalStatus, Ledger
 from oncelog.display import argument_changes, escape_invisible, visible
 
-from ._options import db_option, emit, json_option, opened, print_next, say
+from ._options import by_option, db_option, emit, json_option, next_for, opened, print_next, say
 from ._prune import duration
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -102,7 +102,7 @@ def _decided(a: Approval) -> str:
 @click.command()
 @click.argument("run_id")
 @click.argument("step_id")
-@click.option("--by", required=True, help="Who approves (recorded).")
+@by_option("Who approves (recorded)")
 @_request_options
 @click.option(
     "--expires-in",
@@ -152,7 +152,7 @@ def approve(
             expires_in=expires_in, note=note, args=edited,
         )  # fmt: skip
         edits = ledger.approval_edits(run_id, step_id) if edited is not None else []
-        after = ledger.what_next(run_id)
+        after = next_for(ledger, run_id)
     say(_decided(found))
     for line in _changes(found, edits):
         say(f"    {line}")
@@ -177,7 +177,7 @@ def _changes(a: Approval, edits: list[ApprovalEdit]) -> list[str]:
 @click.command()
 @click.argument("run_id")
 @click.argument("step_id")
-@click.option("--by", required=True, help="Who denies (recorded).")
+@by_option("Who denies (recorded)")
 @_request_options
 @click.option("--note", default=None, help="Why; the agent receives it.")
 @db_option
@@ -193,6 +193,6 @@ def deny(
     """Deny one pending request of a step: the agent gets ApprovalDenied there."""
     with opened(db, create=False) as ledger:
         found = ledger.deny(run_id, step_id, by=by, request=request, args_hash=args_hash, note=note)
-        after = ledger.what_next(run_id)
+        after = next_for(ledger, run_id)
     say(_decided(found))
     print_next(after)

@@ -9,7 +9,7 @@ import click
 import oncelog
 from oncelog.display import visible
 
-from ._options import db_option, emit, json_option, opened, print_next, say
+from ._options import by_option, db_option, emit, json_option, next_for, opened, print_next, say
 
 _LIMITS = list(oncelog.Budget().limits())
 _POLICY = ("on_exceed", "warn_at", "webhook")
@@ -48,7 +48,7 @@ def _changed(budget: oncelog.Budget | None, pairs: tuple[str, ...]) -> oncelog.B
     metavar="NAME=VALUE",
     help="Change a limit or the policy (repeat; 'none' removes a limit); the rest is kept.",
 )
-@click.option("--by", default=None, help="Who changes it (required with --set).")
+@by_option("Who changes it (required with --set)", required=False)
 @db_option
 @json_option
 def budgets(
@@ -62,7 +62,7 @@ def budgets(
             current, _ = ledger.budget_usage(run_id)
             ledger.set_budget(run_id, _changed(current, pairs), by=by)
         budget, used = ledger.budget_usage(run_id)
-        after = ledger.what_next(run_id) if pairs else None
+        after = next_for(ledger, run_id) if pairs else None
     rows = {
         name: {
             "limit": None if budget is None else getattr(budget, name),

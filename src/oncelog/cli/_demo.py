@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import shlex
 import tempfile
 from importlib.util import find_spec
 from pathlib import Path
 
 import click
 
-from ..showcases.demo import DemoFailed
+from ..display import install_line
+from ..showcases.demo import DemoFailed, oncelog_here
 
 # What the demo runs: the Stripe client, localstripe's command, aiosmtpd's command.
 NEEDS = ("stripe", "localstripe", "aiosmtpd")
@@ -44,9 +46,7 @@ def demo(out: Path | None, no_mail_probe: bool) -> None:
     a person."""
     missing = [name for name in NEEDS if find_spec(name) is None]
     if missing:
-        raise click.ClickException(
-            f"the demo needs {', '.join(missing)}: pip install '.[demo]' in oncelog's checkout"
-        )
+        raise click.ClickException(f"the demo needs {', '.join(missing)}: {install_line('demo')}")
     from ..showcases.demo.runner import run_demo  # imports the Stripe client
     from ..showcases.demo.services import unwound_by_sigterm
 
@@ -59,4 +59,5 @@ def demo(out: Path | None, no_mail_probe: bool) -> None:
             f"{exc.message}\n(everything the demo left is in {folder})"
         ) from exc
     click.echo(f"\nEverything the demo left is in {folder}")
-    click.echo(f"  oncelog show conv-4711 --db {folder / 'oncelog' / 'ledger.db'}")
+    ledger = shlex.quote(str(folder / "oncelog" / "ledger.db"))
+    click.echo(f"  {oncelog_here()} show conv-4711 --db {ledger}")

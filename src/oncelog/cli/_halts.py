@@ -13,7 +13,7 @@ import click
 import oncelog
 from oncelog.display import escape_invisible, visible
 
-from ._options import db_option, emit, json_option, opened, print_next, say
+from ._options import by_option, db_option, emit, json_option, next_for, opened, print_next, say
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,7 +52,7 @@ def _describe(halt: oncelog.Halt) -> str:
 @click.command()
 @switch_options
 @click.option("--reason", required=True, help="Why; shown to whoever meets the halt.")
-@click.option("--by", required=True, help="Who sets it (recorded).")
+@by_option("Who sets it (recorded)")
 @click.option(
     "--ahead",
     is_flag=True,
@@ -79,7 +79,7 @@ def halt(
 
 @click.command()
 @switch_options
-@click.option("--by", required=True, help="The person clearing it (recorded).")
+@by_option("The person clearing it (recorded)")
 @click.option("--note", default=None, help="Why it is safe to go on.")
 @db_option
 def resume(
@@ -95,7 +95,7 @@ def resume(
                      "(oncelog runs --status queued lists them)"]  # fmt: skip
         else:
             try:
-                after = ledger.what_next(run)
+                after = next_for(ledger, run)
             except oncelog.UnknownRun:  # a switch set ahead, for a run that never started
                 after = [f"run {run} has not started: nothing was waiting on this switch"]
     print_next(after)

@@ -11,7 +11,7 @@ import click
 
 import oncelog
 
-from ._options import db_option, emit, json_option, opened
+from ._options import by_option, db_option, emit, json_option, opened, text_option
 
 
 def _name(resource: str) -> Any:
@@ -47,8 +47,8 @@ def holds(db: str | None, as_json: bool) -> None:
 
 @click.command()
 @click.argument("resource")
-@click.option("--by", required=True, help="The person releasing it (recorded).")
-@click.option("--why", required=True, help="Why the resource is safe to hand on (recorded).")
+@by_option("The person releasing it (recorded)")
+@text_option("--why", "Why the resource is safe to hand on (recorded).")
 @click.option("--force", is_flag=True, help="Even while the holder's lease runs.")
 @db_option
 def release(resource: str, by: str, why: str, force: bool, db: str | None) -> None:

@@ -9,10 +9,10 @@ import click
 
 from oncelog.display import visible
 
-from ._options import db_option, opened, print_next, say
+from ._options import by_option, db_option, next_for, opened, print_next, say, text_option
 
-_WHO = click.option("--by", required=True, help="Who decides (journalled).")
-_WHY = click.option("--why", required=True, help="Why it is safe to try again (journalled).")
+_WHO = by_option("Who decides (journalled)")
+_WHY = text_option("--why", "Why it is safe to try again (journalled).")
 _FORCE = click.option(
     "--force",
     is_flag=True,
@@ -45,7 +45,7 @@ def retry(
             raise click.UsageError("give one of --pause and --resume, without --force")
         with opened(db, create=False) as ledger:
             step = ledger.pause_retries(run_id, step_id, by=by, why=why, resume=resume)
-            after = ledger.what_next(run_id)
+            after = next_for(ledger, run_id)
         done = "resumed: its next attempt goes on" if resume else "paused at its next attempt"
         who = visible(by)
         say(f"{visible(run_id)} {visible(step_id)}: retries {done}, key {step.key} (by {who})")
@@ -86,7 +86,7 @@ def redrive(
 def _retry(run_id: str, step_id: str, by: str, why: str, force: bool, db: str | None) -> None:
     with opened(db, create=False) as ledger:
         step = ledger.retry(run_id, step_id, by=by, why=why, force=force)
-        after = ledger.what_next(run_id)
+        after = next_for(ledger, run_id)
     say(
         f"{visible(run_id)} {visible(step_id)}: {step.state.value}, a fresh set of attempts "
         f"with the same key {step.key} (by {visible(by)})"

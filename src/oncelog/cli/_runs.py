@@ -11,7 +11,19 @@ import click
 import oncelog
 from oncelog.display import DECISIONS, decide_commands, evidence_urls, oncelog_command, visible
 
-from ._options import db_option, emit, given_json, json_option, opened, print_next, say
+from ._options import (
+    by_option,
+    db_option,
+    emit,
+    filled,
+    given_json,
+    json_option,
+    next_for,
+    opened,
+    print_next,
+    say,
+    text_option,
+)
 from ._show import SUBJECTS, run_row, shown, step_row, when
 
 
@@ -44,7 +56,7 @@ def unknown(db: str | None, as_json: bool) -> None:
         in_doubt = ledger.effects_in_doubt()
         claims = {(c.run_id, c.seq): c.subject for c in ledger.subjects(limit=SUBJECTS)}
         found = [(d, d.step.reason or _why_in_flight(d)) for d in in_doubt]
-        released = {r.run_id: ledger.what_next(r.run_id) for r in ledger.released_runs()}
+        released = {r.run_id: next_for(ledger, r.run_id) for r in ledger.released_runs()}
         runs = {d.step.run_id for d in in_doubt}
         evidence = {r: evidence_urls(ledger.iter_journal(r)) for r in runs}
     if as_json:
@@ -77,7 +89,7 @@ def unknown(db: str | None, as_json: bool) -> None:
 def decisions(step: oncelog.StepRecord, *, said: bool = True) -> list[str]:
     """The ``oncelog resolve`` command of each decision on ``step``'s attempt in doubt,
     with when to run it after ``#`` if ``said``."""
-    commands = decide_commands(step.run_id, step.step_id, step.attempts)
+    commands = [filled(c) for c in decide_commands(step.run_id, step.step_id, step.attempts)]
     if not said:
         return commands
     return [f"{cmd}  # {why}" for cmd, (_, _, why) in zip(commands, DECISIONS, strict=True)]
@@ -117,7 +129,7 @@ def _age(seconds: float) -> str:
 @click.argument("run_id")
 @click.argument("step_id")
 @click.argument("resolution", type=click.Choice([r.value for r in oncelog.Resolution]))
-@click.option("--by", required=True, help="Who decides (recorded in the journal).")
+@by_option("Who decides (recorded in the journal)")
 @click.option(
     "--result",
     "result_json",
@@ -135,10 +147,10 @@ def _age(seconds: float) -> str:
     is_flag=True,
     help="Decide even while a live process holds the run (recorded as forced).",
 )
-@click.option(
+@text_option(
     "--text",
-    default=None,
-    help="The result as plain text, for 'done' (an MCP tool's result is built from it).",
+    "The result as plain text, for 'done' (an MCP tool's result is built from it).",
+    required=False,
 )
 @click.option(
     "--correct",
@@ -183,7 +195,7 @@ def resolve(
             run_id, step_id, oncelog.Resolution(resolution), by=by, result=result, note=note,
             force=force, correct=correct, attempt=attempt,
         )  # fmt: skip
-        after = ledger.what_next(run_id)
+        after = next_for(ledger, run_id)
     fixed = " (corrected)" if correct else ""
     click.echo(f"{run_id} {step_id}: {step.state.value}{fixed} (by {by})")
     print_next(after)

@@ -21,7 +21,7 @@ from oncelog.display import (
     visible,
 )
 
-from ._options import db_option, emit, json_option, opened, say
+from ._options import db_option, emit, json_option, next_for, opened, say
 
 # The journal records that are a person's (or a detector's) decision about the run.
 DECISIONS = {
@@ -134,7 +134,7 @@ def show(run_id: str, with_journal: bool, db: str | None, as_json: bool) -> None
         steps = ledger.steps(run_id)
         journal = ledger.journal(run_id, limit=JOURNAL_LIMIT)
         switches = _covering(ledger, run)
-        after = ledger.what_next(run_id)
+        after = next_for(ledger, run_id)
         claims = ledger.subjects(run_id, limit=SUBJECTS)
     ids = {s.seq: s.step_id for s in steps}
     subjects = _subjects(claims, journal)

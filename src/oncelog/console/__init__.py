@@ -11,14 +11,14 @@ from importlib.util import find_spec
 
 from oncelog import ConfigurationError
 
+from ..display import install_line
+
 # python-multipart is imported by Starlette only when a form is read: look for it now.
 _missing = [name for name in ("starlette", "jinja2", "uvicorn") if find_spec(name) is None]
 if find_spec("python_multipart") is None and find_spec("multipart") is None:
     _missing.append("python-multipart")
 if _missing:
-    raise ConfigurationError(
-        f"the console needs {', '.join(_missing)}: pip install '.[console]' in oncelog's checkout"
-    )
+    raise ConfigurationError(f"the console needs {', '.join(_missing)}: {install_line('console')}")
 
 from ._access import Access, is_loopback, url_host  # noqa: E402
 from ._app import create_app  # noqa: E402

@@ -150,7 +150,7 @@ def command_for(link: DecisionLink) -> str:
             options=f"--by NAME --request {link.number}",
         )  # fmt: skip
     if link.action == "retry":
-        return oncelog_command("retry", [link.run_id, link.step_id], options="--by NAME --why TEXT")
+        return oncelog_command("retry", [link.run_id, link.step_id], options="--by NAME --why WHY")
     return oncelog_command("resume", options=f"{option('--run', link.run_id)} --by NAME")
 
 

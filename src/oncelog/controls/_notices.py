@@ -176,8 +176,8 @@ class Notices:
         step = step_id or ""
         if isinstance(exc, RunHalted):
             halt = self.store.active_halt(run_id, agent)
-            if halt is not None:
-                return f"halt:{halt.id}"
+            if halt is not None:  # an agent's or the global switch stops many runs
+                return f"halt:{halt.id}:{run_id}"
         elif isinstance(exc, ApprovalRequired):
             for approval in self.store.approvals(ApprovalStatus.PENDING, 1000):
                 if (approval.run_id, approval.step_id) == (run_id, step):
@@ -203,6 +203,7 @@ class Notices:
         """What the person must see of the thing ``identity`` names, and its links."""
         what, _, rest = identity.partition(":")
         if what == "halt":
+            rest = rest.partition(":")[0]  # the switch's number, before the run id
             # A link clears a run's own switch only: an agent's or the global one stops
             # more than this run, and is cleared on purpose, at the halts page or the CLI.
             halts = self.store.halts(active_only=True, limit=1000)

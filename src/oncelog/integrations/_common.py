@@ -30,6 +30,8 @@ from oncelog import (
     tool,
 )
 
+from ..display import install_line
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -154,8 +156,7 @@ def unguarded(framework: str, tool: str, fix: str) -> UnguardedTool:
 
 def missing_extra(extra: str, framework: str) -> ConfigurationError:
     return ConfigurationError(
-        f"oncelog's {framework} integration needs {framework}: "
-        f"pip install '.[{extra}]' in oncelog's checkout"
+        f"oncelog's {framework} integration needs {framework}: {install_line(extra)}"
     )
 
 

@@ -100,7 +100,7 @@ class ProxyRun:
                 await self._close(SessionEnded("the MCP client ended its session"))
 
     async def _open(self, forward: Forward) -> None:
-        entered = self.ledger.run(self.run_id, agent=self.agent)
+        entered = self.ledger.run(self.run_id, agent=self.agent, origin="mcp")
         self._run = await anyio.to_thread.run_sync(self._context.run, entered.__enter__)
         self._entered = entered
         for asked in self._asked:  # catch up: recorded steps replay without a call

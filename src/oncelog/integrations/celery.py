@@ -99,7 +99,7 @@ def once_task(
                     "task id to name its run by (send it with delay or apply_async)"
                 )
             try:
-                with open_ledger().run(name, agent=agent) as run:
+                with open_ledger().run(name, agent=agent, origin="celery") as run:
                     return fn(run, *args, **kwargs)
             except OnceLogError as exc:
                 stop = stop_for(exc)

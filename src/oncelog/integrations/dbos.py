@@ -54,7 +54,7 @@ def run(ledger: Ledger, *, name: str | None = None, agent: str | None = None) ->
     """``ledger.run`` for the DBOS step or workflow in progress (see ``run_id``). A stop
     for a person is raised with the command that lets the run go on in its message."""
     try:
-        with ledger.run(run_id(name), agent=agent) as current:
+        with ledger.run(run_id(name), agent=agent, origin="dbos") as current:
             yield current
     except OnceLogError as exc:
         if stop_for(exc) is Stop.PERSON:

@@ -249,6 +249,11 @@ def _thread(config: RunnableConfig) -> str:
     return str((config.get("configurable") or {}).get("thread_id"))
 
 
+def _origin(thread: str) -> str:
+    """The run's origin (``Ledger.run``): a person's next step resumes this thread."""
+    return f"langgraph:{thread}"
+
+
 def _unsettled(
     held: ResourceHeld | HoldInDoubt, run_id: str, graph: str, thread: str
 ) -> ResourceHeld | HoldInDoubt:
@@ -322,9 +327,9 @@ def node(
         @functools.wraps(fn)
         async def guarded_async(*args: Any, **kwargs: Any) -> Any:
             config = get_config()
-            run_id = await _async_task_run_id(config, name)
-            async with ledger.run(run_id, agent=agent) as run:
-                async with _settled_async(run, name, _thread(config), thread_wait):
+            run_id, thread = await _async_task_run_id(config, name), _thread(config)
+            async with ledger.run(run_id, agent=agent, origin=_origin(thread)) as run:
+                async with _settled_async(run, name, thread, thread_wait):
                     pass  # a check: the model is asked after the thread's effects settled
                 return await fn(*args, **kwargs)
 
@@ -333,8 +338,9 @@ def node(
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         config = get_config()
-        with ledger.run(task_run_id(config, name), agent=agent) as run:
-            with _settled(run, name, _thread(config), thread_wait):
+        thread = _thread(config)
+        with ledger.run(task_run_id(config, name), agent=agent, origin=_origin(thread)) as run:
+            with _settled(run, name, thread, thread_wait):
                 pass  # a check: the model is asked after the thread's effects settled
             return fn(*args, **kwargs)
 
@@ -485,7 +491,7 @@ class ToolNode(_LangGraphToolNode):
         config = ensure_config(config)
         run_id, thread = task_run_id(config, self._graph), _thread(config)
         with (
-            self._ledger.run(run_id, agent=self._agent) as run,
+            self._ledger.run(run_id, agent=self._agent, origin=_origin(thread)) as run,
             _settled(run, self._graph, thread, self._thread_wait),
         ):
             # One call at a time, in the model's order: each takes the next position.
@@ -495,7 +501,7 @@ class ToolNode(_LangGraphToolNode):
         config = ensure_config(config)
         run_id, thread = await _async_task_run_id(config, self._graph), _thread(config)
         async with (
-            self._ledger.run(run_id, agent=self._agent) as run,
+            self._ledger.run(run_id, agent=self._agent, origin=_origin(thread)) as run,
             _settled_async(run, self._graph, thread, self._thread_wait),
         ):
             return await super().ainvoke(input, config, **kwargs)

@@ -70,7 +70,7 @@ def run(ledger: Ledger, *, name: str | None = None, agent: str | None = None) ->
     """``ledger.run`` for the activity in progress (see ``run_id``); oncelog errors leave
     it as ``application_error`` says."""
     try:
-        with ledger.run(run_id(name), agent=agent) as current:
+        with ledger.run(run_id(name), agent=agent, origin="temporal") as current:
             yield current
     except OnceLogError as exc:
         raise application_error(exc) from exc
@@ -82,7 +82,7 @@ async def async_run(
 ) -> AsyncIterator[AsyncRun]:
     """``run`` for an ``async def`` activity."""
     try:
-        async with ledger.run(run_id(name), agent=agent) as current:
+        async with ledger.run(run_id(name), agent=agent, origin="temporal") as current:
             yield current
     except OnceLogError as exc:
         raise application_error(exc) from exc

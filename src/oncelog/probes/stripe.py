@@ -74,12 +74,13 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
+from ..display import install_line
+
 try:
     import stripe
 except ImportError as exc:  # the extra is optional; say which one to install
     raise ImportError(
-        "oncelog.probes.stripe needs the Stripe client: "
-        "pip install '.[stripe]' in oncelog's checkout"
+        f"oncelog.probes.stripe needs the Stripe client: {install_line('stripe')}"
     ) from exc
 
 from oncelog import (

@@ -27,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 import oncelog
 from oncelog import EXIT_TRY_LATER, ConfigurationError, Ledger
 
+from ..display import install_line
+
 try:
     import nats
     from nats.aio.msg import Msg
@@ -37,7 +39,7 @@ try:
     from nats.js.errors import NotFoundError
 except ImportError:
     raise ConfigurationError(
-        "the JetStream consumer needs nats-py: pip install '.[nats]' in oncelog's checkout"
+        f"the JetStream consumer needs nats-py: {install_line('nats')}"
     ) from None
 
 from ._consume import Handler, Outcome, QueueConsumer, Settle

@@ -27,6 +27,8 @@ from typing import NamedTuple
 import oncelog
 from oncelog import EXIT_TRY_LATER, ConfigurationError, Ledger
 
+from ..display import install_line
+
 try:
     import pika
     from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
@@ -34,7 +36,7 @@ try:
     from pika.spec import Basic, BasicProperties
 except ImportError:
     raise ConfigurationError(
-        "the RabbitMQ consumer needs pika: pip install '.[rabbitmq]' in oncelog's checkout"
+        f"the RabbitMQ consumer needs pika: {install_line('rabbitmq')}"
     ) from None
 
 

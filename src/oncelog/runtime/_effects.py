@@ -753,14 +753,7 @@ class Engine:
         error: NeedsPerson = (
             PreflightConflict(reason, run_id=self.run_id, step_id=record.step_id, key=record.key)
             if action is Action.HALT_CONFLICT
-            else in_doubt(
-                reason,
-                self.run_id,
-                record.step_id,
-                record.key,
-                record.attempts,
-                result_schema=call.spec.result_schema is not None,
-            )
+            else in_doubt(reason, self.run_id, record.step_id, record.key, record.attempts)
         )
         stop = Stop.of(record.seq, error)
         self.run_store.mark_unknown(self.lease, record.seq, reason, stop.to_json())

@@ -158,10 +158,7 @@ class Outcomes:
         reason = f"{doubt}; it may or may not have happened"
         if failure is Failure.KEY_MISMATCH:  # read back by a later start: see _decide
             reason = f"{KEY_REFUSED}: {reason}"
-        error = in_doubt(
-            reason, self.run_id, step.step_id, step.key, pending.attempt,
-            result_schema=spec.result_schema is not None,
-        )  # fmt: skip
+        error = in_doubt(reason, self.run_id, step.step_id, step.key, pending.attempt)
         stop = Stop.of(step.seq, error).to_json()  # the run halts at it, in the same write
         self.store.mark_unknown(self.lease, step.seq, reason, stop)
         return error

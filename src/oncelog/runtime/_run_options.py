@@ -23,6 +23,7 @@ class RunOptions:
     agent: str | None = None
     budget: Budget | None = None
     claimed: tuple[Lease, RunRecord] | None = None  # a worker's claim: the lease is held
+    origin: str | None = None  # what started it, journalled with its lease (``what_next``)
 
 
 # What ``ledger.run(run_id)`` asks for, made once: it is immutable.

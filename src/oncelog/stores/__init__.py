@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from .._exceptions import ConfigurationError
+from .._extras import install_line
 from ._protocol import Intent, Lease, NewStep, Outcome, Store
 
 # The columns of the rows ``Store.table_rows`` hands out, table by table, and the reader
@@ -77,7 +78,6 @@ def _postgres_store(url: str, durability: str, create: bool, timeout: float | No
         from ._postgres import PostgresStore
     except ImportError as exc:
         raise ConfigurationError(
-            "a PostgreSQL ledger needs psycopg: "
-            f"pip install '.[postgres]' in oncelog's checkout ({exc})"
+            f"a PostgreSQL ledger needs psycopg: {install_line('postgres')} ({exc})"
         ) from exc
     return PostgresStore(url, durability=durability, create=create, timeout=timeout)

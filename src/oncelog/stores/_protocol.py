@@ -239,10 +239,12 @@ class Store(Protocol):
         owner_is_dead: OwnerCheck,
         agent: str | None = None,
         budget: Budget | None = None,
+        origin: str | None = None,
     ) -> tuple[Lease, RunRecord]:
         """Create the run (with its plan, agent and budget; journals ``run_created``) or
         take an existing one over, and give ``owner`` its lease with the next fencing
-        token for ``ttl`` seconds (journals ``lease_acquired``; a new plan journals
+        token for ``ttl`` seconds (journals ``lease_acquired``, with ``origin``, what
+        started it, when given; a new plan journals
         ``plan_replaced``), in one transaction, committed without its own flush (it rides
         on the next durable commit). A ``halted`` run stays halted, any other becomes
         ``running``. Returns the lease and the run as it was read under the lock.

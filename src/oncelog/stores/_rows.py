@@ -132,6 +132,14 @@ def journal_json(**fields: str | None) -> str:
     return "{" + ",".join(parts) + "}"
 
 
+def leased(owner: str, token: str, ttl: float, origin: str | None) -> str:
+    """A ``lease_acquired`` entry: ``origin`` (what started the run) only when known, so
+    the entry of a run its own code started is what it always was."""
+    if origin is None:
+        return journal_json(owner=text(owner), token=token, ttl=number(ttl))
+    return journal_json(owner=text(owner), token=token, ttl=number(ttl), origin=text(origin))
+
+
 def number(value: float) -> str:
     """A float as JSON text that decodes to the same float, for ``journal_json``: its
     ``repr``, as json writes it, without building json's encoder. NaN and the infinities

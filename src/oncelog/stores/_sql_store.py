@@ -47,7 +47,7 @@ from ._rows import (
     RUN_COLUMNS,
     STEP_COLUMNS,
     journal_json,
-    number,
+    leased,
     run_record,
     step_record,
     text,
@@ -200,6 +200,7 @@ class SQLStore(StepWrites):
         owner_is_dead: OwnerCheck,
         agent: str | None = None,
         budget: Budget | None = None,
+        origin: str | None = None,
     ) -> tuple[Lease, RunRecord]:
         plan_json = None if plan is None else encode(list(plan), what="plan", limit=1 << 24)
         # Not durable: the run's start and its lease ride on the next fsync (the first
@@ -210,7 +211,7 @@ class SQLStore(StepWrites):
             if budget is not None:
                 self._keep_totals(tx)
             elif create:
-                quick = self._create_leased(tx, run_id, owner, ttl, plan, plan_json, agent)
+                quick = self._create_leased(tx, run_id, owner, ttl, plan, plan_json, agent, origin)
                 if quick is not None:
                     return quick
             current = self._run_row(tx, run_id, lock=True)
@@ -218,7 +219,7 @@ class SQLStore(StepWrites):
                 if not create:
                     raise names.unknown_run(tx, run_id)
                 if runs.create(tx, run_id, plan_json, agent, budget):
-                    return self._take(tx, run_id, owner, ttl)
+                    return self._take(tx, run_id, owner, ttl, origin)
                 # Another worker's insert committed while this one waited: that run is
                 # acquired like any existing one.
                 current = self._run_row(tx, run_id, lock=True)
@@ -230,7 +231,7 @@ class SQLStore(StepWrites):
             runs.check_holder(tx, current, owner_is_dead)
             if plan is not None and current.plan != plan:
                 runs.replace_plan(tx, current, plan_json, replace_plan)
-            return self._take(tx, run_id, owner, ttl)
+            return self._take(tx, run_id, owner, ttl, origin)
 
     @staticmethod
     def _create_leased(
@@ -241,13 +242,16 @@ class SQLStore(StepWrites):
         plan: tuple[str, ...] | None,
         plan_json: str | None,
         agent: str | None,
+        origin: str | None,
     ) -> tuple[Lease, RunRecord] | None:
         """A new run without a budget, created with its lease taken, where a store can do
         that in fewer statements (SQLite): None, having written nothing, if the run exists
         or the store has no such way; the general path then creates or takes it."""
         return None
 
-    def _take(self, tx: Tx, run_id: str, owner: str, ttl: float) -> tuple[Lease, RunRecord]:
+    def _take(
+        self, tx: Tx, run_id: str, owner: str, ttl: float, origin: str | None
+    ) -> tuple[Lease, RunRecord]:
         """Give ``owner`` the lease, with the next fencing token (the run's row is locked)."""
         tx.execute(
             f"UPDATE runs SET owner = ?, lease_expires_at = {NOW} + ?, "
@@ -262,7 +266,7 @@ class SQLStore(StepWrites):
         assert record is not None
         append(
             tx, run_id, None, "lease_acquired",
-            journal_json(owner=text(owner), token=str(record.fencing_token), ttl=number(ttl)),
+            leased(owner, str(record.fencing_token), ttl, origin),
         )  # fmt: skip
         lease = Lease(
             run_id, owner, record.fencing_token, ttl, record.agent, record.budget is not None
@@ -314,7 +318,7 @@ class SQLStore(StepWrites):
         with self._tx(durable=False) as tx:
             run_ids = queue.runnable(tx, agents, owner_is_dead, len(owners))
             taking = zip(run_ids, owners, strict=False)  # as many runs as were found
-            return [self._take(tx, run_id, owner, ttl) for run_id, owner in taking]
+            return [self._take(tx, run_id, owner, ttl, None) for run_id, owner in taking]
 
     def heartbeat(self, lease: Lease) -> None:
         with self._tx() as tx:

@@ -30,7 +30,7 @@ from ..records._chain import GENESIS, link
 from ..records._records import RunRecord, RunStatus
 from . import _sql_tombstones as tombstones
 from ._protocol import Lease
-from ._rows import journal_json, number, text
+from ._rows import journal_json, leased, text
 from ._sql import NOW, Tx
 from ._sqlite_write import RUN_JOURNAL_APPEND
 
@@ -78,6 +78,7 @@ def create_leased(
     plan: tuple[str, ...] | None,
     plan_json: str | None,
     agent: str | None,
+    origin: str | None,
 ) -> tuple[Lease, RunRecord] | None:
     """Insert the run, leased to ``owner``, with its two journal records: None if it
     exists (nothing is written)."""
@@ -99,7 +100,7 @@ def create_leased(
     created_hash = link(
         GENESIS if head is None else head, run_id, None, "run_created", created_entry, created
     )
-    leased_entry = journal_json(owner=text(owner), token="1", ttl=number(ttl))
+    leased_entry = leased(owner, "1", ttl, origin)
     leased_hash = link(created_hash, run_id, None, "lease_acquired", leased_entry, created)
     tx.execute(_STARTED, (run_id, created_entry, created, created_hash, leased_entry, leased_hash))
     # One statement wrote both times: the row was created and last updated at once.

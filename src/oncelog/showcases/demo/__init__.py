@@ -6,7 +6,25 @@ ticket service; ``services`` starts it with localstripe and an SMTP server;
 run leaves in doubt; ``records``, ``timeline`` and ``runner`` tell what happened.
 """
 
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
 from oncelog import OnceLogError
+
+
+def oncelog_here() -> str:
+    """The ``oncelog`` command as the shell that started the demo runs it: ``oncelog``
+    when that is on its PATH, else the path of the one running (the README's first line
+    runs ``.venv/bin/oncelog`` with no virtualenv activated), else ``python -m oncelog``."""
+    script = Path(sys.executable).parent / "oncelog"
+    found = shutil.which("oncelog")
+    if found is not None and (not script.exists() or Path(found).resolve() == script.resolve()):
+        return "oncelog"
+    if script.exists():
+        return shlex.quote(str(script))
+    return f"{shlex.quote(sys.executable)} -m oncelog"
 
 
 class DemoFailed(OnceLogError):

@@ -11,7 +11,7 @@ from pathlib import Path
 import oncelog
 from oncelog.probes.mail import message_id_for
 
-from . import DemoFailed, records
+from . import DemoFailed, oncelog_here, records
 from .clients import MAIL_DOMAIN
 
 WHO = "demo-operator"
@@ -24,10 +24,10 @@ def settle_in_doubt(
     which the agent's sender made from the key: found is ``done``, with what the send returns;
     missing is ``not_done``, and the restarted agent sends it. The demo plays the operator
     through the library; ``typed`` gets the commands a real one would have typed."""
-    db = shlex.quote(ledger_url)
+    db, here = shlex.quote(ledger_url), oncelog_here()
     with oncelog.open(ledger_url) as ledger:
         in_doubt = ledger.in_doubt()
-        typed += [f"oncelog unknown --db {db}"]
+        typed += [f"{here} unknown --db {db}"]
         for step in in_doubt:
             if step.tool != "send_email":
                 raise DemoFailed(f"the demo's person does not know how to check {step.tool}")
@@ -45,9 +45,9 @@ def settle_in_doubt(
                 attempt=step.attempts,
             )  # fmt: skip
             say(f"  operator  (the demo plays the operator here) {seen}, so it resolves:")
-            command = f"oncelog resolve {step.run_id} {step.step_id} {decision.value} --by {WHO}"
+            command = f"{here} resolve {step.run_id} {step.step_id} {decision.value} --by {WHO}"
             if result is not None:
                 command += f" --result {shlex.quote(json.dumps(result, sort_keys=True))}"
             command += f" --note {shlex.quote(seen)} --attempt {step.attempts} --db {db}"
             say(f"            {command}")
-            typed += [f"oncelog show {step.run_id} --db {db}", command]
+            typed += [f"{here} show {step.run_id} --db {db}", command]
