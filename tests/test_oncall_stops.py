@@ -46,7 +46,7 @@ SECRET = "a-link-secret-of-enough-characters-for-the-test"
 # What a supervisor that ignores exit codes does (a queue redelivering, a loop in a shell).
 RESTARTS = 4
 Ended = subprocess.CompletedProcess[str]
-RESOLVE_DONE = re.compile(r"oncelog resolve \S+ \S+ done --result '\{\}' --by NAME --attempt \d+")
+RESOLVE_DONE = re.compile(r"oncelog resolve \S+ \S+ done --no-result --by NAME --attempt \d+")
 
 
 @pytest.fixture
