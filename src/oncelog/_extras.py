@@ -6,16 +6,19 @@ which a process cannot know once installed, named for the person to fill in."""
 
 from __future__ import annotations
 
+import os
 import shlex
-from pathlib import Path
 
-_PACKAGE = Path(__file__).resolve().parent
+# os.path, not pathlib: every open imports this module (``stores``), and pathlib would
+# bring urllib and ipaddress into an agent's run (tests/test_import_cost.py).
+_PACKAGE = os.path.dirname(os.path.realpath(__file__))
 
 
-def install_line(extra: str, package: Path = _PACKAGE) -> str:
+def install_line(extra: str, package: str | os.PathLike[str] = _PACKAGE) -> str:
     """The ``pip install`` that adds ``extra`` to the oncelog whose package is ``package``."""
-    checkout = package.parent.parent
-    if package.parent.name == "src" and (checkout / "pyproject.toml").is_file():
+    src = os.path.dirname(os.fspath(package))
+    checkout = os.path.dirname(src)
+    if os.path.basename(src) == "src" and os.path.isfile(os.path.join(checkout, "pyproject.toml")):
         return f"pip install {shlex.quote(f'{checkout}[{extra}]')} (oncelog's checkout)"
     return (
         f"pip install 'WHEEL[{extra}]', WHEEL the path of the oncelog wheel this one was "
