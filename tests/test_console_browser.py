@@ -331,7 +331,6 @@ def test_a_refused_decision_is_typed_once_then_a_kill_switch_on_the_run(
     effect.get_by_label("Note").fill("the server's reply")
     effect.get_by_role("button", name="Record the decision").click()
     expect(person.get_by_role("alert")).to_contain_text("not JSON")
-    person.screenshot(path=str(tmp_path / f"refused-{viewport['width']}.png"), full_page=True)
     effect = person.locator("article", has_text="r-killed")
     expect(effect.get_by_label("Result (JSON")).to_have_value("250 2.0.0 Ok: queued as 4F2A1")
     expect(effect.get_by_label("Your name")).to_have_value("bob")
