@@ -184,8 +184,9 @@ def _subject_policy(
         raise ConfigurationError(f"once_for must be positive, not {once_for!r}")
     window = _seconds(dedupe_window)
     if window is not None and window >= seconds:
-        # The key derives from the subject: the next claim's call would reach the provider
-        # inside the first one's window and be answered with its result.
+        # Set when every claim of a subject shared one key, which the window would have
+        # answered with the last claim's result. Claims have keys of their own now; the
+        # limit stays (tests/test_subjects.py) until lifting it is decided on purpose.
         raise ConfigurationError(
             f"once_for ({seconds:g} s) must be longer than the dedupe_window ({window:g} s)"
         )
