@@ -47,7 +47,7 @@ from google.adk.plugins.reflect_retry_tool_plugin import ReflectAndRetryToolPlug
 from google.adk.runners import Runner
 from google.adk.sessions.session import Session
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
-from google.adk.tools import FunctionTool
+from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
 
 import oncelog
@@ -73,7 +73,7 @@ class ScriptedLlm(BaseLlm):
     ) -> AsyncGenerator[LlmResponse, None]:
         count_model_call(self.calls_file)
         answered = _answers(llm_request.contents)
-        wanted = {
+        wanted: dict[str, dict[str, Any]] = {
             "charge": {"customer": "cus_ada", "cents": 500},
             "send_email": {"to": "ada@example.com", "body": "your receipt"},
         }
@@ -183,7 +183,11 @@ def kinds(args: argparse.Namespace) -> dict[str, Policy]:
         query = urllib.parse.urlencode({"key": key})
         with urllib.request.urlopen(f"{args.provider}/effects?{query}", timeout=30) as answer:
             found = json.loads(answer.read())["found"]
-        return oncelog.Found({"receipt": f"fx_{found[0]['effect_id']}"}) if found else oncelog.NOT_FOUND
+        return (
+            oncelog.Found({"receipt": f"fx_{found[0]['effect_id']}"})
+            if found
+            else oncelog.NOT_FOUND
+        )
 
     found = probe if args.probe else None
     return {"charge": Policy("payment", probe=found), "send_email": Policy("create", probe=found)}

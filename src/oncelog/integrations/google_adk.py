@@ -67,7 +67,6 @@ from oncelog import (
 
 from ._common import (
     ModelDrift,
-    Policy,
     PolicyLike,
     digest,
     keyed,
@@ -191,6 +190,8 @@ class Guard(BasePlugin):
         session's unfinished invocation of the same message, or a new one."""
         if runner.plugin_manager.get_plugin(self.name) is not self:
             raise ConfigurationError("add the guard to the app: App(..., plugins=[guard])")
+        if not isinstance(runner.agent, BaseAgent):
+            raise ConfigurationError("oncelog guards an app whose root is an ADK agent")
         self.guard(runner.agent)
         session = await runner.session_service.get_session(
             app_name=runner.app_name, user_id=user_id, session_id=session_id
@@ -227,8 +228,12 @@ class Guard(BasePlugin):
             for call in event.get_function_calls():
                 calls[str(call.id)] = dict(call.args or {})
             if event.content is not None and event.content.role == "model":
-                answer = LlmResponse(content=event.content).model_dump(mode="json", exclude_none=True)
-                await run.llm(next_step_id(run, "model"), lambda a=answer: a, name="google_adk_model")
+                answer = LlmResponse(content=event.content).model_dump(
+                    mode="json", exclude_none=True
+                )
+                await run.llm(
+                    next_step_id(run, "model"), lambda a=answer: a, name="google_adk_model"
+                )
             for response in event.get_function_responses():
                 name, said = str(response.name), response.response
                 if name not in self.policies or _placeholder(said):
@@ -418,7 +423,9 @@ def _shown_arguments(context: ToolContext) -> Any:
     """The arguments ADK showed the person, in its confirmation request for this call."""
     for event in reversed(context.session.events):
         for call in event.get_function_calls():
-            original = (call.args or {}).get("originalFunctionCall") if call.name == _CONFIRM else None
+            original = (
+                (call.args or {}).get("originalFunctionCall") if call.name == _CONFIRM else None
+            )
             if isinstance(original, dict) and original.get("id") == context.function_call_id:
                 return original.get("args") or {}
     return None
