@@ -102,6 +102,10 @@ _FIX = "Guard it: oncelog.integrations.google_adk.Guard(ledger, kinds={%r: KIND}
 _CONFIRM = "adk_request_confirmation"  # ADK's function call asking a person to confirm
 _REJECTED = {"error": "This tool call is rejected."}  # what ADK answers a rejected call
 _DECIDED_BY = "google-adk confirmation"
+_OTHER_ARGUMENTS = {
+    "error": "This tool call was confirmed with other arguments: it did not run. Ask for "
+    "it again to have these arguments confirmed."
+}
 
 
 class RecordedLlm(BaseLlm):
@@ -134,14 +138,14 @@ class RecordedLlm(BaseLlm):
                         last = answer
             if last is None:
                 raise UsageError(f"model {self.llm.model!r} gave no answer")
-            return last.model_dump(mode="json", exclude_none=True)
+            return _recorded_answer(last)
 
         step = next_step_id(run, self.step_name)
         recorded = await run.llm(
             step, call, name="google_adk_model", input_digest=asked,
             drift=model_drift(self.drift),
         )  # fmt: skip
-        yield LlmResponse.model_validate(recorded)
+        yield LlmResponse.model_validate(recorded["response"])
 
 
 def _current(what: str) -> AsyncRun:
@@ -222,18 +226,20 @@ class Guard(BasePlugin):
         it holds or running calls it has responses to, while the run replays from the top.
         What the session holds and the run does not is recorded as the session says."""
         calls: dict[str, dict[str, Any]] = {}
+        recorded = await asyncio.to_thread(self.ledger.steps, run.run_id)
+        digests = {r.step_id: _input_digest(r.args_json) for r in recorded}
         for event in session.events:
             if event.invocation_id != invocation or event.author == "user" or event.partial:
                 continue
             for call in event.get_function_calls():
                 calls[str(call.id)] = dict(call.args or {})
             if event.content is not None and event.content.role == "model":
-                answer = LlmResponse(content=event.content).model_dump(
-                    mode="json", exclude_none=True
-                )
+                said = _recorded_answer(LlmResponse(content=event.content))
+                step = next_step_id(run, "model")
                 await run.llm(
-                    next_step_id(run, "model"), lambda a=answer: a, name="google_adk_model"
-                )
+                    step, lambda said=said: said, name="google_adk_model",
+                    input_digest=digests.get(step),
+                )  # fmt: skip
             for response in event.get_function_responses():
                 name, said = str(response.name), response.response
                 if name not in self.policies or _placeholder(said):
@@ -320,6 +326,8 @@ class Guard(BasePlugin):
         confirmation = tool_context.tool_confirmation
         if needs_person and confirmation is None:
             return None  # ADK asks the person; nothing runs until the answer comes back
+        if needs_person and _canonical(_shown_arguments(tool_context)) != _canonical(tool_args):
+            return dict(_OTHER_ARGUMENTS)  # the person confirmed another call: none runs
         policy = self.policies[name]
         if needs_person:
             policy = dataclasses.replace(policy, approval=True)
@@ -357,9 +365,8 @@ class Guard(BasePlugin):
         """The effect under an oncelog approval that ADK's confirmation decides: for
         exactly the arguments the person was shown, or not at all."""
         pending = asyncio.ensure_future(run.effect(step, effect, arguments))
-        shown = _shown_arguments(context)
         confirmation = context.tool_confirmation
-        if shown is not None and _canonical(shown) == _canonical(arguments) and confirmation:
+        if confirmation is not None:
             request = await self._request(run.run_id, step, pending)
             if request is not None:
                 decide = self.ledger.approve if confirmation.confirmed else self.ledger.deny
@@ -394,6 +401,26 @@ def _answered_call(events: list[Event], message: types.Content | None) -> str | 
             if call.id in ids:
                 return event.invocation_id
     return None
+
+
+def _recorded_answer(answer: LlmResponse) -> dict[str, Any]:
+    """A model's answer as the run records it, with its token counts."""
+    usage = answer.usage_metadata
+    tokens = {} if usage is None else {
+        "input_tokens": usage.prompt_token_count or 0,
+        "output_tokens": usage.candidates_token_count or 0,
+    }  # fmt: skip
+    return {"response": answer.model_dump(mode="json", exclude_none=True), "usage": tokens}
+
+
+def _input_digest(args_json: str) -> str | None:
+    """The input digest a recorded model step was asked with: the session's answer takes
+    that step's position without the request that asked it."""
+    try:
+        found = json.loads(args_json).get("input_digest")
+    except (ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
 
 
 def _recorded(said: Any) -> Any:
