@@ -12,6 +12,9 @@ that would land on other arguments, a denial."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +23,9 @@ import pytest
 import oncelog
 from oncelog import StepState
 
-from .integration_agents.processes import require_framework, run_agent
+from .integration_agents.processes import ROOT, TIMEOUT, require_framework, run_agent
 from .support.agents import AgentExit
+from .support.launch import python
 from .support.provider_process import Provider
 
 AGENT = "google_adk_agent"
@@ -295,3 +299,23 @@ def test_a_denied_confirmation_is_an_oncelog_denial_and_nothing_runs(tmp_path: P
         [denial] = ledger.approvals(None)
         assert (denial.step_id, denial.status.value) == ("send_email#1", "denied")
         assert denial.decided_by == "google-adk confirmation"
+
+
+def test_the_example_sends_its_email_once_after_a_kill_mid_call(tmp_path: Path) -> None:
+    """Killed after the email went out, before its outcome was recorded: the restart
+    resumes the invocation, its probe finds the email, the model answers."""
+    require_framework("google.adk", "google-adk")
+    example = python(str(ROOT / "examples/google_adk/agent.py"), "ticket-1")
+    env = {k: v for k, v in os.environ.items() if k not in ("ONCELOG_URL", "ONCELOG_CRASH_AT")}
+    killed = subprocess.run(
+        example, cwd=tmp_path, env={**env, "ONCELOG_CRASH_AT": "after_call@send_email#1"},
+        capture_output=True, timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed
+    resumed = subprocess.run(
+        example, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT,
+        check=False,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.strip().splitlines()[-1] == "emailed ada her receipt"
+    assert len((tmp_path / "outbox.jsonl").read_text().splitlines()) == 1

@@ -29,7 +29,7 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
 
 import oncelog
-from oncelog.integrations import current_idempotency_key
+from oncelog.integrations import Policy, current_idempotency_key
 from oncelog.integrations import google_adk as oncelog_adk
 
 warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]")
@@ -42,6 +42,14 @@ def send_email(to: str, body: str) -> dict[str, Any]:
     with OUTBOX.open("a") as out:
         out.write(json.dumps({"key": key, "to": to, "body": body}) + "\n")
     return {"receipt": f"msg_{key[-8:]}"}
+
+
+def find_email(key: str, arguments: Any) -> oncelog.ProbeAnswer:
+    """The provider's lookup by idempotency key: what a kill mid-call leaves in doubt."""
+    for line in OUTBOX.read_text().splitlines() if OUTBOX.exists() else []:
+        if json.loads(line)["key"] == key:
+            return oncelog.Found({"receipt": f"msg_{key[-8:]}"})
+    return oncelog.NOT_FOUND
 
 
 class ScriptedLlm(BaseLlm):
@@ -64,7 +72,9 @@ class ScriptedLlm(BaseLlm):
 
 
 async def main(ticket: str) -> str:
-    guard = oncelog_adk.Guard(oncelog.open(), kinds={"send_email": "create"})
+    guard = oncelog_adk.Guard(
+        oncelog.open(), kinds={"send_email": Policy("create", probe=find_email)}
+    )
     agent = LlmAgent(name="clerk", model=ScriptedLlm(), tools=[send_email])
     app = App(
         name="billing",

@@ -234,10 +234,10 @@ class Guard(BasePlugin):
             for call in event.get_function_calls():
                 calls[str(call.id)] = dict(call.args or {})
             if event.content is not None and event.content.role == "model":
-                said = _recorded_answer(LlmResponse(content=event.content))
+                answer = _recorded_answer(LlmResponse(content=event.content))
                 step = next_step_id(run, "model")
                 await run.llm(
-                    step, lambda said=said: said, name="google_adk_model",
+                    step, lambda answer=answer: answer, name="google_adk_model",
                     input_digest=digests.get(step),
                 )  # fmt: skip
             for response in event.get_function_responses():
