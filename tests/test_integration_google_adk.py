@@ -140,6 +140,24 @@ def test_a_confirmed_tool_runs_once_through_the_invocations_reruns(
         assert ledger.get_run(run.run_id).status is oncelog.RunStatus.COMPLETED
 
 
+def test_a_restart_after_the_answer_with_the_invocation_id_asks_and_runs_nothing(
+    tmp_path: Path, provider: Provider
+) -> None:
+    """A process killed after its invocation answered, started again with the same
+    ``invocation_id``: ADK would ask the model again; the guard answers from the session."""
+    require_framework("google.adk", "google-adk")
+    options = ["--guarded", "--probe", "--invocation-id", "ticket-4711-1"]
+    for _ in range(2):
+        done = app(tmp_path, provider, "r", *options)
+        assert done.returncode == 0, done
+        assert "done: charge ok, send_email ok" in done.last_line
+    assert (emails(provider, "r"), charges(provider, "r")) == (1, 1)
+    assert model_calls(tmp_path, "r") == 2
+    with oncelog.open(str(tmp_path / "r" / "ledger.db")) as ledger:
+        steps = [s.step_id for s in ledger.steps("billing/ada/r/ticket-4711-1")]
+    assert steps == ["model#1", "charge#1", "send_email#1", "model#2"]
+
+
 # -- in this process: refusals and a confirmation's arguments --------------------------------
 
 

@@ -4,7 +4,7 @@ service, in a resumable app (ADK's Resume feature).
 
     python -m tests.integration_agents.google_adk_agent --ledger L --provider URL
         --sessions S --model-calls M --request R --flags DIR [--guarded] [--probe]
-        [--fault NAME] [--confirm yes|no|none] [--retry-plugin]
+        [--fault NAME] [--confirm none|ask|yes|no] [--retry-plugin] [--invocation-id ID]
 
 The model asks, in one answer, for a charge and an email; once both results are in the
 conversation it answers. ``--confirm`` gives the email ADK's tool confirmation
@@ -18,7 +18,8 @@ asks for the tool again.
 
 Every start does what a supervisor's restart does: the session's unfinished invocation
 (its user message persisted, no final answer) is resumed under its own invocation id,
-ADK's Resume; otherwise the message starts a new one. Prints the final answer as JSON on
+ADK's Resume; otherwise the message starts a new one (guarded, ``--invocation-id`` names
+it instead). Prints the final answer as JSON on
 the last line, or "paused" when ADK waits for a confirmation.
 """
 
@@ -166,8 +167,9 @@ def main() -> None:
         message = _message(session, args.confirm)
         if guard is not None:
             events = guard.run_async(
-                runner, user_id=USER, session_id=args.request, new_message=message
-            )
+                runner, user_id=USER, session_id=args.request, new_message=message,
+                invocation_id=args.invocation_id,
+            )  # fmt: skip
         else:  # ADK's Resume: the unfinished invocation again, under its own id
             events = runner.run_async(
                 user_id=USER, session_id=args.request, new_message=message,
@@ -249,6 +251,7 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
     for name in ("--ledger", "--provider", "--sessions", "--model-calls", "--request", "--flags"):
         parser.add_argument(name, required=True)
+    parser.add_argument("--invocation-id", default=None)
     parser.add_argument("--guarded", action="store_true")
     parser.add_argument("--probe", action="store_true")
     parser.add_argument("--retry-plugin", action="store_true")

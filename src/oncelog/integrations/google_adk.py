@@ -17,7 +17,8 @@ restarted with the same message resumes the session's unfinished invocation (its
 completed) under its id instead of starting a new one; an answer to ADK's confirmation
 request continues the invocation that asked it. The agent runs again from the top in that
 run: recorded model answers come back without a request (no tokens spent), recorded tool
-results come back without a call, and only what never finished runs live.
+results come back without a call, and only what never finished runs live. A finished
+invocation started again by its id is answered from the session: nothing is asked or run.
 
 ``Guard`` is an ADK plugin. It records every ``LlmAgent``'s model (``RecordedLlm``) and
 refuses, before the first model call, an agent with a tool nobody declared
@@ -204,6 +205,14 @@ class Guard(BasePlugin):
             runner.app_name, session, new_message, user_id, session_id
         )
         run_id = f"{runner.app_name}/{user_id}/{session_id}/{invocation}"
+        finished = session is not None and _finished(session.events, invocation)
+        if finished and await asyncio.to_thread(self._completed, run_id):
+            # A restart after the answer: ADK would ask the model again; the session's
+            # events are the invocation's answer.
+            for event in session.events if session is not None else []:
+                if event.invocation_id == invocation and event.author != "user":
+                    yield event
+            return
         async with self.ledger.run(run_id, agent=self.agent, origin="google-adk") as run:
             if session is not None:
                 await self._catch_up(run, session, invocation)
@@ -401,6 +410,23 @@ def _answered_call(events: list[Event], message: types.Content | None) -> str | 
             if call.id in ids:
                 return event.invocation_id
     return None
+
+
+def _finished(events: list[Event], invocation: str) -> bool:
+    """Whether the session holds the invocation's final answer (not a pause for a
+    person: a confirmation asked is a call, its placeholder a response)."""
+    said = [
+        e for e in events
+        if e.invocation_id == invocation and e.author != "user" and e.content and e.content.parts
+    ]  # fmt: skip
+    if not said:
+        return False
+    last = said[-1]
+    return (
+        last.is_final_response()
+        and not last.get_function_calls()
+        and not (last.get_function_responses())
+    )
 
 
 def _recorded_answer(answer: LlmResponse) -> dict[str, Any]:
