@@ -138,6 +138,8 @@ def test_a_confirmed_tool_runs_once_through_the_invocations_reruns(
         assert (approval.step_id, approval.status.value) == ("send_email#1", "used")
         assert approval.decided_by == "google-adk confirmation"
         assert ledger.get_run(run.run_id).status is oncelog.RunStatus.COMPLETED
+        steps = [s.step_id for s in ledger.steps(run.run_id)]
+    assert steps == ["model#1", "charge#1", "send_email#1", "model#2"]
 
 
 def test_a_restart_after_the_answer_with_the_invocation_id_asks_and_runs_nothing(
@@ -337,3 +339,97 @@ def test_the_example_sends_its_email_once_after_a_kill_mid_call(tmp_path: Path) 
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.strip().splitlines()[-1] == "emailed ada her receipt"
     assert len((tmp_path / "outbox.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_tool_asking_for_confirmation_itself_runs_once_under_the_approval(
+    tmp_path: Path,
+) -> None:
+    """``tool_context.request_confirmation()`` inside the tool: its first call asks (a
+    step whose result is the question), the person's answer calls it again, under an
+    oncelog approval of its arguments; the invocation started again runs nothing."""
+    require_framework("google.adk", "google-adk")
+    import asyncio
+    from collections.abc import AsyncGenerator
+
+    from google.adk.agents import LlmAgent
+    from google.adk.apps import App, ResumabilityConfig
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import Runner
+    from google.adk.sessions.in_memory_session_service import InMemorySessionService
+    from google.adk.tools.tool_context import ToolContext
+    from google.genai import types
+
+    from oncelog.integrations import google_adk as oncelog_adk
+
+    refunds: list[str] = []
+    asked: list[int] = []
+
+    def refund(order: str, tool_context: ToolContext) -> dict[str, Any]:
+        """Refund an order."""
+        if tool_context.tool_confirmation is None:
+            tool_context.request_confirmation(hint=f"refund {order}?")
+            return {"status": "waiting for a person"}
+        refunds.append(order)
+        return {"receipt": f"fx_{len(refunds)}"}
+
+    class Model(BaseLlm):
+        model: str = "scripted"
+
+        async def generate_content_async(
+            self, llm_request: LlmRequest, stream: bool = False
+        ) -> AsyncGenerator[LlmResponse, None]:
+            asked.append(1)
+            said = str([c.model_dump(mode="json") for c in llm_request.contents])
+            if "fx_" in said:
+                part = types.Part(text="refunded")
+            else:
+                call = types.FunctionCall(id=f"c{len(asked)}", name="refund", args={"order": "o-1"})
+                part = types.Part(function_call=call)
+            yield LlmResponse(content=types.Content(role="model", parts=[part]))
+
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        guard = oncelog_adk.Guard(ledger, kinds={"refund": "payment"})
+        agent = LlmAgent(name="clerk", model=Model(), tools=[refund])
+        app_ = App(
+            name="billing", root_agent=agent, plugins=[guard],
+            resumability_config=ResumabilityConfig(is_resumable=True),
+        )  # fmt: skip
+        runner = Runner(app=app_, session_service=InMemorySessionService())
+
+        async def legs() -> list[str]:
+            from .integration_agents.google_adk_agent import _confirmation_asked, _final
+
+            await runner.session_service.create_session(
+                app_name="billing", user_id="ada", session_id="s"
+            )
+            ask = types.Content(role="user", parts=[types.Part(text="refund o-1")])
+            answers = []
+            for confirm in (None, True, True):
+                session = await runner.session_service.get_session(
+                    app_name="billing", user_id="ada", session_id="s"
+                )
+                pending = _confirmation_asked(session)
+                message = ask
+                if confirm is not None and pending is not None:
+                    answer = types.FunctionResponse(
+                        id=pending, name="adk_request_confirmation", response={"confirmed": True}
+                    )
+                    message = types.Content(
+                        role="user", parts=[types.Part(function_response=answer)]
+                    )
+                events = guard.run_async(
+                    runner, user_id="ada", session_id="s", new_message=message,
+                    invocation_id="refund-1",
+                )  # fmt: skip
+                answers.append(_final([e async for e in events]))
+            return answers
+
+        assert asyncio.run(legs()) == ["paused", "refunded", "refunded"]
+        assert refunds == ["o-1"]
+        steps = [s.step_id for s in ledger.steps("billing/ada/s/refund-1")]
+        assert steps == ["model#1", "refund#1", "refund#2", "model#2"]
+        [approval] = ledger.approvals(None)
+        assert (approval.step_id, approval.status.value) == ("refund#2", "used")
+    assert len(asked) == 2

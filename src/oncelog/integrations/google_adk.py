@@ -27,8 +27,9 @@ runs each guarded call itself, as an oncelog effect, and hands ADK the result; t
 reads its key with ``current_idempotency_key()``. Steps are named ``model#1``,
 ``send_email#1``: by count in the run, never by the call ids a model makes up.
 
-ADK's tool confirmation (``FunctionTool(require_confirmation=...)``) becomes an oncelog
-approval bound to the arguments: ADK asks the person as it always does; when the answer
+ADK's tool confirmation (``FunctionTool(require_confirmation=...)``, or a tool calling
+``tool_context.request_confirmation()`` itself) becomes an oncelog approval bound to the
+arguments: ADK asks the person as it always does; when the answer
 comes back, the guard approves (or denies) the oncelog request of that step for exactly
 the arguments ADK showed the person (``originalFunctionCall``), and the effect runs once,
 under that approval. A call whose arguments differ from those the person confirmed is not
@@ -103,6 +104,7 @@ _FIX = "Guard it: oncelog.integrations.google_adk.Guard(ledger, kinds={%r: KIND}
 _CONFIRM = "adk_request_confirmation"  # ADK's function call asking a person to confirm
 _REJECTED = {"error": "This tool call is rejected."}  # what ADK answers a rejected call
 _DECIDED_BY = "google-adk confirmation"
+_ADK_ASKS = "adk_request_"  # adk_request_confirmation, _credential, _input: ADK's own calls
 _OTHER_ARGUMENTS = {
     "error": "This tool call was confirmed with other arguments: it did not run. Ask for "
     "it again to have these arguments confirmed."
@@ -242,7 +244,7 @@ class Guard(BasePlugin):
                 continue
             for call in event.get_function_calls():
                 calls[str(call.id)] = dict(call.args or {})
-            if event.content is not None and event.content.role == "model":
+            if _model_answer(event):
                 answer = _recorded_answer(LlmResponse(content=event.content))
                 step = next_step_id(run, "model")
                 await run.llm(
@@ -331,8 +333,12 @@ class Guard(BasePlugin):
         answered = _answered(tool_context)
         if answered is not None:
             return answered  # ADK runs a call of the invocation again: what it answered
-        needs_person = await tool.check_require_confirmation(tool_args, tool_context) is True
         confirmation = tool_context.tool_confirmation
+        # A person's answer came back (the tool's require_confirmation, or the tool asked
+        # itself with tool_context.request_confirmation()): the call is theirs to decide.
+        needs_person = confirmation is not None or (
+            await tool.check_require_confirmation(tool_args, tool_context) is True
+        )
         if needs_person and confirmation is None:
             return None  # ADK asks the person; nothing runs until the answer comes back
         if needs_person and _canonical(_shown_arguments(tool_context)) != _canonical(tool_args):
@@ -412,6 +418,15 @@ def _answered_call(events: list[Event], message: types.Content | None) -> str | 
     return None
 
 
+def _model_answer(event: Event) -> bool:
+    """Whether an event is a model's answer: not one of the calls ADK makes itself to ask
+    a person (a confirmation, a credential, an input), which are never model steps."""
+    if event.content is None or event.content.role != "model":
+        return False
+    calls = event.get_function_calls()
+    return not calls or any(not str(call.name).startswith(_ADK_ASKS) for call in calls)
+
+
 def _finished(events: list[Event], invocation: str) -> bool:
     """Whether the session holds the invocation's final answer (not a pause for a
     person: a confirmation asked is a call, its placeholder a response)."""
@@ -464,10 +479,15 @@ def _placeholder(said: Any) -> bool:
 
 
 def _answered(context: ToolContext) -> dict[str, Any] | None:
-    """The session's response to this very call, if the tool answered it already."""
+    """The session's response to this very call, if the tool answered it already; not
+    a response that asked a person to confirm the call (ADK's gate's, or the tool's own
+    after ``tool_context.request_confirmation()``): the call runs once they answered."""
+    call = context.function_call_id
     for event in context.session.events:
+        if call in event.actions.requested_tool_confirmations:
+            continue
         for response in event.get_function_responses():
-            if response.id == context.function_call_id and not _placeholder(response.response):
+            if response.id == call and not _placeholder(response.response):
                 return dict(response.response or {})
     return None
 
