@@ -410,6 +410,7 @@ def test_a_tool_asking_for_confirmation_itself_runs_once_under_the_approval(
                 session = await runner.session_service.get_session(
                     app_name="billing", user_id="ada", session_id="s"
                 )
+                assert session is not None
                 pending = _confirmation_asked(session)
                 message = ask
                 if confirm is not None and pending is not None:
@@ -433,3 +434,37 @@ def test_a_tool_asking_for_confirmation_itself_runs_once_under_the_approval(
         [approval] = ledger.approvals(None)
         assert (approval.step_id, approval.status.value) == ("refund#2", "used")
     assert len(asked) == 2
+
+
+def test_a_halted_invocation_asks_the_model_nothing(tmp_path: Path) -> None:
+    """A kill switch set ahead for the invocation's run: its first model call raises
+    ``RunHalted``, which reaches the caller as itself; nothing is asked or done."""
+    require_framework("google.adk", "google-adk")
+    import asyncio
+
+    from google.genai import types
+
+    from oncelog.integrations import google_adk as oncelog_adk
+
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        guard = oncelog_adk.Guard(ledger, kinds={"charge": "payment", "send_email": "create"})
+        runner, done = scripted_app(tmp_path, guard)
+        ledger.halt("incident 7", by="oncall", run="billing/ada/s/turn-1", ahead=True)
+
+        async def halted() -> None:
+            await runner.session_service.create_session(
+                app_name="billing", user_id="ada", session_id="s"
+            )
+            message = types.Content(role="user", parts=[types.Part(text="email ada")])
+            events = guard.run_async(
+                runner, user_id="ada", session_id="s", new_message=message,
+                invocation_id="turn-1",
+            )  # fmt: skip
+            async for _ in events:
+                pass
+
+        with pytest.raises(oncelog.RunHalted, match="incident 7"):
+            asyncio.run(halted())
+        assert ledger.steps("billing/ada/s/turn-1") == []
+    assert done == []
+    assert not (tmp_path / "model-calls").exists()
