@@ -5,6 +5,7 @@ model call recorded, with a few lines of change where the agent is built.
     oncelog.integrations.openai_agents   pip install '.[openai-agents]'
     oncelog.integrations.pydantic_ai     pip install '.[pydantic-ai]'
     oncelog.integrations.crewai          pip install '.[crewai]'
+    oncelog.integrations.google_adk      pip install '.[google-adk]'
     oncelog.integrations.mcp_proxy       pip install '.[mcp]'  (``oncelog mcp-proxy``)
 
 and adapters for the engines that run agents' work, one oncelog run per task, step or
