@@ -20,10 +20,14 @@ TIMEOUT = 120.0  # a hung agent is a failure, not a reason to hang the suite
 
 
 # Frameworks whose tests run in a virtualenv of their own, named by .ci/run: crewai pins
-# mcp<2 and openai<3, which the dev virtualenv cannot hold (.ci/crewai).
+# mcp<2 and openai<3, strands-agents mcp<2.2, which the dev virtualenv cannot hold
+# (.ci/crewai, .ci/strands).
 ELSEWHERE = "ONCELOG_TESTED_ELSEWHERE"
 # Each such framework's own way in: its extra installed here would downgrade mcp and openai.
-OWN_VIRTUALENV = {"crewai": ".ci/crewai install, then .ci/crewai test"}
+OWN_VIRTUALENV = {
+    "crewai": ".ci/crewai install, then .ci/crewai test",
+    "strands": ".ci/strands install, then .ci/strands test",
+}
 
 
 def require_framework(module: str, extra: str) -> None:
