@@ -28,6 +28,7 @@ FRAMEWORKS = [
     ("dbos", "dbos", "dbos"),
     ("temporal", "temporalio", "temporal"),
     ("crewai", "crewai", "crewai"),
+    ("strands", "strands", "strands"),
 ]
 
 

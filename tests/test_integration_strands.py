@@ -89,7 +89,8 @@ def test_a_stop_sticks_through_strands_error_handling(tmp_path: Path, provider: 
     stopped = agent(tmp_path, provider, "r", "--fault", "tool-raises", "--guarded")
     assert stopped.returncode == 3, stopped
     assert "AmbiguousOutcome" in stopped.stderr
-    assert "billing/r/turn-1" in stopped.stderr and "send_email#1" in stopped.stderr
+    assert "billing/r/turn-1" in stopped.stderr
+    assert "send_email#1" in stopped.stderr
     assert provider.total("r") == 1
     assert model_calls(tmp_path, "r") == 1
     with oncelog.open(str(tmp_path / "r" / "ledger.db")) as ledger:
@@ -178,7 +179,8 @@ def test_an_answered_confirmation_runs_once_and_a_rerun_asks_nobody(tmp_path: Pa
         assert [e["to"] for e in sent] == ["ada@example.com"]
         # The invocation run again in a new process (a new agent, the same session).
         again, sent_again = scripted_agent(tmp_path)
-        replayed = oncelog_strands.Guard(ledger, kinds=kinds).invoke(again, "email ada", session="s")
+        guard_again = oncelog_strands.Guard(ledger, kinds=kinds)
+        replayed = guard_again.invoke(again, "email ada", session="s")
         assert replayed.stop_reason == "end_turn"
         assert sent_again == []
         steps = [s.step_id for s in ledger.steps("billing/s/turn-1")]
@@ -186,18 +188,25 @@ def test_an_answered_confirmation_runs_once_and_a_rerun_asks_nobody(tmp_path: Pa
 
 
 def test_a_denied_confirmation_is_told_to_the_model(tmp_path: Path) -> None:
+    """A denial is what a Strands hook's ``cancel_tool`` is: an error result the model
+    reads. This model asks for the email again: a new call, a new request to a person,
+    nothing sent."""
     require_framework("strands", "strands")
     from oncelog.integrations import Policy
     from oncelog.integrations import strands as oncelog_strands
 
+    kinds: dict[str, Any] = {"send_email": Policy("create", approval=True)}
     with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
         built, sent = scripted_agent(tmp_path)
-        guard = oncelog_strands.Guard(ledger, kinds={"send_email": Policy("create", approval=True)})
+        guard = oncelog_strands.Guard(ledger, kinds=kinds)
         asked = guard.invoke(built, "email ada", session="s")
         answer = [{"interruptResponse": {"interruptId": i.id, "response": "no"}}
                   for i in asked.interrupts]  # fmt: skip
-        with pytest.raises(oncelog.ApprovalDenied):
-            guard.invoke(built, answer, session="s")
+        told = guard.invoke(built, answer, session="s")
+        assert "denied 'send_email#1' with these arguments" in json.dumps(built.messages)
+        [again] = told.interrupts
+        assert again.reason["step_id"] == "send_email#2"
+        assert [a.status.value for a in ledger.approvals(None)] == ["pending", "denied"]
     assert sent == []
 
 

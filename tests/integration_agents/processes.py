@@ -33,7 +33,8 @@ OWN_VIRTUALENV = {
 def require_framework(module: str, extra: str) -> None:
     found = importlib.util.find_spec(module) is not None
     if not found and extra in os.environ.get(ELSEWHERE, "").split(","):
-        pytest.skip(f"{extra} is tested in a virtualenv of its own (.ci/crewai, ${ELSEWHERE})")
+        where = f".ci/{extra}"
+        pytest.skip(f"{extra} is tested in a virtualenv of its own ({where}, ${ELSEWHERE})")
     own = OWN_VIRTUALENV.get(extra)
     if own is not None:
         require(found, f"{extra} is tested in a virtualenv of its own: {own}")

@@ -49,6 +49,7 @@ from typing import Any
 
 from oncelog import (
     NO_RESULT,
+    ApprovalDenied,
     ApprovalRequired,
     ConfigurationError,
     EffectRefused,
@@ -269,7 +270,7 @@ class _GuardedTool(AgentTool):
         effect = self.policy.tool(self.tool_name, perform)
         try:
             recorded = await asyncio.to_thread(turn.run.effect, step, effect, arguments)
-        except EffectRefused as refused:
+        except (EffectRefused, ApprovalDenied) as refused:  # definite: the model is told
             yield ToolResultEvent(_result(tool_use, "error", f"Error: {refused.message}"))
             return
         except ApprovalRequired as waits:
