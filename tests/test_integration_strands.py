@@ -154,7 +154,7 @@ def test_a_confirmation_is_bound_to_the_arguments_it_was_given_for(tmp_path: Pat
         other = json.dumps(["oncelog", run_id, step, request, "0" * 64])
         forged = type(interrupt)(id=other, name=interrupt.name, reason=interrupt.reason)
         built._interrupt_state.interrupts = {other: forged}
-        answer = [{"interruptResponse": {"interruptId": other, "response": "y"}}]
+        answer: list[Any] = [{"interruptResponse": {"interruptId": other, "response": "y"}}]
         with pytest.raises(oncelog.OnceLogError):
             guard.invoke(built, answer, session="s")
         assert sent == []
@@ -172,8 +172,10 @@ def test_an_answered_confirmation_runs_once_and_a_rerun_asks_nobody(tmp_path: Pa
         built, sent = scripted_agent(tmp_path)
         guard = oncelog_strands.Guard(ledger, kinds=kinds)
         asked = guard.invoke(built, "email ada", session="s")
-        answer = [{"interruptResponse": {"interruptId": i.id, "response": {"approve": True,
-                   "by": "alice", "note": "ok"}}} for i in asked.interrupts]  # fmt: skip
+        said = {"approve": True, "by": "alice", "note": "ok"}
+        answer: list[Any] = [
+            {"interruptResponse": {"interruptId": i.id, "response": said}} for i in asked.interrupts
+        ]
         done = guard.invoke(built, answer, session="s")
         assert done.stop_reason == "end_turn", done
         assert [e["to"] for e in sent] == ["ada@example.com"]
@@ -200,7 +202,7 @@ def test_a_denied_confirmation_is_told_to_the_model(tmp_path: Path) -> None:
         built, sent = scripted_agent(tmp_path)
         guard = oncelog_strands.Guard(ledger, kinds=kinds)
         asked = guard.invoke(built, "email ada", session="s")
-        answer = [{"interruptResponse": {"interruptId": i.id, "response": "no"}}
+        answer: list[Any] = [{"interruptResponse": {"interruptId": i.id, "response": "no"}}
                   for i in asked.interrupts]  # fmt: skip
         told = guard.invoke(built, answer, session="s")
         assert "denied 'send_email#1' with these arguments" in json.dumps(built.messages)

@@ -78,7 +78,8 @@ class ScriptedModel(Model):
 
 def handle(ledger: oncelog.Ledger, ticket: str) -> str:
     guard = oncelog_strands.Guard(
-        ledger, kinds={"refund": Policy("payment", approval=True)}  # a person says yes first
+        ledger,
+        kinds={"refund": Policy("payment", approval=True)},  # a person says yes first
     )
     agent = Agent(model=ScriptedModel(), tools=[refund], agent_id="support",
                   callback_handler=None)  # fmt: skip
@@ -90,7 +91,9 @@ def handle(ledger: oncelog.Ledger, ticket: str) -> str:
             print(f"asks: {interrupt.reason['tool']} {json.dumps(interrupt.reason['arguments'])}")
         yes = os.environ.get("ONCELOG_EXAMPLE_ANSWER", "yes") == "yes"
         said = {"approve": yes, "by": "alice"}
-        answers = [{"interruptResponse": {"interruptId": i.id, "response": said}} for i in asked]
+        answers: list[Any] = [
+            {"interruptResponse": {"interruptId": i.id, "response": said}} for i in asked
+        ]
         result = guard.invoke(agent, answers, session=ticket)  # a "no" is told to the model
     return str(result).strip()
 

@@ -142,7 +142,7 @@ def main() -> None:
             found = json.loads(answer.read())["found"]
         return oncelog.Found(f"sent fx_{found[0]['effect_id']}") if found else oncelog.NOT_FOUND
 
-    hooks = [Confirm()] if args.confirm and not args.guarded else []
+    hooks: list[Any] = [Confirm()] if args.confirm and not args.guarded else []
     agent = Agent(
         model=ScriptedModel(args.model_calls), tools=[send_email], hooks=hooks,
         agent_id="billing", callback_handler=None,

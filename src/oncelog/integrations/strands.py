@@ -239,7 +239,7 @@ class _GuardedTool(AgentTool):
 
     @property
     def tool_name(self) -> str:
-        return self.tool.tool_name
+        return str(self.tool.tool_name)
 
     @property
     def tool_spec(self) -> ToolSpec:
@@ -247,7 +247,7 @@ class _GuardedTool(AgentTool):
 
     @property
     def tool_type(self) -> str:
-        return self.tool.tool_type
+        return str(self.tool.tool_type)
 
     async def stream(
         self, tool_use: ToolUse, invocation_state: dict[str, Any], **kwargs: Any
@@ -436,7 +436,6 @@ class Guard:
             raise unguarded("Strands", name, _FIX % name)
         return _GuardedTool(tool, policy_for(self._policies, name, "Strands"), self.ledger)
 
-
     def invoke(
         self, agent: Agent, prompt: AgentInput = None, *, session: str | None = None,
         **options: Any,
@@ -491,4 +490,3 @@ def _oncelog_error(exc: BaseException) -> OnceLogError | None:
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
-
