@@ -51,13 +51,17 @@ def model_calls(tmp_path: Path, session: str) -> int:
 
 
 @pytest.mark.parametrize(
-    ("fault", "confirm"), [("kill", False), ("tool-raises", False), ("kill", True)]
+    ("fault", "confirm"),
+    [("kill", "none"), ("tool-raises", "none"), ("kill", "policy"), ("kill", "hook")],
 )
 def test_plain_strands_sends_twice_and_the_guarded_agent_once(
-    tmp_path: Path, provider: Provider, fault: str, confirm: bool
+    tmp_path: Path, provider: Provider, fault: str, confirm: str
 ) -> None:
+    """``confirm``: a person says yes before the email, through the guard's approval
+    (``policy``) or the agent's own hook (``hook``); plain, the hook asks again after the
+    kill, and the email goes out again."""
     require_framework("strands", "strands")
-    options = ["--fault", fault, *(["--confirm"] if confirm else [])]
+    options = ["--fault", fault, "--confirm", confirm]
 
     plain = until_done(tmp_path, provider, "plain", *options)
     assert plain.returncode == 0, plain
@@ -75,7 +79,7 @@ def test_plain_strands_sends_twice_and_the_guarded_agent_once(
         ("model#1", StepState.DONE), ("send_email#1", StepState.DONE),
         ("model#2", StepState.DONE),
     ]  # fmt: skip
-    assert decided == ([("alice", "used")] if confirm else [])
+    assert decided == ([("alice", "used")] if confirm == "policy" else [])
     # The restarted agent's first model call was answered from the ledger: no tokens.
     assert model_calls(tmp_path, "guarded") == 2
 
@@ -235,7 +239,7 @@ def test_a_session_that_cannot_name_runs_is_refused(tmp_path: Path, name: str) -
     with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
         guard = oncelog_strands.Guard(ledger, kinds={"send_email": "create"})
         with pytest.raises(oncelog.ConfigurationError, match="name"):
-            guard.invoke(built, "email ada", session=name or None)
+            guard.invoke(built, "email ada", session=name)
         assert ledger.runs() == []
     assert sent == []
 
@@ -255,3 +259,59 @@ def test_turns_are_runs_and_a_guarded_model_outside_the_guard_is_refused(tmp_pat
         with pytest.raises(oncelog.NoActiveRun):
             built("and once more")
     assert len(sent) == 1
+
+
+def test_the_agents_own_confirmation_hook_answers_once_per_turn(tmp_path: Path) -> None:
+    """Strands' own human-in-the-loop under the guard: the hook's interrupt is answered,
+    the turn replays from its prompt in its run (recorded model answer, same tool use id,
+    so the answer lands on the call it was given for) and the email goes out once."""
+    require_framework("strands", "strands")
+    from oncelog.integrations import strands as oncelog_strands
+
+    from .integration_agents.strands_agent import Confirm
+
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        built, sent = scripted_agent(tmp_path, hooks=[Confirm()])
+        guard = oncelog_strands.Guard(ledger, kinds={"send_email": "create"})
+        asked = guard.invoke(built, "email ada", session="s")
+        assert asked.stop_reason == "interrupt"
+        assert ledger.get_run("billing/s/turn-1").status is oncelog.RunStatus.WAITING
+        [interrupt] = asked.interrupts
+        answer: list[Any] = [{"interruptResponse": {"interruptId": interrupt.id, "response": "y"}}]
+        done = guard.invoke(built, answer, session="s")
+        assert done.stop_reason == "end_turn", done
+        steps = [s.step_id for s in ledger.steps("billing/s/turn-1")]
+    assert steps == ["model#1", "send_email#1", "model#2"]
+    assert len(sent) == 1
+    assert model_calls(tmp_path, ".") == 2  # the replayed model#1 spent nothing
+
+
+def test_guard_invoke_async_runs_the_turn(tmp_path: Path) -> None:
+    require_framework("strands", "strands")
+    import asyncio
+
+    from oncelog.integrations import strands as oncelog_strands
+
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        built, sent = scripted_agent(tmp_path)
+        guard = oncelog_strands.Guard(ledger, kinds={"send_email": "create"})
+        done = asyncio.run(guard.invoke_async(built, "email ada", session="s"))
+        assert done.stop_reason == "end_turn"
+        assert ledger.get_run("billing/s/turn-1").status is oncelog.RunStatus.COMPLETED
+    assert len(sent) == 1
+
+
+def test_an_agent_with_a_session_manager_is_refused(tmp_path: Path) -> None:
+    require_framework("strands", "strands")
+    from strands.session.file_session_manager import FileSessionManager
+
+    from oncelog.integrations import strands as oncelog_strands
+
+    manager = FileSessionManager(session_id="s", storage_dir=str(tmp_path / "sessions"))
+    built, sent = scripted_agent(tmp_path, session_manager=manager)
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        guard = oncelog_strands.Guard(ledger, kinds={"send_email": "create"})
+        with pytest.raises(oncelog.ConfigurationError, match="session manager"):
+            guard.invoke(built, "email ada", session="s")
+        assert ledger.runs() == []
+    assert sent == []

@@ -2,16 +2,17 @@
 guarded by oncelog, with a scripted model (no network).
 
     python -m tests.integration_agents.strands_agent --ledger L --provider URL
-        --model-calls M --session S --flags DIR [--guarded] [--probe] [--confirm]
-        [--fault none|kill|tool-raises]
+        --model-calls M --session S --flags DIR [--guarded] [--probe]
+        [--confirm none|policy|hook] [--fault none|kill|tool-raises]
 
 ``--fault`` is what goes wrong, once (a file in ``--flags`` remembers it happened):
 ``kill`` (the provider SIGKILLs this process after sending the email, before answering),
 ``tool-raises`` (the tool raises after the provider sent the email; Strands hands the error
 to the model, which asks for the email again). ``--confirm`` asks a person before the email,
-the Strands way: plain, a ``BeforeToolCallEvent`` hook raises an interrupt; guarded, the
-tool's policy asks for approval and the guard raises the interrupt. Either way this script
-answers yes, as a person at a UI would, and invokes the agent again with the answer.
+the Strands way, with an interrupt: ``hook``, the agent's own ``BeforeToolCallEvent`` hook
+raises it; ``policy``, guarded, the tool's policy asks for an oncelog approval and the
+guard raises it (plain, the hook does). Either way this script answers yes, as a person at
+a UI would, and invokes the agent again with the answer.
 Prints the agent's last message as JSON on the last line.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import urllib.parse
 import urllib.request
 import uuid
@@ -142,13 +144,15 @@ def main() -> None:
             found = json.loads(answer.read())["found"]
         return oncelog.Found(f"sent fx_{found[0]['effect_id']}") if found else oncelog.NOT_FOUND
 
-    hooks: list[Any] = [Confirm()] if args.confirm and not args.guarded else []
+    own_hook = args.confirm == "hook" or (args.confirm == "policy" and not args.guarded)
+    hooks: list[Any] = [Confirm()] if own_hook else []
     agent = Agent(
         model=ScriptedModel(args.model_calls), tools=[send_email], hooks=hooks,
         agent_id="billing", callback_handler=None,
     )  # fmt: skip
     ledger = oncelog.open(args.ledger)
-    policy = Policy("create", probe=probe if args.probe else None, approval=args.confirm or None)
+    approval = True if args.confirm == "policy" else None
+    policy = Policy("create", probe=probe if args.probe else None, approval=approval)
     guard = oncelog_strands.Guard(ledger, kinds={"send_email": policy})
 
     def invoke(prompt: Any) -> Any:
@@ -159,7 +163,9 @@ def main() -> None:
     def work() -> None:
         result = invoke("Email ada@example.com her receipt for ticket 4711.")
         while result.stop_reason == "interrupt":  # a person at a UI says yes
-            said: Any = {"approve": True, "by": "alice"} if args.guarded else "y"
+            print("asked", file=sys.stderr)  # the test counts how often a person was asked
+            oncelogs = args.guarded and args.confirm == "policy"  # the guard's interrupt
+            said: Any = {"approve": True, "by": "alice"} if oncelogs else "y"
             result = invoke([{"interruptResponse": {"interruptId": i.id, "response": said}}
                              for i in result.interrupts])  # fmt: skip
         print(json.dumps(str(result)))
@@ -179,8 +185,9 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
     for name in ("--ledger", "--provider", "--model-calls", "--session", "--flags"):
         parser.add_argument(name, required=True)
-    for flag in ("--guarded", "--probe", "--confirm"):
+    for flag in ("--guarded", "--probe"):
         parser.add_argument(flag, action="store_true")
+    parser.add_argument("--confirm", choices=["none", "policy", "hook"], default="none")
     parser.add_argument("--fault", choices=["none", "kill", "tool-raises"], default="none")
     return parser
 

@@ -40,9 +40,11 @@ model never calls the tool again past it.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import json
 import re
+import weakref
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Mapping
 from typing import Any
@@ -82,6 +84,7 @@ try:
     from strands.interrupt import Interrupt, InterruptException
     from strands.models.model import Model
     from strands.tools.executors import SequentialToolExecutor
+    from strands.tools.structured_output.structured_output_tool import StructuredOutputTool
     from strands.types._events import ToolInterruptEvent, ToolResultEvent
     from strands.types.agent import AgentInput
     from strands.types.content import Messages
@@ -109,24 +112,13 @@ def _prompts(messages: Messages) -> int:
     )  # fmt: skip
 
 
-def turn_run_id(agent: Agent, session: str | None = None) -> str:
+def turn_run_id(agent: Agent, session: str) -> str:
     """The run of the agent's next invocation: ``AGENT_ID/SESSION/turn-N``; an invocation
     that answers interrupts continues the turn they stopped."""
-    name = _checked(session or _session_of(agent), "session")
+    name = _checked(session, "session")
     resuming = agent._interrupt_state.activated
     turn = _prompts(agent.messages) + (0 if resuming else 1)
     return f"{_checked(agent.agent_id, 'agent_id')}/{name}/turn-{turn}"
-
-
-def _session_of(agent: Agent) -> str:
-    manager = getattr(agent, "_session_manager", None)
-    found = getattr(manager, "session_id", None)
-    if not found:
-        raise ConfigurationError(
-            "name the conversation: guard.invoke(agent, prompt, session='ticket-4711') (or "
-            "give the agent a session manager): its turns' runs are named by it"
-        )
-    return str(found)
 
 
 def _checked(name: str, what: str) -> str:
@@ -177,6 +169,11 @@ class RecordedModel(Model):
     def __init__(
         self, model: Model, *, guarded: Iterable[str] = (), drift: ModelDrift = "error"
     ) -> None:
+        if model.stateful:
+            raise ConfigurationError(
+                "a model that keeps the conversation on the provider's side cannot be "
+                "recorded: a replay would not tell it what it was told"
+            )
         self.model = model
         self.guarded = frozenset(guarded)  # the tool names the model may ask for
         self.drift = model_drift(drift)
@@ -202,9 +199,12 @@ class RecordedModel(Model):
         # the cycle they were given for, keyed by the recorded tool use id.
         for ident, answered in turn.answers.items():
             turn.agent._interrupt_state.interrupts.setdefault(ident, answered)
+        dynamic = turn.agent.tool_registry.dynamic_tools
         for spec in tool_specs or []:
-            if spec["name"] not in self.guarded:
-                raise unguarded("Strands", spec["name"], _FIX % spec["name"])
+            name = spec["name"]
+            # Strands' structured output tool only validates the answer: nothing to guard.
+            if name not in self.guarded and not isinstance(dynamic.get(name), StructuredOutputTool):
+                raise unguarded("Strands", name, _FIX % name)
         loop = asyncio.get_running_loop()
 
         def ask() -> dict[str, Any]:
@@ -367,6 +367,11 @@ def _decision(response: Any) -> tuple[bool, str, str | None]:
     return approved, _BY, None
 
 
+# Per agent, the conversation before its turn in progress and the turn's prompt: where an
+# answered turn replays from (Strands' conversation manager may have trimmed the prompt).
+_starts: weakref.WeakKeyDictionary[Agent, tuple[Messages, AgentInput]] = weakref.WeakKeyDictionary()
+
+
 def _answered(ledger: Ledger, agent: Agent, prompt: AgentInput) -> tuple[Any, dict[str, Any]]:
     """Answers to a turn's interrupts: the guard's are recorded as oncelog decisions, on
     the request and arguments hash their id names; the others are kept for the replay.
@@ -385,11 +390,13 @@ def _answered(ledger: Ledger, agent: Agent, prompt: AgentInput) -> tuple[Any, di
         approved, by, note = _decision(interrupt.response)
         decide = ledger.approve if approved else ledger.deny
         decide(run_id, step, by=by, request=request, args_hash=args_hash, note=note)
-    starts = [i for i, m in enumerate(agent.messages) if _prompts([m])]
-    if not starts:
-        raise UsageError("the interrupted turn's prompt is not in the agent's messages")
-    again = agent.messages[starts[-1]]["content"]
-    del agent.messages[starts[-1] :]
+    started = _starts.get(agent)
+    if started is None:
+        raise UsageError(
+            "answer a turn's interrupts with the agent object whose guard.invoke raised "
+            "them; in a new process, invoke the turn's prompt again: it asks again"
+        )
+    agent.messages[:], again = copy.deepcopy(started[0]), started[1]
     state.deactivate()
     return again, kept
 
@@ -436,10 +443,16 @@ class Guard:
             raise unguarded("Strands", name, _FIX % name)
         return _GuardedTool(tool, policy_for(self._policies, name, "Strands"), self.ledger)
 
+    async def invoke_async(
+        self, agent: Agent, prompt: AgentInput = None, *, session: str, **options: Any
+    ) -> Any:
+        """``invoke`` from async code: the turn runs in a thread of its own (as Strands
+        runs ``agent(...)``), and the event loop goes on meanwhile."""
+        return await asyncio.to_thread(self.invoke, agent, prompt, session=session, **options)
+
     def invoke(
-        self, agent: Agent, prompt: AgentInput = None, *, session: str | None = None,
-        **options: Any,
-    ) -> Any:  # fmt: skip
+        self, agent: Agent, prompt: AgentInput = None, *, session: str, **options: Any
+    ) -> Any:
         """``agent(prompt, **options)`` as one turn in its run. An oncelog stop is raised
         to the caller. A turn stopped by an interrupt (the guard's approval, or the agent's
         own hooks') returns Strands' result, ``stop_reason == "interrupt"``, with its run
@@ -450,11 +463,13 @@ class Guard:
             raise ConfigurationError(
                 "a guarded Strands agent keeps its conversation in oncelog's runs, not in a "
                 "session manager (it persists a killed turn's messages apart from the "
-                "ledger): build the agent without one, and name the session with session="
+                "ledger): build the agent without one; session= names the conversation"
             )
         answers: dict[str, Interrupt] = {}
         if agent._interrupt_state.activated:
             prompt, answers = _answered(self.ledger, agent, prompt)
+        else:
+            _starts[agent] = (copy.deepcopy(agent.messages), copy.deepcopy(prompt))
         run_id = turn_run_id(agent, session)
         stopped: WaitingForPerson | None = None
         try:
