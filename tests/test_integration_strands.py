@@ -315,3 +315,91 @@ def test_an_agent_with_a_session_manager_is_refused(tmp_path: Path) -> None:
             guard.invoke(built, "email ada", session="s")
         assert ledger.runs() == []
     assert sent == []
+
+
+def test_other_messages_at_a_recorded_model_call_stop_the_turn(tmp_path: Path) -> None:
+    """The same turn asked with another prompt: the recorded answer is not returned for
+    it; the run stops (``ArgumentDrift``) and nothing is sent."""
+    require_framework("strands", "strands")
+    from oncelog.integrations import strands as oncelog_strands
+
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        first, sent = scripted_agent(tmp_path)
+        oncelog_strands.Guard(ledger, kinds={"send_email": "create"}).invoke(
+            first, "email ada", session="s"
+        )
+        other, sent_again = scripted_agent(tmp_path)
+        guard = oncelog_strands.Guard(ledger, kinds={"send_email": "create"})
+        with pytest.raises(oncelog.ArgumentDrift, match="model#1"):
+            guard.invoke(other, "email bob", session="s")
+    assert len(sent) == 1
+    assert sent_again == []
+
+
+def test_arguments_the_tool_refuses_are_told_to_the_model_and_record_nothing(
+    tmp_path: Path,
+) -> None:
+    require_framework("strands", "strands")
+    from strands import Agent, tool
+
+    from oncelog.integrations import strands as oncelog_strands
+
+    from .integration_agents.strands_agent import ScriptedModel
+
+    calls: list[int] = []
+
+    @tool
+    def send_email(to: str, body: str) -> str:
+        """Send an email to a customer."""
+        calls.append(1)
+        return "sent fx_1"
+
+    class Sloppy(ScriptedModel):
+        """Asks for the email without its body, then answers."""
+
+        async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+            if "toolResult" in json.dumps(messages, default=str):
+                told: Any = [{"role": "user", "content": [{"text": "sent fx_"}]}]
+                async for event in super().stream(told, *args, **kwargs):
+                    yield event
+                return
+            async for event in super().stream(messages, *args, **kwargs):
+                if (
+                    "contentBlockDelta" in event
+                    and "toolUse" in event["contentBlockDelta"]["delta"]
+                ):
+                    event = {"contentBlockDelta": {"delta": {"toolUse": {"input": '{"to": "x"}'}}}}
+                yield event
+
+    built = Agent(model=Sloppy(str(tmp_path / "calls")), tools=[send_email], agent_id="billing",
+                  callback_handler=None)  # fmt: skip
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        guard = oncelog_strands.Guard(ledger, kinds={"send_email": "create"})
+        done = guard.invoke(built, "email", session="s")
+        assert done.stop_reason == "end_turn"
+        steps = [s.step_id for s in ledger.steps("billing/s/turn-1")]
+    assert steps == ["model#1", "model#2"]
+    assert calls == []
+    assert "body" in json.dumps(built.messages[2], default=str)  # the model was told
+
+
+def test_a_tool_registered_after_the_guard_is_refused_before_the_model(tmp_path: Path) -> None:
+    require_framework("strands", "strands")
+    from strands import tool
+
+    from oncelog.integrations import strands as oncelog_strands
+
+    @tool
+    def delete_account(account: str) -> str:
+        """Delete an account."""
+        return "deleted"
+
+    built, sent = scripted_agent(tmp_path)
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        guard = oncelog_strands.Guard(ledger, kinds={"send_email": "create"})
+        guard.guard(built)
+        built.tool_registry.register_tool(delete_account)  # after the guard: seen at invoke
+        with pytest.raises(oncelog.UnguardedTool, match="delete_account"):
+            guard.invoke(built, "email ada", session="s")
+    assert not (tmp_path / "model-calls").exists()
+    assert sent == []
