@@ -403,3 +403,36 @@ def test_a_tool_registered_after_the_guard_is_refused_before_the_model(tmp_path:
             guard.invoke(built, "email ada", session="s")
     assert not (tmp_path / "model-calls").exists()
     assert sent == []
+
+
+def test_a_stopped_turn_given_again_to_the_same_agent_replays_in_its_run(tmp_path: Path) -> None:
+    """The tool raised after acting (no probe): the turn stops, the conversation is set
+    back to before it. A person records the email; the same prompt to the same agent
+    object goes on in the same run, and nothing is sent again."""
+    require_framework("strands", "strands")
+    from strands import Agent, tool
+
+    from oncelog.integrations import strands as oncelog_strands
+
+    from .integration_agents.strands_agent import ScriptedModel
+
+    sent: list[str] = []
+
+    @tool
+    def send_email(to: str, body: str) -> str:
+        """Send an email to a customer."""
+        sent.append(to)
+        raise ConnectionError("reset after the request was sent")
+
+    model = ScriptedModel(str(tmp_path / "model-calls"))
+    built = Agent(model=model, tools=[send_email], agent_id="billing", callback_handler=None)
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        guard = oncelog_strands.Guard(ledger, kinds={"send_email": "create"})
+        with pytest.raises(oncelog.AmbiguousOutcome):
+            guard.invoke(built, "email ada", session="s")
+        assert built.messages == []
+        ledger.resolve("billing/s/turn-1", "send_email#1", "done", result="sent fx_1", by="ops")
+        done = guard.invoke(built, "email ada", session="s")
+        assert done.stop_reason == "end_turn"
+        assert [r.run_id for r in ledger.runs()] == ["billing/s/turn-1"]
+    assert sent == ["ada@example.com"]

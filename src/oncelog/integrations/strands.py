@@ -279,7 +279,7 @@ class _GuardedTool(AgentTool):
             raise InterruptException(ask) from None
         except OnceLogError as stop:
             turn.stop = stop
-            invocation_state["agent"].cancel(message=f"oncelog: {type(stop).__name__}")
+            invocation_state["agent"].cancel()  # before the model is asked again
             raise
         yield ToolResultEvent(_told(recorded, tool_use))
 
@@ -459,18 +459,30 @@ class Guard:
         left waiting; answering them (a list of ``interruptResponse`` blocks, the Strands
         way) goes on with the turn in its run."""
         self.guard(agent)
-        if getattr(agent, "_session_manager", None) is not None:
-            raise ConfigurationError(
-                "a guarded Strands agent keeps its conversation in oncelog's runs, not in a "
-                "session manager (it persists a killed turn's messages apart from the "
-                "ledger): build the agent without one; session= names the conversation"
-            )
+        _refuse_session_manager(agent)
         answers: dict[str, Interrupt] = {}
         if agent._interrupt_state.activated:
             prompt, answers = _answered(self.ledger, agent, prompt)
         else:
             _starts[agent] = (copy.deepcopy(agent.messages), copy.deepcopy(prompt))
         run_id = turn_run_id(agent, session)
+        try:
+            return self._run_turn(agent, prompt, run_id, answers, options)
+        except BaseException:
+            # The conversation as it was before the turn: the same prompt, given again to
+            # this agent object (a person resolved the stop), replays the same turn.
+            agent.messages[:] = copy.deepcopy(_starts[agent][0])
+            agent._interrupt_state.deactivate()
+            raise
+
+    def _run_turn(
+        self,
+        agent: Agent,
+        prompt: AgentInput,
+        run_id: str,
+        answers: dict[str, Interrupt],
+        options: dict[str, Any],
+    ) -> Any:
         stopped: WaitingForPerson | None = None
         try:
             with self.ledger.run(run_id) as run:
@@ -493,6 +505,15 @@ class Guard:
             if exc is not stopped:
                 raise
             return result
+
+
+def _refuse_session_manager(agent: Agent) -> None:
+    if getattr(agent, "_session_manager", None) is not None:
+        raise ConfigurationError(
+            "a guarded Strands agent keeps its conversation in oncelog's runs, not in a "
+            "session manager (it persists a killed turn's messages apart from the "
+            "ledger): build the agent without one; session= names the conversation"
+        )
 
 
 def _oncelog_error(exc: BaseException) -> OnceLogError | None:
