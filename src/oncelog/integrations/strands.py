@@ -9,30 +9,32 @@ its interrupts as oncelog approvals.
     result = guard.invoke(agent, "Refund ticket 4711", session="ticket-4711")
 
 Each invocation is one turn of the conversation and one oncelog run,
-``AGENT_ID/SESSION/turn-N``: the agent's ``agent_id`` and the session (``session=``, or the
-agent's session manager's ``session_id``), both stable names the user gives, and the turn's
-position: how many prompts the conversation held before it, plus one. Strands' own ids for
-an invocation are fresh in every process, so never used. An agent built again after a kill
-and given the same prompt runs the same turn in the same run: recorded model answers come
-back without a request (no tokens spent), so the model asks for the same tool calls, whose
-recorded results come back; the first step never recorded runs live. Steps are named
-``model#1``, ``send_email#1``: by count in the turn, never by the tool use ids a model
-makes up. ``guard(agent)`` (which ``invoke`` does) records the agent's model, wraps every
-tool of its registry, and runs the tools one at a time in the model's order
-(``SequentialToolExecutor``), so each takes the same position on every replay.
+``AGENT_ID/SESSION/turn-N``: the agent's ``agent_id`` and the session (``session=``), both
+stable names the user gives, and the turn's position: how many prompts the conversation
+held before it, plus one. Strands' own ids for an invocation are fresh in every process, so
+never used. An agent built again after a kill and given the same prompt runs the same turn
+in the same run: recorded model answers come back without a request (no tokens spent), so
+the model asks for the same tool calls, whose recorded results come back; the first step
+never recorded runs live. Steps are named ``model#1``, ``send_email#1``: by count in the
+turn, never by the tool use ids a model makes up. ``guard(agent)`` (which ``invoke`` does)
+records the agent's model, wraps every tool of its registry, and runs the tools one at a
+time in the model's order (``SequentialToolExecutor``), so each takes the same position on
+every replay. A turn that raises sets the agent's conversation back to before it. An agent
+with a session manager is refused: it would persist a killed turn apart from the ledger.
 
 A tool whose policy asks a person (``approval=True``, or kind ``destructive``) stops the
 turn with a Strands interrupt (``result.stop_reason == "interrupt"``), named
 ``oncelog-approval``, whose reason holds the run, the step, the tool and the exact
 arguments. Its answer, given the Strands way (``guard.invoke(agent, [{"interruptResponse":
 {"interruptId": ..., "response": {"approve": True, "by": "alice"}}}], session=...)``) is
-recorded as the oncelog decision on that request: bound to those arguments, used once.
-The same request decided in the console or with ``oncelog approve`` works too.
+recorded as the oncelog decision on that request: bound to those arguments, used once; a
+denial is told to the model. The answered turn replays from its prompt, with the answers
+to the agent's own interrupts (its hooks') kept for the replay.
 
 Strands catches every exception a tool raises and hands it to the model as an error
-result. A stop (an effect in doubt, a halt, a denial of the run) is not handed over: the
-guard cancels the invocation before the next model call, the run's next step would raise
-it again anyway, and ``invoke`` raises it to its caller (``oncelog.run_main``: its exit
+result. A stop (an effect in doubt, a halt, a budget) is not handed over: the guard
+cancels the invocation before the next model call, the run's next step would raise it
+again anyway, and ``invoke`` raises it to its caller (``oncelog.run_main``: its exit
 code). A tool error after which the effect's outcome is unknown is such a stop, so the
 model never calls the tool again past it.
 """
@@ -40,11 +42,9 @@ model never calls the tool again past it.
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 import json
 import re
-import weakref
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Mapping
 from typing import Any
@@ -93,12 +93,12 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise _missing("strands", "Strands Agents") from exc
 
+from ._strands_interrupts import APPROVAL, answered, ask, remember_start, set_back
+
 __all__ = ["APPROVAL", "Guard", "RecordedModel", "turn_run_id"]
 
-APPROVAL = "oncelog-approval"  # the name of the interrupts the guard raises
 _FIX = "Guard it: oncelog.integrations.strands.Guard(ledger, kinds={%r: KIND})"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
-_BY = "strands-interrupt"  # who decided, when an answer does not say
 
 
 # -- the turn's run -----------------------------------------------------------------------
@@ -197,8 +197,8 @@ class RecordedModel(Model):
         turn = _turn("Strands model")
         # Strands forgets answers at the end of each tool cycle; the replay needs them at
         # the cycle they were given for, keyed by the recorded tool use id.
-        for ident, answered in turn.answers.items():
-            turn.agent._interrupt_state.interrupts.setdefault(ident, answered)
+        for ident, given in turn.answers.items():
+            turn.agent._interrupt_state.interrupts.setdefault(ident, given)
         dynamic = turn.agent.tool_registry.dynamic_tools
         for spec in tool_specs or []:
             name = spec["name"]
@@ -275,8 +275,8 @@ class _GuardedTool(AgentTool):
             return
         except ApprovalRequired as waits:
             turn.waiting = waits
-            ask = _ask(self.ledger, turn.run.run_id, step, self.tool_name, arguments, waits)
-            raise InterruptException(ask) from None
+            asked = ask(self.ledger, turn.run.run_id, step, self.tool_name, arguments, waits)
+            raise InterruptException(asked) from None
         except OnceLogError as stop:
             turn.stop = stop
             invocation_state["agent"].cancel()  # before the model is asked again
@@ -337,68 +337,6 @@ def _told(recorded: Any, tool_use: ToolUse) -> ToolResult:
 
 def _result(tool_use: ToolUse, status: Any, text: str) -> ToolResult:
     return {"toolUseId": tool_use["toolUseId"], "status": status, "content": [{"text": text}]}
-
-
-# -- approvals as interrupts --------------------------------------------------------------
-
-
-def _ask(
-    ledger: Ledger, run_id: str, step: str, tool: str, arguments: Any, waits: ApprovalRequired
-) -> Interrupt:
-    """The Strands interrupt for the step's pending approval request: its id names the
-    request and the hash of its arguments, so an answer is the decision on exactly the
-    arguments the person was shown, and on nothing else."""
-    pending = [a for a in ledger.approvals() if (a.run_id, a.step_id) == (run_id, step)]
-    request, args_hash = (pending[0].id, pending[0].args_hash) if pending else (None, None)
-    reason = {"run_id": run_id, "step_id": step, "tool": tool, "arguments": arguments,
-              "request": request, "message": waits.message}  # fmt: skip
-    ident = json.dumps(["oncelog", run_id, step, request, args_hash])
-    return Interrupt(id=ident, name=APPROVAL, reason=reason)
-
-
-def _decision(response: Any) -> tuple[bool, str, str | None]:
-    """An interrupt's answer as (approved, by, note): ``True``/``"y"``/``"yes"``, or
-    ``{"approve": bool, "by": NAME, "note": TEXT}``; anything else denies."""
-    if isinstance(response, dict):
-        by = str(response.get("by") or _BY)
-        note = response.get("note")
-        return response.get("approve") is True, by, None if note is None else str(note)
-    approved = response is True or str(response).strip().lower() in ("y", "yes", "approve")
-    return approved, _BY, None
-
-
-# Per agent, the conversation before its turn in progress and the turn's prompt: where an
-# answered turn replays from (Strands' conversation manager may have trimmed the prompt).
-_starts: weakref.WeakKeyDictionary[Agent, tuple[Messages, AgentInput]] = weakref.WeakKeyDictionary()
-
-
-def _answered(ledger: Ledger, agent: Agent, prompt: AgentInput) -> tuple[Any, dict[str, Any]]:
-    """Answers to a turn's interrupts: the guard's are recorded as oncelog decisions, on
-    the request and arguments hash their id names; the others are kept for the replay.
-    The conversation is set back to the turn's prompt, which the turn replays from: its
-    recorded steps come back, and the interrupted one runs with its answer."""
-    state = agent._interrupt_state
-    state.resume(prompt)  # Strands' own checks: only answers, each to a known interrupt
-    kept: dict[str, Interrupt] = {}
-    for ident, interrupt in state.interrupts.items():
-        if interrupt.response is None:
-            continue
-        if interrupt.name != APPROVAL:
-            kept[ident] = interrupt
-            continue
-        _, run_id, step, request, args_hash = json.loads(ident)
-        approved, by, note = _decision(interrupt.response)
-        decide = ledger.approve if approved else ledger.deny
-        decide(run_id, step, by=by, request=request, args_hash=args_hash, note=note)
-    started = _starts.get(agent)
-    if started is None:
-        raise UsageError(
-            "answer a turn's interrupts with the agent object whose guard.invoke raised "
-            "them; in a new process, invoke the turn's prompt again: it asks again"
-        )
-    agent.messages[:], again = copy.deepcopy(started[0]), started[1]
-    state.deactivate()
-    return again, kept
 
 
 # -- the guard ----------------------------------------------------------------------------
@@ -462,17 +400,16 @@ class Guard:
         _refuse_session_manager(agent)
         answers: dict[str, Interrupt] = {}
         if agent._interrupt_state.activated:
-            prompt, answers = _answered(self.ledger, agent, prompt)
+            prompt, answers = answered(self.ledger, agent, prompt)
         else:
-            _starts[agent] = (copy.deepcopy(agent.messages), copy.deepcopy(prompt))
+            remember_start(agent, prompt)
         run_id = turn_run_id(agent, session)
         try:
             return self._run_turn(agent, prompt, run_id, answers, options)
         except BaseException:
             # The conversation as it was before the turn: the same prompt, given again to
             # this agent object (a person resolved the stop), replays the same turn.
-            agent.messages[:] = copy.deepcopy(_starts[agent][0])
-            agent._interrupt_state.deactivate()
+            set_back(agent)
             raise
 
     def _run_turn(
