@@ -436,3 +436,21 @@ def test_a_stopped_turn_given_again_to_the_same_agent_replays_in_its_run(tmp_pat
         assert done.stop_reason == "end_turn"
         assert [r.run_id for r in ledger.runs()] == ["billing/s/turn-1"]
     assert sent == ["ada@example.com"]
+
+
+def test_an_interrupt_inside_a_guarded_tool_leaves_its_effect_in_doubt(tmp_path: Path) -> None:
+    require_framework("strands", "strands")
+    from strands import Agent
+
+    from oncelog.integrations import strands as oncelog_strands
+
+    from .integration_agents.strands_agent import ScriptedModel, asking_tool
+
+    model = ScriptedModel(str(tmp_path / "model-calls"))
+    built = Agent(model=model, tools=[asking_tool()], agent_id="billing", callback_handler=None)
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        guard = oncelog_strands.Guard(ledger, kinds={"send_email": "create"})
+        with pytest.raises(oncelog.AmbiguousOutcome, match="ask before the effect"):
+            guard.invoke(built, "email ada", session="s")
+        [_, email] = ledger.steps("billing/s/turn-1")
+    assert email.state is StepState.UNKNOWN

@@ -34,7 +34,7 @@ from strands.hooks import BeforeToolCallEvent, HookProvider, HookRegistry
 from strands.models.model import Model
 from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
-from strands.types.tools import ToolSpec
+from strands.types.tools import AgentTool, ToolContext, ToolSpec
 
 import oncelog
 from oncelog.integrations import Policy, current_idempotency_key
@@ -110,6 +110,18 @@ class Confirm(HookProvider):
         said = event.interrupt("confirm-email", reason=event.tool_use["input"])
         if said != "y":
             event.cancel_tool = "the person said no"
+
+
+def asking_tool() -> AgentTool:
+    """A ``send_email`` that asks a person from inside the tool (``tool_context``)."""
+
+    @tool(name="send_email", context=True)
+    def send_email(to: str, body: str, tool_context: ToolContext) -> str:
+        """Send an email to a customer."""
+        tool_context.interrupt("sure?", reason=to)
+        return "sent fx_1"
+
+    return send_email
 
 
 def main() -> None:

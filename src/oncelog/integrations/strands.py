@@ -207,7 +207,7 @@ class RecordedModel(Model):
                 raise unguarded("Strands", name, _FIX % name)
         loop = asyncio.get_running_loop()
 
-        def ask() -> dict[str, Any]:
+        def call() -> dict[str, Any]:
             async def collect() -> list[Any]:
                 stream = self.model.stream(messages, tool_specs, system_prompt, **kwargs)
                 return [event async for event in stream]
@@ -219,7 +219,7 @@ class RecordedModel(Model):
         asked = digest([system_prompt, messages, sorted(s["name"] for s in tool_specs or [])])
         step = turn.step("model")
         recorded = await asyncio.to_thread(
-            turn.run.llm, step, ask, name="strands_model", input_digest=asked, drift=self.drift
+            turn.run.llm, step, call, name="strands_model", input_digest=asked, drift=self.drift
         )
         for event in recorded["events"]:
             yield event
@@ -300,8 +300,8 @@ def _invalid(tool: AgentTool, arguments: Any) -> str | None:
 async def _final_result(events: AsyncIterable[Any]) -> dict[str, Any]:
     """The tool's result, as recorded: its status and content (the tool use id is the
     model's, new when a model is asked again). A tool that raised raises here, so the
-    effect's outcome is judged by its kind; an interrupt inside a guarded tool is refused:
-    the tool would have run part of its work inside an effect that never finished."""
+    effect's outcome is judged by its kind; so is an interrupt inside a guarded tool: what
+    the tool did before it asked is not known."""
     last: Any = None
     async for event in events:
         if isinstance(event, ToolInterruptEvent):
