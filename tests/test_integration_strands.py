@@ -454,3 +454,33 @@ def test_an_interrupt_inside_a_guarded_tool_leaves_its_effect_in_doubt(tmp_path:
             guard.invoke(built, "email ada", session="s")
         [_, email] = ledger.steps("billing/s/turn-1")
     assert email.state is StepState.UNKNOWN
+
+
+def test_a_repeatable_tool_runs_unrecorded_on_every_replay(tmp_path: Path) -> None:
+    """A tool named in ``repeatable=`` runs as Strands runs it, again on every replay,
+    and takes no position in the run."""
+    require_framework("strands", "strands")
+    from strands import Agent, tool
+
+    from oncelog.integrations import strands as oncelog_strands
+
+    from .integration_agents.strands_agent import ScriptedModel
+
+    looked: list[str] = []
+
+    @tool
+    def send_email(to: str, body: str) -> str:
+        """Harmless here: it only looks, and answers the same each time."""
+        looked.append(to)
+        return "sent fx_0"
+
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        guard = oncelog_strands.Guard(ledger, kinds={}, repeatable=["send_email"])
+        for _ in range(2):  # the second time, a new agent replays the turn
+            model = ScriptedModel(str(tmp_path / "model-calls"))
+            built = Agent(model=model, tools=[send_email], agent_id="billing",
+                          callback_handler=None)  # fmt: skip
+            guard.invoke(built, "email ada", session="s")
+        steps = [s.step_id for s in ledger.steps("billing/s/turn-1")]
+    assert steps == ["model#1", "model#2"]
+    assert looked == ["ada@example.com", "ada@example.com"]
