@@ -1,6 +1,6 @@
-"""The line that skips a framework's tests says how to run them: for CrewAI, its own
-virtualenv (``.ci/crewai``), never its extra installed into the dev one, where crewai's
-pins would quietly downgrade mcp and openai."""
+"""The line that skips a framework's tests says how to run them: for CrewAI and Strands,
+their own virtualenvs (``.ci/crewai``, ``.ci/strands``), never their extras installed into
+the dev one, where their pins would quietly downgrade mcp and openai."""
 
 from __future__ import annotations
 
@@ -11,11 +11,14 @@ import pytest
 from .integration_agents.processes import ELSEWHERE, require_framework
 
 
-def test_the_crewai_skip_points_at_its_own_virtualenv(monkeypatch: pytest.MonkeyPatch) -> None:
-    if importlib.util.find_spec("crewai") is not None:
-        pytest.skip("crewai is installed here: its tests run, nothing is skipped")
+@pytest.mark.parametrize(("module", "extra"), [("crewai", "crewai"), ("strands", "strands")])
+def test_the_skip_points_at_its_own_virtualenv(
+    monkeypatch: pytest.MonkeyPatch, module: str, extra: str
+) -> None:
+    if importlib.util.find_spec(module) is not None:
+        pytest.skip(f"{module} is installed here: its tests run, nothing is skipped")
     monkeypatch.delenv(ELSEWHERE, raising=False)
     with pytest.raises((pytest.skip.Exception, pytest.fail.Exception)) as told:
-        require_framework("crewai", "crewai")
-    assert ".ci/crewai install" in str(told.value)
+        require_framework(module, extra)
+    assert f".ci/{extra} install" in str(told.value)
     assert "pip install" not in str(told.value)

@@ -29,6 +29,7 @@ FRAMEWORKS = [
     ("temporal", "temporalio", "temporal"),
     ("crewai", "crewai", "crewai"),
     ("google_adk", "google.adk", "google-adk"),
+    ("strands", "strands", "strands"),
 ]
 
 

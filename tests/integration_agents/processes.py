@@ -20,16 +20,21 @@ TIMEOUT = 120.0  # a hung agent is a failure, not a reason to hang the suite
 
 
 # Frameworks whose tests run in a virtualenv of their own, named by .ci/run: crewai pins
-# mcp<2 and openai<3, which the dev virtualenv cannot hold (.ci/crewai).
+# mcp<2 and openai<3, strands-agents mcp<2.2, which the dev virtualenv cannot hold
+# (.ci/crewai, .ci/strands).
 ELSEWHERE = "ONCELOG_TESTED_ELSEWHERE"
 # Each such framework's own way in: its extra installed here would downgrade mcp and openai.
-OWN_VIRTUALENV = {"crewai": ".ci/crewai install, then .ci/crewai test"}
+OWN_VIRTUALENV = {
+    "crewai": ".ci/crewai install, then .ci/crewai test",
+    "strands": ".ci/strands install, then .ci/strands test",
+}
 
 
 def require_framework(module: str, extra: str) -> None:
     found = importlib.util.find_spec(module) is not None
     if not found and extra in os.environ.get(ELSEWHERE, "").split(","):
-        pytest.skip(f"{extra} is tested in a virtualenv of its own (.ci/crewai, ${ELSEWHERE})")
+        where = f".ci/{extra}"
+        pytest.skip(f"{extra} is tested in a virtualenv of its own ({where}, ${ELSEWHERE})")
     own = OWN_VIRTUALENV.get(extra)
     if own is not None:
         require(found, f"{extra} is tested in a virtualenv of its own: {own}")
