@@ -84,7 +84,9 @@ def append(tx: Tx, run_id: str, seq: int | None, event: str, data: str, at: floa
             _HEADS[run_id] = hash_
             return
     row = tx.execute(_HEAD, (run_id,)).fetchone()
-    hash_ = link(GENESIS if row is None else row[0], run_id, seq, event, data, at)
+    # No record, or records from before the chain (schema 7), whose hash is NULL: the
+    # chain starts here, as ``_sql_tx.append`` starts it.
+    hash_ = link((row and row[0]) or GENESIS, run_id, seq, event, data, at)
     tx.execute(_APPEND, (run_id, seq, event, data, at, hash_))
     remember(run_id, hash_)
 
