@@ -22,7 +22,7 @@ import pytest
 
 import oncelog
 from oncelog.audit._verify import Report, read_checkpoints, verify
-from oncelog.records._chain import GENESIS, link
+from oncelog.records._chain import GENESIS, link, link_rule_1
 
 from .support.launch import python
 from .support.operator_commands import oncelog_cli
@@ -181,6 +181,60 @@ def rewrite_chain(db: sqlite3.Connection, run_id: str, keep: int) -> None:
     for ident, seq, event, data, at in rows[:keep]:
         prev = link(prev, run_id, seq, event, data, at)
         db.execute("UPDATE journal SET hash = ? WHERE id = ?", (prev, ident))
+
+
+def test_records_of_the_old_rule_verify_beside_the_new_and_edits_of_either_are_found(
+    db_path: str, keys: tuple[Path, Path]
+) -> None:
+    """A ledger written before rule 2 (its every record hashed over the data quoted, as
+    rule 1 did; its checkpoints signed over those heads) keeps verifying, and runs, controls
+    and a run's end written after it chain rule 2 records onto rule 1 heads."""
+    private, public = keys
+    with oncelog.open(db_path, signing_key=private) as ledger:
+        fill(ledger)
+    with intruder(db_path) as db:  # the ledger as the earlier oncelog wrote it
+        heads: dict[str, str] = {}
+        for ident, run_id, seq, event, data, at in db.execute(
+            "SELECT id, run_id, seq, event, data, at FROM journal ORDER BY id"
+        ).fetchall():
+            heads[run_id] = link_rule_1(heads.get(run_id, GENESIS), run_id, seq, event, data, at)
+            db.execute("UPDATE journal SET hash = ? WHERE id = ?", (heads[run_id], ident))
+        db.execute("DELETE FROM checkpoints")
+    with oncelog.open(db_path, signing_key=private) as ledger:
+        for run_id in ("r0", "r1", "r2"):
+            assert ledger.checkpoint(run_id) is not None
+    assert check(db_path, public).ok
+    with oncelog.open(db_path, signing_key=private) as ledger:
+        fill(ledger, runs=4)  # r3: a new run; a halt appended to the "" chain's rule 1 head
+        ledger.halt("looking", by="ops", run="r1")  # appended to r1's rule 1 chain
+    report = check(db_path, public)
+    assert report.ok, report.problems
+    with intruder(db_path) as db:
+        first, last = db.execute(
+            "SELECT MIN(id), MAX(id) FROM journal WHERE run_id = 'r1'"
+        ).fetchone()
+        for ident in (first + 3, last):  # a rule 1 record, then a rule 2 one
+            db.execute("UPDATE journal SET data = replace(data, '1', '2') WHERE id = ?", (ident,))
+    assert [p.record_id for p in check(db_path, public).problems if p.kind == "broken_link"][
+        :2
+    ] == [first + 3, last]
+
+
+def test_a_record_appended_by_another_writer_between_two_of_a_run_keeps_its_chain(
+    db_path: str,
+) -> None:
+    """The hot path links a record after the head this process last wrote; when another
+    connection appended to the run in between, the insert's check fails and the record
+    follows the real head."""
+    with oncelog.open(db_path) as ledger, oncelog.open(db_path) as other:
+        send = ledger.tool(kind="create", name="send")(lambda n, *, idempotency_key: n)
+        with ledger.run("r") as run:
+            run.effect("a", send, 1)
+            other.halt("looking", by="ops", run="r")  # another writer's record in r's chain
+            other.clear_halt(by="ops", run="r")
+            run.effect("b", send, 2)
+    report = check(db_path)
+    assert report.ok, report.problems
 
 
 def test_signed_checkpoints_catch_a_cut_tail_and_a_rewritten_chain(

@@ -25,7 +25,7 @@ from oncelog.stores._postgres import PostgresStore
 from oncelog.stores._postgres_transitions import refusal
 from oncelog.stores._shared import intent_json, outcome_json
 from oncelog.stores._sqlite import SQLiteStore
-from oncelog.stores._sqlite_write import NOW_JOURNAL_APPEND, STEP_JOURNAL_APPEND, insert_recorded
+from oncelog.stores._sqlite_write import append, clock, insert_recorded
 
 from .test_store_contract import alive, opened
 
@@ -161,11 +161,12 @@ def write_old_pair(store: Store, lease: Lease, step: NewStep, outcome: Outcome) 
     own; PostgreSQL's two functions, nested in one call)."""
     if isinstance(store, SQLiteStore):
         with store._tx(durable=False) as tx:
-            assert insert_recorded(tx, lease, step, outcome)
+            started = clock() - step.elapsed
+            assert insert_recorded(tx, lease, step, outcome, started)
             entry = intent_json(lease, step, 1, None)
-            tx.execute(STEP_JOURNAL_APPEND, (lease.run_id, step.seq, "intent", entry))
+            append(tx, lease.run_id, step.seq, "intent", entry, started)
             data = outcome_json(outcome, 1)
-            tx.execute(NOW_JOURNAL_APPEND, (lease.run_id, step.seq, "outcome", data))
+            append(tx, lease.run_id, step.seq, "outcome", data, clock())
         return
     assert isinstance(store, PostgresStore)
     intent = (

@@ -17,7 +17,15 @@ from typing import Any
 import pytest
 
 from oncelog._exceptions import UnserializableValue
-from oncelog.records._chain import GENESIS, canonical, canonical_head, link
+from oncelog.records._chain import (
+    GENESIS,
+    canonical,
+    canonical_head,
+    follows,
+    head,
+    link,
+    link_rule_1,
+)
 from oncelog.records._records import StepState, StepType
 from oncelog.records._serialization import digest, encode
 from oncelog.runtime._calls import idempotency_key
@@ -38,21 +46,31 @@ def test_the_chain_record_is_what_the_encoder_writes() -> None:
         assert canonical(name, seq, "intent", data, at) == CHAIN.encode(
             [name, seq, "intent", data, at]
         )
-        head = CHAIN.encode([name, seq, "outcome"])[:-1] + ","
-        assert canonical_head(name, seq, "outcome") == head
+        start = CHAIN.encode([name, seq, "outcome"])[:-1] + ","
+        assert canonical_head(name, seq, "outcome") == start
+        assert head(name, seq, "intent", at) == CHAIN.encode([name, seq, "intent", at])
 
 
 def test_the_chain_link_hashes_what_the_encoder_writes() -> None:
+    """Rule 2: the head as the encoder writes it, then the data's text as it is; rule 1
+    (still verified): the whole record as the encoder writes it, the data quoted."""
     for name, seq, at in itertools.product(NAMES, SEQS, TIMES):
         data = '{"a":"é"}' + name
-        text = GENESIS + CHAIN.encode([name, seq, "intent", data, at])
+        text = GENESIS + CHAIN.encode([name, seq, "intent", at]) + data
+        old = GENESIS + CHAIN.encode([name, seq, "intent", data, at])
         try:
             expected = hashlib.sha256(text.encode()).hexdigest()
+            before = hashlib.sha256(old.encode()).hexdigest()
         except UnicodeEncodeError:  # a lone surrogate: no store holds it, nothing hashes it
             with pytest.raises(UnicodeEncodeError):
                 link(GENESIS, name, seq, "intent", data, at)
+            assert not follows(GENESIS, name, seq, "intent", data, at, "0" * 64)
             continue
         assert link(GENESIS, name, seq, "intent", data, at) == expected
+        assert link_rule_1(GENESIS, name, seq, "intent", data, at) == before
+        assert follows(GENESIS, name, seq, "intent", data, at, expected)
+        assert follows(GENESIS, name, seq, "intent", data, at, before)
+        assert not follows(GENESIS, name, seq, "outcome", data, at, expected)
 
 
 def test_the_idempotency_key_hashes_what_json_dumps_writes() -> None:

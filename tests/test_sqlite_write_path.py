@@ -88,8 +88,8 @@ def effect_statements(db_path: str, durability: Literal["intent", "full"]) -> li
         ledger.close()
 
 
-INTENT = ["BEGIN IMMEDIATE", "INSERT OR IGNORE INTO st", "INSERT INTO journal (run", "COMMIT"]
-OUTCOME = ["BEGIN IMMEDIATE", "UPDATE steps SET state =", "INSERT INTO journal (run", "COMMIT"]
+INTENT = ["BEGIN IMMEDIATE", "INSERT OR IGNORE INTO st", "INSERT OR IGNORE INTO jo", "COMMIT"]
+OUTCOME = ["BEGIN IMMEDIATE", "UPDATE steps SET state =", "INSERT OR IGNORE INTO jo", "COMMIT"]
 
 
 @pytest.mark.parametrize("durability", ["intent", "full"])
@@ -139,7 +139,7 @@ def test_a_model_call_checks_the_kill_switch_once_and_writes_its_row_and_record_
         # last look); not again when it is recorded.
         "PRAGMA data_version",
         # Its row and its one journal record ("recorded"), not an intent and an outcome.
-        "BEGIN IMMEDIATE", "INSERT OR IGNORE INTO st", "INSERT INTO journal (run", "COMMIT",
+        "BEGIN IMMEDIATE", "INSERT OR IGNORE INTO st", "INSERT OR IGNORE INTO jo", "COMMIT",
     ]  # fmt: skip
 
 

@@ -2,11 +2,13 @@
 provider, the crash points turned into an exception, and a provider that counts what it
 performed by key and by logical operation, which is all the oracle trusts.
 
-Time enters oncelog in three places, each pointed at ``SimClock`` while a schedule runs:
+Time enters oncelog in four places, each pointed at ``SimClock`` while a schedule runs:
 the engine's ``Surroundings`` (``clock``, ``key_clock``, ``sleep``, ``random``), the
 SQLite store's SQL clock (every ``julianday('now')`` of ``stores/_sqlite._CLOCK``: leases,
 subject expiry, approval expiry), answered by a ``julianday`` function each connection is
-given, and a ``MarkerProbe``'s ``sleep``. A crash point raises ``Crash``, a
+given, the same clock read in the process by its hot path (``_sqlite_write.clock``: a
+step's start and its records' times, known before their links are computed), and a
+``MarkerProbe``'s ``sleep``. A crash point raises ``Crash``, a
 ``BaseException`` that no engine handler catches, so the process "dies" right there.
 """
 
@@ -24,7 +26,7 @@ import oncelog
 from oncelog import markers
 from oncelog.failures import Failure
 from oncelog.signals import _crashpoints as crashpoints
-from oncelog.stores import _sqlite
+from oncelog.stores import _sqlite, _sqlite_write
 
 EPOCH = 1_700_000_000.0  # where every schedule's clock starts
 _JULIAN_UNIX = 2440587.5
@@ -70,18 +72,24 @@ def installed(clock: SimClock, points: CrashPoints) -> Iterator[None]:
     """The simulated clock in every SQLite connection opened meanwhile, and the crash
     points raising ``Crash``; both as they were afterwards."""
     connect, reach, armed = _sqlite._connect, crashpoints.reach, crashpoints.ARMED
+    store_clock = _sqlite_write.clock
 
     def connect_simulated(path: str, busy_timeout: float, create: bool) -> sqlite3.Connection:
         db = connect(path, busy_timeout, create)
         db.create_function("julianday", 1, clock.julianday)
         return db
 
+    def clock_simulated() -> float:  # what ``_sqlite._CLOCK`` computes from it
+        return (clock.now / 86400.0 + _JULIAN_UNIX - _JULIAN_UNIX) * 86400.0
+
     _sqlite._connect = connect_simulated
+    _sqlite_write.clock = clock_simulated
     crashpoints.reach, crashpoints.ARMED = points.reach, True
     try:
         yield
     finally:
         _sqlite._connect = connect
+        _sqlite_write.clock = store_clock
         crashpoints.reach, crashpoints.ARMED = reach, armed
 
 

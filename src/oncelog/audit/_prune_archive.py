@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ArchiveExists, ConfigurationError
-from ..records._chain import GENESIS, checkpoint_payload, link
+from ..records._chain import GENESIS, checkpoint_payload, follows
 from ..records._records import Checkpoint
 from ..records._retention import PrunedRun
 from ..stores._protocol import Store
@@ -118,8 +118,15 @@ def verify_archive(
                 prev, length, heads = chains.setdefault(run_id, (GENESIS, 0, {}))
                 if item["hash"] is None:
                     continue
-                expected = link(prev, run_id, item["seq"], item["event"], item["data"], item["at"])
-                if expected != item["hash"]:
+                if not follows(
+                    prev,
+                    run_id,
+                    item["seq"],
+                    item["event"],
+                    item["data"],
+                    item["at"],
+                    item["hash"],
+                ):
                     report.problems.append(
                         f"{path}:{number}: record {item['id']} of run {run_id!r} does not "
                         "follow from the record before it: it was edited, inserted or moved"

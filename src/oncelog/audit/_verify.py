@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._exceptions import ConfigurationError
-from ..records._chain import GENESIS, checkpoint_payload, link
+from ..records._chain import GENESIS, checkpoint_payload, follows
 from ..records._records import Checkpoint, JournalEntry
 from ..stores._protocol import Store
 from . import _pages as pages
@@ -121,8 +121,9 @@ def verify(
                 report.before_chain += 1
             continue
         chain.length += 1
-        expected = link(chain.prev, entry.run_id, entry.seq, entry.event, entry.data_json, entry.at)
-        if expected != entry.hash:
+        if not follows(
+            chain.prev, entry.run_id, entry.seq, entry.event, entry.data_json, entry.at, entry.hash
+        ):
             report.problems.append(Problem(
                 "broken_link", entry.run_id,
                 f"record {entry.id} (run {entry.run_id!r}, record {chain.length} of its chain, "

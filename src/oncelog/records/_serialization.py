@@ -55,6 +55,37 @@ def decode(text: str) -> Any:
         raise ValueError(f"it is nested more than {MAX_DEPTH} levels deep") from None
 
 
+_EXACT_SCALARS = frozenset((str, int, bool, type(None)))
+
+
+def _exact(value: Any) -> bool:
+    """True if ``value`` is made of exact JSON types only (``dict`` with ``str`` keys,
+    ``list``, ``str``, ``int``, ``bool``, ``None``, finite ``float``; no subclass, no
+    tuple): JSON gives it back equal, so the decoding round trip has nothing to check.
+    Looked at by type, a container at a time, cheaper than decoding the text again."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            if not all(type(key) is str for key in item):
+                return False
+            children = item.values()
+        elif kind is list:
+            children = item
+        elif kind in _EXACT_SCALARS:
+            continue
+        else:
+            return kind is float and -1.8e308 < item < 1.8e308 and not stack
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list:
+                stack.append(child)
+            elif kind not in _EXACT_SCALARS and not (kind is float and -1.8e308 < child < 1.8e308):
+                return False
+    return True
+
+
 def _lossless(value: Any) -> bool:
     """True if JSON holds ``value`` exactly (no int keys turned into strings, no NaN)."""
     stack = [value]
@@ -137,8 +168,12 @@ def _check_utf8(text: str, what: str) -> int:
 def encode(value: Any, *, what: str, limit: int, exact: bool = True) -> str:
     """Encode ``value`` canonically. With ``exact``, refuse what JSON would change (int
     keys, NaN) instead of recording it lossily; anything JSON cannot hold is refused, and
-    so is a value nested deeper than ``MAX_DEPTH`` or holding a lone surrogate."""
-    return encode_decoded(value, what=what, limit=limit, exact=exact)[0]
+    so is a value nested deeper than ``MAX_DEPTH`` or holding a lone surrogate. A value
+    of exact JSON types only (``_exact``) is not decoded again to be checked."""
+    text = _encoded(value, what)
+    if exact and not _exact(value) and _scan_once(text, 0)[0] != value and not _lossless(value):
+        _explain(value, what)
+    return _within(text, what, limit)
 
 
 def canonical_json(value: Any, *, what: str = "value") -> str:
@@ -150,7 +185,22 @@ def canonical_json(value: Any, *, what: str = "value") -> str:
 
 def encode_decoded(value: Any, *, what: str, limit: int, exact: bool = True) -> tuple[str, Any]:
     """``encode``, and (``exact``) ``decode`` of the text: a result is recorded and handed
-    back as replay will hand it back, and the exactness check has decoded it already."""
+    back as replay will hand it back (a value of its own, whatever the caller does with
+    the one it gave), and the exactness check has decoded it already."""
+    text = _encoded(value, what)
+    # Decoding and comparing run in C; only a mismatch (a tuple, or a real loss such as
+    # an int key) pays for the walk in Python.
+    # The encoder's text is one JSON value with nothing around it: ``decode`` without
+    # its call.
+    decoded = _scan_once(text, 0)[0] if exact else None
+    if exact and decoded != value and not _lossless(value):
+        _explain(value, what)
+    return _within(text, what, limit), decoded
+
+
+def _encoded(value: Any, what: str) -> str:
+    """The canonical text of ``value``, refused if JSON cannot hold it or it nests too
+    deep."""
     try:
         text = "".join(_ENCODER(value, 0))
     except RecursionError:
@@ -165,20 +215,18 @@ def encode_decoded(value: Any, *, what: str, limit: int, exact: bool = True) -> 
     # no longer than the bound cannot hold more brackets than that.
     if len(text) > MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH and _too_deep(value):
         raise _nested_too_deeply(what)
-    # Decoding and comparing run in C; only a mismatch (a tuple, or a real loss such as
-    # an int key) pays for the walk in Python.
-    # The encoder's text is one JSON value with nothing around it: ``decode`` without
-    # its call.
-    decoded = _scan_once(text, 0)[0] if exact else None
-    if exact and decoded != value and not _lossless(value):
-        _explain(value, what)
+    return text
+
+
+def _within(text: str, what: str, limit: int) -> str:
+    """``text``, refused if it holds a lone surrogate or is over ``limit`` bytes."""
     if not text.isascii():
         size = _check_utf8(text, what)
         if size > limit:
             raise PayloadTooLarge(f"{what} is {size} bytes, over the limit of {limit}")
     elif len(text) > limit:
         raise PayloadTooLarge(f"{what} is {len(text)} bytes, over the limit of {limit}")
-    return text, decoded
+    return text
 
 
 def digest(text: str) -> str:

@@ -18,7 +18,7 @@ from ..observe import _observe as observe
 from ..process._heartbeat import HEARTBEATS
 from ..records._records import ApprovalEdit, StepState, StepType
 from ..records._redact import redact
-from ..records._serialization import MAX_DEPTH, encode, encode_decoded
+from ..records._serialization import MAX_DEPTH, encode
 from ..records._value import NamedTuple
 from ..signals import _drain as drain
 from ..stores._protocol import Lease, NewStep
@@ -187,7 +187,7 @@ def encode_args(payload: Any, limit: int, run_id: str, step_id: str | None) -> s
     a caught error leaves no gap; one that replays is compared with the recorded
     arguments instead, and encoded only if it turns out to run."""
     try:
-        return encode_decoded(payload, what="arguments", limit=limit)[0]
+        return encode(payload, what="arguments", limit=limit)
     except InvalidPayload as exc:
         raise type(exc)(exc.message, run_id=run_id, step_id=step_id) from None
 

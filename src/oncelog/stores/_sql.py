@@ -36,7 +36,7 @@ class Dialect:
     costs the opening of a ledger its generated methods' compilation.)"""
 
     __slots__ = (
-        "_cache", "chained_append", "for_update", "halts_lock", "journal_lock", "json_field",
+        "_cache", "for_update", "halts_lock", "journal_lock", "json_field",
         "name", "notify_decision", "now", "placeholder", "skip_locked", "today",
         "unique_violation",
     )  # fmt: skip
@@ -55,7 +55,6 @@ class Dialect:
         halts_lock: tuple[str, str] | None = None,
         journal_lock: str | None = None,
         notify_decision: str | None = None,
-        chained_append: str | None = None,
     ) -> None:
         self.name = name
         self.now = now
@@ -73,11 +72,6 @@ class Dialect:
         # Wakes the processes waiting for a person's decision (PostgreSQL NOTIFY, sent at
         # the commit); None where waiters poll.
         self.notify_decision = notify_decision
-        # The journal append as one statement that reads the run's chain head and computes
-        # the link itself, through a function the store registers on its connection
-        # (SQLite); parameters: run_id, seq, event, data, at (NULL: now). None: read the
-        # head, then insert, under the journal lock.
-        self.chained_append = chained_append
         self._cache: dict[str, str] = {}
 
     def translate(self, sql: str) -> str:

@@ -29,9 +29,6 @@ def append(
     lock before. ``at``: the time the caller wrote into a row in this transaction (a
     run's creation, a step's start), so that ``verify`` can hold the row to it exactly;
     SQLite's clock moves between statements of one transaction."""
-    if tx.dialect.chained_append is not None:
-        tx.execute(tx.dialect.chained_append, (run_id, seq, event, data, at))
-        return
     tx.lock_journal(run_id)
     prev, now = tx.execute(
         f"SELECT (SELECT hash FROM journal WHERE run_id = ? ORDER BY id DESC LIMIT 1), {NOW}",

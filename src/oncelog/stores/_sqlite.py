@@ -44,10 +44,10 @@ from .._exceptions import (
     OnceLogError,
     StoreUnavailable,
 )
-from ..records._chain import link
 from ..records._records import Halt, HaltScope, RunStatus, StepState
 from . import _sqlite_checked as checked
 from . import _sqlite_runs as sqlite_runs
+from . import _sqlite_write as write
 from ._group_sync import GroupSync
 from ._migrations import pending
 from ._protocol import DURABILITY, Intent, Lease, NewStep, Outcome
@@ -55,15 +55,7 @@ from ._shared import intent_json, outcome_json, recorded_json
 from ._sql import NOW, Dialect, Tx, json_field
 from ._sql_store import SQLStore
 from ._sqlite_totals import BUDGETED, ON_DEMAND, keep
-from ._sqlite_write import (
-    JOURNAL_APPEND,
-    LINK_FUNCTION,
-    NOW_JOURNAL_APPEND,
-    STEP_JOURNAL_APPEND,
-    end_step,
-    insert_recorded,
-    insert_step,
-)
+from ._sqlite_write import end_step, insert_recorded, insert_step
 
 # RETURNING, ON CONFLICT ... RETURNING, ->> and IS NOT DISTINCT FROM, which the shared
 # statements use.
@@ -84,7 +76,6 @@ SQLITE = Dialect(
     skip_locked="",
     json_field=json_field,
     unique_violation=(sqlite3.IntegrityError,),
-    chained_append=JOURNAL_APPEND,
 )
 
 
@@ -251,8 +242,6 @@ class SQLiteStore(SQLStore):
         # outside a transaction make their own, so a result left unread never holds a
         # snapshot open.
         self._cursor = self._db.cursor()
-        # The journal's link, computed inside its insert (``_sqlite_write.JOURNAL_APPEND``).
-        self._db.create_function(LINK_FUNCTION, 6, link, deterministic=True)
         try:
             if existing:
                 real = os.path.realpath(path)
@@ -359,10 +348,11 @@ class SQLiteStore(SQLStore):
         self, tx: Tx, lease: Lease, step: NewStep, reason: str | None
     ) -> Intent | None:
         """The step's row with its checks, the lease kept, its journal entry."""
-        if not insert_step(tx, lease, step):
+        started = write.clock() - step.elapsed
+        if not insert_step(tx, lease, step, started):
             return None
         entry = intent_json(lease, step, 1, reason)
-        tx.execute(STEP_JOURNAL_APPEND, (lease.run_id, step.seq, "intent", entry))
+        write.append(tx, lease.run_id, step.seq, "intent", entry, started)
         return Intent(1, ())
 
     _create_leased = staticmethod(sqlite_runs.create_leased)
@@ -386,13 +376,14 @@ class SQLiteStore(SQLStore):
             super().record_step(lease, step, previous, outcome)
             return
         with self._tx(durable=False) as tx:
-            if not insert_recorded(tx, lease, step, outcome):
+            started = write.clock() - step.elapsed
+            if not insert_recorded(tx, lease, step, outcome, started):
                 # The lease is lost or half used, or the step is a duplicate: the general
                 # path's fence and insert say which, or extend the lease.
                 self._record(tx, lease, step, None, outcome)
                 return
             entry = recorded_json(lease, step, 1, outcome)
-            tx.execute(STEP_JOURNAL_APPEND, (lease.run_id, step.seq, "recorded", entry))
+            write.append(tx, lease.run_id, step.seq, "recorded", entry, started)
 
     def _outcome(self, tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> None:
         if not end_step(tx, lease, seq, attempt, outcome):
@@ -401,7 +392,7 @@ class SQLiteStore(SQLStore):
             super()._outcome(tx, lease, seq, attempt, outcome)
             return
         data = outcome_json(outcome, attempt)
-        tx.execute(NOW_JOURNAL_APPEND, (lease.run_id, seq, "outcome", data))
+        write.append(tx, lease.run_id, seq, "outcome", data, write.clock())
 
     def active_halt(self, run_id: str, agent: str | None) -> Halt | None:
         """As the general store's, but once no switch was found on for the run, the halts

@@ -10,7 +10,7 @@ when the run exists; the general path then reads it and checks its holder, its a
 and its plan. A budget (whose totals' triggers may have to be created first) takes the
 general path from the start. One read gives the new row's time and the head of the
 run's chain, so both journal records are linked here and written by one insert, instead
-of two inserts each calling ``oncelog_link`` back into Python.
+of two inserts each reading the head again.
 
 A run's end writes its row with the fence in the update's ``WHERE``: the single writer
 holds everything still from ``BEGIN IMMEDIATE``, so it sees what the general path's
@@ -29,10 +29,10 @@ from __future__ import annotations
 from ..records._chain import GENESIS, link
 from ..records._records import RunRecord, RunStatus
 from . import _sql_tombstones as tombstones
+from . import _sqlite_write as write
 from ._protocol import Lease
 from ._rows import journal_json, leased, text
 from ._sql import NOW, Tx
-from ._sqlite_write import RUN_JOURNAL_APPEND
 
 # Module constants: on Python 3.11 reading an enum member off its class costs about 1,000
 # instructions.
@@ -103,6 +103,7 @@ def create_leased(
     leased_entry = leased(owner, "1", ttl, origin)
     leased_hash = link(created_hash, run_id, None, "lease_acquired", leased_entry, created)
     tx.execute(_STARTED, (run_id, created_entry, created, created_hash, leased_entry, leased_hash))
+    write.remember(run_id, leased_hash)
     # One statement wrote both times: the row was created and last updated at once.
     record = RunRecord(
         run_id, _RUNNING, plan, None, created, created, owner, 1, 0, agent
@@ -132,10 +133,10 @@ def finish(
     if status is _COMPLETED and reason is None and stopped_by is None:
         if tx.execute(_COMPLETE, fence).rowcount != 1:
             return False
-        tx.execute(RUN_JOURNAL_APPEND, (lease.run_id, "run_completed", _COMPLETED_ENTRY))
+        write.append(tx, lease.run_id, None, "run_completed", _COMPLETED_ENTRY, write.clock())
         return True
     if tx.execute(_END, (status.value, reason, stopped_by, *fence)).rowcount != 1:
         return False
     entry = journal_json(reason=text(reason), stopped_by=text(stopped_by))
-    tx.execute(RUN_JOURNAL_APPEND, (lease.run_id, "run_" + status.value, entry))
+    write.append(tx, lease.run_id, None, "run_" + status.value, entry, write.clock())
     return True

@@ -8,14 +8,16 @@ that no daily budget applies; in an update's ``WHERE``, in an insert's new state
 database's single writer holds everything still from ``BEGIN IMMEDIATE`` to the commit,
 so a check in the write sees exactly what a separate ``SELECT`` before it would. When a
 write matches no row, the caller takes the general path in the same transaction, which
-says which check refused, or charges the budget. The journal entry is one statement too
-(``JOURNAL_APPEND``): the chain's link is computed by ``oncelog_link``, registered on the
-connection.
+says which check refused, or charges the budget. The journal entry is one insert after
+one read (``head``): the run's chain head and the store's clock, from which the step's
+start and the record's link are computed in the process (``_chain.link``, over the data's
+text as it is bound).
 
 No write here has a ``RETURNING``: SQLite serves one through a temporary b-tree it opens
 and closes for each execution, about 48 k instructions, more than twice the insert
-itself. A write says whether it matched by its row count; the step's start time goes
-from its row into its journal entry inside the journal's insert (``STEP_JOURNAL_APPEND``).
+itself. A write says whether it matched by its row count; the step's start time is the
+clock ``head`` read, less the call's elapsed time, bound into both the row and its
+journal entry.
 The fence also asks that at least half of the lease is left, so a write that matches
 needs no extension; once half is used the write matches nothing and the caller takes the
 general path, whose fence extends the lease.
@@ -23,7 +25,9 @@ general path, whose fence extends the lease.
 
 from __future__ import annotations
 
-from ..records._chain import GENESIS
+import time
+
+from ..records._chain import GENESIS, link
 from ..records._transitions import INTENT, OUTCOME
 from ._protocol import Lease, NewStep, Outcome
 from ._sql import NOW, Tx
@@ -31,37 +35,61 @@ from ._sql_controls import HALT_ON
 from ._sql_guards import enters, leaves
 from ._sql_tx import LEASE_LEFT
 
+# The name the journal's link function had when SQLite computed it in the insert (until
+# migration 30); nothing registers it any more.
 LINK_FUNCTION = "oncelog_link"
-# The record's time is the caller's (a step's start) or the clock, as REAL both in the row
-# and in the hash, so verify recomputes the hash from the stored value.
-_AT = f"CAST(COALESCE(?5, {NOW}) AS REAL)"
-
-
-def _journal_append(at: str, *, positioned: bool = True) -> str:
-    """Parameters: run_id, the step's position (``positioned``; else the record is the
-    run's own, its position NULL), event, data, then ``at``'s."""
-    fields = "?2, ?3, ?4" if positioned else "NULL, ?2, ?3"
-    return (
-        f"INSERT INTO journal (run_id, seq, event, data, at, hash) VALUES (?1, {fields}, "
-        f"{at}, {LINK_FUNCTION}(COALESCE((SELECT hash FROM journal WHERE run_id = ?1 "
-        f"ORDER BY id DESC LIMIT 1), '{GENESIS}'), ?1, {fields}, {at}))"
-    )
-
-
-JOURNAL_APPEND = _journal_append(_AT)
-# The same for an entry timed by the clock (an outcome's). Parameters: run_id, seq,
-# event, data. The hot statements below bind no None: Python's sqlite3 tries to adapt
-# each None it binds, and fails, raising and clearing an exception, about 3 k
-# instructions each; a NULL written in the statement costs nothing.
-NOW_JOURNAL_APPEND = _journal_append(f"CAST({NOW} AS REAL)")
-# The same for a step's intent or its ``recorded`` entry: its time is the start written
-# into the step's row in this transaction. Parameters: run_id, seq, event, data.
-STEP_JOURNAL_APPEND = _journal_append(
-    "(SELECT started_at FROM steps WHERE run_id = ?1 AND seq = ?2)"
+# A record is linked in the process (``_chain.link``, over the data's text as it is bound),
+# with no function SQLite calls back into Python for the row, after the hash this process
+# last appended to the run (``_HEADS``). The insert checks that hash is still the run's
+# head, in the subquery the callback's insert had: another writer of the run (a person's
+# decision, another process) or a rolled-back transaction makes the check fail, and with
+# it the insert (``OR IGNORE``: a NULL time breaks a NOT NULL constraint, nothing is
+# written), and the head is read, then the record linked to it inserted. The check
+# compares hashes, not ids: SQLite may give a rolled-back id to the next record.
+_CHECKED_APPEND = (
+    "INSERT OR IGNORE INTO journal (run_id, seq, event, data, at, hash) VALUES "
+    "(?1, {seq}, ?2, ?3, CASE WHEN (SELECT hash FROM journal WHERE run_id = ?1 "
+    "ORDER BY id DESC LIMIT 1) = ?4 THEN ?5 END, ?6)"
 )
-# A record of the run itself (its end), timed by the clock. Parameters: run_id, event,
-# data.
-RUN_JOURNAL_APPEND = _journal_append(f"CAST({NOW} AS REAL)", positioned=False)
+_CHECKED = {True: _CHECKED_APPEND.format(seq="?7"), False: _CHECKED_APPEND.format(seq="NULL")}
+_HEAD = "SELECT hash FROM journal WHERE run_id = ? ORDER BY id DESC LIMIT 1"
+_APPEND = "INSERT INTO journal (run_id, seq, event, data, at, hash) VALUES (?, ?, ?, ?, ?, ?)"
+_HEADS: dict[str, str] = {}  # by run id: the hash this process last appended to its chain
+_REMEMBERED = 4096  # runs whose heads are kept; past it, all are forgotten
+
+
+def remember(run_id: str, hash_: str) -> None:
+    """``hash_`` is the head of the run's chain this process just appended."""
+    if len(_HEADS) >= _REMEMBERED:
+        _HEADS.clear()
+    _HEADS[run_id] = hash_
+
+
+def clock() -> float:
+    """The store's clock (``NOW``) read in the process, to the bit: SQLite's ``'now'`` is
+    the system clock in whole milliseconds, as a Julian day. A record's time must be known
+    before its link is computed."""
+    return ((time.time_ns() // 1_000_000 + 210866760000000) / 86400000.0 - 2440587.5) * 86400.0
+
+
+def append(tx: Tx, run_id: str, seq: int | None, event: str, data: str, at: float) -> None:
+    """The run's next record, at ``at``, linked in the process."""
+    prev = _HEADS.get(run_id)
+    if prev is not None:
+        hash_ = link(prev, run_id, seq, event, data, at)
+        params: tuple[object, ...] = (run_id, event, data, prev, at, hash_)
+        if tx.execute(
+            _CHECKED[seq is not None], params if seq is None else (*params, seq)
+        ).rowcount:
+            _HEADS[run_id] = hash_
+            return
+    row = tx.execute(_HEAD, (run_id,)).fetchone()
+    # No record, or records from before the chain (schema 7), whose hash is NULL: the
+    # chain starts here, as ``_sql_tx.append`` starts it.
+    hash_ = link((row and row[0]) or GENESIS, run_id, seq, event, data, at)
+    tx.execute(_APPEND, (run_id, seq, event, data, at, hash_))
+    remember(run_id, hash_)
+
 
 # Parameters: run_id, owner, token, half the lease's ttl.
 _FENCED = (
@@ -82,7 +110,7 @@ def _insert_step(check_agent: bool) -> str:
     return (
         "INSERT OR IGNORE INTO steps (run_id, seq, step_id, type, tool, kind, key, "
         "args_hash, args, attempts, started_at, cost, irreversible, state) "
-        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, {NOW} - ?, ?, ?, CASE WHEN {_FENCED}"
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, CASE WHEN {_FENCED}"
         + (" AND NOT EXISTS (SELECT 1 FROM agent_budgets WHERE agent = ?)" if check_agent else "")
         + f" AND NOT EXISTS (SELECT 1 FROM halts WHERE {HALT_ON}) THEN {enters(INTENT)} END)"
     )
@@ -111,7 +139,7 @@ def _record_step(plain: bool) -> str:
         "INSERT OR IGNORE INTO steps (run_id, seq, step_id, type, tool, kind, key, "
         "args_hash, args, result, error, attempts, tokens_in, tokens_out, started_at, "
         "finished_at, cost, irreversible, retry_at, state) "
-        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {error}, 1, ?, ?, {NOW} - ?, {NOW}, {cost}, "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {error}, 1, ?, ?, ?, {NOW}, {cost}, "
         f"?, {retry_at}, CASE WHEN {_FENCED} THEN ? END)"
     )
 
@@ -124,14 +152,14 @@ def _plain(outcome: Outcome) -> bool:
     return outcome.error_json is None and outcome.cost is None and outcome.retry_at is None
 
 
-def insert_step(tx: Tx, lease: Lease, step: NewStep) -> bool:
-    """Write a new step ``in_flight`` (its first attempt) if the lease holds with half of
-    it left, no switch is on and no agent's budget applies: False if a check did not pass
-    or the step is a duplicate (nothing is written)."""
+def insert_step(tx: Tx, lease: Lease, step: NewStep, started: float) -> bool:
+    """Write a new step ``in_flight`` (its first attempt), ``started`` then, if the lease
+    holds with half of it left, no switch is on and no agent's budget applies: False if a
+    check did not pass or the step is a duplicate (nothing is written)."""
     run_id = lease.run_id
     params: tuple[object, ...] = (
         run_id, step.seq, step.step_id, step.type.value, step.tool, step.kind, step.key,
-        step.args_hash, step.args_json, step.elapsed, step.cost, int(step.irreversible),
+        step.args_hash, step.args_json, started, step.cost, int(step.irreversible),
         run_id, lease.owner, lease.token, lease.ttl / 2,
     )  # fmt: skip
     check_agent = lease.agent is not None and step.type.value == "effect"
@@ -161,10 +189,10 @@ def end_step(tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> 
     return bool(tx.execute(sql, params).rowcount == 1)
 
 
-def insert_recorded(tx: Tx, lease: Lease, step: NewStep, outcome: Outcome) -> bool:
-    """Write a new model call's or read's row as it ended (its first attempt), if the
-    lease holds with half of it left: False if not, or if the step is a duplicate
-    (nothing is written)."""
+def insert_recorded(tx: Tx, lease: Lease, step: NewStep, outcome: Outcome, started: float) -> bool:
+    """Write a new model call's or read's row as it ended (its first attempt), ``started``
+    then, if the lease holds with half of it left: False if not, or if the step is a
+    duplicate (nothing is written)."""
     run_id = lease.run_id
     row = (
         run_id, step.seq, step.step_id, step.type.value, step.tool, step.kind, step.key,
@@ -175,12 +203,12 @@ def insert_recorded(tx: Tx, lease: Lease, step: NewStep, outcome: Outcome) -> bo
     params: tuple[object, ...]
     if _plain(outcome):
         sql, params = _RECORD_PLAIN, (
-            *row, outcome.tokens_in, outcome.tokens_out, step.elapsed, step.cost,
+            *row, outcome.tokens_in, outcome.tokens_out, started, step.cost,
             irreversible, *fence,
         )  # fmt: skip
     else:
         sql, params = _RECORD_STEP, (
-            *row, outcome.error_json, outcome.tokens_in, outcome.tokens_out, step.elapsed,
+            *row, outcome.error_json, outcome.tokens_in, outcome.tokens_out, started,
             outcome.cost, step.cost, irreversible, outcome.retry_at, *fence,
         )  # fmt: skip
     return bool(tx.execute(sql, params).rowcount == 1)

@@ -20,10 +20,11 @@
 -- transaction does, with the same locks in the same order (_sql_tx): the kill switch
 -- (shared, intents only), the run's row (the fencing check, the lease extended once half
 -- used), the step's row, then the run's journal (its head read after the lock). The
--- journal hash is _chain.link: the client sends the canonical record up to its data
--- ("chain head"); the data and the time are only known here. SQLSTATE OL000 hands the
--- call back to SQLStore's transaction (rolled back whole); OL001: fenced out; OL003: an
--- outcome whose attempt is no longer in flight. Why each is written as it is: migrations
+-- journal hash is _chain.link (rule 2): the client sends the record's head up to its time
+-- ("chain head"); the time is only known here, and the data is hashed as it is stored,
+-- after the head, never quoted again (rule 1 quoted it, to_json(p_data)). SQLSTATE OL000
+-- hands the call back to SQLStore's transaction (rolled back whole); OL001: fenced out;
+-- OL003: an outcome whose attempt is no longer in flight. Why each is written as it is: migrations
 -- 13, 15, 16, 18 and 22.
 
 -- Append-only, as an extra layer under the chain (the triggers of migrations 7 and 8).
@@ -156,7 +157,7 @@ BEGIN
     VALUES (p_run_id, p_seq, 'intent', p_data, at, encode(sha256(convert_to(
         (SELECT COALESCE(hash, repeat('0', 64)) FROM journal
          WHERE run_id = p_run_id AND id >= COALESCE(p_after, 0) ORDER BY id DESC LIMIT 1)
-        || p_chain_head || to_json(p_data)::text || ',' || oncelog_at_text(at) || ']',
+        || p_chain_head || oncelog_at_text(at) || ']' || p_data,
         'UTF8')), 'hex'))
     RETURNING id, hash INTO appended, chained;
     IF chained IS NULL THEN
@@ -210,7 +211,7 @@ BEGIN
     VALUES (p_run_id, p_seq, 'outcome', p_data, now_at, encode(sha256(convert_to(
         (SELECT COALESCE(hash, repeat('0', 64)) FROM journal
          WHERE run_id = p_run_id AND id >= COALESCE(p_after, 0) ORDER BY id DESC LIMIT 1)
-        || p_chain_head || to_json(p_data)::text || ',' || oncelog_at_text(now_at) || ']',
+        || p_chain_head || oncelog_at_text(now_at) || ']' || p_data,
         'UTF8')), 'hex'))
     RETURNING id, hash INTO appended, chained;
     IF chained IS NULL THEN
@@ -270,7 +271,7 @@ BEGIN
     VALUES (p_run_id, p_seq, 'recorded', p_data, at, encode(sha256(convert_to(
         (SELECT COALESCE(hash, repeat('0', 64)) FROM journal
          WHERE run_id = p_run_id AND id >= COALESCE(p_after, 0) ORDER BY id DESC LIMIT 1)
-        || p_chain_head || to_json(p_data)::text || ',' || oncelog_at_text(at) || ']',
+        || p_chain_head || oncelog_at_text(at) || ']' || p_data,
         'UTF8')), 'hex'))
     RETURNING id, hash INTO appended, chained;
     IF chained IS NULL THEN
