@@ -58,7 +58,8 @@ def test_a_call_sent_again_under_a_new_request_id_is_answered_from_the_ledger(
     with running_gateway(gateway_config(tmp_path, upstream), str(tmp_path / "l.db")) as gw:
         first = sync_call(gw.url, "refund", REFUND, "ticket-1", "call-1")
         again = sync_call(gw.url, "refund", REFUND, "ticket-1", "call-1")
-        assert not first.is_error and text_of(first) == text_of(again)
+        assert not first.is_error
+        assert text_of(first) == text_of(again)
         assert upstream.performed("refund") == 1
         # The key reached the upstream in _meta, the same the ledger holds for the step.
         (received,) = upstream.received("refund")
@@ -95,11 +96,14 @@ def test_unnamed_identical_calls_are_one_step_and_named_ones_two(
         assert upstream.performed("refund") == 1
 
 
-def test_the_same_call_id_with_other_arguments_is_refused(tmp_path: Path, upstream: Upstream) -> None:
+def test_the_same_call_id_with_other_arguments_is_refused(
+    tmp_path: Path, upstream: Upstream
+) -> None:
     with running_gateway(gateway_config(tmp_path, upstream), str(tmp_path / "l.db")) as gw:
         sync_call(gw.url, "refund", REFUND, "ticket-5", "c")
         drifted = sync_call(gw.url, "refund", {"order_id": 7, "amount": 900}, "ticket-5", "c")
-    assert drifted.is_error and "ArgumentDrift" in text_of(drifted)
+    assert drifted.is_error
+    assert "ArgumentDrift" in text_of(drifted)
     assert upstream.performed("refund") == 1
 
 
@@ -121,7 +125,7 @@ def test_killed_at_each_commit_boundary_a_keyed_call_is_performed_once(
     config, url = gateway_config(tmp_path, keyed_upstream), str(tmp_path / "l.db")
     doomed = start_gateway(config, url, crash_at=f"{point}@refund/c-9")
     try:
-        with pytest.raises(BaseException):  # noqa: B017 - the stream breaks, however it shows
+        with pytest.raises(Exception):  # noqa: B017, PT011 - the stream breaks, as it may
             sync_call(doomed.url, "refund", REFUND, "ticket-9", "c-9")
         assert doomed.process.wait(timeout=30) == -9
     finally:
@@ -143,7 +147,7 @@ def test_killed_at_each_commit_boundary_an_unkeyed_call_is_never_sent_twice(
     args = {"to": "a@example.com", "body": "hi"}
     doomed = start_gateway(config, url, crash_at=f"{point}@send_email/m-1")
     try:
-        with pytest.raises(BaseException):  # noqa: B017
+        with pytest.raises(Exception):  # noqa: B017, PT011
             sync_call(doomed.url, "send_email", args, "ticket-10", "m-1")
     finally:
         doomed.kill()
@@ -151,9 +155,12 @@ def test_killed_at_each_commit_boundary_an_unkeyed_call_is_never_sent_twice(
         again = sync_call(gw.url, "send_email", args, "ticket-10", "m-1")
         twice = sync_call(gw.url, "send_email", args, "ticket-10", "m-1")
     sent = upstream.received("send_email")
-    assert len(sent) <= 1 and upstream.performed("send_email") == len(sent)
+    assert len(sent) <= 1
+    assert upstream.performed("send_email") == len(sent)
     if point in ("after_intent_commit", "after_call", "before_outcome_commit"):
-        assert again.is_error and "AmbiguousOutcome" in text_of(again), text_of(again)
+        assert again.is_error
+        assert "AmbiguousOutcome" in text_of(again), text_of(again)
         assert "oncelog resolve ticket-10" in text_of(twice)
     else:
-        assert not again.is_error and upstream.performed("send_email") == 1
+        assert not again.is_error
+        assert upstream.performed("send_email") == 1

@@ -173,13 +173,13 @@ async def call(
                 tool, arguments, meta=meta or None, request_state=request_state,  # type: ignore[arg-type]
                 input_responses=input_responses, allow_input_required=True,
             )  # fmt: skip
-    except BaseExceptionGroup as group:  # the client's task group wraps what it raised
-        raise _leaf(group) from None
+    except Exception as exc:  # the client's task group wraps what it raised in a group
+        raise _leaf(exc) from None
 
 
 def _leaf(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup):
-        error = error.exceptions[0]
+    while isinstance(getattr(error, "exceptions", None), tuple):
+        error = error.exceptions[0]  # type: ignore[attr-defined]
     return error
 
 

@@ -22,7 +22,6 @@ import argparse
 import fcntl
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +54,12 @@ HINTS: dict[str, types.ToolAnnotations] = {
 }
 
 
+def _tool(name: str, schema: dict[str, Any]) -> types.Tool:
+    return types.Tool(
+        name=name, description=f"{name} (counted)", input_schema=schema, annotations=HINTS[name]
+    )
+
+
 class Counter:
     """The count file: one line per performed call, appended under a lock and fsynced."""
 
@@ -68,8 +73,8 @@ class Counter:
             fcntl.flock(out, fcntl.LOCK_EX)  # several upstream processes may share a file
             out.seek(0)
             if self.dedupe:
-                for line in out.read().splitlines():
-                    done = json.loads(line)
+                for text in out.read().splitlines():
+                    done = json.loads(text)
                     if done["key"] == key:
                         return dict(done["receipt"])
             line = {"tool": tool, "key": key, "arguments": arguments, "receipt": receipt,
@@ -92,11 +97,7 @@ def server(counter: Counter, requests: str | None, delay: float) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        listed = [
-            types.Tool(name=name, description=f"{name} (counted)", input_schema=schema,
-                       annotations=HINTS[name])  # fmt: skip
-            for name, schema in SCHEMAS.items()
-        ]
+        listed = [_tool(name, schema) for name, schema in SCHEMAS.items()]
         return types.ListToolsResult(tools=listed)
 
     async def call_tool(
@@ -162,4 +163,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
