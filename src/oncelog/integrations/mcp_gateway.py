@@ -323,7 +323,9 @@ def app(gateway: Gateway) -> Guard:
         transport_security=_no_host_check(),
     )  # fmt: skip
     config = gateway.config
-    return Guard(inner, config.clients, config.allowed_origins, config.max_body_bytes)
+    return Guard(
+        inner, config.clients, config.allowed_origins, config.max_body_bytes, config.body_seconds
+    )
 
 
 def _no_host_check() -> Any:
