@@ -56,10 +56,11 @@ def waiting(result: Any) -> tuple[str, str]:
     import mcp.types as types
 
     assert isinstance(result, types.InputRequiredResult), result
-    (key,) = result.input_requests
-    elicit = result.input_requests[key]
-    assert key == APPROVAL
-    assert elicit.params.mode == "url"
+    assert result.input_requests is not None
+    assert list(result.input_requests) == [APPROVAL]
+    elicit = result.input_requests[APPROVAL]
+    assert isinstance(elicit, types.ElicitRequest)
+    assert isinstance(elicit.params, types.ElicitRequestURLParams)  # never an in-band form
     assert result.request_state
     return elicit.params.url, result.request_state
 
