@@ -7,9 +7,7 @@ performs each call once at the upstream."""
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,38 +17,24 @@ import pytest
 import oncelog
 from oncelog.testing import CRASH_POINTS
 
-from .integration_agents.processes import require_framework
 from .support.gateway import (
     Upstream,
-    call,
-    counting_upstream,
     gateway_config,
     list_tools,
     running_gateway,
     start_gateway,
+    sync_call,
     text_of,
+    upstream_fixture,
 )
 
 REFUND = {"order_id": 7, "amount": 500}
 
 
-@pytest.fixture
-def upstream(tmp_path: Path) -> Iterator[Upstream]:
-    require_framework("mcp", "gateway")
-    with counting_upstream(tmp_path) as running:
-        yield running
+upstream = upstream_fixture()
 
 
-@pytest.fixture
-def keyed_upstream(tmp_path: Path) -> Iterator[Upstream]:
-    """An upstream that performs a key once, as a provider within its window does."""
-    require_framework("mcp", "gateway")
-    with counting_upstream(tmp_path, dedupe=True, name="keyed") as running:
-        yield running
-
-
-def sync_call(url: str, tool: str, arguments: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-    return anyio.run(functools.partial(call, url, tool, arguments, *args, **kwargs))
+keyed_upstream = upstream_fixture(dedupe=True, name="keyed")
 
 
 def test_a_call_sent_again_under_a_new_request_id_is_answered_from_the_ledger(
