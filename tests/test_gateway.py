@@ -27,6 +27,7 @@ from .support.gateway import (
     text_of,
     upstream_fixture,
 )
+from .support.operator_commands import oncelog_cli
 
 REFUND = {"order_id": 7, "amount": 500}
 
@@ -146,6 +147,14 @@ def test_killed_at_each_commit_boundary_an_unkeyed_call_is_never_sent_twice(
         assert again.is_error
         assert "AmbiguousOutcome" in text_of(again), text_of(again)
         assert "oncelog resolve ticket-10" in text_of(twice)
+        # A person who saw the email arrive says so; the call moves on, sending nothing.
+        oncelog_cli(url, "resolve", "ticket-10", "send_email/m-1", "done", "--no-result",
+                    "--by", "ana")  # fmt: skip
+        with running_gateway(config, url) as gw:
+            settled = sync_call(gw.url, "send_email", args, "ticket-10", "m-1")
+        assert not settled.is_error, text_of(settled)
+        assert "done" in text_of(settled)
+        assert upstream.received("send_email") == sent
     else:
         assert not again.is_error
         assert upstream.performed("send_email") == 1
