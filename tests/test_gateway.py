@@ -184,3 +184,14 @@ def test_two_upstreams_listing_one_tool_name_stop_the_gateway(
     with pytest.raises(AssertionError, match="did not start"):
         start_gateway(config, str(tmp_path / "l.db"))
     assert "both list a tool 'refund'" in (tmp_path / "gateway.log").read_text()
+
+
+def test_a_run_holding_steps_of_agent_code_is_refused(tmp_path: Path, upstream: Upstream) -> None:
+    url = str(tmp_path / "l.db")
+    with oncelog.open(url) as ledger, ledger.run("ticket-12") as run:
+        run.llm("plan", lambda: {"text": "refund it"})
+    with running_gateway(gateway_config(tmp_path, upstream), url) as gw:
+        refused = sync_call(gw.url, "refund", REFUND, "ticket-12", "c-1")
+    assert refused.is_error
+    assert "holds a llm step 'plan'" in text_of(refused)
+    assert upstream.received() == []

@@ -7,6 +7,7 @@ under a new request id performs nothing more. Counted at the upstream process.""
 from __future__ import annotations
 
 import functools
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -153,4 +154,27 @@ def test_a_stream_broken_mid_call_and_reissued_under_a_new_id_performs_once(
         gateway.kill()
     assert not again.is_error, text_of(again)
     assert upstream.performed("send_email") == 1
+    assert len(upstream.received("send_email")) == 1
+
+
+def test_sigterm_lets_the_call_in_progress_finish(tmp_path: Path, upstream: Upstream) -> None:
+    config, url = gateway_config(tmp_path, upstream), str(tmp_path / "l.db")
+    gateway, pause = paused_gateway(config, url, "after_call@send_email/m-5")
+    try:
+        original = Background(gateway.url, "send_email", EMAIL, "ticket-5", "m-5")
+        pause.wait(HANG)
+        gateway.process.send_signal(signal.SIGTERM)
+        pause.release()
+        answer = original.result()
+        # uvicorn raises the signal again once it has shut down: its default ends it.
+        assert gateway.process.wait(timeout=HANG) in (0, -signal.SIGTERM)
+    finally:
+        pause.close()
+        gateway.kill()
+    assert not answer.is_error, text_of(answer)
+    assert upstream.performed("send_email") == 1
+    with running_gateway(config, url) as again:  # recorded: answered, not sent again
+        assert sync_call(again.url, "send_email", EMAIL, "ticket-5", "m-5").content == (
+            answer.content
+        )
     assert len(upstream.received("send_email")) == 1
