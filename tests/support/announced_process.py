@@ -1,0 +1,66 @@
+"""A server process a test starts and waits for: ready when it prints its announcement
+(``oncelog gateway listening on ...``); its output kept by a thread, so that a process
+that never announces fails the test after a bound instead of hanging it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from .launch import environment
+
+ROOT = Path(__file__).resolve().parents[2]
+READY_WITHIN = 60.0  # a hang-only bound
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Announced:
+    """``argv`` started in the repository's root; ready once a line of its stdout starts
+    with ``announcement``."""
+
+    def __init__(
+        self, argv: Sequence[str], announcement: str, crash_at: str | None = None, **env: str
+    ) -> None:
+        self.output: list[str] = []
+        self._ready = threading.Event()
+        self._announcement = announcement
+        self.process = subprocess.Popen(
+            list(argv), cwd=ROOT, env=environment(crash_at, **env), text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        threading.Thread(target=self._read, daemon=True).start()
+        if not self._ready.wait(READY_WITHIN) or self.process.poll() is not None:
+            self.kill()
+            raise AssertionError(f"{argv[:4]} did not announce itself: {self.text}")
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output.append(line)
+            if line.startswith(self._announcement):
+                self._ready.set()
+        self._ready.set()  # ended: the waiter sees it has exited
+
+    @property
+    def text(self) -> str:
+        return "".join(self.output)
+
+    def wait_dead(self, timeout: float = READY_WITHIN) -> int:
+        """Its exit status once it has died (by its own crash point)."""
+        return self.process.wait(timeout=timeout)
+
+    def kill(self) -> None:
+        """SIGKILL, as a machine that loses the process would."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait()
