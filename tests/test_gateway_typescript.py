@@ -12,6 +12,9 @@ a new request id, as the specification says, to a restarted gateway or to anothe
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +22,8 @@ from typing import Any
 import pytest
 
 from .conftest import require
-from .support.announced_process import Announced, free_port
-from .support.launch import python
+from .support.announced_process import ROOT, Announced, free_port
+from .support.launch import environment, python
 from .support.postgres import POSTGRES_REASON, fresh_schema, postgres_is_up
 from .support.ts_clients import NODE_REASON, NodeClient, installed, node_is_usable, outcome
 
@@ -68,7 +71,8 @@ class Gateways:
         port = port or free_port()
         argv = python("-m", "oncelog", "gateway", "--config", str(self.config),
                       "--listen", f"127.0.0.1:{port}", "--ledger", self.ledger)  # fmt: skip
-        gateway = Announced(argv, GATEWAY_READY, crash_at, **{TOKEN_ENV: TOKEN})
+        env = environment(crash_at, **{TOKEN_ENV: TOKEN})
+        gateway = Announced(argv, GATEWAY_READY, env=env)
         self.started.append(gateway)
         return gateway, f"http://127.0.0.1:{port}/mcp"
 
@@ -195,3 +199,173 @@ def test_a_client_without_a_good_token_is_refused_and_nothing_is_performed(
     assert refused["event"] == "error", events
     assert refused["name"] == "UnauthorizedError", refused  # HTTP 401
     assert upstream.performed() == []
+
+
+def oncelog_cli(ledger: str, *args: str) -> str:
+    done = subprocess.run(
+        python("-m", "oncelog", *args, "--db", ledger), capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def approve_pending(ledger: str, run: str) -> None:
+    """A person approves the one request waiting in ``run``, by the CLI."""
+    [pending] = [a for a in json.loads(oncelog_cli(ledger, "approvals", "--json"))
+                 if a["run_id"] == run]  # fmt: skip
+    oncelog_cli(ledger, "approve", run, pending["step_id"], "--request",
+                str(pending["request_id"]), "--by", "ada")  # fmt: skip
+
+
+def url_elicitation(result_or_params: dict[str, Any]) -> dict[str, Any]:
+    """The URL-mode elicitation of an ``input_required`` result (or of the SDK's handler)."""
+    if "inputRequests" not in result_or_params:
+        return result_or_params
+    [request] = result_or_params["inputRequests"].values()
+    assert request["method"] == "elicitation/create", request
+    return dict(request["params"])
+
+
+def test_an_approval_by_url_then_the_sdk_s_retry_with_request_state_performs_it_once(
+    gateways: Gateways,
+    upstream: Upstream,
+    ledger_url: str,
+    ts_call: Callable[..., NodeClient],
+) -> None:
+    _, url = gateways.start()
+    arguments = {"customer": "cus_7"}
+    client = ts_call([url], "delete_account", arguments, run="ticket-5", callId="call_e",
+                     approve="stdin")  # fmt: skip
+    asked = client.wait_for("elicitation")["params"]
+    assert asked["mode"] == "url", asked  # never an in-band accept the client could forge
+    assert asked["url"].startswith("http"), asked
+    assert upstream.performed() == []
+    approve_pending(ledger_url, "ticket-5")
+    client.say("accept")  # the person is done at the URL: the SDK retries with requestState
+    answer = outcome(client.finish())
+    assert answer["event"] == "result", client.events
+    assert not answer["result"].get("isError"), answer
+    assert len(upstream.performed("delete_account")) == 1
+
+
+def test_an_accept_without_a_decision_performs_nothing(
+    gateways: Gateways, upstream: Upstream, ts_call: Callable[..., NodeClient]
+) -> None:
+    """The client answers the elicitation "accept" at once, with no person having decided:
+    a forged approval. The retried call still waits; nothing is performed."""
+    _, url = gateways.start()
+    client = ts_call([url], "delete_account", {"customer": "cus_8"}, run="ticket-6",
+                     callId="call_f", approve="stdin")  # fmt: skip
+    client.wait_for("elicitation")
+    client.say("accept")
+    again = client.wait_for("elicitation")  # asked again: the retry found no decision
+    assert again["params"]["mode"] == "url"
+    client.kill()
+    assert upstream.performed() == []
+
+
+def test_a_replayed_request_state_is_refused_and_performs_nothing_more(
+    gateways: Gateways,
+    upstream: Upstream,
+    ledger_url: str,
+    ts_call: Callable[..., NodeClient],
+) -> None:
+    _, url = gateways.start()
+    call = {"run": "ticket-7", "callId": "call_g"}
+    arguments = {"customer": "cus_9"}
+    first = outcome(ts_call([url], "delete_account", arguments, approve="manual", **call).finish())
+    assert first["result"]["resultType"] == "input_required", first
+    state = first["result"]["requestState"]
+    [key] = first["result"]["inputRequests"]
+    assert url_elicitation(first["result"])["mode"] == "url"
+    approve_pending(ledger_url, "ticket-7")
+    retry = {"requestState": state, "inputResponses": {key: {"action": "accept"}}, **call}
+    done = outcome(ts_call([url], "delete_account", arguments, **retry).finish())
+    assert done["event"] == "result", done
+    assert not done["result"].get("isError"), done
+    assert len(upstream.performed("delete_account")) == 1
+    replayed = outcome(ts_call([url], "delete_account", arguments, **retry).finish())
+    assert replayed["event"] == "error" or replayed["result"].get("isError"), replayed
+    assert "requestState" in json.dumps(replayed), replayed
+    assert len(upstream.performed("delete_account")) == 1
+
+
+PAGE = ROOT / "docs" / "integrations" / "gateway-typescript.md"
+FILE_MARK = re.compile(r"<!-- file: (\S+) -->")
+PRINTS = re.compile(r"^(?P<command>.*?)\s+# prints: (?P<printed>\S+)")
+
+
+def page_blocks() -> list[tuple[str, str, str]]:
+    """The page's fenced blocks: (language, the line before, the code)."""
+    lines = PAGE.read_text().splitlines()
+    found = []
+    for number, line in enumerate(lines):
+        if line.startswith("```") and line.strip() != "```":
+            end = lines.index("```", number + 1)
+            found.append((line[3:].strip(), lines[number - 1], "\n".join(lines[number + 1 : end])))
+    return found
+
+
+def pinned_installs(command: str) -> dict[str, str]:
+    """The packages an ``npm install`` line of the page names, with their versions."""
+    return dict(spec.rsplit("@", 1) for spec in command.split()[2:])
+
+
+def test_the_typescript_page_runs_as_written(tmp_path: Path, ts_folder: Path) -> None:
+    """The page's files are written as it shows them and its commands run in order, in a
+    folder laid out as the page's checkout (the example server beside the agent's folder):
+    every email is counted in the server's outbox. Installs are checked, not run again: the
+    npm versions are the ones tests/gateway_clients/ts pins, and the extra exists."""
+    (tmp_path / "examples" / "mcp").mkdir(parents=True)
+    (tmp_path / "examples" / "mcp" / "server.py").symlink_to(ROOT / "examples/mcp/server.py")
+    folder = tmp_path / "agent"
+    pinned = json.loads((ROOT / "tests/gateway_clients/ts/package.json").read_text())
+    env = environment(PATH=f"{Path(python()[0]).parent}:{os.environ['PATH']}")
+    port = free_port()
+    env["ONCELOG_GATEWAY_URL"] = f"http://127.0.0.1:{port}/mcp"
+    gateways: list[Announced] = []
+    ran = []
+    try:
+        for language, before, code in page_blocks():
+            named = FILE_MARK.fullmatch(before.strip())
+            if named:
+                (folder / named.group(1)).write_text(code + "\n")
+                continue
+            if language != "sh":
+                continue
+            for line in code.splitlines():
+                command, _, _ = line.partition("  #")
+                command = command.strip()
+                words = command.split()
+                if words[:2] == ["pip", "install"]:
+                    assert words[2] == "'.[gateway]'"
+                    assert "gateway" in (ROOT / "pyproject.toml").read_text()
+                elif command == "mkdir agent && cd agent":
+                    folder.mkdir()
+                    (folder / "node_modules").symlink_to(ts_folder / "node_modules")
+                elif words[:2] == ["npm", "install"]:
+                    assert pinned_installs(command) == pinned["dependencies"]
+                elif words[0] == "export":
+                    name, _, value = words[1].partition("=")
+                    env[name] = value
+                elif words[:2] == ["oncelog", "gateway"]:
+                    argv = python("-m", "oncelog", *words[2:-1], "--listen", f"127.0.0.1:{port}",
+                                  "--ledger", str(tmp_path / "ledger.db"))  # fmt: skip
+                    gateways.append(Announced(argv, GATEWAY_READY, cwd=folder, env=env))
+                else:
+                    expected = PRINTS.match(line)
+                    assert expected, f"a command the test does not know how to run: {line}"
+                    done = subprocess.run(
+                        ["bash", "-c", expected["command"]], cwd=folder, env=env,
+                        capture_output=True, text=True, timeout=120, check=False,
+                    )  # fmt: skip
+                    assert done.returncode == 0, done.stdout + done.stderr
+                    assert done.stdout.split() == [expected["printed"]], (line, done.stdout)
+                    ran.append(expected["command"])
+    finally:
+        for gateway in gateways:
+            gateway.kill()
+    assert len(gateways) == 1
+    assert sum(c.startswith("node ") for c in ran) == 4
+    assert len((folder / "outbox.jsonl").read_text().splitlines()) == 2

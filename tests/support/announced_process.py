@@ -9,7 +9,7 @@ import signal
 import socket
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .launch import environment
@@ -25,17 +25,23 @@ def free_port() -> int:
 
 
 class Announced:
-    """``argv`` started in the repository's root; ready once a line of its stdout starts
+    """``argv`` started (in the repository's root unless ``cwd`` says otherwise, in this
+    process's environment unless ``env`` is given); ready once a line of its stdout starts
     with ``announcement``."""
 
     def __init__(
-        self, argv: Sequence[str], announcement: str, crash_at: str | None = None, **env: str
+        self,
+        argv: Sequence[str],
+        announcement: str,
+        *,
+        cwd: Path = ROOT,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.output: list[str] = []
         self._ready = threading.Event()
         self._announcement = announcement
         self.process = subprocess.Popen(
-            list(argv), cwd=ROOT, env=environment(crash_at, **env), text=True,
+            list(argv), cwd=cwd, env=dict(environment() if env is None else env), text=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         threading.Thread(target=self._read, daemon=True).start()
