@@ -42,8 +42,16 @@ async def _open(stack: AsyncExitStack, url: str, token: str | None) -> Client:
     return await stack.enter_async_context(client)
 
 
-async def _calls(client: Client, calls: int, latencies: list[float]) -> None:
+async def _warm(client: Client) -> str:
+    """A run for ``client``, begun with one call outside the measurement: a client's first
+    call also fetches the tool listing (to check results against output schemas)."""
     run = f"bench-{next(_runs)}"
+    meta: Any = {"io.oncelog/run-id": run, "io.oncelog/call-id": "warm-up"}
+    await client.call_tool("send_email", PAYLOAD, meta=meta)
+    return run
+
+
+async def _calls(client: Client, run: str, calls: int, latencies: list[float]) -> None:
     for n in range(calls):
         meta: Any = {"io.oncelog/run-id": run, "io.oncelog/call-id": f"call-{n}"}
         started = time.perf_counter()
@@ -64,9 +72,15 @@ def batch(
         latencies: list[float] = []
         async with AsyncExitStack() as stack:
             opened = [await _open(stack, url, token) for _ in range(clients)]
+            runs = await asyncio.gather(*(_warm(client) for client in opened))
             before = {name: read() for name, read in cpu.items()}
             started = time.perf_counter()
-            await asyncio.gather(*(_calls(client, calls, latencies) for client in opened))
+            await asyncio.gather(
+                *(
+                    _calls(client, run, calls, latencies)
+                    for client, run in zip(opened, runs, strict=True)
+                )
+            )
             wall = time.perf_counter() - started
             spent = {name: read() - before[name] for name, read in cpu.items()}
         return Batch(clients * calls, wall, latencies, spent)

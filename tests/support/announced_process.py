@@ -44,7 +44,8 @@ class Announced:
             list(argv), cwd=cwd, env=dict(environment() if env is None else env), text=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         if not self._ready.wait(READY_WITHIN) or self.process.poll() is not None:
             self.kill()
             raise AssertionError(f"{argv[:4]} did not announce itself: {self.text}")
@@ -66,7 +67,10 @@ class Announced:
         return self.process.wait(timeout=timeout)
 
     def kill(self) -> None:
-        """SIGKILL, as a machine that loses the process would."""
+        """SIGKILL, as a machine that loses the process would (and then its pipe closed)."""
         if self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGKILL)
         self.process.wait()
+        self._reader.join(READY_WITHIN)
+        if self.process.stdout is not None:
+            self.process.stdout.close()

@@ -137,15 +137,24 @@ class NodeClient:
         """Every event, once the process has ended."""
         while self._next() is not None:
             pass
-        self.process.wait(timeout=HANG)
-        for reader in self._readers:
-            reader.join(timeout=HANG)
+        self._close()
         return self.events
 
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
-        self.process.wait()
+        self._close()
+
+    def _close(self) -> None:
+        self.process.wait(timeout=HANG)
+        for reader in self._readers:
+            reader.join(timeout=HANG)
+        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except BrokenPipeError:  # a line it never read
+                    pass
 
 
 def outcome(events: list[dict[str, Any]]) -> dict[str, Any]:
