@@ -15,7 +15,6 @@ import json
 import os
 import re
 import subprocess
-import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -358,9 +357,10 @@ def page_blocks() -> list[tuple[str, str, str]]:
     return found
 
 
-def extras() -> dict[str, list[str]]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return dict(project["optional-dependencies"])
+def extras() -> list[str]:
+    """The extras pyproject.toml declares (read as text: tomllib is Python 3.11's)."""
+    section = (ROOT / "pyproject.toml").read_text().split("[project.optional-dependencies]")[1]
+    return re.findall(r"^([\w-]+) = \[", section.split("\n[")[0], re.M)
 
 
 def pinned_installs(command: str) -> dict[str, str]:

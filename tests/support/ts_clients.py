@@ -6,6 +6,7 @@ JSON lines."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -151,10 +152,8 @@ class NodeClient:
             reader.join(timeout=HANG)
         for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
             if pipe is not None:
-                try:
+                with contextlib.suppress(BrokenPipeError):  # a line it never read
                     pipe.close()
-                except BrokenPipeError:  # a line it never read
-                    pass
 
 
 def outcome(events: list[dict[str, Any]]) -> dict[str, Any]:
