@@ -154,7 +154,7 @@ def test_a_proxy_config_names_a_subject_by_argument_fields(tmp_path: Path) -> No
     require_framework("mcp", "mcp")
     import mcp.types as types
 
-    from oncelog.integrations import mcp_proxy
+    from oncelog.integrations import _mcp_config, mcp_proxy
 
     path = tmp_path / "tools.json"
     refund = {"kind": "payment", "once_per": ["customer_id", "ticket"], "once_for": 3600}
@@ -169,7 +169,7 @@ def test_a_proxy_config_names_a_subject_by_argument_fields(tmp_path: Path) -> No
     schema = {"type": "object", "properties": {"customer_id": {}, "cents": {}}}
     tool = types.Tool(name="refund", input_schema=schema)
     with pytest.raises(oncelog.ConfigurationError, match=r"once_per names \['ticket'\]"):
-        mcp_proxy._check_subject(tool, policy)
+        _mcp_config.check_subject(tool, policy)
 
 
 def test_the_core_imports_no_engine() -> None:

@@ -12,6 +12,7 @@ from ._consume import consume
 from ._crashtest import crashtest
 from ._demo import demo
 from ._evidence import export, keys, verify
+from ._gateway import gateway
 from ._halts import halt, halts, resume
 from ._holds import holds, release
 from ._mcp_proxy import mcp_proxy
@@ -61,6 +62,7 @@ for command in (
     crashtest,
     completion,
     mcp_proxy,
+    gateway,
 ):
     cli.add_command(command)
 
