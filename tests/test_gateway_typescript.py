@@ -22,19 +22,26 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
+from oncelog.testing import CRASH_POINTS
+
 from .conftest import require
-from .support.announced_process import ROOT, Announced, free_port
+from .support.announced_process import ROOT, Announced
+from .support.gateway import (
+    OTHER_TOKEN,
+    TOKEN,
+    Upstream,
+    counting_upstream,
+    free_port,
+    gateway_config,
+)
 from .support.launch import environment, python
 from .support.postgres import POSTGRES_REASON, fresh_schema, postgres_is_up
 from .support.ts_clients import NODE_REASON, NodeClient, installed, node_is_usable, outcome
 
-TOKEN_ENV = "ONCELOG_TS_TEST_TOKEN"
-TOKEN = "ts-agent-token-7f3a9c1e5b"
 # Replicas on one PostgreSQL ledger share the secret that signs decision links and
 # requestStates (a SQLite ledger keeps its own in a file beside it).
 LINK_SECRET = "ts-link-secret-" + "5e" * 24
 GATEWAY_READY = "oncelog gateway listening on "
-UPSTREAM_READY = "mcp_counting_upstream listening on "
 REFUND = {"order_id": 42, "amount": 1250}
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
@@ -45,39 +52,27 @@ def ts_folder() -> Path:
     return installed()
 
 
-class Upstream:
-    def __init__(self, folder: Path, *flags: str) -> None:
-        self.count_file = folder / "performed.jsonl"
-        self.count_file.touch()
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}/mcp"
-        argv = python("-m", "tests.support.mcp_counting_upstream", "--http", str(port),
-                      "--count-file", str(self.count_file), *flags)  # fmt: skip
-        self.process = Announced(argv, UPSTREAM_READY)
-
-    def performed(self, tool: str | None = None) -> list[dict[str, Any]]:
-        lines = [json.loads(line) for line in self.count_file.read_text().splitlines()]
-        return [line for line in lines if tool is None or line["tool"] == tool]
-
-
 class Gateways:
-    """Gateway processes on one config and one ledger; each on its own port, or on the
-    port of one it replaces."""
+    """Gateway processes on one config (``tests/support/gateway.py``'s, with a console
+    address for the decision links) and one ledger; each on its own port, or on the port
+    of one it replaces."""
 
     def __init__(self, folder: Path, ledger: str, upstream: Upstream) -> None:
         self.ledger = ledger
         self.folder = folder
         # Where a decision link points: a console a test starts there when it follows one.
         self.console_url = f"http://127.0.0.1:{free_port()}"
-        self.config = folder / "gateway.json"
-        self.config.write_text(json.dumps(gateway_config(upstream.url, self.console_url)))
+        self.config = gateway_config(folder, upstream, console_url=self.console_url)
         self.started: list[Announced] = []
 
     def start(self, port: int | None = None, crash_at: str | None = None) -> tuple[Announced, str]:
         port = port or free_port()
         argv = python("-m", "oncelog", "gateway", "--config", str(self.config),
                       "--listen", f"127.0.0.1:{port}", "--ledger", self.ledger)  # fmt: skip
-        env = environment(crash_at, **{TOKEN_ENV: TOKEN, "ONCELOG_LINK_SECRET": LINK_SECRET})
+        env = environment(
+            crash_at, GATEWAY_TEST_TOKEN=TOKEN, GATEWAY_OTHER_TOKEN=OTHER_TOKEN,
+            ONCELOG_LINK_SECRET=LINK_SECRET,
+        )  # fmt: skip
         gateway = Announced(argv, GATEWAY_READY, env=env)
         self.started.append(gateway)
         return gateway, f"http://127.0.0.1:{port}/mcp"
@@ -93,32 +88,17 @@ class Gateways:
         return console
 
     def stop_all(self) -> None:
-        for gateway in self.started:
-            gateway.kill()
-
-
-def gateway_config(upstream_url: str, console_url: str) -> dict[str, Any]:
-    return {
-        "console_url": console_url,
-        "upstreams": {"shop": {"url": upstream_url}},
-        "tools": {
-            "refund": {"kind": "payment", "dedupe_window": 86400},
-            "send_email": "create",
-            "lookup": "read",
-            "delete_account": {"kind": "destructive"},
-        },
-        "clients": {"agent": {"token_env": TOKEN_ENV, "runs": ["ticket-*"], "tools": ["*"]}},
-    }
+        for process in self.started:
+            process.kill()
 
 
 @pytest.fixture
 def upstream(tmp_path: Path) -> Iterator[Upstream]:
-    # --dedupe: a provider that performs a key once (as Stripe does within its window), so
+    # dedupe: a provider that performs a key once (as Stripe does within its window), so
     # that an attempt the gateway sends again after its own death, with the same key, is
     # answered there instead of performed twice.
-    running = Upstream(tmp_path, "--dedupe")
-    yield running
-    running.process.kill()
+    with counting_upstream(tmp_path, dedupe=True) as running:
+        yield running
 
 
 @pytest.fixture
@@ -161,12 +141,12 @@ def test_a_call_is_performed_once_and_its_repeat_answered_from_the_ledger(
     assert not first["result"].get("isError"), first
     again = outcome(ts_call([url], "refund", REFUND, run="ticket-1", callId="call_a").finish())
     assert text_of(again["result"]) == text_of(first["result"])
-    assert len(upstream.performed("refund")) == 1
-    [done] = upstream.performed("refund")
-    assert done["key"], "the idempotency key reached the upstream in _meta"
+    assert upstream.performed("refund") == 1
+    [received] = upstream.received("refund")
+    assert received["key"], "the idempotency key reached the upstream in _meta"
 
 
-@pytest.mark.parametrize("point", ["after_intent_commit", "after_call", "before_outcome_commit"])
+@pytest.mark.parametrize("point", CRASH_POINTS)
 def test_a_gateway_killed_mid_call_and_restarted_performs_the_reissued_call_once(
     gateways: Gateways, upstream: Upstream, ts_call: Callable[..., NodeClient], point: str
 ) -> None:
@@ -180,7 +160,7 @@ def test_a_gateway_killed_mid_call_and_restarted_performs_the_reissued_call_once
     assert answer["event"] == "result", client.events
     attempts = [e for e in client.events if e["event"] == "attempt"]
     assert len(attempts) >= 2  # re-issued as a new request (a new id, a new connection)
-    assert len(upstream.performed("refund")) == 1, answer
+    assert upstream.performed("refund") == 1, answer
 
 
 def test_two_replicas_on_postgres_a_call_reissued_to_the_other_after_a_kill_is_performed_once(
@@ -201,7 +181,7 @@ def test_two_replicas_on_postgres_a_call_reissued_to_the_other_after_a_kill_is_p
                 first_url,
                 second_url,
             }
-            assert len(upstream.performed("refund")) == 1
+            assert upstream.performed("refund") == 1
         finally:
             replicas.stop_all()
 
@@ -215,7 +195,7 @@ def test_a_client_without_a_good_token_is_refused_and_nothing_is_performed(
     refused = outcome(events)
     assert refused["event"] == "error", events
     assert "HTTP 401" in refused["message"], refused
-    assert upstream.performed() == []
+    assert upstream.performed() == 0
 
 
 def oncelog_cli(ledger: str, *args: str) -> str:
@@ -273,7 +253,7 @@ def test_an_approval_by_url_then_the_sdk_s_retry_with_request_state_performs_it_
     asked = client.wait_for("elicitation")["params"]
     assert asked["mode"] == "url", asked  # never an in-band accept the client could forge
     assert asked["url"].startswith(gateways.console_url + "/link/"), asked
-    assert upstream.performed() == []
+    assert upstream.performed() == 0
     if decided_by == "cli":
         approve_pending(ledger_url, "ticket-5")
     else:
@@ -283,7 +263,7 @@ def test_an_approval_by_url_then_the_sdk_s_retry_with_request_state_performs_it_
     answer = outcome(client.finish())
     assert answer["event"] == "result", client.events
     assert not answer["result"].get("isError"), answer
-    assert len(upstream.performed("delete_account")) == 1
+    assert upstream.performed("delete_account") == 1
 
 
 def test_an_accept_without_a_decision_performs_nothing(
@@ -299,7 +279,7 @@ def test_an_accept_without_a_decision_performs_nothing(
     again = client.wait_for("elicitation")  # asked again: the retry found no decision
     assert again["params"]["mode"] == "url"
     client.kill()
-    assert upstream.performed() == []
+    assert upstream.performed() == 0
 
 
 def test_a_replayed_request_state_performs_nothing_more_and_is_refused_for_another_call(
@@ -327,7 +307,7 @@ def test_a_replayed_request_state_performs_nothing_more_and_is_refused_for_anoth
     assert not done["result"].get("isError"), done
     replayed = outcome(ts_call([url], "delete_account", arguments, **retry, **call).finish())
     assert text_of(replayed["result"]) == text_of(done["result"])
-    assert len(upstream.performed("delete_account")) == 1
+    assert upstream.performed("delete_account") == 1
     elsewhere = [
         ({"customer": "cus_10"}, call),
         (arguments, {"run": "ticket-8", "callId": "call_g"}),
@@ -338,7 +318,7 @@ def test_a_replayed_request_state_performs_nothing_more_and_is_refused_for_anoth
         refused = outcome(sent.finish())
         assert refused["event"] == "error" or refused["result"].get("isError"), refused
         assert "requestState" in json.dumps(refused), refused
-    assert len(upstream.performed("delete_account")) == 1
+    assert upstream.performed("delete_account") == 1
 
 
 PAGE = ROOT / "docs" / "integrations" / "gateway-typescript.md"

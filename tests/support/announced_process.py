@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
@@ -16,12 +15,6 @@ from .launch import environment
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_WITHIN = 60.0  # a hang-only bound
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Announced:
