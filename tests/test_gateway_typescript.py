@@ -405,3 +405,28 @@ def test_the_typescript_page_runs_as_written(tmp_path: Path, ts_folder: Path) ->
     assert len(gateways) == 1
     assert sum(c.startswith("node ") for c in ran) == 4
     assert len((folder / "outbox.jsonl").read_text().splitlines()) == 2
+
+
+def test_the_ai_sdk_client_fails_a_call_that_waits_for_approval_and_runs_it_once_approved(
+    gateways: Gateways, upstream: Upstream, ledger_url: str, ts_folder: Path
+) -> None:
+    """As docs/integrations/gateway-typescript.md says: the AI SDK's client handles form
+    elicitations only, so the approval's URL elicitation fails the call (nothing
+    performed); once a person approved, the agent's next call of it runs, once."""
+    _, url = gateways.start()
+    spec = {"url": url, "token": TOKEN, "run": "ticket-9", "tool": "delete_account",
+            "arguments": {"customer": "cus_11"}}  # fmt: skip
+
+    def ai_sdk_call() -> dict[str, Any]:
+        return outcome(NodeClient(ts_folder, "ai_sdk_call.mjs", spec).finish())
+
+    waiting = ai_sdk_call()
+    assert waiting["event"] == "error", waiting
+    assert waiting["name"] == "MCPClientError", waiting
+    assert upstream.performed() == 0
+    approve_pending(ledger_url, "ticket-9")
+    for _ in range(2):  # approved: performed; asked again: the recorded answer
+        done = ai_sdk_call()
+        assert done["event"] == "result", done
+        assert not done["result"].get("isError"), done
+    assert upstream.performed("delete_account") == 1
