@@ -1,14 +1,14 @@
 """What ``oncelog gateway`` adds to an MCP tool call, measured against calling the same
 upstream directly, in the same run.
 
-    python bench/gateway.py [--quick] [--write docs/benchmarks.md] [--dir DIR] [--ledger URL]
+    python bench/gateway.py [--quick] [--write docs/benchmarks.md] [--dir DIR] [--postgres URL]
 
 The same client (the ``mcp`` package, protocol 2026-07-28, Streamable HTTP), the same tool
 (``send_email`` of ``bench/_gateway/upstream.py``, which only answers) and the same
 payload, once straight to the upstream and once through the gateway (which records each
-call as an effect of kind ``create`` in its ledger: a SQLite file in ``--dir`` unless
-``--ledger`` names another), with 1 and with 100 clients at once. Batches of the two
-alternate, repeated, so that a noisy machine's drift hits both alike; the figures are
+call as an effect of kind ``create`` in its ledger: a SQLite file in ``--dir``, or a
+schema of its own on the ``--postgres`` server), with 1 and with 100 clients at once.
+Batches of the two alternate, repeated, so that a noisy machine's drift hits both alike; the figures are
 medians over repetitions, each ratio taken within one repetition. Every call is a new step
 (its own call id), so nothing is answered from the ledger. CPU is read from ``/proc`` for
 each process beside the wall time: the client (this process), the upstream, the gateway.
@@ -21,14 +21,18 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from _gateway import processes
 from _gateway.measure import batch
 from _gateway.report import Pair, render, row, write_doc
+from _workers import postgres
 
 PROSE = (
     "`python bench/gateway.py --write docs/benchmarks.md` measures what a tool call through\n"
@@ -49,7 +53,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a few calls (seconds)")
     parser.add_argument("--write", type=Path, help="update this benchmark's block of this file")
     parser.add_argument("--dir", type=Path, help="where the SQLite ledger goes (default /var/tmp)")
-    parser.add_argument("--ledger", help="a ledger URL instead (e.g. postgresql://...)")
+    parser.add_argument(
+        "--postgres", metavar="URL", help="a PostgreSQL ledger instead, in a schema of its own"
+    )
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 100])
     parser.add_argument("--reps", type=int, help="repetitions (default 5; --quick 1)")
     parser.add_argument("--calls", type=int, help="calls per client (default 200 / clients)")
@@ -63,8 +69,7 @@ def calls_per_client(args: argparse.Namespace, clients: int) -> int:
     return max(2 if args.quick else 10, total // clients)
 
 
-def measure(args: argparse.Namespace, folder: Path) -> tuple[list[str], float]:
-    ledger = args.ledger or str(folder / "ledger.db")
+def measure(args: argparse.Namespace, folder: Path, ledger: str) -> tuple[list[str], float]:
     reps = args.reps or (1 if args.quick else 5)
     argv, port = processes.upstream()
     started = time.time()
@@ -72,7 +77,7 @@ def measure(args: argparse.Namespace, folder: Path) -> tuple[list[str], float]:
         direct_url = f"http://127.0.0.1:{port}/mcp"
         config = processes.gateway_config(folder, direct_url)
         argv, gw_port = processes.gateway(config, ledger)
-        env = {processes.TOKEN_ENV: processes.TOKEN}
+        env = {processes.TOKEN_ENV: processes.TOKEN, "ONCELOG_LINK_SECRET": processes.LINK_SECRET}
         with processes.started(argv, gw_port, "the gateway", **env) as gw:
             cpu = {
                 "client": time.process_time,
@@ -101,8 +106,30 @@ def measure(args: argparse.Namespace, folder: Path) -> tuple[list[str], float]:
     return rows, time.time() - started
 
 
+def ledger_kind(args: argparse.Namespace) -> str:
+    return "postgres" if args.postgres else "sqlite"
+
+
+@contextmanager
+def ledger_url(args: argparse.Namespace, folder: Path) -> Iterator[str]:
+    """A SQLite file in ``folder``, or a fresh schema on ``--postgres`` (dropped after)."""
+    if not args.postgres:
+        yield str(folder / "ledger.db")
+        return
+    schema = f"oncelog_bench_gateway_{secrets.token_hex(4)}"
+    with postgres.connect(args.postgres) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield postgres.schema_url(args.postgres, schema)
+    finally:
+        with postgres.connect(args.postgres) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
 def facts(args: argparse.Namespace, seconds: float, load: tuple[float, float]) -> str:
-    ledger = "PostgreSQL" if (args.ledger or "").startswith("postgres") else "SQLite (a file)"
+    ledger = {"postgres": "PostgreSQL (on this machine)", "sqlite": "SQLite (a file on disk)"}[
+        ledger_kind(args)
+    ]
     cpu = os.cpu_count()
     return (
         f"Generated by `python bench/gateway.py{' --quick' if args.quick else ''}` on "
@@ -120,13 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="oncelog-bench-gateway-", dir=root))
     try:
         load_start = os.getloadavg()[0]
-        rows, seconds = measure(args, folder)
-        block = render(facts(args, seconds, (load_start, os.getloadavg()[0])), rows)
+        with ledger_url(args, folder) as ledger:
+            rows, seconds = measure(args, folder, ledger)
+        kind = ledger_kind(args)
+        block = render(kind, facts(args, seconds, (load_start, os.getloadavg()[0])), rows)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print(block)
     if args.write:
-        write_doc(args.write, block, PROSE)
+        write_doc(args.write, ledger_kind(args), block, PROSE)
     return 0
 
 

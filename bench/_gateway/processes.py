@@ -18,6 +18,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 TOKEN_ENV = "ONCELOG_BENCH_GATEWAY_TOKEN"
 TOKEN = "bench-token-0123456789abcdef"
+# Replicas on PostgreSQL sign requestStates and decision links with a shared secret.
+LINK_SECRET = "bench-link-secret-0123456789abcdef"
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 

@@ -10,8 +10,12 @@ from pathlib import Path
 
 from .measure import Batch
 
-START, END = "<!-- bench:gateway:start -->", "<!-- bench:gateway:end -->"
 SECTION = "## The MCP gateway"
+
+
+def markers(ledger: str) -> tuple[str, str]:
+    """The block of one ledger kind (``sqlite``, ``postgres``): each run replaces its own."""
+    return f"<!-- bench:gateway:{ledger}:start -->", f"<!-- bench:gateway:{ledger}:end -->"
 
 
 @dataclass(frozen=True)
@@ -57,17 +61,21 @@ HEADER = (
 )
 
 
-def render(facts: str, rows: list[str]) -> str:
-    return f"{START}\n{facts}\n\n{HEADER}\n" + "\n".join(rows) + f"\n{END}\n"
+def render(ledger: str, facts: str, rows: list[str]) -> str:
+    start, end = markers(ledger)
+    return f"{start}\n{facts}\n\n{HEADER}\n" + "\n".join(rows) + f"\n{end}\n"
 
 
-def write_doc(path: Path, block: str, prose: str) -> None:
-    """Replace the block between the markers; the first time, append the section (the
-    prose, then the block) at the very end of the file."""
+def write_doc(path: Path, ledger: str, block: str, prose: str) -> None:
+    """Replace this ledger's block between its markers; else add it at the end of the
+    section, which is the last of the file (made, with its prose, the first time)."""
+    start, end = markers(ledger)
     text = path.read_text()
-    if START in text:
-        head, rest = text.split(START, 1)
-        text = head + block.rstrip("\n") + rest.split(END, 1)[1]
+    if start in text:
+        head, rest = text.split(start, 1)
+        text = head + block.rstrip("\n") + rest.split(end, 1)[1]
+    elif SECTION in text:
+        text = text.rstrip("\n") + f"\n\n{block}"
     else:
         text = text.rstrip("\n") + f"\n\n{SECTION}\n\n{prose}\n\n{block}"
     path.write_text(text)
