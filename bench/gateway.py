@@ -8,12 +8,12 @@ The same client (the ``mcp`` package, protocol 2026-07-28, Streamable HTTP), the
 payload, once straight to the upstream and once through the gateway (which records each
 call as an effect of kind ``create`` in its ledger: a SQLite file in ``--dir``, or a
 schema of its own on the ``--postgres`` server), with 1 and with 100 clients at once.
-Batches of the two alternate, repeated, so that a noisy machine's drift hits both alike; the figures are
-medians over repetitions, each ratio taken within one repetition. Every call is a new step
-(its own call id), so nothing is answered from the ledger. CPU is read from ``/proc`` for
-each process beside the wall time: the client (this process), the upstream, the gateway.
-Nothing here is a timed assertion; the results go in docs/benchmarks.md ("The MCP
-gateway") with ``--write``. Parts in ``bench/_gateway/``.
+Batches of the two alternate, repeated, so that a noisy machine's drift hits both alike;
+the figures are medians over repetitions, each ratio taken within one repetition. Every
+call is a new step (its own call id), so nothing is answered from the ledger. CPU is read
+from ``/proc`` for each process beside the wall time: the client (this process), the
+upstream, the gateway. Nothing here is a timed assertion; the results go in
+docs/benchmarks.md ("The MCP gateway") with ``--write``. Parts in ``bench/_gateway/``.
 """
 
 from __future__ import annotations
