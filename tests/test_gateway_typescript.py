@@ -405,6 +405,8 @@ def test_the_typescript_page_runs_as_written(tmp_path: Path, ts_folder: Path) ->
     assert len(gateways) == 1
     assert sum(c.startswith("node ") for c in ran) == 4
     assert len((folder / "outbox.jsonl").read_text().splitlines()) == 2
+    shown = oncelog_cli(str(tmp_path / "ledger.db"), "show", "ticket-4711")
+    assert re.search(r"send_email/email-1\s.*done", shown), shown  # as the page says
 
 
 def test_the_ai_sdk_client_fails_a_call_that_waits_for_approval_and_runs_it_once_approved(
