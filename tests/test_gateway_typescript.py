@@ -128,6 +128,11 @@ def ts_call(ts_folder: Path) -> Iterator[Callable[..., NodeClient]]:
         client.kill()
 
 
+def tools_calls_sent(client: NodeClient) -> list[dict[str, Any]]:
+    """The ``tools/call`` requests the client sent: their JSON-RPC ids and URLs."""
+    return [e for e in client.events if e["event"] == "sent" and e["method"] == "tools/call"]
+
+
 def text_of(result: dict[str, Any]) -> str:
     return "".join(block.get("text", "") for block in result.get("content", []))
 
@@ -158,8 +163,9 @@ def test_a_gateway_killed_mid_call_and_restarted_performs_the_reissued_call_once
     gateways.start(port)  # the same address, a new process, the same ledger
     answer = outcome(client.finish())
     assert answer["event"] == "result", client.events
-    attempts = [e for e in client.events if e["event"] == "attempt"]
-    assert len(attempts) >= 2  # re-issued as a new request (a new id, a new connection)
+    ids = [e["id"] for e in tools_calls_sent(client)]
+    assert len(ids) >= 2, client.events  # re-issued ...
+    assert len(set(ids)) == len(ids), ids  # ... each time as a new request, with a new id
     assert upstream.performed("refund") == 1, answer
 
 
@@ -177,10 +183,9 @@ def test_two_replicas_on_postgres_a_call_reissued_to_the_other_after_a_kill_is_p
             assert first.wait_dead() == -9
             answer = outcome(client.finish())
             assert answer["event"] == "result", client.events
-            assert {e["url"] for e in client.events if e["event"] == "attempt"} == {
-                first_url,
-                second_url,
-            }
+            sent = tools_calls_sent(client)
+            assert {e["url"] for e in sent} == {first_url, second_url}, client.events
+            assert len({e["id"] for e in sent}) == len(sent)  # a new request id each time
             assert upstream.performed("refund") == 1
         finally:
             replicas.stop_all()

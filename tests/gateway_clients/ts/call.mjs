@@ -9,10 +9,11 @@
 // - The call carries its run and its name in `_meta` (`io.oncelog/run-id`,
 //   `io.oncelog/call-id`), so re-issued under a new request id, to a restarted gateway or
 //   to another replica, it is the same step.
-// - A broken connection (the gateway died mid-call) is what the specification says to do
-//   about: re-issue the call as a new request, with a new id, here to the next URL of
-//   `urls` (round robin) until `retryFor` seconds have passed. A JSON-RPC error from the
-//   gateway is an answer, never retried.
+// - A broken exchange (the gateway died mid-call) is what the specification says to do
+//   about: the same client re-issues the call as a new request, with a new id, here to the
+//   next URL of `urls` (round robin, as a load balancer would) until `retryFor` seconds
+//   have passed. A JSON-RPC error or an HTTP refusal from the gateway is an answer, never
+//   retried.
 // - An approval arrives as an `input_required` result carrying a URL-mode elicitation. The
 //   SDK's multi-round-trip driver hands it to the `elicitation/create` handler below,
 //   which prints the URL and, with `approve: "stdin"`, waits for a line on stdin (the test
@@ -34,10 +35,22 @@ const spec = JSON.parse(process.argv[2]);
 const emit = (event) => process.stdout.write(JSON.stringify(event) + "\n");
 const stdinLines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 
-function connectTo(url) {
+// The client's own load balancer: every HTTP request goes to the current URL of `urls`,
+// and a broken exchange moves it on to the next. It reports each JSON-RPC request it
+// sends (its id and method), so a test sees the re-issue's new id.
+let target = 0;
+function routed(_input, init) {
+  const url = spec.urls[target % spec.urls.length];
+  const body = typeof init?.body === "string" ? JSON.parse(init.body) : null;
+  if (body?.method) emit({ event: "sent", id: body.id, method: body.method, url });
+  return fetch(url, init);
+}
+
+function connected() {
   const headers = spec.token ? { Authorization: `Bearer ${spec.token}` } : {};
-  const transport = new StreamableHTTPClientTransport(new URL(url), {
+  const transport = new StreamableHTTPClientTransport(new URL(spec.urls[0]), {
     requestInit: { headers },
+    fetch: routed,
   });
   const client = new Client(
     { name: "oncelog-ts-test", version: "1.0.0" },
@@ -75,31 +88,29 @@ function answered(error) {
   return error instanceof SdkHttpError && error.data?.status < 500;
 }
 
-async function attempt(url) {
-  const { client, transport } = connectTo(url);
+async function main() {
+  const { client, transport } = connected();
+  const deadline = Date.now() + (spec.retryFor ?? 0) * 1000;
+  const manual = spec.approve === "manual" || spec.requestState != null;
   try {
     await client.connect(transport);
-    const manual = spec.approve === "manual" || spec.requestState != null;
-    return await client.callTool(params(), manual ? { allowInputRequired: true } : {});
+    for (let n = 0; ; n++) {
+      emit({ event: "attempt", n, url: spec.urls[target % spec.urls.length] });
+      try {
+        emit({ event: "result", result: await client.callTool(params(), manual ? { allowInputRequired: true } : {}) });
+        return 0;
+      } catch (error) {
+        emit({ event: "error", name: error?.name, code: error?.code, message: String(error?.message ?? error), data: error?.data });
+        if (answered(error) || Date.now() > deadline) return 2;
+        target += 1; // the next replica (or the same one, restarted)
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    }
+  } catch (error) {
+    emit({ event: "error", name: error?.name, code: error?.code, message: String(error?.message ?? error), data: error?.data });
+    return 2;
   } finally {
     await client.close().catch(() => {});
-  }
-}
-
-async function main() {
-  const deadline = Date.now() + (spec.retryFor ?? 0) * 1000;
-  for (let n = 0; ; n++) {
-    const url = spec.urls[n % spec.urls.length];
-    emit({ event: "attempt", n, url });
-    try {
-      emit({ event: "result", result: await attempt(url) });
-      return 0;
-    } catch (error) {
-      const described = { event: "error", name: error?.name, code: error?.code, message: String(error?.message ?? error), data: error?.data };
-      emit(described);
-      if (answered(error) || Date.now() > deadline) return 2;
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
   }
 }
 
