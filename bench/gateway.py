@@ -7,13 +7,15 @@ The same client (the ``mcp`` package, protocol 2026-07-28, Streamable HTTP), the
 (``send_email`` of ``bench/_gateway/upstream.py``, which only answers) and the same
 payload, once straight to the upstream and once through the gateway (which records each
 call as an effect of kind ``create`` in its ledger: a SQLite file in ``--dir``, or a
-schema of its own on the ``--postgres`` server), with 1 and with 100 clients at once.
-Batches of the two alternate, repeated, so that a noisy machine's drift hits both alike;
-the figures are medians over repetitions, each ratio taken within one repetition. Every
-call is a new step (its own call id), so nothing is answered from the ledger. CPU is read
-from ``/proc`` for each process beside the wall time: the client (this process), the
-upstream, the gateway. Nothing here is a timed assertion; the results go in
-docs/benchmarks.md ("The MCP gateway") with ``--write``. Parts in ``bench/_gateway/``.
+schema of its own on the ``--postgres`` server), with 1 and with 100 clients at once, each
+client's calls in runs of 10 (an agent's task; 100 in the last row, since the gateway
+walks a run's recorded steps at each call). Batches of the two alternate, repeated, so
+that a noisy machine's drift hits both alike; the figures are medians over repetitions,
+each ratio taken within one repetition. Every call is a new step (its own call id), so
+nothing is answered from the ledger. CPU is read from ``/proc`` for each process beside
+the wall time: the client (this process), the upstream, the gateway. Nothing here is a
+timed assertion; the results go in docs/benchmarks.md ("The MCP gateway") with
+``--write``. Parts in ``bench/_gateway/``.
 """
 
 from __future__ import annotations
@@ -40,11 +42,14 @@ PROSE = (
     "same Python `mcp` client (protocol 2026-07-28, Streamable HTTP), the same tool (one that\n"
     "only answers, so the tool's own work hides nothing) and the same payload, with 1 and\n"
     "with 100 clients at once, batches of the two alternating in one run. Through the\n"
-    "gateway each call is a new effect (kind `create`): its intent and its outcome are\n"
-    "committed to the ledger around the upstream call, and the call crosses one more HTTP\n"
-    "hop. *÷ direct* is calls/s through the gateway over calls/s direct, within one\n"
-    "repetition; *added ms per call* the median latency through the gateway less the\n"
-    "median direct, within one repetition. CPU is each process's own, from `/proc`."
+    "gateway each call is a new effect (kind `create`, its own call id): its intent and its\n"
+    "outcome are committed to the ledger around the upstream call, under its run's lease,\n"
+    "and the call crosses one more HTTP hop. Each client's calls go to runs of 10 (an\n"
+    "agent's task); the last row puts 100 in a run, because the gateway walks the run's\n"
+    "recorded steps at each call, so a call costs more the more the run already holds.\n"
+    "*÷ direct* is calls/s through the gateway over calls/s direct, within one repetition;\n"
+    "*added ms per call* the median latency through the gateway less the median direct,\n"
+    "within one repetition. CPU is each process's own, from `/proc`."
 )
 
 
@@ -56,16 +61,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--postgres", metavar="URL", help="a PostgreSQL ledger instead, in a schema of its own"
     )
-    parser.add_argument("--clients", type=int, nargs="+", default=[1, 100])
+    parser.add_argument(
+        "--cases", nargs="+", default=["1x10", "100x10", "1x100"], metavar="CLIENTSxPER_RUN",
+        help="clients at once x calls per run (an agent's task), each a row",
+    )  # fmt: skip
     parser.add_argument("--reps", type=int, help="repetitions (default 5; --quick 1)")
     parser.add_argument("--calls", type=int, help="calls per client (default 200 / clients)")
     return parser.parse_args(argv)
 
 
-def calls_per_client(args: argparse.Namespace, clients: int) -> int:
+def calls_per_client(args: argparse.Namespace, clients: int, per_run: int) -> int:
     if args.calls:
         return int(args.calls)
-    total = 20 if args.quick else 400
+    total = 20 if args.quick else max(200, 2 * per_run)
     return max(2 if args.quick else 10, total // clients)
 
 
@@ -86,8 +94,9 @@ def measure(args: argparse.Namespace, folder: Path, ledger: str) -> tuple[list[s
             }
             gateway_url = f"http://127.0.0.1:{gw_port}/mcp"
             rows = []
-            for clients in args.clients:
-                calls = calls_per_client(args, clients)
+            for case in args.cases:
+                clients, per_run = (int(part) for part in case.split("x"))
+                calls = calls_per_client(args, clients, per_run)
                 pairs = []
                 for rep in range(reps):
                     # Alternate which goes first, so neither always meets a warmer machine.
@@ -99,9 +108,9 @@ def measure(args: argparse.Namespace, folder: Path, ledger: str) -> tuple[list[s
                             if target == "direct"
                             else (gateway_url, processes.TOKEN)
                         )
-                        done[target] = batch(url, token, clients, calls, cpu)
+                        done[target] = batch(url, token, clients, calls, per_run, cpu)
                     pairs.append(Pair(done["direct"], done["gateway"]))
-                rows.append(row(clients, pairs))
+                rows.append(row(clients, per_run, pairs))
                 print(rows[-1], flush=True)
     return rows, time.time() - started
 

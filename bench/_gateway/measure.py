@@ -42,17 +42,18 @@ async def _open(stack: AsyncExitStack, url: str, token: str | None) -> Client:
     return await stack.enter_async_context(client)
 
 
-async def _warm(client: Client) -> str:
-    """A run for ``client``, begun with one call outside the measurement: a client's first
-    call also fetches the tool listing (to check results against output schemas)."""
-    run = f"bench-{next(_runs)}"
-    meta: Any = {"io.oncelog/run-id": run, "io.oncelog/call-id": "warm-up"}
+async def _warm(client: Client) -> None:
+    """One call outside the measurement: a client's first call also fetches the tool
+    listing (to check results against output schemas)."""
+    meta: Any = {"io.oncelog/run-id": f"bench-{next(_runs)}", "io.oncelog/call-id": "warm-up"}
     await client.call_tool("send_email", PAYLOAD, meta=meta)
-    return run
 
 
-async def _calls(client: Client, run: str, calls: int, latencies: list[float]) -> None:
+async def _calls(client: Client, calls: int, per_run: int, latencies: list[float]) -> None:
+    """``calls`` calls, a new run every ``per_run`` of them (an agent's task)."""
     for n in range(calls):
+        if n % per_run == 0:
+            run = f"bench-{next(_runs)}"
         meta: Any = {"io.oncelog/run-id": run, "io.oncelog/call-id": f"call-{n}"}
         started = time.perf_counter()
         result = await client.call_tool("send_email", PAYLOAD, meta=meta)
@@ -62,25 +63,25 @@ async def _calls(client: Client, run: str, calls: int, latencies: list[float]) -
 
 
 def batch(
-    url: str, token: str | None, clients: int, calls: int, cpu: dict[str, Callable[[], float]]
+    url: str,
+    token: str | None,
+    clients: int,
+    calls: int,
+    per_run: int,
+    cpu: dict[str, Callable[[], float]],
 ) -> Batch:
-    """``clients`` clients making ``calls`` calls each against ``url``; ``cpu`` reads each
-    process's CPU seconds so far. The clients are opened (and closed) outside the measured
-    time: what is measured is calls."""
+    """``clients`` clients making ``calls`` calls each against ``url``, ``per_run`` calls to
+    a run; ``cpu`` reads each process's CPU seconds so far. The clients are opened (and
+    closed) outside the measured time: what is measured is calls."""
 
     async def measured() -> Batch:
         latencies: list[float] = []
         async with AsyncExitStack() as stack:
             opened = [await _open(stack, url, token) for _ in range(clients)]
-            runs = await asyncio.gather(*(_warm(client) for client in opened))
+            await asyncio.gather(*(_warm(client) for client in opened))
             before = {name: read() for name, read in cpu.items()}
             started = time.perf_counter()
-            await asyncio.gather(
-                *(
-                    _calls(client, run, calls, latencies)
-                    for client, run in zip(opened, runs, strict=True)
-                )
-            )
+            await asyncio.gather(*(_calls(client, calls, per_run, latencies) for client in opened))
             wall = time.perf_counter() - started
             spent = {name: read() - before[name] for name, read in cpu.items()}
         return Batch(clients * calls, wall, latencies, spent)

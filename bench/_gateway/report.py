@@ -32,7 +32,7 @@ def _cpu_ms(batch: Batch, name: str) -> float:
     return batch.cpu_s.get(name, 0.0) * 1000 / batch.calls
 
 
-def row(clients: int, pairs: list[Pair]) -> str:
+def row(clients: int, per_run: int, pairs: list[Pair]) -> str:
     direct = _median([p.direct.per_s for p in pairs])
     gateway = _median([p.gateway.per_s for p in pairs])
     ratio = _median([p.gateway.per_s / p.direct.per_s for p in pairs])
@@ -47,17 +47,17 @@ def row(clients: int, pairs: list[Pair]) -> str:
     cpu_cl_d = _median([_cpu_ms(p.direct, "client") for p in pairs])
     cpu_cl_g = _median([_cpu_ms(p.gateway, "client") for p in pairs])
     return (
-        f"| {clients} | {direct:,.0f} | {gateway:,.0f} | {ratio:.2f} | {lat_d:.2f} | "
+        f"| {clients} | {per_run} | {direct:,.0f} | {gateway:,.0f} | {ratio:.2f} | {lat_d:.2f} | "
         f"{lat_g:.2f} | {added:.2f} | {cpu_gw:.2f} | {cpu_up_d:.2f} / {cpu_up_g:.2f} | "
         f"{cpu_cl_d:.2f} / {cpu_cl_g:.2f} |"
     )
 
 
 HEADER = (
-    "| clients at once | direct calls/s | through the gateway calls/s | ÷ direct | "
+    "| clients at once | calls per run | direct calls/s | through the gateway calls/s | ÷ direct | "
     "direct ms per call (median) | gateway ms per call (median) | added ms per call | "
     "gateway CPU ms per call | upstream CPU ms per call (direct / gateway) | "
-    "client CPU ms per call (direct / gateway) |\n|---|---|---|---|---|---|---|---|---|---|"
+    "client CPU ms per call (direct / gateway) |\n|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
