@@ -8,6 +8,7 @@ performs each call once at the upstream."""
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -164,3 +165,29 @@ def test_killed_at_each_commit_boundary_an_unkeyed_call_is_never_sent_twice(
     else:
         assert not again.is_error
         assert upstream.performed("send_email") == 1
+
+
+def stdio_upstream(count_file: Path) -> dict[str, Any]:
+    return {"command": [sys.executable, "-m", "tests.support.mcp_counting_upstream", "--stdio",
+                        "--count-file", str(count_file)]}  # fmt: skip
+
+
+def test_a_stdio_upstream_is_guarded_as_an_http_one(tmp_path: Path, upstream: Upstream) -> None:
+    counted = tmp_path / "stdio-count.jsonl"
+    config = gateway_config(tmp_path, upstream, upstreams={"local": stdio_upstream(counted)})
+    with running_gateway(config, str(tmp_path / "l.db")) as gw:
+        for _ in range(2):
+            done = sync_call(gw.url, "refund", REFUND, "ticket-11", "c-1")
+            assert not done.is_error, text_of(done)
+    assert len(counted.read_text().splitlines()) == 1
+    assert upstream.performed() == 0
+
+
+def test_two_upstreams_listing_one_tool_name_stop_the_gateway(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    both = {"shop": {"url": upstream.url}, "local": stdio_upstream(tmp_path / "c.jsonl")}
+    config = gateway_config(tmp_path, upstream, upstreams=both)
+    with pytest.raises(AssertionError, match="did not start"):
+        start_gateway(config, str(tmp_path / "l.db"))
+    assert "both list a tool 'refund'" in (tmp_path / "gateway.log").read_text()

@@ -24,6 +24,8 @@ FRAMEWORKS = [
     ("openai_agents", "agents", "openai-agents"),
     ("pydantic_ai", "pydantic_ai", "pydantic-ai"),
     ("mcp_proxy", "mcp", "mcp"),
+    ("mcp_gateway", "mcp", "gateway"),
+    ("mcp_gateway", "uvicorn", "gateway"),
     ("celery", "celery", "celery"),
     ("dbos", "dbos", "dbos"),
     ("temporal", "temporalio", "temporal"),

@@ -9,6 +9,7 @@ the ``mcp`` package that calls through it with a token, a run and a call id.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -25,6 +26,7 @@ from .launch import environment, python
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "bot-token-0123456789abcdef"
 OTHER_TOKEN = "other-token-0123456789abcdef"
+OPS_TOKEN = "ops-token-0123456789abcdef"
 START_SECONDS = 60.0
 TOOLS: dict[str, Any] = {
     "refund": {"kind": "payment", "once_per": ["order_id"], "dedupe_window": 86400},
@@ -115,6 +117,11 @@ def gateway_config(root: Path, upstream: Upstream, **settings: Any) -> Path:
         "clients": {
             "bot": {"token_env": "GATEWAY_TEST_TOKEN", "runs": ["ticket-*"], "tools": ["*"]},
             "reader": {"token_env": "GATEWAY_OTHER_TOKEN", "runs": ["*"], "tools": ["lookup"]},
+            "ops": {
+                "token_sha256": hashlib.sha256(OPS_TOKEN.encode()).hexdigest(),
+                "runs": ["*"],
+                "tools": ["*"],
+            },
         },
         "console_url": "http://console.test",
         "lease_wait": 30,

@@ -34,7 +34,7 @@ from ._mcp_config import CONFIG_KEYS, ProxyConfig, parse_config, read_json, unkn
 
 GATEWAY_KEYS = CONFIG_KEYS | {
     "upstreams", "clients", "default_run", "allowed_origins", "console_url", "lease_wait",
-    "max_body_bytes", "request_state_ttl",
+    "max_body_bytes", "body_seconds", "request_state_ttl",
 }  # fmt: skip
 _CLIENT_KEYS = {"token_env", "token_sha256", "runs", "tools"}
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -77,6 +77,7 @@ class GatewayConfig:
     console_url: str | None = None
     lease_wait: float = 60.0  # seconds a call waits for its run held by another call
     max_body_bytes: int = 1 << 20
+    body_seconds: float = 10.0  # a body that takes longer to arrive is refused (408)
     request_state_ttl: float = 86400.0
 
 
@@ -98,6 +99,7 @@ def load_gateway_config(path: str | Path) -> GatewayConfig:
         console_url=data.get("console_url"),
         lease_wait=_positive(data, "lease_wait", 60.0, path),
         max_body_bytes=int(_positive(data, "max_body_bytes", 1 << 20, path)),
+        body_seconds=_positive(data, "body_seconds", 10.0, path),
         request_state_ttl=_positive(data, "request_state_ttl", 86400.0, path),
     )  # fmt: skip
 

@@ -10,7 +10,7 @@ reaches neither the MCP server nor the ledger:
   presented token's SHA-256 is compared with every client's, each in constant time
   (``hmac.compare_digest``), so the time taken says nothing of which came close;
 - a body longer than ``max_body_bytes`` (by its ``Content-Length`` or as it arrives): 413;
-  a body that does not arrive within ``BODY_SECONDS``: 408 (a slow client holds no slot
+  a body that does not arrive within ``body_seconds``: 408 (a slow client holds no slot
   for long); a JSON array (a batch, which the current specification removed): 400.
 
 The client a token names, and the request's ``Oncelog-Run-Id`` and ``Oncelog-Call-Id``
@@ -37,7 +37,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-BODY_SECONDS = 10.0
 INVALID_REQUEST = -32600
 
 
@@ -72,9 +71,11 @@ class Guard:
     """The ASGI application in front of the MCP one."""
 
     def __init__(
-        self, app: App, clients: Sequence[ClientRule], origins: frozenset[str], max_body: int
-    ) -> None:
+        self, app: App, clients: Sequence[ClientRule], origins: frozenset[str], max_body: int,
+        body_seconds: float,
+    ) -> None:  # fmt: skip
         self.app = app
+        self.body_seconds = body_seconds
         self.clients = clients
         self.origins = origins
         self.max_body = max_body
@@ -113,7 +114,7 @@ class Guard:
             return None
         chunks: list[bytes] = []
         size = 0
-        with anyio.move_on_after(BODY_SECONDS) as deadline:
+        with anyio.move_on_after(self.body_seconds) as deadline:
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
@@ -127,7 +128,7 @@ class Guard:
                 if not message.get("more_body", False):
                     break
         if deadline.cancel_called:
-            await _refuse(send, 408, f"the body did not arrive within {BODY_SECONDS:g} s")
+            await _refuse(send, 408, f"the body did not arrive within {self.body_seconds:g} s")
             return None
         body = b"".join(chunks)
         if body.lstrip()[:1] == b"[":

@@ -48,7 +48,6 @@ from oncelog.display import resolve_command
 
 from ._common import Policy
 from ._common import missing_extra as _missing
-from ._gateway_calls import Asked, digest_of, perform, recorded, step_of
 from ._gateway_config import GatewayConfig, Upstream
 from ._gateway_config import load_gateway_config as load_config
 from ._gateway_http import CALLER, Caller, Guard
@@ -67,6 +66,8 @@ try:
     from mcp.server.lowlevel import Server
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise _missing("gateway", "MCP gateway") from exc
+
+from ._gateway_calls import Asked, digest_of, perform, recorded, step_of  # anyio, with mcp
 
 __all__ = [
     "CALL_META", "KEY_META", "RUN_META", "Gateway", "GatewayConfig", "app", "load_config", "serve",
@@ -323,7 +324,9 @@ def app(gateway: Gateway) -> Guard:
         transport_security=_no_host_check(),
     )  # fmt: skip
     config = gateway.config
-    return Guard(inner, config.clients, config.allowed_origins, config.max_body_bytes)
+    return Guard(
+        inner, config.clients, config.allowed_origins, config.max_body_bytes, config.body_seconds
+    )
 
 
 def _no_host_check() -> Any:
