@@ -7,9 +7,7 @@ performs each call once at the upstream."""
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,38 +17,25 @@ import pytest
 import oncelog
 from oncelog.testing import CRASH_POINTS
 
-from .integration_agents.processes import require_framework
 from .support.gateway import (
     Upstream,
-    call,
-    counting_upstream,
     gateway_config,
     list_tools,
     running_gateway,
     start_gateway,
+    sync_call,
     text_of,
+    upstream_fixture,
 )
+from .support.operator_commands import oncelog_cli
 
 REFUND = {"order_id": 7, "amount": 500}
 
 
-@pytest.fixture
-def upstream(tmp_path: Path) -> Iterator[Upstream]:
-    require_framework("mcp", "gateway")
-    with counting_upstream(tmp_path) as running:
-        yield running
+upstream = upstream_fixture()
 
 
-@pytest.fixture
-def keyed_upstream(tmp_path: Path) -> Iterator[Upstream]:
-    """An upstream that performs a key once, as a provider within its window does."""
-    require_framework("mcp", "gateway")
-    with counting_upstream(tmp_path, dedupe=True, name="keyed") as running:
-        yield running
-
-
-def sync_call(url: str, tool: str, arguments: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-    return anyio.run(functools.partial(call, url, tool, arguments, *args, **kwargs))
+keyed_upstream = upstream_fixture(dedupe=True, name="keyed")
 
 
 def test_a_call_sent_again_under_a_new_request_id_is_answered_from_the_ledger(
@@ -162,6 +147,14 @@ def test_killed_at_each_commit_boundary_an_unkeyed_call_is_never_sent_twice(
         assert again.is_error
         assert "AmbiguousOutcome" in text_of(again), text_of(again)
         assert "oncelog resolve ticket-10" in text_of(twice)
+        # A person who saw the email arrive says so; the call moves on, sending nothing.
+        oncelog_cli(url, "resolve", "ticket-10", "send_email/m-1", "done", "--no-result",
+                    "--by", "ana")  # fmt: skip
+        with running_gateway(config, url) as gw:
+            settled = sync_call(gw.url, "send_email", args, "ticket-10", "m-1")
+        assert not settled.is_error, text_of(settled)
+        assert "done" in text_of(settled)
+        assert upstream.received("send_email") == sent
     else:
         assert not again.is_error
         assert upstream.performed("send_email") == 1
@@ -191,3 +184,14 @@ def test_two_upstreams_listing_one_tool_name_stop_the_gateway(
     with pytest.raises(AssertionError, match="did not start"):
         start_gateway(config, str(tmp_path / "l.db"))
     assert "both list a tool 'refund'" in (tmp_path / "gateway.log").read_text()
+
+
+def test_a_run_holding_steps_of_agent_code_is_refused(tmp_path: Path, upstream: Upstream) -> None:
+    url = str(tmp_path / "l.db")
+    with oncelog.open(url) as ledger, ledger.run("ticket-12") as run:
+        run.llm("plan", lambda: {"text": "refund it"})
+    with running_gateway(gateway_config(tmp_path, upstream), url) as gw:
+        refused = sync_call(gw.url, "refund", REFUND, "ticket-12", "c-1")
+    assert refused.is_error
+    assert "holds a llm step 'plan'" in text_of(refused)
+    assert upstream.received() == []

@@ -5,10 +5,8 @@ time, and nothing reaches the upstream process (which counts) or the ledger."""
 
 from __future__ import annotations
 
-import functools
 import http.client
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,28 +16,25 @@ import pytest
 
 import oncelog
 
-from .integration_agents.processes import require_framework
 from .support.gateway import (
     OTHER_TOKEN,
     TOKEN,
     Process,
     Upstream,
-    call,
-    counting_upstream,
     gateway_config,
     list_tools,
+    port_of,
+    raw_post_head,
     running_gateway,
+    sync_call,
+    upstream_fixture,
 )
 
 REFUND = {"order_id": 7, "amount": 500}
 LIST = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}).encode()
 
 
-@pytest.fixture
-def upstream(tmp_path: Path) -> Iterator[Upstream]:
-    require_framework("mcp", "gateway")
-    with counting_upstream(tmp_path) as running:
-        yield running
+upstream = upstream_fixture()
 
 
 @pytest.fixture
@@ -61,15 +56,10 @@ def nothing_recorded(tmp_path: Path, upstream: Upstream) -> Iterator[None]:
         assert ledger.runs() == []
 
 
-def sync_call(url: str, tool: str, arguments: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-    return anyio.run(functools.partial(call, url, tool, arguments, *args, **kwargs))
-
-
 def post(
     gateway: Process, body: bytes, headers: dict[str, str] | None = None
 ) -> tuple[int, dict[str, Any]]:
-    port = int(gateway.url.rsplit(":", 1)[1].split("/")[0])
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection = http.client.HTTPConnection("127.0.0.1", port_of(gateway), timeout=30)
     sent = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream", **(headers or {})}  # fmt: skip
     try:
@@ -91,8 +81,7 @@ def test_each_client_sees_only_its_tools(gateway: Process) -> None:
                                            f"Bearer {TOKEN}x", "Bearer "])  # fmt: skip
 def test_strangers_get_401(gateway: Process, authorization: str | None) -> None:
     headers = {} if authorization is None else {"Authorization": authorization}
-    port = int(gateway.url.rsplit(":", 1)[1].split("/")[0])
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection = http.client.HTTPConnection("127.0.0.1", port_of(gateway), timeout=30)
     params = {"name": "refund", "arguments": REFUND}
     call_body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
     body = call_body.encode()
@@ -159,13 +148,7 @@ def test_bad_input_gets_the_protocols_errors(gateway: Process) -> None:
 
 
 def test_an_oversized_body_without_a_length_is_cut_at_the_limit(gateway: Process) -> None:
-    port = int(gateway.url.rsplit(":", 1)[1].split("/")[0])
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(
-            b"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode()
-            + b"\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
-        )  # fmt: skip
-        answer = b""
+    with raw_post_head(gateway, b"Transfer-Encoding: chunked") as sock:
         for _ in range(64):  # 64 KiB offered, 4 KiB allowed: refused once past it
             try:
                 sock.sendall(b"400\r\n" + b"a" * 1024 + b"\r\n")
@@ -176,11 +159,7 @@ def test_an_oversized_body_without_a_length_is_cut_at_the_limit(gateway: Process
 
 
 def test_a_slow_client_is_cut_off(gateway: Process) -> None:
-    port = int(gateway.url.rsplit(":", 1)[1].split("/")[0])
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(
-            b"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode()
-            + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\""
-        )  # fmt: skip
+    with raw_post_head(gateway, b"Content-Length: 100") as sock:
+        sock.sendall(b'{"jsonrpc"')  # 10 of the 100 bytes, and no more
         answer = sock.recv(4096)  # the socket's timeout is the hang bound
     assert answer.startswith(b"HTTP/1.1 408"), answer

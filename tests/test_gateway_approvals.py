@@ -7,26 +7,23 @@ upstream process."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-import anyio
 import pytest
 
 import oncelog
 
-from .integration_agents.processes import require_framework
 from .support.gateway import (
     Process,
     Upstream,
-    call,
-    counting_upstream,
     gateway_config,
     running_gateway,
+    sync_call,
     text_of,
+    upstream_fixture,
 )
 from .support.operator_commands import oncelog_cli
 
@@ -34,21 +31,13 @@ DELETE = {"customer": "cus_1"}
 APPROVAL = "io.oncelog/approval"
 
 
-@pytest.fixture
-def upstream(tmp_path: Path) -> Iterator[Upstream]:
-    require_framework("mcp", "gateway")
-    with counting_upstream(tmp_path) as running:
-        yield running
+upstream = upstream_fixture()
 
 
 @pytest.fixture
 def gateway(tmp_path: Path, upstream: Upstream) -> Iterator[Process]:
     with running_gateway(gateway_config(tmp_path, upstream), str(tmp_path / "l.db")) as gw:
         yield gw
-
-
-def sync_call(url: str, tool: str, arguments: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-    return anyio.run(functools.partial(call, url, tool, arguments, *args, **kwargs))
 
 
 def waiting(result: Any) -> tuple[str, str]:

@@ -7,25 +7,25 @@ under a new request id performs nothing more. Counted at the upstream process.""
 from __future__ import annotations
 
 import functools
+import signal
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from .integration_agents.processes import require_framework
 from .support.gateway import (
     Process,
     Upstream,
     call,
-    counting_upstream,
     gateway_config,
     kill_pid,
     running_gateway,
     start_gateway,
+    sync_call,
     text_of,
+    upstream_fixture,
 )
 from .support.pause_points import PausePoint
 
@@ -34,18 +34,10 @@ EMAIL = {"to": "a@example.com", "body": "hi"}
 HANG = 60.0
 
 
-@pytest.fixture
-def upstream(tmp_path: Path) -> Iterator[Upstream]:
-    require_framework("mcp", "gateway")
-    with counting_upstream(tmp_path) as running:
-        yield running
+upstream = upstream_fixture()
 
 
-@pytest.fixture
-def keyed_upstream(tmp_path: Path) -> Iterator[Upstream]:
-    require_framework("mcp", "gateway")
-    with counting_upstream(tmp_path, dedupe=True, name="keyed") as running:
-        yield running
+keyed_upstream = upstream_fixture(dedupe=True, name="keyed")
 
 
 class Background:
@@ -76,25 +68,35 @@ def paused_gateway(config: Path, url: str, point: str) -> tuple[Process, PausePo
     return gateway, pause
 
 
+def killed_mid_call(
+    config: Path, url: str, point: str, tool: str, arguments: dict[str, Any], run: str,
+    call_id: str,
+) -> tuple[Any, Any]:  # fmt: skip
+    """The call sent to a replica SIGKILLed at ``point`` of its step, then sent twice to
+    another replica on the same ledger: the other replica's two answers."""
+    first, pause = paused_gateway(config, url, f"{point}@{tool}/{call_id}")
+    try:
+        with running_gateway(config, url) as second:
+            broken = Background(first.url, tool, arguments, run, call_id)
+            kill_pid(pause.wait(HANG))  # the replica dies mid-call
+            assert isinstance(broken.result(), Exception)  # and the client's stream breaks
+            return (
+                sync_call(second.url, tool, arguments, run, call_id),
+                sync_call(second.url, tool, arguments, run, call_id),
+            )
+    finally:
+        pause.close()
+        first.kill()
+
+
 @pytest.mark.parametrize("point", ["after_intent_commit", "after_call"])
 def test_reissued_to_another_replica_after_a_kill_mid_call_a_keyed_call_is_performed_once(
     tmp_path: Path, pg_url: str, keyed_upstream: Upstream, point: str
 ) -> None:
     config = gateway_config(tmp_path, keyed_upstream)
-    first, pause = paused_gateway(config, pg_url, f"{point}@refund/c-1")
-    try:
-        with running_gateway(config, pg_url) as second:
-            broken = Background(first.url, "refund", REFUND, "ticket-1", "c-1")
-            kill_pid(pause.wait(HANG))  # the replica dies mid-call
-            assert isinstance(broken.result(), Exception)
-            again = anyio.run(call, second.url, "refund", REFUND, "ticket-1", "c-1")
-            assert not again.is_error, text_of(again)
-            assert anyio.run(call, second.url, "refund", REFUND, "ticket-1", "c-1").content == (
-                again.content
-            )
-    finally:
-        pause.close()
-        first.kill()
+    again, twice = killed_mid_call(config, pg_url, point, "refund", REFUND, "ticket-1", "c-1")
+    assert not again.is_error, text_of(again)
+    assert twice.content == again.content
     assert keyed_upstream.performed("refund") == 1
 
 
@@ -102,16 +104,7 @@ def test_reissued_to_another_replica_after_a_kill_an_unkeyed_call_waits_for_a_pe
     tmp_path: Path, pg_url: str, upstream: Upstream
 ) -> None:
     config = gateway_config(tmp_path, upstream)
-    first, pause = paused_gateway(config, pg_url, "after_call@send_email/m-1")
-    try:
-        with running_gateway(config, pg_url) as second:
-            broken = Background(first.url, "send_email", EMAIL, "ticket-2", "m-1")
-            kill_pid(pause.wait(HANG))
-            assert isinstance(broken.result(), Exception)
-            again = anyio.run(call, second.url, "send_email", EMAIL, "ticket-2", "m-1")
-    finally:
-        pause.close()
-        first.kill()
+    again, _ = killed_mid_call(config, pg_url, "after_call", "send_email", EMAIL, "ticket-2", "m-1")
     assert again.is_error
     assert "AmbiguousOutcome" in text_of(again)
     assert upstream.performed("send_email") == 1
@@ -161,4 +154,27 @@ def test_a_stream_broken_mid_call_and_reissued_under_a_new_id_performs_once(
         gateway.kill()
     assert not again.is_error, text_of(again)
     assert upstream.performed("send_email") == 1
+    assert len(upstream.received("send_email")) == 1
+
+
+def test_sigterm_lets_the_call_in_progress_finish(tmp_path: Path, upstream: Upstream) -> None:
+    config, url = gateway_config(tmp_path, upstream), str(tmp_path / "l.db")
+    gateway, pause = paused_gateway(config, url, "after_call@send_email/m-5")
+    try:
+        original = Background(gateway.url, "send_email", EMAIL, "ticket-5", "m-5")
+        pause.wait(HANG)
+        gateway.process.send_signal(signal.SIGTERM)
+        pause.release()
+        answer = original.result()
+        # uvicorn raises the signal again once it has shut down: its default ends it.
+        assert gateway.process.wait(timeout=HANG) in (0, -signal.SIGTERM)
+    finally:
+        pause.close()
+        gateway.kill()
+    assert not answer.is_error, text_of(answer)
+    assert upstream.performed("send_email") == 1
+    with running_gateway(config, url) as again:  # recorded: answered, not sent again
+        assert sync_call(again.url, "send_email", EMAIL, "ticket-5", "m-5").content == (
+            answer.content
+        )
     assert len(upstream.received("send_email")) == 1

@@ -9,6 +9,7 @@ the ``mcp`` package that calls through it with a token, a run and a call id.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -21,6 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
+
+from ..integration_agents.processes import require_framework
 from .launch import environment, python
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +39,39 @@ TOOLS: dict[str, Any] = {
     "lookup": "read",
     "delete_account": "destructive",
 }
+
+
+def upstream_fixture(*, dedupe: bool = False, name: str = "up") -> Any:
+    """A pytest fixture of a counting upstream; ``dedupe``: one that performs a key once,
+    as a provider within its window does."""
+
+    @pytest.fixture
+    def fixture(tmp_path: Path) -> Iterator[Upstream]:
+        require_framework("mcp", "gateway")
+        with counting_upstream(tmp_path, dedupe=dedupe, name=name) as running:
+            yield running
+
+    return fixture
+
+
+def sync_call(url: str, tool: str, arguments: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+    """``call`` from synchronous test code."""
+    return anyio.run(functools.partial(call, url, tool, arguments, *args, **kwargs))
+
+
+def port_of(process: Process) -> int:
+    return int(process.url.rsplit(":", 1)[1].split("/")[0])
+
+
+def raw_post_head(process: Process, framing: bytes) -> socket.socket:
+    """A connection that sent a POST's head (authorized, ``framing`` its body's length or
+    chunking header) and no body yet; the caller closes it."""
+    sock = socket.create_connection(("127.0.0.1", port_of(process)), timeout=30)
+    sock.sendall(
+        b"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode()
+        + b"\r\nContent-Type: application/json\r\n" + framing + b"\r\n\r\n"
+    )  # fmt: skip
+    return sock
 
 
 def free_port() -> int:

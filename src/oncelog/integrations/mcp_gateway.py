@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 from oncelog import (
+    NO_RESULT,
     AmbiguousOutcome,
     ApprovalRequired,
     ConfigurationError,
@@ -146,35 +147,38 @@ class Gateway:
             except StateRefused as exc:
                 raise MCPError(INVALID_PARAMS, f"oncelog: {exc}") from None
         # params.input_responses are never read: an in-band answer is the client's word.
-        async with self.locks[asked.run_id]:
-            try:
-                return await self._perform(asked)
-            except ApprovalRequired as exc:
-                return await self._waiting(caller, asked, exc)
-            except AmbiguousOutcome as exc:
-                return _error(
-                    f"oncelog: AmbiguousOutcome in run {exc.run_id!r}: {exc.message}. A person "
-                    "decides: " + resolve_command(
-                        exc.run_id or "RUN_ID", exc.step_id or "STEP_ID", exc.attempt,
-                        then="done", options="--text 'WHAT IT RETURNED' --by NAME",
-                    ) + " (or not_done, or abandon); then call this tool again."
-                )  # fmt: skip
-            except RunLeased:
-                return _error(
-                    f"oncelog: run {asked.run_id!r} is held by another call past the gateway's "
-                    "lease_wait; call again later with the same call id"
-                )
-            except OnceLogError as exc:
-                return _error(f"oncelog: {type(exc).__name__}: {exc.message}")
-            except Exception as exc:  # an idempotent tool's failure: recorded not done
-                return _error(f"{type(exc).__name__}: {exc}")
-            finally:
-                self._forget_lock(asked.run_id)
+        lock = self.locks[asked.run_id]
+        try:
+            async with lock:
+                return await self._answer(caller, asked)
+        finally:  # no await between taking a lock and waiting on it: none is dropped in use
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self.locks.pop(asked.run_id, None)
 
-    def _forget_lock(self, run_id: str) -> None:
-        lock = self.locks.get(run_id)
-        if lock is not None and not lock.locked() and lock.statistics().tasks_waiting == 0:
-            del self.locks[run_id]
+    async def _answer(
+        self, caller: Caller, asked: Asked
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        try:
+            return await self._perform(asked)
+        except ApprovalRequired as exc:
+            return await self._waiting(caller, asked, exc)
+        except AmbiguousOutcome as exc:
+            return _error(
+                f"oncelog: AmbiguousOutcome in run {exc.run_id!r}: {exc.message}. A person "
+                "decides: " + resolve_command(
+                    exc.run_id or "RUN_ID", exc.step_id or "STEP_ID", exc.attempt,
+                    then="done", options="--no-result --by NAME",
+                ) + " (or not_done, or abandon); then call this tool again."
+            )  # fmt: skip
+        except RunLeased:
+            return _error(
+                f"oncelog: run {asked.run_id!r} is held by another call past the gateway's "
+                "lease_wait; call again later with the same call id"
+            )
+        except OnceLogError as exc:
+            return _error(f"oncelog: {type(exc).__name__}: {exc.message}")
+        except Exception as exc:  # an idempotent tool's failure: recorded not done
+            return _error(f"{type(exc).__name__}: {exc}")
 
     def _asked(self, caller: Caller, params: types.CallToolRequestParams) -> Asked:
         """The call as an effect, or ``MCPError`` for a call the client may not make."""
@@ -229,6 +233,9 @@ class Gateway:
             self.config.declarations.agent, self.config.lease_wait,
         )  # fmt: skip
         result = await anyio.to_thread.run_sync(call)
+        if result is NO_RESULT:  # a person's "done, nothing to return"
+            text = "oncelog: a person recorded this call as done; it returned nothing to show"
+            return types.CallToolResult(content=[types.TextContent(text=text)])
         return types.CallToolResult.model_validate(result)
 
     async def _forward(self, tool: str, arguments: Any, key: str) -> Any:
@@ -268,7 +275,8 @@ class Gateway:
                 message=(
                     f"A person must approve {asked.tool} in run {asked.run_id} (step "
                     f"{asked.step_id}) with exactly these arguments before it runs. Open the "
-                    "page to decide; then the client calls again with the requestState."
+                    f"page to approve (to deny: {url['deny']}); then the client calls again "
+                    "with the requestState."
                 ),
                 url=url["approve"],
                 elicitation_id=f"oncelog-approval-{request.id}",
