@@ -88,6 +88,11 @@ function answered(error) {
   return error instanceof SdkHttpError && error.data?.status < 500;
 }
 
+function described(error) {
+  const message = String(error?.message ?? error);
+  return { event: "error", name: error?.name, code: error?.code, message, data: error?.data };
+}
+
 async function main() {
   const { client, transport } = connected();
   const deadline = Date.now() + (spec.retryFor ?? 0) * 1000;
@@ -100,14 +105,14 @@ async function main() {
         emit({ event: "result", result: await client.callTool(params(), manual ? { allowInputRequired: true } : {}) });
         return 0;
       } catch (error) {
-        emit({ event: "error", name: error?.name, code: error?.code, message: String(error?.message ?? error), data: error?.data });
+        emit(described(error));
         if (answered(error) || Date.now() > deadline) return 2;
         target += 1; // the next replica (or the same one, restarted)
         await new Promise((resolve) => setTimeout(resolve, 200));
       }
     }
   } catch (error) {
-    emit({ event: "error", name: error?.name, code: error?.code, message: String(error?.message ?? error), data: error?.data });
+    emit(described(error));
     return 2;
   } finally {
     await client.close().catch(() => {});
