@@ -36,7 +36,14 @@ from .support.gateway import (
 )
 from .support.launch import environment, python
 from .support.postgres import POSTGRES_REASON, fresh_schema, postgres_is_up
-from .support.ts_clients import NODE_REASON, NodeClient, installed, node_is_usable, outcome
+from .support.ts_clients import (
+    NODE_REASON,
+    InstallFailed,
+    NodeClient,
+    installed,
+    node_is_usable,
+    outcome,
+)
 
 # Replicas on one PostgreSQL ledger share the secret that signs decision links and
 # requestStates (a SQLite ledger keeps its own in a file beside it).
@@ -49,7 +56,11 @@ CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 @pytest.fixture(scope="module")
 def ts_folder() -> Path:
     require(node_is_usable(), NODE_REASON)
-    return installed()
+    try:
+        return installed()
+    except InstallFailed as failed:  # the npm registry out of reach, say
+        require(False, str(failed))
+        raise
 
 
 class Gateways:

@@ -25,6 +25,10 @@ NODE_REASON = "Node.js 20+ and npm on PATH (the TypeScript MCP client tests run 
 HANG = 90.0
 
 
+class InstallFailed(RuntimeError):
+    """``npm ci`` of the clients failed (its output says why)."""
+
+
 def node_is_usable() -> bool:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
@@ -65,7 +69,7 @@ def _install(folder: Path) -> None:
     )  # fmt: skip
     if done.returncode != 0:
         shutil.rmtree(building, ignore_errors=True)
-        raise RuntimeError(f"npm ci failed:\n{done.stdout}\n{done.stderr}")
+        raise InstallFailed(f"npm ci of {SOURCE} failed:\n{done.stdout}\n{done.stderr}")
     building.rename(folder)
 
 
