@@ -130,3 +130,10 @@ def test_record_layouts_today_is_the_ledger_s(tmp_path: Path) -> None:
         "    print(table, shape(bench, table) == shape(ledger, table))\n"
     )
     assert bench("-c", script).split() == ["steps", "True", "journal", "True"]
+
+
+def test_gateway_runs(tmp_path: Path) -> None:
+    out = bench("gateway.py", "--quick", "--cases", "1x5", "3x5", "--dir", str(tmp_path))
+    assert "| 1 | 5 |" in out
+    assert "| 3 | 5 |" in out
+    assert "through the gateway calls/s" in out
