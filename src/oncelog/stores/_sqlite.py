@@ -256,8 +256,9 @@ class SQLiteStore(SQLStore):
         try:
             if existing:
                 real = os.path.realpath(path)
-                if not checked.unchanged(real):
+                if not checked.unchanged(real) and not checked.left_by_a_crash(real):
                     _refuse_damaged(self._db, path)
+                checked.mark_open(real)
                 self._whole = real
             if not create:
                 _check_is_ledger(self._db, path)
