@@ -46,7 +46,8 @@ def test_postgres_effect_runs() -> None:
     require(postgres_is_up(), POSTGRES_REASON)
     out = bench("postgres_effect.py", "--reps", "1", "--batch", "20", "--postgres", ADMIN_URL)
     assert "| guarded `run.effect` |" in out
-    assert "| floor: INSERT, UPDATE (2 commits) |" in out
+    assert "| floor: INSERT flushed, UPDATE unflushed (2 commits) |" in out
+    assert "| both commits flushed (for comparison) |" in out
 
 
 def test_server_cpu_is_read_from_the_benchmark_s_cluster_only(tmp_path: Path) -> None:
