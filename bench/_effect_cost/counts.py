@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import re
 import shutil
-import sqlite3
 import subprocess
 from pathlib import Path
-from typing import cast
 
 from _instructions.callgrind import _child, count, run_plain
 from _overhead.breakdown import store_connection, wal_frames
@@ -109,7 +107,7 @@ def wal_and_bytes(folder: Path, state: str, effects: int, fill: int) -> dict[str
     floor = Floor(floor_db, "INTENT")
     for side, db, conn in (
         ("ours", ours_db, store_connection(ledger)),
-        ("floor", floor_db, cast(sqlite3.Connection, floor.connection)),
+        ("floor", floor_db, floor.connection),
     ):
         page = int(conn.execute("PRAGMA page_size").fetchone()[0])
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

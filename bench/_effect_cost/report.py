@@ -28,7 +28,8 @@ class Results:
 def _ratios(measured: dict[str, Batches], what: str) -> float:
     """The median over repetitions of each repetition's ratio: both sides' batches of one
     repetition ran in the same seconds of the machine's life."""
-    ours, floor = getattr(measured["ours"], what), getattr(measured["floor"], what)
+    ours: list[float] = getattr(measured["ours"], what)
+    floor: list[float] = getattr(measured["floor"], what)
     return statistics.median(o / f for o, f in zip(ours, floor, strict=True))
 
 

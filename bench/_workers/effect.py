@@ -18,6 +18,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from _overhead.machine import load_average
 from _overhead.stats import Dist
@@ -101,11 +102,9 @@ def compare_effect(store: Store, reps: int, batch: int) -> EffectComparison:
 
         # The heartbeat would add its commits to the guarded batches: a lease that needs none.
         with oncelog.open(url, lease_ttl=3600) as ledger, ledger.run("effects") as run:
-            step = iter(range(len(rows)))
-
             # The floor's arguments (``_workers.floor.row``: subject ``ticket N resolved``),
             # built before the clock starts as the floor's rows are.
-            calls = [
+            calls: list[tuple[str, dict[str, Any]]] = [
                 (f"email-{n}", {"to": "alice@example.com", "subject": f"ticket {n} resolved",
                                 "body": BODY, "wait_ms": 0.0})
                 for n in range(len(rows))
