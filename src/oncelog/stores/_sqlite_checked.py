@@ -21,8 +21,9 @@ copying it in and the file before the WAL is reused (``synchronous`` is at least
 ``NORMAL`` in every durability), so a checkpoint cut short is done again from the WAL.
 Reading the whole file after every kill made a restart's open grow with the ledger (2 ms
 per 1,000 steps: docs/benchmarks.md). A mark whose process still runs (another process
-has the ledger open), a mark another process's start time owns (its id reused), no mark,
-or no WAL: checked as before. A write by another program while the ledger was open, or
+has the ledger open), a mark another process's start time owns (its id reused), no mark
+(a process that closed while another kept the ledger open takes its own away), or no WAL:
+checked as before. A write by another program while the ledger was open, or
 between a crash and the restart, is not what this check is for: it is found where a read
 meets it, as between two checked opens.
 """
@@ -52,9 +53,16 @@ def unchanged(path: str) -> bool:
 
 
 def stamp(path: str) -> None:
-    """Record the file as this store leaves it; nothing if another connection keeps a
-    WAL beside it or the folder cannot be written (the next open checks)."""
+    """Record the file as this store leaves it; nothing if the folder cannot be written
+    (the next open checks). If another connection keeps a WAL beside it, the file is not
+    left whole: this process's mark is taken away, so that a crash of the other one is
+    checked in full (its mark was replaced by this one's, and no mark names it)."""
     if os.path.exists(path + "-wal"):
+        with suppress(OSError):
+            with open(path + STAMP, encoding="utf-8") as found:
+                mine = found.read().startswith(f"{_OPEN}{os.getpid()} ")
+            if mine:
+                os.unlink(path + STAMP)
         return
     made = f"{path}{STAMP}.{os.getpid()}.tmp"
     try:
