@@ -130,7 +130,8 @@ class Value:
             known = all(name in defaults for name in rest)
             tails.append({name: defaults[name] for name in rest} if known else None)
         cls._tails = tuple(tails)
-        cls._post_init = getattr(cls, "__post_init__", None)
+        found = getattr(cls, "__post_init__", None)  # a function: read off an instance, unbound
+        cls._post_init = None if found is None else staticmethod(found)
 
     if not TYPE_CHECKING:  # type checkers make these from the fields (PEP 681)
 
