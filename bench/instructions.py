@@ -33,28 +33,65 @@ class Measure:
     units: tuple[int, int]  # the two numbers of units run
     quick: tuple[int, int]
     steps: int = 1  # steps in a unit: the figure is per step
+    before: str = ""  # a workload run first, not counted: what the measured one enters
 
 
 MEASURES = (
     Measure("a SQLite effect, durability `intent`", "effects", (20, 120), (10, 40)),
     Measure("its floor: 1 fsynced + 1 unsynced commit", "floor_effects", (20, 120), (10, 40)),
+    Measure(
+        "a SQLite effect, in a ledger of 2,000 effects",
+        "effects_used",
+        (20, 120),
+        (10, 40),
+        before="fill_effects",
+    ),
+    Measure(
+        "its floor, on a table of 2,000 rows",
+        "floor_used",
+        (20, 120),
+        (10, 40),
+        before="fill_floor",
+    ),
     Measure("a model call (`run.llm`)", "model_calls", (20, 120), (10, 40)),
     Measure("a step of the peers' 20-step agent (whole runs)", "agent_runs", (2, 12), (1, 4), 20),
     Measure("a run's start and end, no step", "empty_runs", (20, 120), (10, 40)),
     Measure(
-        "a replayed step (half effects, half model calls)", "replay", (2000, 10000), (1000, 3000)
+        "a replayed step (half effects, half model calls)",
+        "replay",
+        (2000, 10000),
+        (1000, 3000),
+        before="record_for_replay",
     ),
 )
+# Each side of a ratio: (this, its floor), with the same arguments, inputs built outside
+# the count alike.
+RATIOS = (("effects", "floor_effects"), ("effects_used", "floor_used"))
+
+
+class ImpossibleFigure(SystemExit):
+    """A difference of two totals that cannot be a cost: the fixed part did not cancel."""
 
 
 def per_unit(src: Path, measure: Measure, units: tuple[int, int], folder: Path) -> float:
+    """One unit's instructions: the difference of two children's totals over the units
+    between them. A figure of zero or less says the two children did not do the same
+    fixed work (an open that reads the whole file in one and not the other, a replay that
+    takes a shortcut in one tree): it fails the run rather than be printed."""
     totals = []
     for n in units:
         db = folder / f"{measure.workload}-{n}-{abs(hash(src))}.db"
-        if measure.workload == "replay":
-            run_plain(src, "record_for_replay", n, db)
+        if measure.before:
+            run_plain(src, measure.before, n, db)
         totals.append(count(src, measure.workload, n, db, db.with_suffix(".callgrind")))
-    return (totals[1] - totals[0]) / (units[1] - units[0]) / measure.steps
+    figure = (totals[1] - totals[0]) / (units[1] - units[0]) / measure.steps
+    if figure <= 0:
+        raise ImpossibleFigure(
+            f"{measure.label} in {src}: {figure:,.0f} instructions per step (totals "
+            f"{totals[0]:,} for {units[0]} units, {totals[1]:,} for {units[1]}): the two "
+            "children's fixed parts differ, so their difference is not a step's cost"
+        )
+    return figure
 
 
 def commit_of(tree: Path) -> str:
@@ -79,6 +116,13 @@ def render(rows: list[tuple[Measure, float, float | None]], header: str) -> str:
             lines.append(
                 f"| {measure.label} | {old:,.0f} | {new:,.0f} | {(new / old - 1) * 100:+.1f} % |"
             )
+    found = {measure.workload: (new, old) for measure, new, old in rows}
+    lines.append("")
+    for ours, floor in RATIOS:
+        if ours in found and floor in found:
+            (new, old), (floor_new, floor_old) = found[ours], found[floor]
+            was = "" if old is None or floor_old is None else f" (baseline {old / floor_old:.2f}x)"
+            lines.append(f"- `{ours}` over `{floor}`: **{new / floor_new:.2f}x**{was}")
     return "\n".join(lines) + "\n"
 
 

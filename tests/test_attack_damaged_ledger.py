@@ -17,7 +17,7 @@ import pytest
 import oncelog
 from oncelog.stores import _sqlite
 
-from .support.launch import run_python
+from .support.launch import python, run_python
 from .test_race import AGENT, marker_lines
 
 PAGE = 4096  # SQLite's default page size, which the ledger keeps
@@ -128,3 +128,103 @@ def test_a_ledger_left_whole_is_not_read_through_again_unless_something_changed(
         f.write(header)
     oncelog.open(db).close()
     assert len(checks) == 3
+
+
+KILLED_MID_RUN = (
+    "import os, signal, sys, oncelog\n"
+    "ledger = oncelog.open(sys.argv[1], durability='process')\n"
+    "note = ledger.tool(kind=oncelog.Kind.UPSERT, name='note')("
+    "lambda text, *, idempotency_key: {'note': text})\n"
+    "with ledger.run('killed') as run:\n"
+    "    for i in range(int(sys.argv[2])):\n"
+    "        run.effect(f's{i}', note, 'x' * 200)\n"
+    "    os.kill(os.getpid(), signal.SIGKILL)\n"
+)
+
+
+def counted_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    checks: list[str] = []
+    check = _sqlite._refuse_damaged
+
+    def counted(db: sqlite3.Connection, path: str) -> None:
+        checks.append(path)
+        check(db, path)
+
+    monkeypatch.setattr(_sqlite, "_refuse_damaged", counted)
+    return checks
+
+
+def test_a_restart_after_a_kill_leaves_the_check_to_sqlite_s_recovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process killed with the ledger open leaves its WAL and its mark: the restart
+    does not read the file through (SQLite replays the WAL), and finds every step the
+    killed process recorded. Its own close leaves the file stamped whole again."""
+    db = tmp_path / "ledger.db"
+    oncelog.open(str(db)).close()
+    killed = run_python("-c", KILLED_MID_RUN, db, "30")
+    assert killed.returncode == -9, killed.stderr
+    assert (tmp_path / "ledger.db-wal").exists(), "the kill left the WAL"
+    checks = counted_checks(monkeypatch)
+    with oncelog.open(str(db)) as ledger:
+        assert checks == []
+        assert len(ledger.steps("killed")) == 30
+    oncelog.open(str(db)).close()
+    assert checks == []
+
+
+def test_a_ledger_open_in_a_live_process_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mark of a process that still runs is no crash: the file is checked in full, as
+    any file with a WAL beside it that another process has open; and so it is after that
+    process is killed, once another has opened and closed the file beside it."""
+    db = tmp_path / "ledger.db"
+    oncelog.open(str(db)).close()
+    holder = subprocess.Popen(
+        python("-c", f"import oncelog, sys, time\nl = oncelog.open({str(db)!r})\n"
+               "print('open', flush=True)\ntime.sleep(60)"),
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "open\n"
+        checks = counted_checks(monkeypatch)
+        oncelog.open(str(db)).close()
+        assert len(checks) == 1
+    finally:
+        holder.kill()
+        holder.communicate()
+    # The holder was killed, but its mark is gone (this process's replaced it, and this
+    # close took that away): nothing says who found the file whole last, so it is checked.
+    assert (tmp_path / "ledger.db-wal").exists()
+    oncelog.open(str(db)).close()
+    assert len(checks) == 2
+
+
+def test_a_mark_left_by_a_killed_process_with_no_wal_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mark without a WAL is not what a crash leaves (the WAL was removed, or the file
+    replaced since): checked in full, and a damaged page refused."""
+    db = tmp_path / "ledger.db"
+    with oncelog.open(str(db), durability="process") as ledger:
+        upsert = ledger.tool(kind=oncelog.Kind.UPSERT, name="note")(note)
+        for r in range(40):
+            with ledger.run(f"old-{r}") as run:
+                for i in range(10):
+                    run.effect(f"s{i}", upsert, "x" * 200)
+    killed = run_python("-c", KILLED_MID_RUN, db, "1")
+    assert killed.returncode == -9, killed.stderr
+    pages = db.stat().st_size // PAGE
+    folded = sqlite3.connect(db)  # the WAL folded in and removed, by anything
+    folded.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    folded.close()
+    assert not Path(f"{db}-wal").exists()
+    with db.open("r+b") as f:
+        f.seek(pages // 2 * PAGE)
+        f.write(b"\xff" * PAGE)
+    checks = counted_checks(monkeypatch)
+    with pytest.raises(oncelog.CorruptRecord):
+        oncelog.open(str(db))
+    assert len(checks) == 1

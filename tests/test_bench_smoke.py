@@ -46,7 +46,8 @@ def test_postgres_effect_runs() -> None:
     require(postgres_is_up(), POSTGRES_REASON)
     out = bench("postgres_effect.py", "--reps", "1", "--batch", "20", "--postgres", ADMIN_URL)
     assert "| guarded `run.effect` |" in out
-    assert "| floor: INSERT, UPDATE (2 commits) |" in out
+    assert "| floor: INSERT flushed, UPDATE unflushed (2 commits) |" in out
+    assert "| both commits flushed (for comparison) |" in out
 
 
 def test_server_cpu_is_read_from_the_benchmark_s_cluster_only(tmp_path: Path) -> None:
@@ -75,6 +76,10 @@ def test_instruction_workloads_run(tmp_path: Path) -> None:
     for workload in ("effects", "floor_effects", "model_calls", "agent_runs", "empty_runs"):
         bench("instructions.py", "--child", workload, "--units", "2",
               "--db", str(tmp_path / f"{workload}.db"))  # fmt: skip
+    for fill, workload in (("fill_effects", "effects_used"), ("fill_floor", "floor_used")):
+        used = str(tmp_path / f"{workload}.db")
+        bench("instructions.py", "--child", fill, "--units", "2", "--db", used)
+        bench("instructions.py", "--child", workload, "--units", "2", "--db", used)
     ledger = str(tmp_path / "replayed.db")
     bench("instructions.py", "--child", "record_for_replay", "--units", "6", "--db", ledger)
     bench("instructions.py", "--child", "replay", "--units", "6", "--db", ledger)
@@ -91,6 +96,7 @@ def test_fleet_runs(tmp_path: Path) -> None:
         assert f"**{store}**" in out
     assert "| 1 x 8 |" in out
     assert "| 4 x 1 |" in out
+    assert "| 1 x 1 (tool 0 ms: the reference) |" in out
 
 
 def test_retention_runs(tmp_path: Path) -> None:
@@ -137,3 +143,34 @@ def test_gateway_runs(tmp_path: Path) -> None:
     assert "| 1 | 5 |" in out
     assert "| 3 | 5 |" in out
     assert "through the gateway calls/s" in out
+
+
+def test_effect_cost_runs() -> None:
+    """Both places, both ledger states, every row; callgrind is left to the full run
+    (``bench/instructions.py``'s workloads, run above, are the ones it counts)."""
+    shm = Path("/dev/shm")
+    require(shm.is_dir(), "no /dev/shm (tmpfs) on this machine")
+    out = bench("effect_cost.py", "--quick", "--no-instructions")  # under /var/tmp, removed
+    for state in ("new", "used"):
+        assert f"**A {state} ledger**" in out
+    for row in ("wall, mean us", "wall, p50 us", "CPU us", "WAL frames", "bytes stored"):
+        assert f"| {row} |" in out
+    assert "| disk: oncelog | disk: floor | disk: ratio | tmpfs: oncelog |" in out
+    assert out.count("**met**") + out.count("**missed**") >= 4
+
+
+def test_effect_cost_refuses_a_disk_that_is_tmpfs() -> None:
+    shm = Path("/dev/shm")
+    require(shm.is_dir(), "no /dev/shm (tmpfs) on this machine")
+    done = subprocess.run(
+        python(str(BENCH / "effect_cost.py"), "--quick", "--disk", str(shm)),
+        capture_output=True, text=True, timeout=120, cwd=BENCH,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "pick a folder on a disk" in done.stderr
+
+
+def test_resume_after_kill_runs(tmp_path: Path) -> None:
+    out = bench("resume_after_kill.py", "--steps", "200", "--reps", "1", "--dir", str(tmp_path))
+    assert "| this tree | after a kill |" in out
+    assert "Target: a resume after a kill within 1.1x a clean one" in out

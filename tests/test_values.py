@@ -114,6 +114,39 @@ def test_a_budget_is_still_checked_when_made_and_when_replaced() -> None:
         replace(budget, steps=-1)
 
 
+class Checked(Value):
+    """A value whose ``__post_init__`` counts its runs, made every way a caller can."""
+
+    x: int
+    y: int = 0
+    runs: list[int] = []  # noqa: RUF012 - one shared list, to count the runs
+
+    def __post_init__(self) -> None:
+        self.runs.append(self.x)
+        if self.x < 0:
+            raise ValueError("x must not be negative")
+
+
+def test_every_way_of_making_a_value_fills_its_defaults_and_runs_its_post_init() -> None:
+    # Positional arguments with defaults after them take the short path (a lease, a run's
+    # record at every run's start); it must fill and check as the general one does.
+    assert Point(1) == Point(x=1) == Point(1, 0, None)
+    assert (Point(1).y, Point(1).label, Point(1, 2).label) == (0, None, None)
+    assert Both() == Both(mode="stop", steps=None)
+    Checked.runs.clear()
+    made = [Checked(1), Checked(2, 3), Checked(x=3), Checked(4, y=5)]
+    assert Checked.runs == [1, 2, 3, 4]
+    assert [m.y for m in made] == [0, 3, 0, 5]
+    with pytest.raises(ValueError, match="negative"):
+        Checked(-1)
+    with pytest.raises(TypeError):
+        Point()  # type: ignore[call-arg]  # x has no default
+    with pytest.raises(TypeError):
+        Point(1, 2, None, 4)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Keyword("start")  # type: ignore[call-arg]  # keyword-only
+
+
 def test_a_named_tuple_is_typing_s_without_compiling_its_annotations() -> None:
     made = Pair(1, right=2)
     assert made == (1, 2) == TypingPair(1, 2)

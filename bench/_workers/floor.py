@@ -24,7 +24,9 @@ PG_TABLE = TABLE.replace("INTEGER PRIMARY KEY", "BIGINT GENERATED ALWAYS AS IDEN
 
 
 def row(n: int) -> tuple[Any, ...]:
-    args = {"to": "alice@example.com", "subject": f"ticket {n} resolved", "body": BODY}
+    # The arguments the workers' tool gets (``agent.send_email``), ``wait_ms`` included.
+    args = {"to": "alice@example.com", "subject": f"ticket {n} resolved", "body": BODY,
+            "wait_ms": 0.0}  # fmt: skip
     key = f"{n:064x}"
     result = {"id": "msg_" + key[-16:], "to": args["to"], "status": "queued"}
     return (

@@ -39,6 +39,11 @@ from .stores import DEFAULT_PATH, Lease, Store, open_store
 # or tool declaration, and what comes next for a run (``_next``) by the first question
 # about it (``_lazy``), not by ``open()``: a process that opens a ledger to read it, or a
 # CLI command, does not pay for the engine, and an agent pays for it at its first step.
+# The engine's modules a run's start uses are module globals bound at their first use
+# (``_lazy``), not imports inside ``run`` and ``start_run``: a relative import in a
+# function resolves its package at every call (the module spec's ``parent`` in Python and
+# a formatted name in C), five per run, which made a run's start and end cost ~12% more
+# instructions than before they moved there (docs/benchmarks.md, Instructions).
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -52,13 +57,21 @@ if TYPE_CHECKING:
     from .controls._notices import AnyAlertCallback, Notices
     from .controls._waiting import Waiter
     from .records._retention import LedgerSize
+    from .runtime import _effects as effects
+    from .runtime import _replay as replay
+    from .runtime import _run as run_contexts
+    from .runtime import _run_options as run_options
+    from .runtime import _stops as stops
     from .runtime._calls import Surroundings
     from .runtime._effects import Engine
     from .runtime._run import RunContext
     from .runtime._run_options import PlanArg, RunOptions
     from .runtime._tools import tool as _tool
 else:
-    defer(globals(), next_steps="._next")
+    defer(
+        globals(), next_steps="._next", effects=".runtime._effects", replay=".runtime._replay",
+        run_contexts=".runtime._run", run_options=".runtime._run_options", stops=".runtime._stops",
+    )  # fmt: skip
 
 # The most runs one ``claim_many`` takes: one owner is made for each before the claim.
 MOST_CLAIMED = 10_000
@@ -202,9 +215,6 @@ class Ledger(PersonDecisions):
         started the run, journalled with its lease so that ``what_next`` names the one way
         to start it again; the integrations set it (``celery``, ``temporal``, ``dbos``,
         ``langgraph:THREAD``, ``mcp``), code that runs its agent itself leaves it out."""
-        from .runtime._run import RunContext
-        from .runtime._run_options import PLAIN, RunOptions
-
         check_name(run_id, "run_id")
         if agent is not None:
             check_name(agent, "agent", run_id=run_id)
@@ -212,9 +222,9 @@ class Ledger(PersonDecisions):
             raise ConfigurationError(f"origin must be a str, not {type(origin).__name__}")
         plain = plan is None and not replace_plan and create and agent is None
         if plain and budget is None and origin is None:
-            return RunContext(self, run_id, PLAIN)
-        options = RunOptions(plan, replace_plan, create, agent, budget, origin=origin)
-        return RunContext(self, run_id, options)
+            return run_contexts.RunContext(self, run_id, run_options.PLAIN)
+        options = run_options.RunOptions(plan, replace_plan, create, agent, budget, origin=origin)
+        return run_contexts.RunContext(self, run_id, options)
 
     def submit(
         self,
@@ -251,9 +261,6 @@ class Ledger(PersonDecisions):
         """``claim`` for up to ``limit`` runs (1 to 10,000) in one transaction, each with
         a lease of its own: what ``oncelog worker --concurrency N`` does for its free
         slots. A run claimed but never entered is given back with ``release_claim``."""
-        from .runtime._run import RunContext
-        from .runtime._run_options import RunOptions
-
         limit = numbers.count(limit, "limit", least=1, most=MOST_CLAIMED)
         if agents is not None:
             agents = tuple(agents)
@@ -266,7 +273,10 @@ class Ledger(PersonDecisions):
         finally:
             for owner in owners[len(claimed) :]:
                 leases.forget(owner)
-        return [RunContext(self, c[0].run_id, RunOptions(claimed=c)) for c in claimed]
+        return [
+            run_contexts.RunContext(self, c[0].run_id, run_options.RunOptions(claimed=c))
+            for c in claimed
+        ]
 
     def release_claim(self, context: RunContext) -> None:
         """Queue again at once a run claimed (``claim_many``) whose handler will not start
@@ -285,21 +295,17 @@ class Ledger(PersonDecisions):
         """What entering ``run(...)``'s context does (``RunContext``): take the run's
         lease, or the one a worker claimed, and make the engine of its steps. Not for an
         agent's code: enter ``ledger.run(...)``."""
-        from .runtime._effects import Engine
-        from .runtime._replay import ReplayCursor
-        from .runtime._stops import Stop
-
         if self._new_here or (main.RUNNING[0] and not self._said_where):
             self._say_where(run_id)
         if options.claimed is not None:
             lease, record = options.claimed
         else:
             lease, record = self._acquire(run_id, options)
-        cursor = ReplayCursor(self.store, run_id, record.next_seq)
+        cursor = replay.ReplayCursor(self.store, run_id, record.next_seq)
         stop = None
         if record.stop_seq is not None and record.stop_json is not None:
-            stop = Stop.from_row(record.stop_seq, record.stop_json)
-        engine = Engine(
+            stop = stops.Stop.from_row(record.stop_seq, record.stop_json)
+        engine = effects.Engine(
             self.store, lease, cursor, record.plan, self.max_payload_bytes, self.key_namespace,
             on_budget_alert=self.notices.budget_callback(self.on_budget_alert),
             surroundings=self.surroundings, stop=stop,

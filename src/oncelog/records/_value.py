@@ -99,6 +99,8 @@ class Value:
     _names: ClassVar[tuple[str, ...]] = ()
     _keyword: ClassVar[frozenset[str]] = frozenset()
     _defaults: ClassVar[dict[str, object]] = {}  # replaced per class, never changed
+    _tails: ClassVar[tuple[dict[str, object] | None, ...]] = ({},)
+    _post_init: ClassVar[Any] = None
 
     def __init_subclass__(cls, *, kw_only: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -116,17 +118,37 @@ class Value:
             if name in cls.__dict__:
                 defaults[name] = cls.__dict__[name]
         cls._defaults = defaults
+        # For each number of positional arguments, the defaults of the fields after them
+        # when every one has a default (None: the general path, which says what is wrong),
+        # and ``__post_init__`` looked up once: a lease and a run's record are made at every
+        # run's start from fewer arguments than fields, and the general path's dict and
+        # loop cost a run's start about a tenth of its instructions.
+        positional = len(cls._names) - len(keyword)
+        tails: list[dict[str, object] | None] = []
+        for given in range(positional + 1):
+            rest = cls._names[given:]
+            known = all(name in defaults for name in rest)
+            tails.append({name: defaults[name] for name in rest} if known else None)
+        cls._tails = tuple(tails)
+        found = getattr(cls, "__post_init__", None)  # a function: read off an instance, unbound
+        cls._post_init = None if found is None else staticmethod(found)
 
     if not TYPE_CHECKING:  # type checkers make these from the fields (PEP 681)
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             names = self._names
-            if not kwargs and len(args) == len(names) and not self._keyword:
-                self.__dict__.update(zip(names, args, strict=True))  # a row: every field
-                post_init = getattr(self, "__post_init__", None)
-                if post_init is not None:
-                    post_init()
-                return
+            tails = self._tails
+            if not kwargs and len(args) < len(tails):
+                tail = tails[len(args)]
+                if tail is not None:  # positional arguments, the defaults after them
+                    values = self.__dict__
+                    values.update(zip(names, args, strict=False))
+                    if tail:
+                        values.update(tail)
+                    post_init = self._post_init
+                    if post_init is not None:
+                        post_init(self)
+                    return
             positional = len(names) - len(self._keyword)
             if len(args) > positional:
                 raise TypeError(

@@ -245,13 +245,15 @@ class SQLiteStore(SQLStore):
         try:
             if existing:
                 real = os.path.realpath(path)
-                if not checked.unchanged(real):
+                if not checked.unchanged(real) and not checked.left_by_a_crash(real):
                     _refuse_damaged(self._db, path)
                 self._whole = real
             if not create:
                 _check_is_ledger(self._db, path)
             self._configure(busy_timeout)
             self._migrate()
+            if self._whole:  # a ledger found whole: marked open (nothing beside another file)
+                checked.mark_open(self._whole)
         except BaseException as exc:
             self._db.close()
             if isinstance(exc, sqlite3.Error):
