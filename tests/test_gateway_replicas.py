@@ -43,9 +43,11 @@ keyed_upstream = upstream_fixture(dedupe=True, name="keyed")
 class Background:
     """A client call in a thread of its own, whose answer (or error) is kept."""
 
-    def __init__(self, url: str, tool: str, arguments: dict[str, Any], *args: Any) -> None:
+    def __init__(
+        self, url: str, tool: str, arguments: dict[str, Any], *args: Any, **kwargs: Any
+    ) -> None:
         self.outcome: list[Any] = []
-        work = functools.partial(call, url, tool, arguments, *args)
+        work = functools.partial(call, url, tool, arguments, *args, **kwargs)
         self.thread = threading.Thread(target=self._run, args=(work,), daemon=True)
         self.thread.start()
 
@@ -161,7 +163,9 @@ def test_sigterm_lets_the_call_in_progress_finish(tmp_path: Path, upstream: Upst
     config, url = gateway_config(tmp_path, upstream), str(tmp_path / "l.db")
     gateway, pause = paused_gateway(config, url, "after_call@send_email/m-5")
     try:
-        original = Background(gateway.url, "send_email", EMAIL, "ticket-5", "m-5")
+        original = Background(
+            gateway.url, "send_email", EMAIL, "ticket-5", "m-5", listed_first=True
+        )
         pause.wait(HANG)
         gateway.process.send_signal(signal.SIGTERM)
         pause.release()

@@ -198,9 +198,13 @@ async def call(
     url: str, tool: str, arguments: dict[str, Any], run: str | None = None,
     call_id: str | None = None, *, token: str = TOKEN, request_state: str | None = None,
     input_responses: dict[str, Any] | None = None, headers: Mapping[str, str] | None = None,
+    listed_first: bool = False,
 ) -> Any:  # fmt: skip
     """One ``tools/call`` by a fresh MCP client (a new connection, a new request id): the
-    ``CallToolResult`` or the ``InputRequiredResult``."""
+    ``CallToolResult`` or the ``InputRequiredResult``. The client checks a result against
+    the tool's output schema, listing the tools after the answer when it has not yet:
+    ``listed_first`` lists them before the call, so that nothing is asked after it (of a
+    gateway that stops listening once the call is answered)."""
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
@@ -214,6 +218,8 @@ async def call(
     http = create_mcp_http_client(headers=sent)
     try:
         async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            if listed_first:
+                await client.session.list_tools()
             return await client.session.call_tool(
                 tool, arguments, meta=meta or None, request_state=request_state,  # type: ignore[arg-type]
                 input_responses=input_responses, allow_input_required=True,
