@@ -161,12 +161,13 @@ def write_old_pair(store: Store, lease: Lease, step: NewStep, outcome: Outcome) 
     own; PostgreSQL's two functions, nested in one call)."""
     if isinstance(store, SQLiteStore):
         with store._tx(durable=False) as tx:
-            started = clock() - step.elapsed
-            assert insert_recorded(tx, lease, step, outcome, started)
+            finished = clock()
+            started = finished - step.elapsed
+            assert insert_recorded(tx, lease, step, outcome, started, finished)
             entry = intent_json(lease, step, 1, None)
             append(tx, lease.run_id, step.seq, "intent", entry, started)
             data = outcome_json(outcome, 1)
-            append(tx, lease.run_id, step.seq, "outcome", data, clock())
+            append(tx, lease.run_id, step.seq, "outcome", data, finished)
         return
     assert isinstance(store, PostgresStore)
     intent = (

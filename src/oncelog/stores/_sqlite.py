@@ -378,8 +378,9 @@ class SQLiteStore(SQLStore):
             super().record_step(lease, step, previous, outcome)
             return
         with self._tx(durable=False) as tx:
-            started = write.clock() - step.elapsed
-            if not insert_recorded(tx, lease, step, outcome, started):
+            finished = write.clock()
+            started = finished - step.elapsed
+            if not insert_recorded(tx, lease, step, outcome, started, finished):
                 # The lease is lost or half used, or the step is a duplicate: the general
                 # path's fence and insert say which, or extend the lease.
                 self._record(tx, lease, step, None, outcome)

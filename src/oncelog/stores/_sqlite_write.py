@@ -130,7 +130,9 @@ _END_PLAIN = (
 
 
 # A model call or a read, recorded after it ran: its row written once, in its final state
-# (its journal entry one ``recorded`` record), started ``elapsed`` before now.
+# (its journal entry one ``recorded`` record), started ``elapsed`` before it finished. Both
+# times are the process's reading of the store's clock, so that they lie exactly ``elapsed``
+# apart: ``NOW`` read by the statement may be a millisecond later than the reading.
 def _record_step(plain: bool) -> str:
     """Parameters: the row's, its outcome's (``plain``: without error, cost and retry
     time, which are NULL, and the step's own cost), the fence's, the state."""
@@ -139,7 +141,7 @@ def _record_step(plain: bool) -> str:
         "INSERT OR IGNORE INTO steps (run_id, seq, step_id, type, tool, kind, key, "
         "args_hash, args, result, error, attempts, tokens_in, tokens_out, started_at, "
         "finished_at, cost, irreversible, retry_at, state) "
-        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {error}, 1, ?, ?, ?, {NOW}, {cost}, "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {error}, 1, ?, ?, ?, ?, {cost}, "
         f"?, {retry_at}, CASE WHEN {_FENCED} THEN ? END)"
     )
 
@@ -189,10 +191,12 @@ def end_step(tx: Tx, lease: Lease, seq: int, attempt: int, outcome: Outcome) -> 
     return bool(tx.execute(sql, params).rowcount == 1)
 
 
-def insert_recorded(tx: Tx, lease: Lease, step: NewStep, outcome: Outcome, started: float) -> bool:
+def insert_recorded(
+    tx: Tx, lease: Lease, step: NewStep, outcome: Outcome, started: float, finished: float
+) -> bool:
     """Write a new model call's or read's row as it ended (its first attempt), ``started``
-    then, if the lease holds with half of it left: False if not, or if the step is a
-    duplicate (nothing is written)."""
+    and ``finished`` then, if the lease holds with half of it left: False if not, or if the
+    step is a duplicate (nothing is written)."""
     run_id = lease.run_id
     row = (
         run_id, step.seq, step.step_id, step.type.value, step.tool, step.kind, step.key,
@@ -203,12 +207,12 @@ def insert_recorded(tx: Tx, lease: Lease, step: NewStep, outcome: Outcome, start
     params: tuple[object, ...]
     if _plain(outcome):
         sql, params = _RECORD_PLAIN, (
-            *row, outcome.tokens_in, outcome.tokens_out, started, step.cost,
+            *row, outcome.tokens_in, outcome.tokens_out, started, finished, step.cost,
             irreversible, *fence,
         )  # fmt: skip
     else:
         sql, params = _RECORD_STEP, (
             *row, outcome.error_json, outcome.tokens_in, outcome.tokens_out, started,
-            outcome.cost, step.cost, irreversible, outcome.retry_at, *fence,
+            finished, outcome.cost, step.cost, irreversible, outcome.retry_at, *fence,
         )  # fmt: skip
     return bool(tx.execute(sql, params).rowcount == 1)
