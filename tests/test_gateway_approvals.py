@@ -1,7 +1,8 @@
 """Approvals through ``oncelog gateway``: a call that needs a person answers with the
 specification's ``input_required`` result, a URL-mode elicitation of the console's signed
 decision page and a ``requestState`` bound to the call. An in-band "accept" from the
-client counts for nothing; a forged or replayed ``requestState`` performs nothing; a
+client counts for nothing; a forged or replayed ``requestState`` performs nothing (a replay
+is refused: a state is good once); a
 decision made with the CLI or through the link moves the call on, performed once at the
 upstream process."""
 
@@ -58,6 +59,7 @@ def test_a_destructive_call_waits_for_a_person_by_url_and_runs_once_approved(
     tmp_path: Path, upstream: Upstream, gateway: Process
 ) -> None:
     import mcp.types as types
+    from mcp import MCPError
 
     url, state = waiting(sync_call(gateway.url, "delete_account", DELETE, "ticket-1", "d-1"))
     assert url.startswith("http://console.test/link/")
@@ -73,10 +75,11 @@ def test_a_destructive_call_waits_for_a_person_by_url_and_runs_once_approved(
     assert isinstance(done, types.CallToolResult)
     assert not done.is_error, text_of(done)
     assert upstream.performed("delete_account") == 1
-    # The same state presented again: the recorded result, never a second performance.
-    replayed = sync_call(gateway.url, "delete_account", DELETE, "ticket-1", "d-1",
-                         request_state=state)  # fmt: skip
-    assert replayed.content == done.content
+    # The same state presented again: refused, good once; the result is read without it.
+    with pytest.raises(MCPError, match="requestState already used"):
+        sync_call(gateway.url, "delete_account", DELETE, "ticket-1", "d-1", request_state=state)
+    read = sync_call(gateway.url, "delete_account", DELETE, "ticket-1", "d-1")
+    assert read.content == done.content
     assert upstream.performed("delete_account") == 1
 
 

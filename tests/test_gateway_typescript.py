@@ -305,9 +305,9 @@ def test_a_replayed_request_state_performs_nothing_more_and_is_refused_for_anoth
     ts_call: Callable[..., NodeClient],
 ) -> None:
     """The SDK's manual path: the input_required result, a person's approval, the retry
-    with its requestState. The same state sent again gets that call's recorded answer (no
-    second performance); sent with other arguments, in another run or under another call
-    name, it is refused and nothing is performed."""
+    with its requestState. The same state sent again is refused (good once), and the call
+    without it reads the recorded answer; sent with other arguments, in another run or
+    under another call name, it is refused; nothing is performed a second time."""
     _, url = gateways.start()
     call = {"run": "ticket-7", "callId": "call_g"}
     arguments = {"customer": "cus_9"}
@@ -322,7 +322,10 @@ def test_a_replayed_request_state_performs_nothing_more_and_is_refused_for_anoth
     assert done["event"] == "result", done
     assert not done["result"].get("isError"), done
     replayed = outcome(ts_call([url], "delete_account", arguments, **retry, **call).finish())
-    assert text_of(replayed["result"]) == text_of(done["result"])
+    assert replayed["event"] == "error", replayed
+    assert "requestState already used" in json.dumps(replayed), replayed
+    read = outcome(ts_call([url], "delete_account", arguments, **call).finish())
+    assert text_of(read["result"]) == text_of(done["result"])
     assert upstream.performed("delete_account") == 1
     elsewhere = [
         ({"customer": "cus_10"}, call),

@@ -9,8 +9,9 @@ client cannot read anything into it that the gateway would trust: a state for an
 call, request, client or arguments, altered, or expired is refused, and nothing is
 recorded or sent upstream. It carries no decision: whether the call may run is the
 ledger's journalled approval for that request and arguments hash, used once by the
-effect it admits, so a state presented again after its call ran gets that call's
-recorded result, never a second performance.
+effect it admits. A state is good once: presented again after its call ran, it is
+refused (the gateway looks in the ledger, which every replica shares), and the call's
+recorded result is read by calling again without it.
 """
 
 from __future__ import annotations

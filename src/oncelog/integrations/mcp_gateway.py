@@ -146,6 +146,16 @@ class Gateway:
                 self.seal.check(params.request_state, self._claims(caller, asked))
             except StateRefused as exc:
                 raise MCPError(INVALID_PARAMS, f"oncelog: {exc}") from None
+            # Good once: a state is spent once the call it was made for has run (whoever
+            # ran it), so a replay is refused rather than answered; the recorded result
+            # stays one plain call away.
+            spent, _ = await self.answered(asked)
+            if spent:
+                raise MCPError(
+                    INVALID_PARAMS,
+                    "oncelog: requestState already used: the call it was made for has run. "
+                    "Call again without requestState to read its recorded result",
+                )
         # params.input_responses are never read: an in-band answer is the client's word.
         lock = self.locks[asked.run_id]
         try:
