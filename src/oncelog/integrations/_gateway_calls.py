@@ -167,7 +167,14 @@ def _performer(tool: str, forward: Forward) -> Callable[..., Any]:
 
 
 def _arguments(args_json: str) -> Any:
-    """A gateway step's arguments as recorded: its one positional argument."""
+    """A gateway step's arguments as recorded: its one positional argument, or, where a
+    person approved edited arguments (``approve --args``), its ``arguments`` by name."""
     decoded = json.loads(args_json)
-    positional = decoded.get("args") if isinstance(decoded, dict) else None
-    return positional[0] if isinstance(positional, list) and len(positional) == 1 else decoded
+    if not isinstance(decoded, dict):
+        return decoded
+    positional, named = decoded.get("args"), decoded.get("kwargs")
+    if isinstance(positional, list) and len(positional) == 1:
+        return positional[0]
+    if positional == [] and isinstance(named, dict) and set(named) == {"arguments"}:
+        return named["arguments"]
+    return decoded
