@@ -40,7 +40,7 @@ from oncelog import (
 )
 
 from ._common import Policy
-from ._mcp_subjects import declared_types, typed
+from ._mcp_subjects import as_declared
 from ._proxy_runs import SessionEnded
 
 Forward = Callable[[str, Any, str], Any]  # (tool, arguments, key) -> the upstream's result
@@ -63,12 +63,7 @@ class Asked:
 def digest_of(arguments: Mapping[str, Any], schema: Mapping[str, Any] | None) -> str:
     """The arguments' SHA-256, over their canonical JSON with each field an input schema
     declares a number as its one spelling (``42.0`` for an integer is ``42``)."""
-    made = {}
-    for name, value in arguments.items():
-        try:
-            made[name] = typed("", name, value, declared_types(schema, name))
-        except Exception:  # a value its schema refuses: hashed as it came
-            made[name] = value
+    made = as_declared(arguments, schema)
     return hashlib.sha256(canonical_json(made, what="arguments").encode()).hexdigest()
 
 
