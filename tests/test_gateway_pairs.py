@@ -193,8 +193,10 @@ def test_an_approval_with_edited_arguments_performs_the_edited_call_once(
         # What the person copies and edits: the call's arguments under "arguments".
         assert '{"arguments": {"customer": "cus_1"}}' in oncelog_cli(url, "approvals")
         edited = '{"arguments": {"customer": "cus_2"}}'
-        oncelog_cli(url, "approve", "ticket-1", "delete_account/d-1", "--by", "ana",
-                    "--args", edited)  # fmt: skip
+        approved = oncelog_cli(url, "approve", "ticket-1", "delete_account/d-1", "--by", "ana",
+                               "--args", edited)  # fmt: skip
+        # The way on named for the person is the gateway's, not the stdio proxy's.
+        assert "through the gateway (oncelog gateway) in run ticket-1" in approved, approved
         done = sync_call(gw.url, "delete_account", asked, "ticket-1", "d-1", request_state=state)
         assert not done.is_error, text_of(done)
         again = sync_call(gw.url, "delete_account", asked, "ticket-1", "d-1", request_state=state)

@@ -105,7 +105,7 @@ def perform(
         return result
     deadline = time.monotonic() + wait
     while True:
-        context = ledger.run(asked.run_id, agent=agent, origin="mcp")
+        context = ledger.run(asked.run_id, agent=agent, origin="gateway")
         try:
             run = context.__enter__()
         except RunLeased:
