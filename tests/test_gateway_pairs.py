@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
@@ -27,6 +28,7 @@ from .support.operator_commands import oncelog_cli
 from .test_gateway_approvals import waiting
 from .test_gateway_replicas import HANG, Background, paused_gateway
 
+LINK_SECRET = "gateway-test-link-secret-0123456789"  # as start_gateway gives it
 REFUND = {"order_id": 42, "amount": 5}
 EMAIL = {"to": "a@example.com", "body": "hi"}
 SUBJECTS: dict[str, Any] = {
@@ -208,3 +210,29 @@ def test_an_approval_with_edited_arguments_performs_the_edited_call_once(
     assert [e["arguments"] for e in upstream.received("delete_account")] == [{"customer": "cus_2"}]
     assert upstream.performed("delete_account") == 1
     assert upstream.performed("send_email") == 2
+
+
+def test_an_edit_through_the_signed_link_performs_the_edited_call_once(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    """The console's link page decides as ``approve --args`` does: its edit binds the
+    request the link names, and the call sent again with its requestState runs the
+    edited call once."""
+    config, url = gateway_config(tmp_path, upstream), str(tmp_path / "l.db")
+    asked = {"customer": "cus_1"}
+    with running_gateway(config, url) as gw:
+        page, state = waiting(sync_call(gw.url, "delete_account", asked, "ticket-1", "d-1"))
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("ONCELOG_LINK_SECRET", LINK_SECRET)
+            with oncelog.open(url) as ledger:
+                link = ledger.check_link(unquote(page.rsplit("/link/", 1)[1]))
+                ledger.approve(link.run_id, link.step_id, by="ana", request=link.number,
+                               args_hash=link.args_hash, link=link.nonce,
+                               args={"arguments": {"customer": "cus_2"}})  # fmt: skip
+        for _ in range(2):
+            done = sync_call(gw.url, "delete_account", asked, "ticket-1", "d-1",
+                             request_state=state)  # fmt: skip
+            assert not done.is_error, text_of(done)
+        assert not sync_call(gw.url, "send_email", EMAIL, "ticket-1").is_error
+    assert [e["arguments"] for e in upstream.received("delete_account")] == [{"customer": "cus_2"}]
+    assert upstream.performed() == 2
