@@ -166,6 +166,8 @@ RESENT = {
     "langgraph:ticket-9": "invoke the LangGraph graph again on thread ticket-9: graph.invoke("
     "None, {'configurable': {'thread_id': 'ticket-9'}})",
     "mcp": "the MCP client calls its tool again through the proxy",
+    "gateway": "the MCP client calls its tool again through the gateway (oncelog gateway) in "
+    "run task-7f3a, with the same call id",
 }
 
 

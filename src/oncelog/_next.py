@@ -152,6 +152,12 @@ def _resent(run: RunRecord, started_by: str | None) -> str:
             f"the MCP client calls its tool again through the proxy (oncelog mcp-proxy), in "
             f"a session of run id {q}; recorded calls replay"
         )
+    if kind == "gateway":
+        return (
+            f"the MCP client calls its tool again through the gateway (oncelog gateway) in "
+            f"run {q}, with the same call id (or, unnamed, the same arguments); recorded "
+            "calls are answered from the ledger"
+        )
     return (
         f"restart its agent with run id {q}; recorded steps replay and it goes on from "
         "where it stopped"

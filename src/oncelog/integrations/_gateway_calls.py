@@ -40,7 +40,7 @@ from oncelog import (
 )
 
 from ._common import Policy
-from ._mcp_subjects import declared_types, typed
+from ._mcp_subjects import as_declared
 from ._proxy_runs import SessionEnded
 
 Forward = Callable[[str, Any, str], Any]  # (tool, arguments, key) -> the upstream's result
@@ -63,12 +63,7 @@ class Asked:
 def digest_of(arguments: Mapping[str, Any], schema: Mapping[str, Any] | None) -> str:
     """The arguments' SHA-256, over their canonical JSON with each field an input schema
     declares a number as its one spelling (``42.0`` for an integer is ``42``)."""
-    made = {}
-    for name, value in arguments.items():
-        try:
-            made[name] = typed("", name, value, declared_types(schema, name))
-        except Exception:  # a value its schema refuses: hashed as it came
-            made[name] = value
+    made = as_declared(arguments, schema)
     return hashlib.sha256(canonical_json(made, what="arguments").encode()).hexdigest()
 
 
@@ -110,7 +105,7 @@ def perform(
         return result
     deadline = time.monotonic() + wait
     while True:
-        context = ledger.run(asked.run_id, agent=agent, origin="mcp")
+        context = ledger.run(asked.run_id, agent=agent, origin="gateway")
         try:
             run = context.__enter__()
         except RunLeased:
@@ -167,7 +162,14 @@ def _performer(tool: str, forward: Forward) -> Callable[..., Any]:
 
 
 def _arguments(args_json: str) -> Any:
-    """A gateway step's arguments as recorded: its one positional argument."""
+    """A gateway step's arguments as recorded: its one positional argument, or, where a
+    person approved edited arguments (``approve --args``), its ``arguments`` by name."""
     decoded = json.loads(args_json)
-    positional = decoded.get("args") if isinstance(decoded, dict) else None
-    return positional[0] if isinstance(positional, list) and len(positional) == 1 else decoded
+    if not isinstance(decoded, dict):
+        return decoded
+    positional, named = decoded.get("args"), decoded.get("kwargs")
+    if isinstance(positional, list) and len(positional) == 1:
+        return positional[0]
+    if positional == [] and isinstance(named, dict) and set(named) == {"arguments"}:
+        return named["arguments"]
+    return decoded

@@ -50,6 +50,19 @@ def declared_types(schema: Mapping[str, Any] | None, field: str) -> tuple[str, .
     return tuple(dict.fromkeys(found))
 
 
+def as_declared(arguments: Mapping[str, Any], schema: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The arguments with each field as the input schema's types make it (``42.0`` for an
+    integer is ``42``), so that one call is one call however its numbers are spelt; a
+    value its schema refuses stays as it came (a subject's field is refused later)."""
+    made = {}
+    for name, value in arguments.items():
+        try:
+            made[name] = typed("", name, value, declared_types(schema, name))
+        except ConfigurationError:
+            made[name] = value
+    return made
+
+
 def typed(tool: str, field: str, value: Any, types: tuple[str, ...]) -> Any:
     """``value`` as the declared ``types`` make it one subject; ``ConfigurationError``
     when it fits none of them."""

@@ -55,6 +55,7 @@ from ._gateway_http import CALLER, Caller, Guard
 from ._gateway_state import StateRefused, StateSeal
 from ._mcp_config import check_subject, typed_subject
 from ._mcp_kinds import Choice
+from ._mcp_subjects import as_declared
 
 try:
     import anyio
@@ -196,7 +197,9 @@ class Gateway:
         policy = None if listed is None else self.chosen[params.name].policy
         if listed is None or policy is None or not caller.client.may_call(params.name):
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
-        arguments = dict(params.arguments or {})
+        # Recorded and sent as the schema types them: 42.0 in one run and 42 in another
+        # are one subject's one call, not a drift that stops the second run.
+        arguments = as_declared(params.arguments or {}, listed[1].input_schema)
         meta: dict[str, Any] = dict(params.meta or {})
         unknown = sorted(k for k in meta if k.startswith(_OURS) and k not in (RUN_META, CALL_META))
         if unknown:
