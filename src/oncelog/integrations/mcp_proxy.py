@@ -68,6 +68,7 @@ from ._mcp_config import (
     unknown_settings,
 )
 from ._mcp_kinds import Choice
+from ._mcp_subjects import as_declared
 
 try:
     import anyio.to_thread
@@ -167,6 +168,7 @@ class _Proxy:
         # Chosen once, from the tools listed at the start: a trusted server's annotations
         # cannot change a tool's kind in the middle of a session.
         self.chosen: dict[str, Choice] = {}
+        self.schemas: dict[str, dict[str, Any]] = {}  # each listed tool's input schema
 
     async def learn_tools(self) -> None:
         """Choose each tool's policy, and tell the ledger what each offered tool's result
@@ -176,6 +178,7 @@ class _Proxy:
             choice = self.config.choose(tool.name, tool.annotations)
             check_subject(tool, choice.policy)
             choice = self.chosen[tool.name] = typed_subject(tool, choice)
+            self.schemas[tool.name] = tool.input_schema
             if choice.policy is None:
                 continue
             if choice.annotated is not None:
@@ -214,7 +217,9 @@ class _Proxy:
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        arguments = params.arguments or {}
+        # Recorded and sent as the schema types them, as the gateway does: 42.0 in one run
+        # and 42 in another are one subject's one call, not a drift that stops the second.
+        arguments = as_declared(params.arguments or {}, self.schemas.get(params.name))
         meta: dict[str, Any] = dict(params.meta or {})
         unknown = sorted(k for k in meta if k.startswith(_OURS) and k != RUN_META)
         if unknown:
