@@ -51,7 +51,7 @@ import dataclasses
 import json
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from typing import Any
 
 from oncelog import (
@@ -83,6 +83,7 @@ from ._common import missing_extra as _missing
 try:
     from google.adk.agents import BaseAgent, LlmAgent
     from google.adk.agents.callback_context import CallbackContext
+    from google.adk.agents.invocation_context import InvocationContext
     from google.adk.agents.run_config import RunConfig
     from google.adk.events.event import Event
     from google.adk.models.base_llm import BaseLlm
@@ -179,6 +180,7 @@ class Guard(BasePlugin):
         self.policies = policies(kinds)
         self.repeatable = repeatable_names(repeatable, kinds)
         self.agent = agent
+        self._stopped: set[str] = set()  # invocations a stop ended at a tool, while they run
 
     # -- invocations ---------------------------------------------------------------------
 
@@ -230,6 +232,8 @@ class Guard(BasePlugin):
                 if isinstance(wrapped.__cause__, OnceLogError):
                     raise wrapped.__cause__ from None
                 raise
+            finally:
+                self._stopped.discard(invocation)
 
     async def _catch_up(self, run: AsyncRun, session: Session, invocation: str) -> None:
         """Take the positions of what the session says this invocation did already: ADK
@@ -256,7 +260,11 @@ class Guard(BasePlugin):
                 if name not in self.policies or _placeholder(said):
                     continue
                 effect = self.policies[name].tool(name, _recorded(said))
-                await run.effect(next_step_id(run, name), effect, calls.get(str(response.id), {}))
+                # A refusal or a denial recorded so: the session holds what the model was
+                # told of it, and the step keeps its position.
+                with suppress(EffectRefused, ApprovalDenied):
+                    step = next_step_id(run, name)
+                    await run.effect(step, effect, calls.get(str(response.id), {}))
 
     def _invocation(
         self,
@@ -321,6 +329,17 @@ class Guard(BasePlugin):
         _current("Google ADK model")  # refused before a token is spent
         return None
 
+    async def on_event_callback(
+        self, *, invocation_context: InvocationContext, event: Event
+    ) -> Event | None:
+        if event.error_code and invocation_context.invocation_id in self._stopped:
+            # ADK's error for a stop at a tool, not kept in the session: its Resume would
+            # take it for the invocation's final answer and drop the call the stop held
+            # back (once resolved, its subject freed, a halt cleared). Unkept, the session
+            # reads as after a kill, and the start after the stop replays to that step.
+            return event.model_copy(update={"partial": True})
+        return None
+
     async def before_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
@@ -364,6 +383,7 @@ class Guard(BasePlugin):
         except EffectRefused as refused:
             return {"error": refused.message}
         except OnceLogError:
+            self._stopped.add(tool_context.invocation_id)
             raise  # a stop: ADK's tool error handling never sees it
         except Exception as exc:  # an idempotent kind's error, recorded not done
             return {"error": f"{type(exc).__name__}: {exc}"}
