@@ -40,7 +40,9 @@ A stop (an effect in doubt, a halt, a denial of budget) is raised from the plugi
 callback, which ADK runs outside its tool error handling: ``on_tool_error_callback``
 plugins (``ReflectAndRetryToolPlugin``) never see it, so the model is not asked to call
 the tool again; and it sticks: any later step of the run raises it again, and the run ends
-halted (``oncelog.run_main`` exits 3). A provider's definite refusal (the policy's
+halted (``oncelog.run_main`` exits 3). The error ADK records for it is kept out of the
+session, whose Resume would take it for the invocation's final answer: the start after
+the stop replays to its step, as after a kill. A provider's definite refusal (the policy's
 ``refusals``) and an error of an idempotent kind go back to the model as ``{"error": ...}``.
 """
 
