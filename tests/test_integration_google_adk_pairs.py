@@ -170,20 +170,26 @@ def test_a_halt_while_adk_hands_the_declined_refund_to_the_model_stops_the_retry
     step, and refunds once."""
     require_framework("google.adk", "google-adk")
     plain, guarded = tmp_path / "plain", tmp_path / "guarded"
-    done = refund(plain, provider, "s", "42", "--fault", "declined")
+    done = refund(plain, provider, "s", "42", "--fault", "declined", "--retry-plugin")
     assert done.returncode == 0, done
     assert len(refunds(provider)) == 2
 
-    stopped = refund(guarded, provider, "s", "42", "--guarded", "--fault", "declined")
+    stopped = refund(
+        guarded, provider, "s", "42", "--guarded", "--fault", "declined", "--retry-plugin"
+    )
     assert stopped.returncode == 3, stopped
     assert "RunHalted" in stopped.stderr
-    again = refund(guarded, provider, "s", "42", "--guarded", "--fault", "declined")
+    again = refund(
+        guarded, provider, "s", "42", "--guarded", "--fault", "declined", "--retry-plugin"
+    )
     assert again.returncode == 3, again
     assert len(refunds(provider)) == 3
     assert model_calls(guarded) == 1  # nothing asked past the halt, nothing called
     with oncelog.open(str(guarded / "ledger.db")) as ledger:
         ledger.clear_halt(by="oncall")
-    cleared = refund(guarded, provider, "s", "42", "--guarded", "--fault", "declined")
+    cleared = refund(
+        guarded, provider, "s", "42", "--guarded", "--fault", "declined", "--retry-plugin"
+    )
     assert cleared.returncode == 0, cleared
     assert "refunded order 42: fx_" in cleared.last_line
     assert len(refunds(provider)) == 4
@@ -194,6 +200,35 @@ def test_a_halt_while_adk_hands_the_declined_refund_to_the_model_stops_the_retry
         ("model#1", "done"), ("refund#1", "failed"), ("model#2", "done"), ("refund#2", "done"),
         ("model#3", "done"),
     ]  # fmt: skip
+
+
+def test_adks_node_retry_after_a_refund_in_doubt_calls_nothing_again(
+    tmp_path: Path, provider: Provider
+) -> None:
+    """The agent declares ADK's own retry of a failed agent
+    (``LlmAgent(retry_config=RetryConfig(max_attempts=3))``); the tool raises after the
+    provider refunded, and the refund is in doubt (no probe). The stop sticks through
+    each retry: met again before any step, nothing called, the model asked once, exit 3.
+    A person records what the provider did; the restarted invocation replays to the step
+    and answers with that receipt (it used to take another path than the recorded run:
+    ADK's Resume had ended the invocation on the error it kept): one refund."""
+    require_framework("google.adk", "google-adk")
+    options = ["--guarded", "--fault", "raises", "--node-retries", "2"]
+    stopped = refund(tmp_path, provider, "s", "42", *options)
+    assert stopped.returncode == 3, stopped
+    assert "AmbiguousOutcome: payment effect 'refund#1' raised ConnectionError" in stopped.stderr
+    assert len(refunds(provider)) == 1
+    assert model_calls(tmp_path) == 1
+    [made] = provider.effects("refunds")
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        [run] = ledger.runs()
+        assert [s.step_id for s in ledger.steps(run.run_id)] == ["model#1", "refund#1"]
+        paid = {"receipt": f"fx_{made.response['effect_id']}"}
+        ledger.resolve(run.run_id, "refund#1", "done", result=paid, by="ops")
+    resumed = refund(tmp_path, provider, "s", "42", *options)
+    assert resumed.returncode == 0, resumed
+    assert resumed.last_line == f'"refunded order 42: {paid["receipt"]}"'
+    assert len(refunds(provider)) == 1
 
 
 def test_an_agents_budget_covers_its_sessions(tmp_path: Path, provider: Provider) -> None:

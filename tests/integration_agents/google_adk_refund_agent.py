@@ -5,16 +5,18 @@ declarations a refund tool meets: a subject, a period, a probe, an agent's scope
     python -m tests.integration_agents.google_adk_refund_agent --ledger L --provider URL
         --sessions S --model-calls M --session ID --flags DIR --order JSON [--guarded]
         [--subject] [--once-for SECONDS] [--probe] [--agent NAME]
-        [--fault none|kill|declined]
+        [--retry-plugin] [--node-retries N] [--fault none|kill|raises|declined]
 
 The model asks for ``refund(order=ORDER, cents=500)`` until the turn's conversation holds
 a receipt, then answers with it; an error makes it ask again, as a model would. The
 provider counts every request as a refund (it ignores keys). ``--fault`` happens once (a
 file in ``--flags`` remembers it): ``kill``, the provider SIGKILLs this process after
-refunding, before answering; ``declined``, the provider answers and the tool raises the
-policy's refusal (``CardDeclined``) after the on-call person turned the kill switch on.
-ADK's ``ReflectAndRetryToolPlugin`` hands a tool's error to the model, which asks for the
-refund again.
+refunding, before answering; ``raises``, the tool raises after the provider refunded;
+``declined``, the provider answers and the tool raises the policy's refusal
+(``CardDeclined``) after the on-call person turned the kill switch on. ``--retry-plugin``
+adds ADK's ``ReflectAndRetryToolPlugin``, which hands a tool's error to the model, which
+asks for the refund again; ``--node-retries`` declares ADK's retry of the agent after an
+error (``retry_config``).
 
 Each start sends the request as the session's next message; guarded, the guard resumes
 the session's unfinished invocation of it (ADK's Resume) or starts a new turn. Prints the
@@ -46,6 +48,7 @@ from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.plugins.reflect_retry_tool_plugin import ReflectAndRetryToolPlugin
 from google.adk.runners import Runner
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
+from google.adk.workflow import RetryConfig
 from google.genai import types
 
 import oncelog
@@ -125,6 +128,8 @@ def main() -> None:
         kill = args.fault == "kill" and _first(flags / "killed")
         payload = {"order": order, "cents": cents, "session": args.session}
         receipt = post(payload, key, kill=kill)
+        if args.fault == "raises" and _first(flags / "raised"):
+            raise ConnectionError("the connection was reset after the request was sent")
         if args.fault == "declined" and _first(flags / "declined"):
             ledger.halt("refunds misbehave", by="oncall")  # meanwhile, on call
             raise CardDeclined("the card was declined")
@@ -144,8 +149,12 @@ def main() -> None:
         once_for=None if args.once_for is None else timedelta(seconds=args.once_for),
     )  # fmt: skip
     model = ScriptedLlm(calls_file=args.model_calls, order=json.loads(args.order))
-    agent = LlmAgent(name="clerk", model=model, tools=[refund])
-    plugins: list[BasePlugin] = [ReflectAndRetryToolPlugin()]
+    retry = RetryConfig(max_attempts=args.node_retries + 1, initial_delay=0.0, jitter=0.0)
+    agent = LlmAgent(
+        name="clerk", model=model, tools=[refund],
+        retry_config=retry if args.node_retries else None,
+    )  # fmt: skip
+    plugins: list[BasePlugin] = [ReflectAndRetryToolPlugin()] if args.retry_plugin else []
     guard = oncelog_adk.Guard(ledger, kinds={"refund": policy}, agent=args.agent)
     if args.guarded:
         plugins.append(guard)
@@ -194,7 +203,9 @@ def parser() -> argparse.ArgumentParser:
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--once-for", type=float, default=None)
     parser.add_argument("--agent", default=None)
-    parser.add_argument("--fault", choices=["none", "kill", "declined"], default="none")
+    parser.add_argument("--retry-plugin", action="store_true")
+    parser.add_argument("--node-retries", type=int, default=0)
+    parser.add_argument("--fault", choices=["none", "kill", "raises", "declined"], default="none")
     return parser
 
 

@@ -40,9 +40,10 @@ A stop (an effect in doubt, a halt, a denial of budget) is raised from the plugi
 callback, which ADK runs outside its tool error handling: ``on_tool_error_callback``
 plugins (``ReflectAndRetryToolPlugin``) never see it, so the model is not asked to call
 the tool again; and it sticks: any later step of the run raises it again, and the run ends
-halted (``oncelog.run_main`` exits 3). The error ADK records for it is kept out of the
-session, whose Resume would take it for the invocation's final answer: the start after
-the stop replays to its step, as after a kill. A provider's definite refusal (the policy's
+halted (``oncelog.run_main`` exits 3); ADK's retry of a failed agent (``retry_config``)
+meets it again before any step. The error ADK records for it is kept out of the session,
+whose Resume would take it for the invocation's final answer: the start after the stop
+replays to its step, as after a kill. A provider's definite refusal (the policy's
 ``refusals``) and an error of an idempotent kind go back to the model as ``{"error": ...}``.
 """
 
@@ -182,7 +183,9 @@ class Guard(BasePlugin):
         self.policies = policies(kinds)
         self.repeatable = repeatable_names(repeatable, kinds)
         self.agent = agent
-        self._stopped: set[str] = set()  # invocations a stop ended at a tool, while they run
+        # By invocation, while it runs: the stop a tool call met. It sticks: ADK's retry of
+        # a failed agent (``retry_config``) meets it again before any step is taken.
+        self._stopped: dict[str, OnceLogError] = {}
 
     # -- invocations ---------------------------------------------------------------------
 
@@ -235,7 +238,7 @@ class Guard(BasePlugin):
                     raise wrapped.__cause__ from None
                 raise
             finally:
-                self._stopped.discard(invocation)
+                self._stopped.pop(invocation, None)
 
     async def _catch_up(self, run: AsyncRun, session: Session, invocation: str) -> None:
         """Take the positions of what the session says this invocation did already: ADK
@@ -329,7 +332,13 @@ class Guard(BasePlugin):
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         _current("Google ADK model")  # refused before a token is spent
+        self._stop_again(callback_context.invocation_id)
         return None
+
+    def _stop_again(self, invocation: str) -> None:
+        stop = self._stopped.get(invocation)
+        if stop is not None:
+            raise stop
 
     async def on_event_callback(
         self, *, invocation_context: InvocationContext, event: Event
@@ -351,6 +360,7 @@ class Guard(BasePlugin):
         if name not in self.policies:
             raise unguarded("Google ADK", name, _FIX % name)
         run = _current("Google ADK tool")
+        self._stop_again(tool_context.invocation_id)
         answered = _answered(tool_context)
         if answered is not None:
             return answered  # ADK runs a call of the invocation again: what it answered
@@ -384,8 +394,8 @@ class Guard(BasePlugin):
             return dict(_REJECTED)
         except EffectRefused as refused:
             return {"error": refused.message}
-        except OnceLogError:
-            self._stopped.add(tool_context.invocation_id)
+        except OnceLogError as stop:
+            self._stopped[tool_context.invocation_id] = stop
             raise  # a stop: ADK's tool error handling never sees it
         except Exception as exc:  # an idempotent kind's error, recorded not done
             return {"error": f"{type(exc).__name__}: {exc}"}
