@@ -40,7 +40,10 @@ A stop (an effect in doubt, a halt, a denial of budget) is raised from the plugi
 callback, which ADK runs outside its tool error handling: ``on_tool_error_callback``
 plugins (``ReflectAndRetryToolPlugin``) never see it, so the model is not asked to call
 the tool again; and it sticks: any later step of the run raises it again, and the run ends
-halted (``oncelog.run_main`` exits 3). A provider's definite refusal (the policy's
+halted (``oncelog.run_main`` exits 3); ADK's retry of a failed agent (``retry_config``)
+meets it again before any step. The error ADK records for it is kept out of the session,
+whose Resume would take it for the invocation's final answer: the start after the stop
+replays to its step, as after a kill. A provider's definite refusal (the policy's
 ``refusals``) and an error of an idempotent kind go back to the model as ``{"error": ...}``.
 """
 
@@ -51,7 +54,7 @@ import dataclasses
 import json
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from typing import Any
 
 from oncelog import (
@@ -83,6 +86,7 @@ from ._common import missing_extra as _missing
 try:
     from google.adk.agents import BaseAgent, LlmAgent
     from google.adk.agents.callback_context import CallbackContext
+    from google.adk.agents.invocation_context import InvocationContext
     from google.adk.agents.run_config import RunConfig
     from google.adk.events.event import Event
     from google.adk.models.base_llm import BaseLlm
@@ -179,6 +183,9 @@ class Guard(BasePlugin):
         self.policies = policies(kinds)
         self.repeatable = repeatable_names(repeatable, kinds)
         self.agent = agent
+        # By invocation, while it runs: the stop a tool call met. It sticks: ADK's retry of
+        # a failed agent (``retry_config``) meets it again before any step is taken.
+        self._stopped: dict[str, OnceLogError] = {}
 
     # -- invocations ---------------------------------------------------------------------
 
@@ -230,6 +237,8 @@ class Guard(BasePlugin):
                 if isinstance(wrapped.__cause__, OnceLogError):
                     raise wrapped.__cause__ from None
                 raise
+            finally:
+                self._stopped.pop(invocation, None)
 
     async def _catch_up(self, run: AsyncRun, session: Session, invocation: str) -> None:
         """Take the positions of what the session says this invocation did already: ADK
@@ -256,7 +265,11 @@ class Guard(BasePlugin):
                 if name not in self.policies or _placeholder(said):
                     continue
                 effect = self.policies[name].tool(name, _recorded(said))
-                await run.effect(next_step_id(run, name), effect, calls.get(str(response.id), {}))
+                # A refusal or a denial recorded so: the session holds what the model was
+                # told of it, and the step keeps its position.
+                with suppress(EffectRefused, ApprovalDenied):
+                    step = next_step_id(run, name)
+                    await run.effect(step, effect, calls.get(str(response.id), {}))
 
     def _invocation(
         self,
@@ -319,6 +332,23 @@ class Guard(BasePlugin):
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         _current("Google ADK model")  # refused before a token is spent
+        self._stop_again(callback_context.invocation_id)
+        return None
+
+    def _stop_again(self, invocation: str) -> None:
+        stop = self._stopped.get(invocation)
+        if stop is not None:
+            raise stop
+
+    async def on_event_callback(
+        self, *, invocation_context: InvocationContext, event: Event
+    ) -> Event | None:
+        if event.error_code and invocation_context.invocation_id in self._stopped:
+            # ADK's error for a stop at a tool, not kept in the session: its Resume would
+            # take it for the invocation's final answer and drop the call the stop held
+            # back (once resolved, its subject freed, a halt cleared). Unkept, the session
+            # reads as after a kill, and the start after the stop replays to that step.
+            return event.model_copy(update={"partial": True})
         return None
 
     async def before_tool_callback(
@@ -330,6 +360,7 @@ class Guard(BasePlugin):
         if name not in self.policies:
             raise unguarded("Google ADK", name, _FIX % name)
         run = _current("Google ADK tool")
+        self._stop_again(tool_context.invocation_id)
         answered = _answered(tool_context)
         if answered is not None:
             return answered  # ADK runs a call of the invocation again: what it answered
@@ -363,7 +394,8 @@ class Guard(BasePlugin):
             return dict(_REJECTED)
         except EffectRefused as refused:
             return {"error": refused.message}
-        except OnceLogError:
+        except OnceLogError as stop:
+            self._stopped[tool_context.invocation_id] = stop
             raise  # a stop: ADK's tool error handling never sees it
         except Exception as exc:  # an idempotent kind's error, recorded not done
             return {"error": f"{type(exc).__name__}: {exc}"}

@@ -347,12 +347,15 @@ class Guard:
     """Runs a Strands agent's turns exactly-once (see the module's doc). ``kinds`` maps
     each tool's name to its kind or ``Policy``; ``repeatable`` names tools safe to run
     again on every replay, unguarded; any other tool is refused
-    (``oncelog.UnguardedTool``) before the model is asked."""
+    (``oncelog.UnguardedTool``) before the model is asked. ``agent`` names the scope of
+    the turns' runs, as ``ledger.run(agent=...)`` does: its kill switch and its daily
+    budget (``ledger.set_agent_budget``) cover every session's turns."""
 
     ledger: Ledger
     kinds: Mapping[str, PolicyLike]
     repeatable: Iterable[str] = ()
     drift: ModelDrift = "error"
+    agent: str | None = None
 
     def __post_init__(self) -> None:
         self.repeatable = repeatable_names(self.repeatable, self.kinds)
@@ -422,7 +425,7 @@ class Guard:
     ) -> Any:
         stopped: WaitingForPerson | None = None
         try:
-            with self.ledger.run(run_id) as run:
+            with self.ledger.run(run_id, agent=self.agent) as run:
                 turn = _turns[id(run)] = _Turn(run, agent, answers)
                 try:
                     result = agent(prompt, **options)
