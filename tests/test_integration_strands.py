@@ -84,6 +84,28 @@ def test_plain_strands_sends_twice_and_the_guarded_agent_once(
     assert model_calls(tmp_path, "guarded") == 2
 
 
+def test_a_turn_whose_model_call_strands_retried_replays_after_a_kill(
+    tmp_path: Path, provider: Provider
+) -> None:
+    """Strands retries a throttled model call (its default): the attempt that raised
+    records nothing and takes no position, so the turn killed after the email replays to
+    the email in doubt, its probe settles it, and the turn ends; before, the retry sat one
+    position on and every restart stopped with ``ReplayDivergence``."""
+    require_framework("strands", "strands")
+    options = ["--fault", "kill", "--throttled", "--guarded", "--probe"]
+    guarded = until_done(tmp_path, provider, "guarded", *options)
+    assert guarded.returncode == 0, guarded
+    assert "emailed ada" in guarded.last_line
+    assert provider.total("guarded") == 1
+    with oncelog.open(str(tmp_path / "guarded" / "ledger.db")) as ledger:
+        steps = ledger.steps("billing/guarded/turn-1")
+    assert [(s.seq, s.step_id, s.state) for s in steps] == [
+        (0, "model#1", StepState.DONE), (1, "send_email#1", StepState.DONE),
+        (2, "model#2", StepState.DONE),
+    ]  # fmt: skip
+    assert model_calls(tmp_path, "guarded") == 2  # the throttled attempt answered nothing
+
+
 def test_a_stop_sticks_through_strands_error_handling(tmp_path: Path, provider: Provider) -> None:
     """No probe: the email whose tool raised after sending is in doubt. Strands catches the
     stop and would hand it to the model, which would ask for the email again; the guard

@@ -3,7 +3,7 @@ guarded by oncelog, with a scripted model (no network).
 
     python -m tests.integration_agents.strands_agent --ledger L --provider URL
         --model-calls M --session S --flags DIR [--guarded] [--probe]
-        [--confirm none|policy|hook] [--fault none|kill|tool-raises]
+        [--confirm none|policy|hook] [--fault none|kill|tool-raises] [--throttled]
 
 ``--fault`` is what goes wrong, once (a file in ``--flags`` remembers it happened):
 ``kill`` (the provider SIGKILLs this process after sending the email, before answering),
@@ -12,7 +12,8 @@ to the model, which asks for the email again). ``--confirm`` asks a person befor
 the Strands way, with an interrupt: ``hook``, the agent's own ``BeforeToolCallEvent`` hook
 raises it; ``policy``, guarded, the tool's policy asks for an oncelog approval and the
 guard raises it (plain, the hook does). Either way this script answers yes, as a person at
-a UI would, and invokes the agent again with the answer.
+a UI would, and invokes the agent again with the answer. ``--throttled``: the model's first
+call ever raises Strands' ``ModelThrottledException``, which Strands retries (at once here).
 Prints the agent's last message as JSON on the last line.
 """
 
@@ -29,10 +30,11 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
-from strands import Agent, tool
+from strands import Agent, ModelRetryStrategy, tool
 from strands.hooks import BeforeToolCallEvent, HookProvider, HookRegistry
 from strands.models.model import Model
 from strands.types.content import Messages
+from strands.types.exceptions import ModelThrottledException
 from strands.types.streaming import StreamEvent
 from strands.types.tools import AgentTool, ToolContext, ToolSpec
 
@@ -49,8 +51,9 @@ class ScriptedModel(Model):
     """Answers as a real model would: asks for the email until a tool result holds its
     receipt, then answers. Its tool use ids are new at every call, as a model's."""
 
-    def __init__(self, calls_file: str) -> None:
+    def __init__(self, calls_file: str, throttled: Path | None = None) -> None:
         self.calls_file = calls_file
+        self.throttled = throttled  # a flag file: the first call is throttled, once
 
     def update_config(self, **model_config: Any) -> None:
         pass
@@ -68,6 +71,8 @@ class ScriptedModel(Model):
         system_prompt: str | None = None,
         **kwargs: Any,
     ) -> AsyncGenerator[StreamEvent, None]:
+        if self.throttled is not None and _first(self.throttled):
+            raise ModelThrottledException("slow down")
         count_model_call(self.calls_file)
         for event in answer(messages):
             yield event
@@ -158,9 +163,11 @@ def main() -> None:
 
     own_hook = args.confirm == "hook" or (args.confirm == "policy" and not args.guarded)
     hooks: list[Any] = [Confirm()] if own_hook else []
+    throttled = flags / "throttled" if args.throttled else None
     agent = Agent(
-        model=ScriptedModel(args.model_calls), tools=[send_email], hooks=hooks,
+        model=ScriptedModel(args.model_calls, throttled), tools=[send_email], hooks=hooks,
         agent_id="billing", callback_handler=None,
+        retry_strategy=ModelRetryStrategy(initial_delay=0),
     )  # fmt: skip
     ledger = oncelog.open(args.ledger)
     approval = True if args.confirm == "policy" else None
@@ -197,7 +204,7 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
     for name in ("--ledger", "--provider", "--model-calls", "--session", "--flags"):
         parser.add_argument(name, required=True)
-    for flag in ("--guarded", "--probe"):
+    for flag in ("--guarded", "--probe", "--throttled"):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--confirm", choices=["none", "policy", "hook"], default="none")
     parser.add_argument("--fault", choices=["none", "kill", "tool-raises"], default="none")

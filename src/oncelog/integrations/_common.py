@@ -23,6 +23,7 @@ from oncelog import (
     NoActiveRun,
     Probe,
     Run,
+    RunStopped,
     Tool,
     UnguardedTool,
     UsageError,
@@ -195,6 +196,22 @@ def next_step_id(run: Run | AsyncRun, name: str) -> str:
     counts = _counts.setdefault(run, Counter())
     counts[name] += 1
     return f"{name}#{counts[name]}"
+
+
+@contextmanager
+def model_step(run: Run | AsyncRun, name: str) -> Iterator[str]:
+    """``next_step_id`` for a model call, given back if the call raises anything but a
+    stop: the run gave its position back too (a model call that raised records nothing),
+    so the framework's retry is this step, at this position, as it is on a replay where
+    the call does not fail (``ReplayCursor.give_back``)."""
+    step = next_step_id(run, name)
+    try:
+        yield step
+    except RunStopped:
+        raise
+    except Exception:
+        _counts[run][name] -= 1
+        raise
 
 
 def sync_run(framework: str) -> Run:

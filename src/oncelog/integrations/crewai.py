@@ -45,6 +45,7 @@ from ._common import (
     keyed,
     mark,
     marked,
+    model_step,
     next_step_id,
     policies,
     policy_for,
@@ -105,8 +106,8 @@ class RecordedLLM(BaseLLM):
             )
             return {"answer": _jsonable(answer), "asked": asked}
 
-        step = next_step_id(run, self.step_name)
-        recorded = run.llm(step, ask, name="crewai_model", input_digest=asked)
+        with model_step(run, self.step_name) as step:
+            recorded = run.llm(step, ask, name="crewai_model", input_digest=asked)
         if recorded["asked"] != asked and self.divergence == "stop":
             raise ReplayDivergence(
                 f"model call {step!r} was recorded for other messages: the crew asked "

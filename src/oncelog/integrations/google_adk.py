@@ -76,6 +76,7 @@ from ._common import (
     digest,
     keyed,
     model_drift,
+    model_step,
     next_step_id,
     policies,
     repeatable_names,
@@ -147,11 +148,11 @@ class RecordedLlm(BaseLlm):
                 raise UsageError(f"model {self.llm.model!r} gave no answer")
             return _recorded_answer(last)
 
-        step = next_step_id(run, self.step_name)
-        recorded = await run.llm(
-            step, call, name="google_adk_model", input_digest=asked,
-            drift=model_drift(self.drift),
-        )  # fmt: skip
+        with model_step(run, self.step_name) as step:
+            recorded = await run.llm(
+                step, call, name="google_adk_model", input_digest=asked,
+                drift=model_drift(self.drift),
+            )  # fmt: skip
         yield LlmResponse.model_validate(recorded["response"])
 
 

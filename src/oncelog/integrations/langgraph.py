@@ -76,6 +76,7 @@ from ._common import (
     digest,
     keyed,
     model_drift,
+    model_step,
     next_step_id,
     policies,
     policy_for,
@@ -373,9 +374,11 @@ class RecordedModel(Runnable[Any, BaseMessage]):
         def call() -> dict[str, Any]:
             return _response(self.model.invoke(input, config, **kwargs))
 
-        step = next_step_id(run, self.step_name)
         asked = _digest(input)
-        recorded = run.llm(step, call, name="langchain_model", input_digest=asked, drift=self.drift)
+        with model_step(run, self.step_name) as step:
+            recorded = run.llm(
+                step, call, name="langchain_model", input_digest=asked, drift=self.drift
+            )
         return _asked(_message(recorded))
 
     async def ainvoke(
@@ -387,11 +390,11 @@ class RecordedModel(Runnable[Any, BaseMessage]):
         async def call() -> dict[str, Any]:
             return _response(await self.model.ainvoke(input, config, **kwargs))
 
-        step = next_step_id(run, self.step_name)
         asked = _digest(input)
-        recorded = await run.llm(
-            step, call, name="langchain_model", input_digest=asked, drift=self.drift
-        )
+        with model_step(run, self.step_name) as step:
+            recorded = await run.llm(
+                step, call, name="langchain_model", input_digest=asked, drift=self.drift
+            )
         return _asked(_message(recorded))
 
 

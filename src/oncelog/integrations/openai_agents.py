@@ -47,6 +47,7 @@ from ._common import (
     mark,
     marked,
     model_drift,
+    model_step,
     next_step_id,
     parse_arguments,
     policies,
@@ -170,11 +171,11 @@ class RecordedModel(Model):
             )  # fmt: skip
             return _recorded(response)
 
-        step = next_step_id(run, self.step_name)
         asked = digest([system_instructions, input])
-        recorded = await run.llm(
-            step, call, name="agents_model", input_digest=asked, drift=self.drift
-        )
+        with model_step(run, self.step_name) as step:
+            recorded = await run.llm(
+                step, call, name="agents_model", input_digest=asked, drift=self.drift
+            )
         return _response(recorded)
 
     def stream_response(

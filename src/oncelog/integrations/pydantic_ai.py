@@ -40,6 +40,7 @@ from ._common import (
     digest,
     keyed,
     model_drift,
+    model_step,
     next_step_id,
     policies,
     policy_for,
@@ -103,10 +104,10 @@ class RecordedModel(WrapperModel):
                     "usage": usage}  # fmt: skip
 
         asked = _stable(ModelMessagesTypeAdapter.dump_python(messages, mode="json"))
-        step = next_step_id(run, self.step_name)
-        recorded = await run.llm(
-            step, call, name="pydantic_ai_model", input_digest=digest(asked), drift=self.drift
-        )
+        with model_step(run, self.step_name) as step:
+            recorded = await run.llm(
+                step, call, name="pydantic_ai_model", input_digest=digest(asked), drift=self.drift
+            )
         response = ModelMessagesTypeAdapter.validate_python([recorded["response"]])[0]
         assert isinstance(response, ModelResponse)
         return response

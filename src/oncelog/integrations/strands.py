@@ -58,6 +58,7 @@ from oncelog import (
     Ledger,
     OnceLogError,
     Run,
+    RunStopped,
     UsageError,
     WaitingForPerson,
 )
@@ -218,9 +219,18 @@ class RecordedModel(Model):
 
         asked = digest([system_prompt, messages, sorted(s["name"] for s in tool_specs or [])])
         step = turn.step("model")
-        recorded = await asyncio.to_thread(
-            turn.run.llm, step, call, name="strands_model", input_digest=asked, drift=self.drift
-        )
+        try:
+            recorded = await asyncio.to_thread(
+                turn.run.llm, step, call, name="strands_model", input_digest=asked,
+                drift=self.drift,
+            )  # fmt: skip
+        except RunStopped:
+            raise
+        except Exception:
+            # The model raised (Strands retries a throttled call): nothing is recorded and
+            # the run gave the position back, so the retry is this step, as on a replay.
+            turn.counts["model"] -= 1
+            raise
         for event in recorded["events"]:
             yield event
 

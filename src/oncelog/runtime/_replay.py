@@ -147,6 +147,19 @@ class ReplayCursor:
         with self._lock:
             self.window, self.page = (0, 0), {}
 
+    def give_back(self, seq: int) -> None:
+        """Hand ``seq`` out again if it was taken last and nothing is recorded there: a
+        model call or a read taken there raised (which records nothing), so the call
+        the agent makes next (its retry) takes that position, as it will on a replay
+        where the first attempt does not fail. Without it the failure left a gap that a
+        replay fills with the retry, and every later step is one position off. Called
+        by the thread that takes the run's positions (a ``Run``'s, an ``AsyncRun``'s
+        event loop), so no position is taken in between; a position another step took
+        after ``seq`` (``gather``) leaves the gap as it was."""
+        if self.next == seq + 1 and seq >= self.frontier:
+            self.position = itertools.count(seq).__next__
+            self.next = seq
+
     def advance_frontier(self, seq: int) -> None:
         """A live step was recorded at ``seq``."""
         with self._lock:

@@ -303,6 +303,8 @@ class _Steps:
                 tool_kwargs = self._kwargs_for(got, kwargs) if effect else kwargs
                 result = fn(*args, **tool_kwargs)
             except Exception as exc:
+                if not effect:  # a model call or a read that raised records nothing
+                    self._engine.cursor.give_back(seq)
                 err = self._failed(got, exc)
                 if err is None:
                     continue
@@ -511,6 +513,8 @@ class AsyncRun(_Steps):
                 if isinstance(result, Awaitable):
                     result = await result
             except Exception as exc:
+                if not effect:  # on the event loop, where positions are taken
+                    self._engine.cursor.give_back(seq)
                 err = await _in_thread(self._failed, got, exc)
                 if err is None:
                     continue
