@@ -2,8 +2,9 @@
 by its id and enters the run past its settled effects, so the step rows it reads do not
 grow with the run (counted, not timed). Past 200 recorded calls, a gateway SIGKILLed
 mid-call leaves a step in doubt that is still found: a call re-issued (a new request id, a
-restarted gateway) is performed once at the upstream process, and a new call of the run
-goes through the recovery of the step in doubt before its own, or waits with it."""
+restarted gateway, another replica on the PostgreSQL ledger) is performed once at the
+upstream process, and a new call of the run goes through the recovery of the step in
+doubt before its own, or waits with it. On both stores."""
 
 from __future__ import annotations
 
@@ -136,13 +137,13 @@ def killed_at(config: Path, url: str, point: str, tool: str, args: dict[str, Any
 
 @pytest.mark.parametrize("point", ["after_intent_commit", "after_call"])
 def test_past_200_calls_a_keyed_call_killed_mid_call_is_performed_once(
-    tmp_path: Path, keyed_upstream: Upstream, point: str
+    tmp_path: Path, keyed_upstream: Upstream, point: str, store_url: str
 ) -> None:
     """refund declares a dedupe_window its upstream honours. Killed mid-call after 200
     calls of its run, it is in doubt: the run's next call (another one) first sends it
     again with its key, then performs its own; the killed call re-issued is answered
     from the ledger. Each is performed once."""
-    config, url = gateway_config(tmp_path, keyed_upstream), str(tmp_path / "l.db")
+    config, url = gateway_config(tmp_path, keyed_upstream), store_url
     a_long_run(config, url, "ticket-long")
     killed_at(config, url, point, "refund", {"order_id": 1, "amount": 5}, "ticket-long", "c-1")
     with running_gateway(config, url) as gw:
@@ -160,12 +161,12 @@ def test_past_200_calls_a_keyed_call_killed_mid_call_is_performed_once(
 
 
 def test_past_200_calls_an_unkeyed_call_in_doubt_holds_the_runs_next_call(
-    tmp_path: Path, upstream: Upstream
+    tmp_path: Path, upstream: Upstream, store_url: str
 ) -> None:
     """send_email (create, no window) killed after its intent, 200 calls into its run:
     the run's next call (another one) is not performed past it: it is the step in doubt,
     for a person, that the call answers; once a person resolves it, the next call runs."""
-    config, url = gateway_config(tmp_path, upstream), str(tmp_path / "l.db")
+    config, url = gateway_config(tmp_path, upstream), store_url
     a_long_run(config, url, "ticket-long")
     killed_at(config, url, "after_intent_commit", "send_email", EMAIL, "ticket-long", "m-x")
     with running_gateway(config, url) as gw:
