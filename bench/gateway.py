@@ -8,8 +8,8 @@ The same client (the ``mcp`` package, protocol 2026-07-28, Streamable HTTP), the
 payload, once straight to the upstream and once through the gateway (which records each
 call as an effect of kind ``create`` in its ledger: a SQLite file in ``--dir``, or a
 schema of its own on the ``--postgres`` server), with 1 and with 100 clients at once, each
-client's calls in runs of 10 (an agent's task; 100 in the last row, since the gateway
-walks a run's recorded steps at each call). Batches of the two alternate, repeated, so
+client's calls in runs of 10 (an agent's task; 100 in the last row, a long run, whose
+calls should cost what a short one's do). Batches of the two alternate, repeated, so
 that a noisy machine's drift hits both alike; the figures are medians over repetitions,
 each ratio taken within one repetition. Every call is a new step (its own call id), so
 nothing is answered from the ledger. CPU is read from ``/proc`` for each process beside
@@ -45,8 +45,8 @@ PROSE = (
     "gateway each call is a new effect (kind `create`, its own call id): its intent and its\n"
     "outcome are committed to the ledger around the upstream call, under its run's lease,\n"
     "and the call crosses one more HTTP hop. Each client's calls go to runs of 10 (an\n"
-    "agent's task); the last row puts 100 in a run, because the gateway walks the run's\n"
-    "recorded steps at each call, so a call costs more the more the run already holds.\n"
+    "agent's task); the last row puts 100 in a run, to show whether a call costs more\n"
+    "the more the run already holds.\n"
     "*÷ direct* is calls/s through the gateway over calls/s direct, within one repetition;\n"
     "*added ms per call* the median latency through the gateway less the median direct,\n"
     "within one repetition. CPU is each process's own, from `/proc`."

@@ -372,15 +372,21 @@ class Ledger(PersonDecisions):
         chosen = None if status is None else RunStatus(status)
         return self.store.list_runs(chosen, numbers.count(limit, "limit"))
 
-    def steps(self, run_id: str) -> list[StepRecord]:
-        """Every recorded step of a run, in order."""
+    def steps(self, run_id: str, *, start: int = 0) -> list[StepRecord]:
+        """Every recorded step of a run, in order; with ``start``, those at positions
+        from ``start`` on."""
         self.store.get_run(run_id)
         out: list[StepRecord] = []
         while True:
-            page = self.store.steps(run_id, out[-1].seq + 1 if out else 0, 1000)
+            page = self.store.steps(run_id, out[-1].seq + 1 if out else start, 1000)
             out.extend(page)
             if len(page) < 1000:
                 return out
+
+    def step(self, run_id: str, step_id: str) -> StepRecord | None:
+        """The step recorded under ``step_id`` in the run, read alone however many the
+        run holds; None if there is none (or no such run)."""
+        return self.store.step_named(run_id, step_id)
 
     def subjects(self, run_id: str | None = None, *, limit: int = 100) -> list[SubjectClaim]:
         """The subjects (``once_per``) claimed in the ledger, or only by ``run_id``'s steps,

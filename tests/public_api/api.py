@@ -50,6 +50,19 @@ def a_run(ledger: oncelog.Ledger) -> str:
         return sent["id"]
 
 
+def named_calls(ledger: oncelog.Ledger) -> str | None:
+    """A caller whose steps are named and asked for on their own (a gateway)."""
+    known: oncelog.StepRecord | None = ledger.step("ticket-1", "email")
+    if known is not None:
+        return known.result_json
+    with ledger.run("ticket-1") as run:
+        first: int = run.skip_settled(before=None)
+        for step in ledger.steps("ticket-1", start=first):
+            print(step.step_id)
+        sent: dict[str, str] = run.effect("email", send_email, "ada")
+        return sent["id"]
+
+
 async def an_async_run(ledger: oncelog.Ledger) -> str:
     async with ledger.run("ticket-2", budget=oncelog.Budget(steps=10, cost=5.0)) as run:
         sent: dict[str, str] = await run.effect("email", send_email, "ada")

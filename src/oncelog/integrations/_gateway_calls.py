@@ -7,13 +7,17 @@ numbers where the input schema declares an integer): the same call asked again, 
 request id, at any replica, is the same step.
 
 A call whose step is recorded ``done`` with these arguments is answered from the ledger
-without taking the run. Any other takes the run's lease (one process at a time; a call
-finding it held waits, up to ``lease_wait``, and looks at the ledger again each time), and
-walks the run's recorded steps in their order, so that each position is asked for as it
-was recorded: a done step returns its result, a step in doubt goes through the engine's
-recovery, and the call's own step is asked at its recorded position, or at the next one.
-The run is then left open for the next call (``SessionEnded``), or stopped with the reason
-a person must see (an approval, a halt, an effect in doubt).
+(that one step read by its id) without taking the run. Any other takes the run's lease
+(one process at a time; a call finding it held waits, up to ``lease_wait``, and looks at
+the ledger again each time), and enters the run past its settled effects
+(``Run.skip_settled``: replaying a done, failed or abandoned effect would only hand back
+what is recorded), so that its cost does not grow with the run. From the first step that
+is not settled (one in doubt, not done, or held by the run's stop), it walks the recorded
+steps in their order, so that each position is asked for as it was recorded: a step in
+doubt goes through the engine's recovery, and the call's own step is asked at its
+recorded position, or at the next one. The run is then left open for the next call
+(``SessionEnded``), or stopped with the reason a person must see (an approval, a halt, an
+effect in doubt).
 
 Nothing here imports MCP: ``forward`` calls the upstream server (in the event loop); it
 runs in a worker thread, as the run's store calls do.
@@ -30,11 +34,11 @@ from typing import Any
 
 from oncelog import (
     Ledger,
+    Run,
     RunLeased,
     RunStopped,
     StepState,
     StepType,
-    UnknownRun,
     UsageError,
     canonical_json,
 )
@@ -80,18 +84,12 @@ def step_of(tool: str, call_id: str | None, digest: str) -> str:
 
 def recorded(ledger: Ledger, asked: Asked) -> tuple[bool, Any]:
     """``(True, result)`` when the call's step is done with these arguments."""
-    try:
-        steps = ledger.steps(asked.run_id)
-    except UnknownRun:
+    step = ledger.step(asked.run_id, asked.step_id)
+    if step is None or step.state is not StepState.DONE or step.result_json is None:
         return False, None
-    for step in steps:
-        if step.step_id != asked.step_id:
-            continue
-        same = step.tool == asked.tool and _arguments(step.args_json) == asked.arguments
-        if step.state is StepState.DONE and same and step.result_json is not None:
-            return True, json.loads(step.result_json)
+    if step.tool != asked.tool or _arguments(step.args_json) != asked.arguments:
         return False, None
-    return False, None
+    return True, json.loads(step.result_json)
 
 
 def perform(
@@ -134,10 +132,14 @@ def _leave(context: Any) -> None:
     context.__exit__(SessionEnded, ended, None)
 
 
-def _in_run(ledger: Ledger, run: Any, asked: Asked, forward: Forward, policy_of: PolicyOf) -> Any:
-    steps = ledger.steps(asked.run_id)
-    mine = next((i for i, step in enumerate(steps) if step.step_id == asked.step_id), len(steps))
-    for step in steps[:mine]:
+def _in_run(ledger: Ledger, run: Run, asked: Asked, forward: Forward, policy_of: PolicyOf) -> Any:
+    # Read again under the lease: another replica may have recorded the step meanwhile.
+    mine = ledger.step(asked.run_id, asked.step_id)
+    end = run.record.next_seq if mine is None else mine.seq
+    start = run.skip_settled(end)
+    for step in ledger.steps(asked.run_id, start=start) if start < end else ():
+        if step.seq >= end:
+            break
         if step.type is not StepType.EFFECT:
             raise UsageError(
                 f"run {asked.run_id!r} holds a {step.type.value} step {step.step_id!r}: the "

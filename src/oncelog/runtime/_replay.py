@@ -142,6 +142,12 @@ class ReplayCursor:
         found = self._store.steps(self._run_id, seq, 1)
         return found[0] if found and found[0].seq == seq else None
 
+    def start_at(self, seq: int) -> None:
+        """Hand out positions from ``seq`` on: those below it are not asked for again
+        (``Run.skip_settled``). Only before the first position is taken."""
+        self.position = itertools.count(seq).__next__
+        self.next = seq
+
     def reread(self) -> None:
         """Forget the page read so far: a step on it was rewritten by this run."""
         with self._lock:

@@ -442,6 +442,28 @@ def _ending(exc: BaseException | None) -> tuple[RunStatus, str | None]:
 class Run(_Steps):
     """A run driven by synchronous code."""
 
+    def skip_settled(self, before: int | None = None) -> int:
+        """Enter the run at its first step that is not a settled effect instead of at
+        its top, and return that position: for a caller whose steps are each named and
+        asked for on their own (``oncelog gateway``), never for an agent's code, whose
+        replay must ask for every step in order. The effects recorded ``done``,
+        ``failed`` or ``abandoned`` at the positions below ``before`` (by default, all
+        recorded) are passed over, as replaying them would only hand back what is
+        recorded; the first other step (in doubt, not done, a read, a model call) and a
+        stop the run is held at are not: the caller asks for the recorded steps from the
+        returned position on, in order, before its own. Only before the run's first
+        step."""
+        engine = self._engine
+        cursor = engine.cursor
+        if cursor.next:
+            raise UsageError("skip_settled comes before the run's first step", run_id=self.run_id)
+        upto = cursor.frontier if before is None else max(0, min(before, cursor.frontier))
+        if engine.stop is not None:
+            upto = min(upto, engine.stop.seq)
+        first = engine.run_store.first_unsettled(self.run_id, upto) if upto else 0
+        cursor.start_at(first)
+        return first
+
     def effect(self, step_id: str | None, tool: Tool[..., R], /, *args: Any, **kwargs: Any) -> R:
         """Run ``tool`` once for this step; on replay return its recorded result.
 

@@ -83,6 +83,15 @@ class RunStore:
             self._failed(exc)
             raise
 
+    def first_unsettled(self, run_id: str, before: int) -> int:
+        if self.broken is not None:
+            raise self._refused()
+        try:
+            return self._store.first_unsettled(run_id, before)
+        except (StoreUnavailable, LeaseLost) as exc:
+            self._failed(exc)
+            raise
+
     def key_times(self, run_id: str, seq: int) -> KeyTimes | None:
         if self.broken is not None:
             raise self._refused()

@@ -335,6 +335,16 @@ class Store(Protocol):
         """Recorded steps at positions ``>= from_seq``, in order (a read)."""
         ...
 
+    def step_named(self, run_id: str, step_id: str) -> StepRecord | None:
+        """The step recorded under ``step_id`` in the run, or None (a read of one row)."""
+        ...
+
+    def first_unsettled(self, run_id: str, before: int) -> int:
+        """The first position below ``before`` whose step is not an effect recorded
+        ``done``, ``failed`` or ``abandoned`` (``before`` when there is none): where a
+        replay that skips settled effects must begin (a read of one statement)."""
+        ...
+
     def key_times(self, run_id: str, seq: int) -> KeyTimes | None:
         """The times a key's age is measured from, with the store's clock's now, in one
         statement (a read); None if nothing is recorded at ``seq``."""

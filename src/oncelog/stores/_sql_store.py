@@ -28,6 +28,7 @@ from ..records._records import (
     RunStatus,
     StepRecord,
     StepState,
+    StepType,
     UsedLink,
 )
 from ..records._serialization import encode
@@ -59,7 +60,7 @@ from ._shared import (
     journal_entry,
 )
 from ._sql import NOW, Dialect, Tx
-from ._sql_guards import in_doubt
+from ._sql_guards import in_doubt, states
 from ._sql_steps import StepWrites
 from ._sql_tx import append, fence, lock_run
 
@@ -108,6 +109,14 @@ def _never_dead(owner: str) -> bool:
 
 _SELECT_RUN = f"SELECT {RUN_COLUMNS}, {NEXT_SEQ} FROM runs"
 _SELECT_STEP = f"SELECT {STEP_COLUMNS} FROM steps"
+# Replaying a settled effect only hands back what is recorded; any other step (in doubt,
+# not done, a read or a model call, which are the agent code's to replay) must be asked
+# for again at its position.
+_SETTLED = (StepState.DONE, StepState.FAILED, StepState.ABANDONED)
+_FIRST_UNSETTLED = (
+    "SELECT MIN(seq) FROM steps WHERE run_id = ? AND seq < ? AND "
+    f"(type <> '{StepType.EFFECT.value}' OR state NOT IN ({states(_SETTLED)}))"
+)
 _STEP_OF_RUN = ", ".join(f"s.{column.strip()}" for column in STEP_COLUMNS.split(","))
 
 
@@ -371,6 +380,14 @@ class SQLStore(StepWrites):
             (run_id, from_seq, limit),
         )  # fmt: skip
         return [step_record(r) for r in rows]
+
+    def step_named(self, run_id: str, step_id: str) -> StepRecord | None:
+        rows = self._read(f"{_SELECT_STEP} WHERE run_id = ? AND step_id = ?", (run_id, step_id))
+        return step_record(rows[0]) if rows else None
+
+    def first_unsettled(self, run_id: str, before: int) -> int:
+        rows = self._read(_FIRST_UNSETTLED, (run_id, before))
+        return before if not rows or rows[0][0] is None else int(rows[0][0])
 
     def key_times(self, run_id: str, seq: int) -> KeyTimes | None:
         rows = self._read(
