@@ -8,6 +8,8 @@ upstream process."""
 
 from __future__ import annotations
 
+import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from .support.gateway import (
     text_of,
     upstream_fixture,
 )
+from .support.launch import environment, python
 from .support.operator_commands import oncelog_cli
 
 DELETE = {"customer": "cus_1"}
@@ -101,6 +104,63 @@ def test_a_decision_through_the_signed_link_moves_the_call_on(
     done = sync_call(gateway.url, "delete_account", DELETE, "ticket-2", "d-2", request_state=state)
     assert not done.is_error, text_of(done)
     assert upstream.performed("delete_account") == 1
+
+
+def test_a_person_approves_on_a_real_console_s_link_page_and_the_call_runs_once(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    """The whole path over HTTP: the gateway's elicitation URL is a page of a real
+    ``oncelog console`` process; a person opens it, confirms with the page's own form, and
+    the client's retry with its requestState is performed once; the state replayed after
+    that is refused. Counted at the upstream process."""
+    import httpx2 as httpx
+
+    db = str(tmp_path / "l.db")
+    with oncelog.open(db):
+        pass  # the console opens an existing ledger only
+    secret = "gateway-test-link-secret-0123456789"
+    console = subprocess.Popen(
+        python("-m", "oncelog", "console", "--port", "0", "--db", db,
+               "--token-file", str(tmp_path / "console-token")),
+        env=environment(ONCELOG_LINK_SECRET=secret), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert console.stdout is not None
+        serving = re.search(r"oncelog console on (http://[^/\s]+)/", console.stdout.readline())
+        assert serving is not None, console.stderr.read() if console.stderr else ""
+        base = serving.group(1)
+        config = gateway_config(tmp_path, upstream, console_url=base)
+        with running_gateway(config, db) as gateway:
+            url, state = waiting(
+                sync_call(gateway.url, "delete_account", DELETE, "ticket-5", "d-5")
+            )
+            assert url.startswith(f"{base}/link/")
+            with httpx.Client(timeout=60) as person:
+                page = person.get(url)
+                assert page.status_code == 200, page.text
+                assert "cus_1" in page.text  # the page shows the arguments it approves
+                csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+                assert csrf is not None
+                confirmed = person.post(
+                    url, headers={"Origin": base},
+                    data={"csrf": csrf.group(1), "decision": "approve", "by": "dana"},
+                )  # fmt: skip
+                assert confirmed.status_code == 200, confirmed.text
+            assert upstream.performed() == 0  # a decision is not a performance
+            done = sync_call(gateway.url, "delete_account", DELETE, "ticket-5", "d-5",
+                             request_state=state)  # fmt: skip
+            assert not done.is_error, text_of(done)
+            with pytest.raises(Exception, match="requestState already used"):
+                sync_call(gateway.url, "delete_account", DELETE, "ticket-5", "d-5",
+                          request_state=state)  # fmt: skip
+    finally:
+        console.terminate()
+        console.communicate(timeout=60)
+    assert upstream.performed("delete_account") == 1
+    with oncelog.open(db) as ledger:
+        [approval] = ledger.approvals(None)
+    assert (approval.status, approval.decided_by) == (oncelog.ApprovalStatus.USED, "dana")
 
 
 def test_a_denied_call_is_never_performed(

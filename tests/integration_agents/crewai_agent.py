@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import urllib.parse
 import urllib.request
 import uuid
@@ -34,7 +33,7 @@ import oncelog
 from oncelog.integrations import Policy, current_idempotency_key
 from oncelog.integrations import crewai as oncelog_crewai
 
-from .effect_log import count_model_call
+from .effect_log import count_model_call, post_effect
 
 TO, BODY = "ada@example.com", "your receipt"
 
@@ -116,14 +115,7 @@ def main() -> None:
     def post(to: str, body: str, key: str) -> Any:
         kill = args.fault == "kill" and _first(flags / "killed")
         payload = {"tool": "send_email", "to": to, "body": body}
-        body_json = {"key": key, "run": request_id, "payload": payload, "pid": os.getpid(),
-                     "kill_before_answer": kill}  # fmt: skip
-        sent = urllib.request.Request(
-            args.provider + "/effect", data=json.dumps(body_json).encode(), method="POST",
-            headers={"Content-Type": "application/json"},
-        )  # fmt: skip
-        with urllib.request.urlopen(sent, timeout=30) as answer:
-            receipt = json.loads(answer.read())
+        receipt = post_effect(args.provider, request_id, payload, key, kill=kill)
         if args.fault == "tool-raises" and _first(flags / "raised"):
             raise ConnectionError("the connection was reset after the request was sent")
         return receipt

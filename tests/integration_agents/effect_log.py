@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -44,3 +45,20 @@ def count_model_call(path: str | Path) -> int:
     with Path(path).open("a") as out:
         out.write("call\n")
     return len(Path(path).read_text().splitlines())
+
+
+def post_effect(
+    provider: str, run: str, payload: dict[str, Any], key: str, *, kill: bool = False
+) -> dict[str, Any]:
+    """Have the fake provider process perform ``payload`` under ``key`` and return its
+    receipt; ``kill``: the provider SIGKILLs this process after performing it, before
+    answering (the window between the provider's OK and the agent's record)."""
+    body = {"key": key, "run": run, "payload": payload, "pid": os.getpid(),
+            "kill_before_answer": kill}  # fmt: skip
+    sent = urllib.request.Request(
+        provider + "/effect", data=json.dumps(body).encode(), method="POST",
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(sent, timeout=30) as answer:
+        receipt: dict[str, Any] = json.loads(answer.read())
+    return receipt

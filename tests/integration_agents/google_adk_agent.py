@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import urllib.parse
 import urllib.request
 import uuid
@@ -55,7 +54,7 @@ import oncelog
 from oncelog.integrations import Policy, current_idempotency_key
 from oncelog.integrations import google_adk as oncelog_adk
 
-from .effect_log import count_model_call
+from .effect_log import count_model_call, post_effect
 
 warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]")
 APP, USER, CONFIRM = "billing", "ada", "adk_request_confirmation"
@@ -115,15 +114,7 @@ def main() -> None:
     flags.mkdir(parents=True, exist_ok=True)
 
     def post(tool: str, payload: dict[str, Any], key: str, *, kill: bool) -> dict[str, Any]:
-        body = {"key": key, "run": args.request, "payload": {"tool": tool, **payload},
-                "pid": os.getpid(), "kill_before_answer": kill}  # fmt: skip
-        sent = urllib.request.Request(
-            args.provider + "/effect", data=json.dumps(body).encode(), method="POST",
-            headers={"Content-Type": "application/json"},
-        )  # fmt: skip
-        with urllib.request.urlopen(sent, timeout=30) as answer:
-            receipt: dict[str, Any] = json.loads(answer.read())
-        return receipt
+        return post_effect(args.provider, args.request, {"tool": tool, **payload}, key, kill=kill)
 
     def key() -> str:
         return current_idempotency_key() if args.guarded else uuid.uuid4().hex

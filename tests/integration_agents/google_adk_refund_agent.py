@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import urllib.parse
 import urllib.request
@@ -55,7 +54,7 @@ import oncelog
 from oncelog.integrations import Policy, current_idempotency_key
 from oncelog.integrations import google_adk as oncelog_adk
 
-from .effect_log import count_model_call
+from .effect_log import count_model_call, post_effect
 from .google_adk_agent import _final
 
 warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]")
@@ -112,15 +111,7 @@ def main() -> None:
     ledger = oncelog.open(args.ledger)
 
     def post(payload: dict[str, Any], key: str, *, kill: bool) -> dict[str, Any]:
-        body = {"key": key, "run": RUN, "payload": payload, "pid": os.getpid(),
-                "kill_before_answer": kill}  # fmt: skip
-        sent = urllib.request.Request(
-            args.provider + "/effect", data=json.dumps(body).encode(), method="POST",
-            headers={"Content-Type": "application/json"},
-        )  # fmt: skip
-        with urllib.request.urlopen(sent, timeout=30) as answer:
-            receipt: dict[str, Any] = json.loads(answer.read())
-        return receipt
+        return post_effect(args.provider, RUN, payload, key, kill=kill)
 
     def refund(order: int, cents: int) -> dict[str, Any]:
         """Refund an order."""

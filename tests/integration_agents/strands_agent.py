@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import urllib.parse
 import urllib.request
@@ -42,7 +41,7 @@ import oncelog
 from oncelog.integrations import Policy, current_idempotency_key
 from oncelog.integrations import strands as oncelog_strands
 
-from .effect_log import count_model_call
+from .effect_log import count_model_call, post_effect
 
 TO, BODY = "ada@example.com", "your receipt"
 
@@ -137,14 +136,7 @@ def main() -> None:
     def post(to: str, body: str, key: str) -> Any:
         kill = args.fault == "kill" and _first(flags / "killed")
         payload = {"tool": "send_email", "to": to, "body": body}
-        body_json = {"key": key, "run": args.session, "payload": payload, "pid": os.getpid(),
-                     "kill_before_answer": kill}  # fmt: skip
-        sent = urllib.request.Request(
-            args.provider + "/effect", data=json.dumps(body_json).encode(), method="POST",
-            headers={"Content-Type": "application/json"},
-        )  # fmt: skip
-        with urllib.request.urlopen(sent, timeout=30) as answer:
-            receipt = json.loads(answer.read())
+        receipt = post_effect(args.provider, args.session, payload, key, kill=kill)
         if args.fault == "tool-raises" and _first(flags / "raised"):
             raise ConnectionError("the connection was reset after the request was sent")
         return receipt

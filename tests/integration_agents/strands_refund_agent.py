@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import urllib.parse
 import urllib.request
@@ -42,7 +41,7 @@ import oncelog
 from oncelog.integrations import Policy, current_idempotency_key
 from oncelog.integrations import strands as oncelog_strands
 
-from .effect_log import count_model_call
+from .effect_log import count_model_call, post_effect
 
 RUN = "refunds"  # the provider's label for every refund
 
@@ -123,15 +122,7 @@ def main() -> None:
     ledger = oncelog.open(args.ledger)
 
     def post(payload: dict[str, Any], key: str, *, kill: bool) -> dict[str, Any]:
-        body = {"key": key, "run": RUN, "payload": payload, "pid": os.getpid(),
-                "kill_before_answer": kill}  # fmt: skip
-        sent = urllib.request.Request(
-            args.provider + "/effect", data=json.dumps(body).encode(), method="POST",
-            headers={"Content-Type": "application/json"},
-        )  # fmt: skip
-        with urllib.request.urlopen(sent, timeout=30) as answer:
-            receipt: dict[str, Any] = json.loads(answer.read())
-        return receipt
+        return post_effect(args.provider, RUN, payload, key, kill=kill)
 
     @tool
     def refund(order: int, cents: int) -> str:
