@@ -7,8 +7,11 @@ answering, so a test counts effects at the upstream, never from the ledger.
         [--requests FILE] [--dedupe] [--delay SECONDS]
 
 Tools: ``refund(order_id: int, amount: int)`` (a payment), ``send_email(to, body)``,
-``lookup(customer)`` (annotated read-only) and ``delete_account(customer)`` (annotated
-destructive). The key is the ``_meta["io.oncelog/idempotency-key"]`` the gateway sends.
+``lookup(customer)`` (annotated read-only), ``delete_account(customer)`` (annotated
+destructive) and ``find_effect(key)`` (read-only: whether a call under that key was
+performed, as a gateway's probe asks: ``{"found": ..., "receipt": ...}``; without a
+``key`` it answers an error). The key is the ``_meta["io.oncelog/idempotency-key"]``
+the gateway sends.
 ``--requests`` appends every ``tools/call`` received (tool, key, arguments) before acting;
 ``--dedupe`` makes it a provider that performs a key once and answers a repeat with the
 first receipt (as Stripe does within its window); ``--delay`` waits before performing.
@@ -45,12 +48,14 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "lookup": {"type": _OBJECT, "properties": {"customer": {"type": "string"}}},
     "delete_account": {"type": _OBJECT, "properties": {"customer": {"type": "string"}}},
+    "find_effect": {"type": _OBJECT, "properties": {"key": {"type": "string"}}},
 }
 HINTS: dict[str, types.ToolAnnotations] = {
     "refund": types.ToolAnnotations(read_only_hint=False, destructive_hint=False),
     "send_email": types.ToolAnnotations(read_only_hint=False, destructive_hint=False),
     "lookup": types.ToolAnnotations(read_only_hint=True),
     "delete_account": types.ToolAnnotations(read_only_hint=False, destructive_hint=True),
+    "find_effect": types.ToolAnnotations(read_only_hint=True),
 }
 
 
@@ -84,6 +89,16 @@ class Counter:
             os.fsync(out.fileno())
         return receipt
 
+    def find(self, key: str) -> dict[str, Any] | None:
+        """The receipt of the call performed under ``key``, if one was."""
+        if not self.path.exists():
+            return None
+        for text in self.path.read_text().splitlines():
+            done = json.loads(text)
+            if done["key"] == key:
+                return dict(done["receipt"])
+        return None
+
 
 def append(path: str | None, entry: dict[str, Any]) -> None:
     if path is not None:
@@ -109,6 +124,16 @@ def server(counter: Counter, requests: str | None, delay: float) -> Server[Any]:
         if params.name not in SCHEMAS:
             return types.CallToolResult(
                 content=[types.TextContent(text=f"no tool {params.name}")], is_error=True
+            )
+        if params.name == "find_effect":
+            if not isinstance(arguments.get("key"), str):
+                return types.CallToolResult(
+                    content=[types.TextContent(text="find_effect needs a key")], is_error=True
+                )
+            receipt = counter.find(arguments["key"])
+            found = {"found": receipt is not None, "receipt": receipt}
+            return types.CallToolResult(
+                content=[types.TextContent(text=json.dumps(found))], structured_content=found
             )
         if params.name == "lookup":
             answer: dict[str, Any] = {"customer": arguments.get("customer"), "plan": "pro"}
