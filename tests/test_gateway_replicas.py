@@ -113,6 +113,22 @@ def test_reissued_to_another_replica_after_a_kill_an_unkeyed_call_waits_for_a_pe
     assert len(upstream.received("send_email")) == 1
 
 
+@pytest.mark.parametrize("point", ["after_intent_commit", "after_call"])
+def test_reissued_to_another_replica_after_a_kill_an_unkeyed_call_is_settled_by_its_probe(
+    tmp_path: Path, pg_url: str, upstream: Upstream, point: str
+) -> None:
+    """With a probe declared (an upstream tool finding a call by its key), the other
+    replica settles the call in doubt by asking it: sent once, never left for a person."""
+    probes = {"send_email": {"tool": "find_effect", "key_argument": "key"}}
+    config = gateway_config(tmp_path, upstream, probes=probes)
+    again, twice = killed_mid_call(config, pg_url, point, "send_email", EMAIL, "ticket-3", "m-1")
+    assert not again.is_error, text_of(again)
+    assert text_of(twice) == text_of(again)
+    assert upstream.performed("send_email") == 1
+    assert len(upstream.received("send_email")) == 1
+    assert len(upstream.received("find_effect")) == 1
+
+
 def test_reissued_to_another_replica_while_in_flight_it_waits_for_the_result(
     tmp_path: Path, pg_url: str, upstream: Upstream
 ) -> None:
