@@ -282,6 +282,46 @@ def test_a_person_resolves_an_mcp_call_with_text_and_corrects_it(tmp_path: Path)
     assert events[-2:] == ["resolved", "corrected"]
 
 
+def test_a_probe_in_the_proxy_s_config_settles_a_call_left_in_doubt(tmp_path: Path) -> None:
+    """The proxy is killed after its server sent the email; the next session's call is in
+    doubt, and the probe its config declares (the server's ``find_effect``, asked with the
+    key) finds it: answered with the probe's result, nothing sent again, nobody asked."""
+    require_framework("mcp", "mcp")
+    config = tmp_path / "tools.json"
+    probes = {"send_email": {"tool": "find_effect", "key_argument": "key"}}
+    config.write_text(json.dumps({"tools": {"send_email": "create"}, "probes": probes}))
+    finder = ("--find-tool",)
+    _, died = session(tmp_path, config, ["send_email"], "after_call@send_email#1", finder)
+    assert isinstance(died, Exception), died
+    _, settled = session(tmp_path, config, ["send_email"], server_options=finder)
+    assert not settled.is_error, text_of(settled)
+    assert json.loads(text_of(settled))["found"] is True
+    assert Counter(e["tool"] for e in EffectLog(tmp_path / "effects.jsonl").entries()) == {
+        "send_email": 1
+    }
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        [step] = ledger.steps("ticket-8")
+    assert (step.step_id, step.state) == ("send_email#1", StepState.DONE)
+
+
+def test_a_probe_of_a_tool_the_server_does_not_list_stops_the_proxy(tmp_path: Path) -> None:
+    """Found when the server lists its tools (no ``--find-tool``): a usage error saying
+    what, not a traceback from the MCP client's task groups."""
+    require_framework("mcp", "mcp")
+    config = tmp_path / "tools.json"
+    probes = {"send_email": {"tool": "find_effect"}}
+    config.write_text(json.dumps({"tools": {"send_email": "create"}, "probes": probes}))
+    argv = python("-m", "oncelog", "mcp-proxy", "--db", tmp_path / "ledger.db", "--config",
+                  config, "--", *server_args(tmp_path))  # fmt: skip
+    refused = subprocess.run(
+        argv, input="", capture_output=True, text=True, timeout=60, cwd=ROOT, env=environment()
+    )  # fmt: skip
+    assert refused.returncode == 2, refused
+    assert "the probe of 'send_email' is the tool 'find_effect'" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert EffectLog(tmp_path / "effects.jsonl").entries() == []
+
+
 def correct_cli(db: str, step: str, *args: str) -> subprocess.CompletedProcess[str]:
     argv = python("-m", "oncelog", "resolve", "ticket-8", step, "done", "--by", "cy")
     argv += ["--correct", *args, "--db", db]

@@ -4,12 +4,15 @@ proxy sends in ``_meta``.
 
     python -m tests.integration_agents.mcp_server --effects E [--delay SECONDS]
         [--annotations JSON] [--requests FILE] [--dedupe] [--input-schemas JSON]
+        [--find-tool]
 
 ``--annotations`` gives tools their MCP annotations (``{"TOOL": {"readOnlyHint": true}}``);
 ``--requests`` appends each ``tools/call`` it receives (its name and ``_meta``) to FILE
 before acting; ``--dedupe`` makes it a server that performs a key once and answers a
 repeat with the first receipt; ``--input-schemas`` gives tools their input schemas
-(``{"TOOL": {"type": "object", ...}}``) instead of one string field ``customer``.
+(``{"TOOL": {"type": "object", ...}}``) instead of one string field ``customer``;
+``--find-tool`` lists one more tool, ``find_effect(key)``, which answers whether an effect
+was made under that key (``{"found": ..., "receipt": ...}``), as a proxy's probe asks.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ def main() -> None:
     parser.add_argument("--requests", default=None)
     parser.add_argument("--dedupe", action="store_true")
     parser.add_argument("--input-schemas", type=json.loads, default={})
+    parser.add_argument("--find-tool", action="store_true")
     args = parser.parse_args()
     log = EffectLog(args.effects)
 
@@ -86,6 +90,9 @@ def main() -> None:
         listed = [
             tool(n, d, args.annotations.get(n), args.input_schemas.get(n)) for n, d in TOOLS.items()
         ]
+        if args.find_tool:
+            key_only = {"type": "object", "properties": {"key": {"type": "string"}}}
+            listed.append(tool("find_effect", "Find an effect by its key.", None, key_only))
         return types.ListToolsResult(tools=listed)
 
     async def call_tool(
@@ -93,6 +100,11 @@ def main() -> None:
     ) -> types.CallToolResult:
         record(args.requests, params)
         arguments = params.arguments or {}
+        if params.name == "find_effect":
+            done = [e for e in log.entries() if e["key"] == arguments.get("key")]
+            found = {"found": bool(done), "receipt": done[0]["receipt"] if done else None}
+            text: list[types.ContentBlock] = [types.TextContent(text=json.dumps(found))]
+            return types.CallToolResult(content=text, structured_content=found)
         if params.name == "lookup":
             answer: dict[str, Any] = {"customer": arguments.get("customer"), "plan": "pro"}
         else:

@@ -69,9 +69,27 @@ def mcp_proxy(
         return
     oncelog.handle_sigterm()
     with opened(db) as ledger:
-        anyio.run(mcp_proxy.serve, ledger, list(command), config, run_id)
+        try:
+            anyio.run(mcp_proxy.serve, ledger, list(command), config, run_id)
+        except Exception as exc:
+            refused = _configuration_error(exc)
+            if refused is None:
+                raise
+            raise click.UsageError(str(refused)) from exc
     if oncelog.draining():
         sys.exit(oncelog.EXIT_TRY_LATER)
+
+
+def _configuration_error(exc: BaseException) -> oncelog.ConfigurationError | None:
+    """The config error inside the MCP client's task groups: a subject or a probe the
+    config names wrongly, found once the server lists its tools."""
+    if isinstance(exc, oncelog.ConfigurationError):
+        return exc
+    for inner in getattr(exc, "exceptions", ()):
+        found = _configuration_error(inner)
+        if found is not None:
+            return found
+    return None
 
 
 def _shown(choice: Choice) -> dict[str, Any]:

@@ -11,10 +11,6 @@ upstream servers, the clients and what each may reach, and the HTTP limits.
       "allowed_origins": ["https://agents.example.com"]
     }
 
-``probes`` names, for a tool with a kind, an upstream tool that finds the effect a call
-made by its idempotency key: ``{"charge": {"tool": "find_charge", "key_argument": "key"}}``
-(``key_argument`` defaults to ``idempotency_key``); ``_gateway_probes`` reads its answer.
-
 A client's token is named by the environment variable that holds it (``token_env``,
 read at the start) or by its SHA-256 in hex (``token_sha256``), so that no token need be
 written in the file. ``runs`` and ``tools`` are shell-style patterns (``fnmatch``), one of
@@ -38,10 +34,9 @@ from ._mcp_config import CONFIG_KEYS, ProxyConfig, parse_config, read_json, unkn
 
 GATEWAY_KEYS = CONFIG_KEYS | {
     "upstreams", "clients", "default_run", "allowed_origins", "console_url", "lease_wait",
-    "max_body_bytes", "body_seconds", "request_state_ttl", "probes",
+    "max_body_bytes", "body_seconds", "request_state_ttl",
 }  # fmt: skip
 _CLIENT_KEYS = {"token_env", "token_sha256", "runs", "tools"}
-_PROBE_KEYS = {"tool", "key_argument"}
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 MIN_TOKEN_CHARS = 16
 
@@ -73,15 +68,6 @@ class ClientRule:
 
 
 @dataclass(frozen=True)
-class ProbeTool:
-    """An upstream tool asked, with a call's key as ``key_argument``, whether that call's
-    effect happened (its answer: ``_gateway_probes.probe_answer``)."""
-
-    tool: str
-    key_argument: str = "idempotency_key"
-
-
-@dataclass(frozen=True)
 class GatewayConfig:
     declarations: ProxyConfig
     upstreams: Mapping[str, Upstream]
@@ -93,7 +79,6 @@ class GatewayConfig:
     max_body_bytes: int = 1 << 20
     body_seconds: float = 10.0  # a body that takes longer to arrive is refused (408)
     request_state_ttl: float = 86400.0
-    probes: Mapping[str, ProbeTool] = field(default_factory=dict)  # by the tool they probe
 
 
 def load_gateway_config(path: str | Path) -> GatewayConfig:
@@ -116,23 +101,7 @@ def load_gateway_config(path: str | Path) -> GatewayConfig:
         max_body_bytes=int(_positive(data, "max_body_bytes", 1 << 20, path)),
         body_seconds=_positive(data, "body_seconds", 10.0, path),
         request_state_ttl=_positive(data, "request_state_ttl", 86400.0, path),
-        probes=_probes(data.get("probes", {}), path),
     )  # fmt: skip
-
-
-def _probes(value: Any, path: str | Path) -> dict[str, ProbeTool]:
-    shape = '{"TOOL": {"tool": "PROBE_TOOL", "key_argument": "idempotency_key"}}'
-    if not isinstance(value, dict):
-        raise ConfigurationError(f"{path}: probes is {shape}")
-    found = {}
-    for name, spec in value.items():
-        tool, argument = (spec.get("tool"), spec.get("key_argument", "idempotency_key")) if (
-            isinstance(spec, dict) and not set(spec) - _PROBE_KEYS
-        ) else (None, None)  # fmt: skip
-        if not (isinstance(tool, str) and tool and isinstance(argument, str) and argument):
-            raise ConfigurationError(f"{path}: the probe of {name!r} is {shape}[{name!r}]")
-        found[name] = ProbeTool(tool, argument)
-    return found
 
 
 def _positive(data: Mapping[str, Any], key: str, default: float, path: str | Path) -> float:

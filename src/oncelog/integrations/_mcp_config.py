@@ -1,6 +1,7 @@
 """The declarations an MCP guard reads from its JSON config, shared by ``oncelog
 mcp-proxy`` and ``oncelog gateway``: each tool's policy (kind, approval, window,
-``once_per`` subject), the default kind, trusted annotations, the run argument, the agent.
+``once_per`` subject), the default kind, trusted annotations, the run argument, the agent,
+the probes (``_mcp_probes``).
 
 A tool's ``once_per`` names the argument fields whose values, after the tool's name, are
 the effect's subject; each field's value is taken as the type the tool's input schema
@@ -26,11 +27,14 @@ from oncelog import ConfigurationError
 
 from ._common import Policy
 from ._mcp_kinds import Choice, Hints, choose
+from ._mcp_probes import ProbeTool, parse_probes
 from ._mcp_subjects import TYPES, declared_types, typed
 
 log = logging.getLogger("oncelog")
 
-CONFIG_KEYS = frozenset({"tools", "default_kind", "run_argument", "agent", "trust_annotations"})
+CONFIG_KEYS = frozenset(
+    {"tools", "default_kind", "run_argument", "agent", "trust_annotations", "probes"}
+)
 _POLICY_KEYS = {"kind", "approval", "dedupe_window", "key_ttl", "once_per", "once_for", "repeat"}
 
 
@@ -83,6 +87,7 @@ class ProxyConfig:
     run_argument: str | None = None
     agent: str | None = None
     trust_annotations: bool = False
+    probes: Mapping[str, ProbeTool] = field(default_factory=dict)  # by the tool they probe
 
     def choose(self, tool: str, annotations: Annotations | None = None) -> Choice:
         """The policy of ``tool``, given the annotations its server lists, and where the
@@ -119,6 +124,7 @@ def parse_config(data: Mapping[str, Any], path: str | Path) -> ProxyConfig:
         run_argument=data.get("run_argument"),
         agent=data.get("agent"),
         trust_annotations=trust,
+        probes=parse_probes(data.get("probes", {}), path),
     )
 
 

@@ -28,16 +28,14 @@ naming the reason, as the proxy's.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import logging
 import os
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 from oncelog import (
-    CANNOT_TELL,
     NO_RESULT,
     AmbiguousOutcome,
     ApprovalRequired,
@@ -45,20 +43,19 @@ from oncelog import (
     Kind,
     Ledger,
     OnceLogError,
-    ProbeAnswer,
     RunLeased,
 )
 from oncelog.display import resolve_command
 
 from ._common import Policy
 from ._common import missing_extra as _missing
-from ._gateway_config import GatewayConfig, ProbeTool, Upstream
+from ._gateway_config import GatewayConfig, Upstream
 from ._gateway_config import load_gateway_config as load_config
 from ._gateway_http import CALLER, Caller, Guard
-from ._gateway_probes import probe_answer
 from ._gateway_state import StateRefused, StateSeal
 from ._mcp_config import check_subject, typed_subject
 from ._mcp_kinds import Choice
+from ._mcp_probes import check_probes, with_probe
 from ._mcp_subjects import as_declared
 
 try:
@@ -115,44 +112,22 @@ class Gateway:
                 self.tools[tool.name] = (name, tool)
                 choice = self.config.declarations.choose(tool.name, tool.annotations)
                 check_subject(tool, choice.policy)
-                choice = typed_subject(tool, choice)
-                found = self.config.probes.get(tool.name)
-                if found is not None and choice.policy is not None:
-                    probe = self._probe(found)
-                    policy = dataclasses.replace(choice.policy, probe=probe)
-                    choice = dataclasses.replace(choice, policy=policy)
+                probe = self.config.declarations.probes.get(tool.name)
+                choice = with_probe(typed_subject(tool, choice), probe, self._ask)
                 self.chosen[tool.name] = choice
                 if choice.policy is not None:
                     declare = functools.partial(
                         self.ledger.declare_result, tool.name, tool.output_schema, form="mcp"
                     )
                     await anyio.to_thread.run_sync(declare)
-        for name, found in self.config.probes.items():
-            chosen = self.chosen.get(name)
-            if chosen is None or chosen.policy is None or found.tool not in self.tools:
-                raise ConfigurationError(
-                    f"the probe of {name!r} is the tool {found.tool!r}: both must be listed "
-                    f"by an upstream, and {name!r} must have a kind"
-                )
+        check_probes(self.config.declarations.probes, self.chosen, self.tools)
         hidden = sorted(n for n, c in self.chosen.items() if c.policy is None)
         if hidden:
             log.warning("gateway: not offering tools %s: no kind is declared for them", hidden)
 
-    def _probe(self, found: ProbeTool) -> Callable[[str, Any], ProbeAnswer]:
-        """The probe of a tool, as the engine calls it (in the call's worker thread):
-        the upstream's probe tool asked with the key."""
-
-        def probe(key: str, arguments: Any) -> ProbeAnswer:
-            try:
-                result = anyio.from_thread.run(
-                    self._forward, found.tool, {found.key_argument: key}, key
-                )
-            except Exception as exc:  # unreachable, or it refused: nobody can tell
-                log.warning("gateway: probe %s could not be asked: %s", found.tool, exc)
-                return CANNOT_TELL
-            return probe_answer(result)
-
-        return probe
+    def _ask(self, tool: str, arguments: Any, key: str) -> Any:
+        """An upstream tool's result, from a call's worker thread (a probe's question)."""
+        return anyio.from_thread.run(self._forward, tool, arguments, key)
 
     def policy_of(self, tool: str, kind: str) -> Policy:
         chosen = self.chosen.get(tool)

@@ -68,9 +68,11 @@ from ._mcp_config import (
     unknown_settings,
 )
 from ._mcp_kinds import Choice
+from ._mcp_probes import check_probes, with_probe
 from ._mcp_subjects import as_declared
 
 try:
+    import anyio.from_thread
     import anyio.to_thread
     import mcp.types as types
     from mcp import ClientSession, MCPError, StdioServerParameters
@@ -177,7 +179,9 @@ class _Proxy:
         async for tool in _tools(self.upstream):
             choice = self.config.choose(tool.name, tool.annotations)
             check_subject(tool, choice.policy)
-            choice = self.chosen[tool.name] = typed_subject(tool, choice)
+            probe = self.config.probes.get(tool.name)
+            choice = with_probe(typed_subject(tool, choice), probe, self._ask)
+            self.chosen[tool.name] = choice
             self.schemas[tool.name] = tool.input_schema
             if choice.policy is None:
                 continue
@@ -194,6 +198,7 @@ class _Proxy:
                 self.ledger.declare_result, tool.name, tool.output_schema, form="mcp"
             )
             await anyio.to_thread.run_sync(declare)
+        check_probes(self.config.probes, self.chosen, self.schemas)
 
     def policy(self, tool: str) -> Policy | None:
         """A tool listed after the start has the config's policy only."""
@@ -273,6 +278,10 @@ class _Proxy:
         if named is not None and isinstance(arguments.get(named), str):
             return str(arguments[named])
         return self.run_id
+
+    def _ask(self, tool: str, arguments: Any, key: str) -> Any:
+        """An upstream tool's result, from a call's worker thread (a probe's question)."""
+        return anyio.from_thread.run(self._forward, tool, arguments, key)
 
     async def _forward(self, tool: str, arguments: Any, key: str) -> Any:
         meta = cast(types.RequestParamsMeta, {KEY_META: key})
