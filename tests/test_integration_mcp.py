@@ -282,26 +282,49 @@ def test_a_person_resolves_an_mcp_call_with_text_and_corrects_it(tmp_path: Path)
     assert events[-2:] == ["resolved", "corrected"]
 
 
-def test_a_probe_in_the_proxy_s_config_settles_a_call_left_in_doubt(tmp_path: Path) -> None:
-    """The proxy is killed after its server sent the email; the next session's call is in
-    doubt, and the probe its config declares (the server's ``find_effect``, asked with the
-    key) finds it: answered with the probe's result, nothing sent again, nobody asked."""
+@pytest.mark.parametrize(("tool", "finds"), [("send_email", "bare"), ("refund", "result")])
+def test_a_probe_in_the_proxy_s_config_settles_a_call_left_in_doubt(
+    tmp_path: Path, tool: str, finds: str
+) -> None:
+    """The proxy is killed after its server acted; the next session's call is in doubt,
+    and the probe its config declares (the server's ``find_effect``, asked with the key)
+    finds it: answered with the call's own result where the probe gives it (a refund, whose
+    output schema the client checks), else with the probe's; nothing sent again."""
     require_framework("mcp", "mcp")
     config = tmp_path / "tools.json"
-    probes = {"send_email": {"tool": "find_effect", "key_argument": "key"}}
-    config.write_text(json.dumps({"tools": {"send_email": "create"}, "probes": probes}))
-    finder = ("--find-tool",)
-    _, died = session(tmp_path, config, ["send_email"], "after_call@send_email#1", finder)
+    probes = {tool: {"tool": "find_effect", "key_argument": "key"}}
+    config.write_text(json.dumps({"tools": {tool: "create"}, "probes": probes}))
+    finder = ("--find-tool", finds)
+    _, died = session(tmp_path, config, [tool], f"after_call@{tool}#1", finder)
     assert isinstance(died, Exception), died
-    _, settled = session(tmp_path, config, ["send_email"], server_options=finder)
+    _, settled = session(tmp_path, config, [tool], server_options=finder)
     assert not settled.is_error, text_of(settled)
-    assert json.loads(text_of(settled))["found"] is True
-    assert Counter(e["tool"] for e in EffectLog(tmp_path / "effects.jsonl").entries()) == {
-        "send_email": 1
-    }
+    [performed] = EffectLog(tmp_path / "effects.jsonl").entries()
+    assert performed["tool"] == tool
+    if finds == "result":
+        assert settled.structured_content == {"refund_id": performed["receipt"]["id"]}
+    else:
+        assert json.loads(text_of(settled))["found"] is True
     with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
         [step] = ledger.steps("ticket-8")
-    assert (step.step_id, step.state) == ("send_email#1", StepState.DONE)
+    assert (step.step_id, step.state) == (f"{tool}#1", StepState.DONE)
+
+
+def test_a_probe_without_a_result_that_fits_the_output_schema_leaves_it_to_a_person(
+    tmp_path: Path,
+) -> None:
+    """refund declares an output schema; its probe finds the refund but gives no result of
+    that shape: recorded, the client would refuse it forever, so a person gives it."""
+    require_framework("mcp", "mcp")
+    config = tmp_path / "tools.json"
+    probes = {"refund": {"tool": "find_effect", "key_argument": "key"}}
+    config.write_text(json.dumps({"tools": {"refund": "create"}, "probes": probes}))
+    finder = ("--find-tool", "bare")
+    session(tmp_path, config, ["refund"], "after_call@refund#1", finder)
+    _, in_doubt = session(tmp_path, config, ["refund"], server_options=finder)
+    assert in_doubt.is_error
+    assert "AmbiguousOutcome" in text_of(in_doubt)
+    assert len(EffectLog(tmp_path / "effects.jsonl").entries()) == 1
 
 
 def test_a_probe_of_a_tool_the_server_does_not_list_stops_the_proxy(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ proxy sends in ``_meta``.
 
     python -m tests.integration_agents.mcp_server --effects E [--delay SECONDS]
         [--annotations JSON] [--requests FILE] [--dedupe] [--input-schemas JSON]
-        [--find-tool]
+        [--find-tool result|bare]
 
 ``--annotations`` gives tools their MCP annotations (``{"TOOL": {"readOnlyHint": true}}``);
 ``--requests`` appends each ``tools/call`` it receives (its name and ``_meta``) to FILE
@@ -12,7 +12,8 @@ before acting; ``--dedupe`` makes it a server that performs a key once and answe
 repeat with the first receipt; ``--input-schemas`` gives tools their input schemas
 (``{"TOOL": {"type": "object", ...}}``) instead of one string field ``customer``;
 ``--find-tool`` lists one more tool, ``find_effect(key)``, which answers whether an effect
-was made under that key (``{"found": ..., "receipt": ...}``), as a proxy's probe asks.
+was made under that key, as a proxy's probe asks: ``{"found": ..., "result": ...}`` with
+the call's own result (``result``), or ``{"found": ..., "receipt": ...}`` (``bare``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,15 @@ def tool(
     )  # fmt: skip
 
 
+def answered(name: str, answer: dict[str, Any]) -> types.CallToolResult:
+    """What a tool answers: its receipt as text, and a refund's id as structured content."""
+    content: list[types.ContentBlock] = [types.TextContent(text=json.dumps(answer))]
+    if name == "refund":
+        structured = {"refund_id": answer["id"]}
+        return types.CallToolResult(content=content, structured_content=structured)
+    return types.CallToolResult(content=content)
+
+
 def record(path: str | None, params: types.CallToolRequestParams) -> None:
     """The request as it reached the server, durably, before anything is done."""
     if path is not None:
@@ -76,7 +86,7 @@ def main() -> None:
     parser.add_argument("--requests", default=None)
     parser.add_argument("--dedupe", action="store_true")
     parser.add_argument("--input-schemas", type=json.loads, default={})
-    parser.add_argument("--find-tool", action="store_true")
+    parser.add_argument("--find-tool", choices=["result", "bare"], default=None)
     args = parser.parse_args()
     log = EffectLog(args.effects)
 
@@ -90,7 +100,7 @@ def main() -> None:
         listed = [
             tool(n, d, args.annotations.get(n), args.input_schemas.get(n)) for n, d in TOOLS.items()
         ]
-        if args.find_tool:
+        if args.find_tool is not None:
             key_only = {"type": "object", "properties": {"key": {"type": "string"}}}
             listed.append(tool("find_effect", "Find an effect by its key.", None, key_only))
         return types.ListToolsResult(tools=listed)
@@ -101,21 +111,25 @@ def main() -> None:
         record(args.requests, params)
         arguments = params.arguments or {}
         if params.name == "find_effect":
-            done = [e for e in log.entries() if e["key"] == arguments.get("key")]
-            found = {"found": bool(done), "receipt": done[0]["receipt"] if done else None}
-            text: list[types.ContentBlock] = [types.TextContent(text=json.dumps(found))]
-            return types.CallToolResult(content=text, structured_content=found)
+            return find(arguments.get("key"))
         if params.name == "lookup":
             answer: dict[str, Any] = {"customer": arguments.get("customer"), "plan": "pro"}
         else:
             key = str((params.meta or {}).get(KEY_META))
             await anyio.sleep(args.delay)
             answer = perform(key, params.name, arguments)
-        content: list[types.ContentBlock] = [types.TextContent(text=json.dumps(answer))]
-        if params.name == "refund":
-            structured = {"refund_id": answer["id"]}
-            return types.CallToolResult(content=content, structured_content=structured)
-        return types.CallToolResult(content=content)
+        return answered(params.name, answer)
+
+    def find(key: Any) -> types.CallToolResult:
+        done = [e for e in log.entries() if e["key"] == key]
+        found: dict[str, Any] = {"found": bool(done)}
+        if done and args.find_tool == "result":
+            own = answered(done[0]["tool"], done[0]["receipt"])
+            found["result"] = own.model_dump(mode="json", by_alias=True, exclude_none=True)
+        elif done:
+            found["receipt"] = done[0]["receipt"]
+        text: list[types.ContentBlock] = [types.TextContent(text=json.dumps(found))]
+        return types.CallToolResult(content=text, structured_content=found)
 
     server: Server[Any] = Server("effects", on_list_tools=list_tools, on_call_tool=call_tool)
 

@@ -5,8 +5,11 @@
 The probe tool is called with the call's idempotency key (the one the upstream got in
 ``_meta["io.oncelog/idempotency-key"]``) and answers with ``structuredContent``:
 
-- ``{"found": true, ...}``: the effect happened; the probe's whole result becomes the
-  call's recorded result, what the client gets;
+- ``{"found": true, "result": {...}}``: the effect happened, and ``result`` is the call's
+  own result as the upstream kept it (an MCP ``CallToolResult``): it is recorded as the
+  call's, what the client gets. Without ``result``, the probe's whole answer is; a tool
+  with an output schema needs a ``result`` whose ``structuredContent`` fits it, or nobody
+  can tell (a client would refuse anything else as that tool's result);
 - ``{"found": false}``: it did not, and never will under that key (the upstream must be
   able to say so: a search it cannot trust answers neither), so the call is made again;
 - anything else, an error result, or a probe that cannot be reached: oncelog cannot tell,
@@ -59,18 +62,48 @@ def parse_probes(value: Any, path: str | Path) -> dict[str, ProbeTool]:
     return found
 
 
-def probe_answer(result: Mapping[str, Any]) -> ProbeAnswer:
-    """What an upstream probe tool's result says of the effect it was asked about."""
+def probe_answer(
+    result: Mapping[str, Any], output_schema: Mapping[str, Any] | None = None
+) -> ProbeAnswer:
+    """What an upstream probe tool's result says of the effect it was asked about, for a
+    tool with ``output_schema`` (or none)."""
     structured = result.get("structuredContent")
     found = structured.get("found") if isinstance(structured, Mapping) else None
     if result.get("isError") or not isinstance(found, bool):
         return CANNOT_TELL
-    return Found(dict(result)) if found else NOT_FOUND
+    if not found:
+        return NOT_FOUND
+    assert isinstance(structured, Mapping)
+    own = structured.get("result")
+    recorded = dict(own) if isinstance(own, Mapping) and "content" in own else dict(result)
+    if output_schema is not None and not _fits(recorded, output_schema):
+        log.warning(
+            "a probe found the call, but its answer holds no result that fits the tool's "
+            "output schema: a person gives it (oncelog resolve ... done --result)"
+        )
+        return CANNOT_TELL
+    return Found(recorded)
 
 
-def with_probe(choice: Choice, probe: ProbeTool | None, ask: Ask) -> Choice:
+def _fits(result: Mapping[str, Any], output_schema: Mapping[str, Any]) -> bool:
+    # Installed with mcp, whose clients check results against output schemas with it;
+    # imported here so that the config still loads where mcp is missing (its extra's error).
+    import jsonschema
+
+    structured = result.get("structuredContent")
+    if structured is None:
+        return False
+    try:
+        return bool(jsonschema.Draft202012Validator(output_schema).is_valid(structured))
+    except jsonschema.SchemaError:
+        return False
+
+
+def with_probe(
+    choice: Choice, probe: ProbeTool | None, ask: Ask, output_schema: Mapping[str, Any] | None
+) -> Choice:
     """The choice with its probe (a function the engine calls in the call's worker
-    thread: ``ask`` calls the upstream from there)."""
+    thread: ``ask`` calls the upstream from there); ``output_schema``, the probed tool's."""
     if probe is None or choice.policy is None:
         return choice
 
@@ -80,7 +113,7 @@ def with_probe(choice: Choice, probe: ProbeTool | None, ask: Ask) -> Choice:
         except Exception as exc:  # unreachable, or it refused: nobody can tell
             log.warning("probe %s could not be asked: %s", probe.tool, exc)
             return CANNOT_TELL
-        return probe_answer(result)
+        return probe_answer(result, output_schema)
 
     policy = dataclasses.replace(choice.policy, probe=asked)
     return dataclasses.replace(choice, policy=policy)

@@ -113,7 +113,9 @@ class Gateway:
                 choice = self.config.declarations.choose(tool.name, tool.annotations)
                 check_subject(tool, choice.policy)
                 probe = self.config.declarations.probes.get(tool.name)
-                choice = with_probe(typed_subject(tool, choice), probe, self._ask)
+                choice = with_probe(
+                    typed_subject(tool, choice), probe, self._ask, tool.output_schema
+                )
                 self.chosen[tool.name] = choice
                 if choice.policy is not None:
                     declare = functools.partial(

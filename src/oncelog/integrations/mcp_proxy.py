@@ -180,7 +180,7 @@ class _Proxy:
             choice = self.config.choose(tool.name, tool.annotations)
             check_subject(tool, choice.policy)
             probe = self.config.probes.get(tool.name)
-            choice = with_probe(typed_subject(tool, choice), probe, self._ask)
+            choice = with_probe(typed_subject(tool, choice), probe, self._ask, tool.output_schema)
             self.chosen[tool.name] = choice
             self.schemas[tool.name] = tool.input_schema
             if choice.policy is None:
