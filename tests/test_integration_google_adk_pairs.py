@@ -231,6 +231,30 @@ def test_adks_node_retry_after_a_refund_in_doubt_calls_nothing_again(
     assert len(refunds(provider)) == 1
 
 
+def test_an_invocation_whose_agent_adk_retried_after_a_model_error_replays_after_a_kill(
+    tmp_path: Path, provider: Provider
+) -> None:
+    """The model's first call raises and ADK runs the agent again (``retry_config``); the
+    retry asks the model, which asks for the refund, and the process is killed after the
+    provider refunded. The attempt that raised took no step, so the restart replays the
+    model's answer, its probe settles the refund, and the invocation ends: one refund; it
+    used to stop on every restart (the retry one position on)."""
+    require_framework("google.adk", "google-adk")
+    options = ["--guarded", "--probe", "--model-fails", "--node-retries", "1", "--fault", "kill"]
+    killed = refund(tmp_path, provider, "s", "42", *options)
+    assert killed.killed, killed
+    resumed = refund(tmp_path, provider, "s", "42", *options)
+    assert resumed.returncode == 0, resumed
+    [made] = provider.effects("refunds")
+    receipt = made.response["effect_id"]
+    assert resumed.last_line == f'"refunded order 42: fx_{receipt}"'
+    with oncelog.open(str(tmp_path / "ledger.db")) as ledger:
+        [run] = ledger.runs()
+        steps = [(s.seq, s.step_id) for s in ledger.steps(run.run_id)]
+    assert steps == [(0, "model#1"), (1, "refund#1"), (2, "model#2")]
+    assert model_calls(tmp_path) == 2  # the replay asked nothing it had an answer to
+
+
 def test_an_agents_budget_covers_its_sessions(tmp_path: Path, provider: Provider) -> None:
     """An agent's daily budget of one irreversible action: without ``agent=`` the guard's
     runs are nobody's and each session refunds; with it, the second session's refund

@@ -6,6 +6,7 @@ declarations a refund tool meets: a subject, a period, a probe, an agent's scope
         --sessions S --model-calls M --session ID --flags DIR --order JSON [--guarded]
         [--subject] [--once-for SECONDS] [--probe] [--agent NAME]
         [--retry-plugin] [--node-retries N] [--fault none|kill|raises|declined]
+        [--model-fails]
 
 The model asks for ``refund(order=ORDER, cents=500)`` until the turn's conversation holds
 a receipt, then answers with it; an error makes it ask again, as a model would. The
@@ -16,7 +17,8 @@ refunding, before answering; ``raises``, the tool raises after the provider refu
 (``CardDeclined``) after the on-call person turned the kill switch on. ``--retry-plugin``
 adds ADK's ``ReflectAndRetryToolPlugin``, which hands a tool's error to the model, which
 asks for the refund again; ``--node-retries`` declares ADK's retry of the agent after an
-error (``retry_config``).
+error (``retry_config``); ``--model-fails``: the model's first call ever raises (the
+service unavailable), once.
 
 Each start sends the request as the session's next message; guarded, the guard resumes
 the session's unfinished invocation of it (ADK's Resume) or starts a new turn. Prints the
@@ -71,10 +73,13 @@ class ScriptedLlm(BaseLlm):
     model: str = "scripted"
     calls_file: str = ""
     order: Any = 42
+    fails_once: str = ""  # a flag file: the first call raises, once
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
     ) -> AsyncGenerator[LlmResponse, None]:
+        if self.fails_once and _first(Path(self.fails_once)):
+            raise ConnectionError("the model service is unavailable")
         count_model_call(self.calls_file)
         said = _this_turn(llm_request.contents)
         receipts = [found for s in said for found in re.findall(r"fx_\d+", s)]
@@ -139,7 +144,8 @@ def main() -> None:
         once_per=(lambda order, **_: ("refund", order)) if args.subject else None,
         once_for=None if args.once_for is None else timedelta(seconds=args.once_for),
     )  # fmt: skip
-    model = ScriptedLlm(calls_file=args.model_calls, order=json.loads(args.order))
+    fails = str(flags / "model-failed") if args.model_fails else ""
+    model = ScriptedLlm(calls_file=args.model_calls, order=json.loads(args.order), fails_once=fails)
     retry = RetryConfig(max_attempts=args.node_retries + 1, initial_delay=0.0, jitter=0.0)
     agent = LlmAgent(
         name="clerk", model=model, tools=[refund],
@@ -190,7 +196,7 @@ def parser() -> argparse.ArgumentParser:
         parser.add_argument(name, required=True)
     parser.add_argument("--flags", required=True)
     parser.add_argument("--order", required=True, help="the order, as JSON: 42 or 42.0")
-    for flag in ("--guarded", "--subject", "--probe"):
+    for flag in ("--guarded", "--subject", "--probe", "--model-fails"):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--once-for", type=float, default=None)
     parser.add_argument("--agent", default=None)
