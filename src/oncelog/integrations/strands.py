@@ -45,7 +45,6 @@ import asyncio
 import dataclasses
 import json
 import re
-from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Mapping
 from typing import Any
 
@@ -58,7 +57,6 @@ from oncelog import (
     Ledger,
     OnceLogError,
     Run,
-    RunStopped,
     UsageError,
     WaitingForPerson,
 )
@@ -72,6 +70,8 @@ from ._common import (
     mark,
     marked,
     model_drift,
+    model_step,
+    next_step_id,
     policies,
     policy_for,
     repeatable_names,
@@ -135,18 +135,13 @@ def _checked(name: str, what: str) -> str:
 
 
 class _Turn:
-    """The turn in progress on one thread: its run, its step counts, and its stop."""
+    """The turn in progress on one thread: its run, its agent, and its stop."""
 
     def __init__(self, run: Run, agent: Agent, answers: dict[str, Interrupt]) -> None:
         self.run, self.agent = run, agent
         self.answers = answers  # Strands interrupts answered, kept for the turn's replay
-        self.counts: Counter[str] = Counter()
         self.stop: OnceLogError | None = None
         self.waiting: ApprovalRequired | None = None
-
-    def step(self, name: str) -> str:
-        self.counts[name] += 1
-        return f"{name}#{self.counts[name]}"
 
 
 _turns: dict[int, _Turn] = {}  # by id(run): the run's turn, while an invocation runs
@@ -218,19 +213,13 @@ class RecordedModel(Model):
             return {"events": json.loads(json.dumps(events, default=repr)), "usage": usage or {}}
 
         asked = digest([system_prompt, messages, sorted(s["name"] for s in tool_specs or [])])
-        step = turn.step("model")
-        try:
+        # A call that raised (Strands retries a throttled one) takes no step: its retry is
+        # this step, as on a replay.
+        with model_step(turn.run, "model") as step:
             recorded = await asyncio.to_thread(
                 turn.run.llm, step, call, name="strands_model", input_digest=asked,
                 drift=self.drift,
             )  # fmt: skip
-        except RunStopped:
-            raise
-        except Exception:
-            # The model raised (Strands retries a throttled call): nothing is recorded and
-            # the run gave the position back, so the retry is this step, as on a replay.
-            turn.counts["model"] -= 1
-            raise
         for event in recorded["events"]:
             yield event
 
@@ -276,7 +265,7 @@ class _GuardedTool(AgentTool):
                 coro = _final_result(events)
                 return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
-        step = turn.step(self.tool_name)
+        step = next_step_id(turn.run, self.tool_name)
         effect = self.policy.tool(self.tool_name, perform)
         try:
             recorded = await asyncio.to_thread(turn.run.effect, step, effect, arguments)
