@@ -32,12 +32,14 @@ class EffectLog:
             return []
         return [json.loads(line) for line in self.path.read_text().splitlines() if line]
 
+    def made(self, key: Any) -> dict[str, Any] | None:
+        """The effect made under ``key``, if one was (the first)."""
+        return next((entry for entry in self.entries() if entry["key"] == key), None)
+
     def probe(self, key: str, *recorded: Any) -> oncelog.ProbeAnswer:
         """What a provider's lookup by idempotency key answers."""
-        for entry in self.entries():
-            if entry["key"] == key:
-                return oncelog.Found(entry["receipt"])
-        return oncelog.NOT_FOUND
+        entry = self.made(key)
+        return oncelog.NOT_FOUND if entry is None else oncelog.Found(entry["receipt"])
 
 
 def count_model_call(path: str | Path) -> int:

@@ -91,8 +91,8 @@ def main() -> None:
     log = EffectLog(args.effects)
 
     def perform(key: str, name: str, arguments: Any) -> dict[str, Any]:
-        done = [e for e in log.entries() if e["key"] == key] if args.dedupe else []
-        return dict(done[0]["receipt"]) if done else log.perform(key, name, arguments)
+        done = log.made(key) if args.dedupe else None
+        return dict(done["receipt"]) if done else log.perform(key, name, arguments)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -121,13 +121,13 @@ def main() -> None:
         return answered(params.name, answer)
 
     def find(key: Any) -> types.CallToolResult:
-        done = [e for e in log.entries() if e["key"] == key]
-        found: dict[str, Any] = {"found": bool(done)}
-        if done and args.find_tool == "result":
-            own = answered(done[0]["tool"], done[0]["receipt"])
+        done = log.made(key)
+        found: dict[str, Any] = {"found": done is not None}
+        if done is not None and args.find_tool == "result":
+            own = answered(done["tool"], done["receipt"])
             found["result"] = own.model_dump(mode="json", by_alias=True, exclude_none=True)
-        elif done:
-            found["receipt"] = done[0]["receipt"]
+        elif done is not None:
+            found["receipt"] = done["receipt"]
         text: list[types.ContentBlock] = [types.TextContent(text=json.dumps(found))]
         return types.CallToolResult(content=text, structured_content=found)
 

@@ -77,11 +77,9 @@ class Counter:
         with self.path.open("a+") as out:
             fcntl.flock(out, fcntl.LOCK_EX)  # several upstream processes may share a file
             out.seek(0)
-            if self.dedupe:
-                for text in out.read().splitlines():
-                    done = json.loads(text)
-                    if done["key"] == key:
-                        return dict(done["receipt"])
+            done = _receipt(out.read(), key) if self.dedupe else None
+            if done is not None:
+                return done
             line = {"tool": tool, "key": key, "arguments": arguments, "receipt": receipt,
                     "pid": os.getpid()}  # fmt: skip
             out.write(json.dumps(line) + "\n")
@@ -91,13 +89,16 @@ class Counter:
 
     def find(self, key: str) -> dict[str, Any] | None:
         """The receipt of the call performed under ``key``, if one was."""
-        if not self.path.exists():
-            return None
-        for text in self.path.read_text().splitlines():
-            done = json.loads(text)
-            if done["key"] == key:
-                return dict(done["receipt"])
-        return None
+        return _receipt(self.path.read_text(), key) if self.path.exists() else None
+
+
+def _receipt(lines: str, key: str) -> dict[str, Any] | None:
+    """The receipt of the first call the count file's ``lines`` hold under ``key``."""
+    for text in lines.splitlines():
+        done = json.loads(text)
+        if done["key"] == key:
+            return dict(done["receipt"])
+    return None
 
 
 def append(path: str | None, entry: dict[str, Any]) -> None:

@@ -309,7 +309,8 @@ class Gateway:
                                          request_state=state)  # fmt: skip
 
     async def answered(self, asked: Asked) -> tuple[bool, Any]:
-        """Whether the ledger already holds the call's result (for tests and tools)."""
+        """Whether the ledger already holds the call's result: its ``requestState`` is
+        then spent."""
         return await anyio.to_thread.run_sync(recorded, self.ledger, asked)
 
 
