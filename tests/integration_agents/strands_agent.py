@@ -46,13 +46,8 @@ from .effect_log import count_model_call, post_effect
 TO, BODY = "ada@example.com", "your receipt"
 
 
-class ScriptedModel(Model):
-    """Answers as a real model would: asks for the email until a tool result holds its
-    receipt, then answers. Its tool use ids are new at every call, as a model's."""
-
-    def __init__(self, calls_file: str, throttled: Path | None = None) -> None:
-        self.calls_file = calls_file
-        self.throttled = throttled  # a flag file: the first call is throttled, once
+class ScriptModel(Model):
+    """A scripted model's part that no script changes: no config, no structured output."""
 
     def update_config(self, **model_config: Any) -> None:
         pass
@@ -62,6 +57,15 @@ class ScriptedModel(Model):
 
     def structured_output(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
+
+
+class ScriptedModel(ScriptModel):
+    """Answers as a real model would: asks for the email until a tool result holds its
+    receipt, then answers. Its tool use ids are new at every call, as a model's."""
+
+    def __init__(self, calls_file: str, throttled: Path | None = None) -> None:
+        self.calls_file = calls_file
+        self.throttled = throttled  # a flag file: the first call is throttled, once
 
     async def stream(
         self,

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from strands import Agent, tool
-from strands.models.model import Model
 from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
@@ -42,6 +41,7 @@ from oncelog.integrations import Policy, current_idempotency_key
 from oncelog.integrations import strands as oncelog_strands
 
 from .effect_log import count_model_call, post_effect
+from .strands_agent import ScriptModel
 
 RUN = "refunds"  # the provider's label for every refund
 
@@ -50,20 +50,11 @@ class CardDeclined(Exception):
     """The provider's definite no: nothing was refunded."""
 
 
-class ScriptedModel(Model):
+class ScriptedModel(ScriptModel):
     """Asks for the refund until this turn's conversation holds its receipt."""
 
     def __init__(self, calls_file: str, order: Any) -> None:
         self.calls_file, self.order = calls_file, order
-
-    def update_config(self, **model_config: Any) -> None:
-        pass
-
-    def get_config(self) -> Any:
-        return {}
-
-    def structured_output(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
 
     async def stream(
         self,
