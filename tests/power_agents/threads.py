@@ -3,7 +3,9 @@
     python tests/power_agents/threads.py --ledger L --provider FILE --runs N --effects E
 
 Runs ``run-1`` .. ``run-N`` at once on one ledger, each of E effects ``effect-1`` ..
-``effect-E``, all starting together. The provider is a file outside the ledger holding
+``effect-E``, in rounds: every run makes its effect N before any makes N+1, so the
+intents of one round are committed at once however the machine schedules the threads
+(one thread let run ahead alone would share no fsync). The provider is a file outside the ledger holding
 every call's idempotency key, one line per call, synced before the tool returns: a power
 loss of the ledger's machine does not touch it. ``ONCELOG_CRASH_AT`` kills the process at
 a named crash point, the first thread to reach it ending all of them.
@@ -27,7 +29,7 @@ def main() -> None:
     parser.add_argument("--effects", type=int, required=True)
     args = parser.parse_args()
     provider, written = Path(args.provider), threading.Lock()
-    start = threading.Barrier(args.runs)
+    rounds = threading.Barrier(args.runs)
 
     with oncelog.open(args.ledger) as ledger:
 
@@ -40,9 +42,9 @@ def main() -> None:
             return n
 
         def one_run(run_id: str) -> None:
-            start.wait()
             with ledger.run(run_id) as run:
                 for n in range(1, args.effects + 1):
+                    rounds.wait()
                     run.effect(f"effect-{n}", deliver, n)
 
         threads = [
