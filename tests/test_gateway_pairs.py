@@ -2,8 +2,9 @@
 subject once per period (``once_for``), one subject however a client spells its number, a
 dedupe window across runs after a SIGKILL, a kill switch turned on while a call waits for
 its run's lease, budgets, and a person's edit of the arguments on approval. Each through a
-real gateway process, counted at the upstream process. Probes and retries are not in the
-gateway's (nor the proxy's) JSON config: see docs/gateway.md."""
+real gateway process, counted at the upstream process. Probes meet subjects and approvals
+in test_gateway_probes.py; retries are not in the gateway's (nor the proxy's) JSON
+config: see docs/gateway.md."""
 
 from __future__ import annotations
 

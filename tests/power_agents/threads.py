@@ -5,10 +5,11 @@
 Runs ``run-1`` .. ``run-N`` at once on one ledger, each of E effects ``effect-1`` ..
 ``effect-E``, in rounds: every run makes its effect N before any makes N+1, so the
 intents of one round are committed at once however the machine schedules the threads
-(one thread let run ahead alone would share no fsync). The provider is a file outside the ledger holding
-every call's idempotency key, one line per call, synced before the tool returns: a power
-loss of the ledger's machine does not touch it. ``ONCELOG_CRASH_AT`` kills the process at
-a named crash point, the first thread to reach it ending all of them.
+(one thread let run ahead alone would share no fsync). The provider is a file outside
+the ledger holding every call's idempotency key, one line per call, synced before the
+tool returns: a power loss of the ledger's machine does not touch it.
+``ONCELOG_CRASH_AT`` kills the process at a named crash point, the first thread to reach
+it ending all of them.
 """
 
 from __future__ import annotations

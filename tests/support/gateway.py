@@ -134,10 +134,15 @@ def _started(argv: list[str], env: Mapping[str, str], banner: str, **popen: Any)
 
 
 @contextmanager
-def counting_upstream(root: Path, *, dedupe: bool = False, name: str = "up") -> Iterator[Upstream]:
+def counting_upstream(
+    root: Path, *, dedupe: bool = False, name: str = "up", port: int | None = None,
+    delay: float = 0.0,
+) -> Iterator[Upstream]:  # fmt: skip
+    """A counting upstream over HTTP; one started again with the ``name`` and ``port`` of
+    one killed is that upstream restarted: it keeps counting in the same files."""
     count, requests = root / f"{name}-count.jsonl", root / f"{name}-requests.jsonl"
-    argv = python("-m", "tests.support.mcp_counting_upstream", "--http", str(free_port()),
-                  "--count-file", count, "--requests", requests)  # fmt: skip
+    argv = python("-m", "tests.support.mcp_counting_upstream", "--http", str(port or free_port()),
+                  "--count-file", count, "--requests", requests, "--delay", str(delay))  # fmt: skip
     env = environment(GATEWAY_TEST_LOG=str(root / f"{name}.log"))
     started = _started(argv + (["--dedupe"] if dedupe else []), env,
                        "mcp_counting_upstream listening")  # fmt: skip
@@ -170,19 +175,31 @@ def gateway_config(root: Path, upstream: Upstream, **settings: Any) -> Path:
     return path
 
 
-def start_gateway(
-    config: Path, ledger_url: str, *, crash_at: str | None = None,
-    extra_env: Mapping[str, str] | None = None, pass_fds: tuple[int, ...] = (),
-) -> Process:  # fmt: skip
-    env = environment(
+def gateway_env(
+    config: Path, crash_at: str | None = None, extra_env: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of a gateway process with ``config``: its clients' tokens, the link
+    secret, its log beside the config."""
+    return environment(
         crash_at, PYTHONPATH=str(ROOT / "src"), GATEWAY_TEST_TOKEN=TOKEN,
         GATEWAY_OTHER_TOKEN=OTHER_TOKEN, ONCELOG_LINK_SECRET="gateway-test-link-secret-0123456789",
         GATEWAY_TEST_LOG=str(config.parent / "gateway.log"),
         **(extra_env or {}),
     )  # fmt: skip
-    argv = python("-m", "oncelog", "gateway", "--config", config, "--listen",
+
+
+def gateway_argv(config: Path, ledger_url: str) -> list[str]:
+    return python("-m", "oncelog", "gateway", "--config", config, "--listen",
                   f"127.0.0.1:{free_port()}", "--ledger", ledger_url)  # fmt: skip
-    return _started(argv, env, "oncelog gateway listening", pass_fds=pass_fds)
+
+
+def start_gateway(
+    config: Path, ledger_url: str, *, crash_at: str | None = None,
+    extra_env: Mapping[str, str] | None = None, pass_fds: tuple[int, ...] = (),
+) -> Process:  # fmt: skip
+    env = gateway_env(config, crash_at, extra_env)
+    return _started(gateway_argv(config, ledger_url), env, "oncelog gateway listening",
+                    pass_fds=pass_fds)  # fmt: skip
 
 
 @contextmanager

@@ -54,3 +54,6 @@ def gateway(config_path: str, listen: str, db: str | None) -> None:
     except oncelog.OnceLogError as exc:
         click.echo(f"Error: {oncelog.explain(exc)}", err=True)
         raise click.exceptions.Exit(exc.exit_code) from exc
+    except mcp_gateway.UpstreamUnreachable as exc:  # at the start: its tools are unknown
+        click.echo(f"Error: {exc}; the gateway starts once every upstream answers", err=True)
+        raise click.exceptions.Exit(oncelog.EXIT_TRY_LATER) from exc

@@ -32,6 +32,7 @@ from oncelog import (
 )
 
 from ..display import install_line
+from ..failures import Classifier
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class Policy:
     probe: Probe | None = None
     key_ttl: timedelta | float | None = None
     refusals: tuple[type[BaseException], ...] = ()
+    failures: Classifier | None = None
     approval: bool | None = None
     cost: float | Callable[..., float] = 0.0
     result_schema: dict[str, Any] | None = None
@@ -77,7 +79,8 @@ class Policy:
     def tool(self, name: str, fn: Callable[..., Any]) -> Tool[..., Any]:
         """``fn`` declared as the oncelog tool ``name`` under this policy."""
         declare = tool(
-            kind=self.kind, name=name, refusals=self.refusals, probe=self.probe,
+            kind=self.kind, name=name, refusals=self.refusals, failures=self.failures,
+            probe=self.probe,
             dedupe_window=self.dedupe_window, key_ttl=self.key_ttl, approval=self.approval,
             cost=self.cost, result_schema=self.result_schema,
             once_per=None if self.once_per is None else _by_name(self.once_per),

@@ -27,12 +27,10 @@ naming the reason, as the proxy's.
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import functools
 import logging
-import os
 from collections import defaultdict
-from collections.abc import AsyncIterator
 from typing import Any, cast
 
 from oncelog import (
@@ -49,7 +47,7 @@ from oncelog.display import resolve_command
 
 from ._common import Policy
 from ._common import missing_extra as _missing
-from ._gateway_config import GatewayConfig, Upstream
+from ._gateway_config import GatewayConfig
 from ._gateway_config import load_gateway_config as load_config
 from ._gateway_http import CALLER, Caller, Guard
 from ._gateway_state import StateRefused, StateSeal
@@ -64,16 +62,18 @@ try:
     import anyio.to_thread
     import mcp.types as types
     import uvicorn
-    from mcp import Client, MCPError, StdioServerParameters
+    from mcp import MCPError
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise _missing("gateway", "MCP gateway") from exc
 
 from ._gateway_calls import Asked, digest_of, perform, recorded, step_of  # anyio, with mcp
+from ._gateway_upstreams import UpstreamLink, UpstreamUnreachable, unreached  # mcp too
 
 __all__ = [
-    "CALL_META", "KEY_META", "RUN_META", "Gateway", "GatewayConfig", "app", "load_config", "serve",
+    "CALL_META", "KEY_META", "RUN_META", "Gateway", "GatewayConfig", "UpstreamUnreachable", "app",
+    "load_config", "serve",
 ]  # fmt: skip
 
 log = logging.getLogger("oncelog")
@@ -89,7 +89,9 @@ APPROVAL_INPUT = "io.oncelog/approval"
 class Gateway:
     """The MCP handlers of one gateway process, over its upstream clients."""
 
-    def __init__(self, ledger: Ledger, config: GatewayConfig, upstreams: dict[str, Client]) -> None:
+    def __init__(
+        self, ledger: Ledger, config: GatewayConfig, upstreams: dict[str, UpstreamLink]
+    ) -> None:
         self.ledger = ledger
         self.config = config
         self.upstreams = upstreams
@@ -102,8 +104,8 @@ class Gateway:
     async def learn_tools(self) -> None:
         """List every upstream's tools, choose each one's policy once, and refuse a name
         two upstreams list (a call could not say which it means)."""
-        for name, client in self.upstreams.items():
-            async for tool in _listed(client):
+        for name, link in self.upstreams.items():
+            async for tool in link.list_tools():
                 if tool.name in self.tools:
                     raise ConfigurationError(
                         f"upstreams {self.tools[tool.name][0]!r} and {name!r} both list a tool "
@@ -116,6 +118,9 @@ class Gateway:
                 choice = with_probe(
                     typed_subject(tool, choice), probe, self._ask, tool.output_schema
                 )
+                if choice.policy is not None:  # an upstream not reached: the call was not sent
+                    policy = dataclasses.replace(choice.policy, failures=unreached)
+                    choice = dataclasses.replace(choice, policy=policy)
                 self.chosen[tool.name] = choice
                 if choice.policy is not None:
                     declare = functools.partial(
@@ -135,7 +140,8 @@ class Gateway:
         chosen = self.chosen.get(tool)
         if chosen is not None and chosen.policy is not None:
             return chosen.policy
-        return Policy(Kind(kind))  # a tool gone from its upstream: its step's recorded kind
+        # A tool gone from its upstream: its step's recorded kind.
+        return Policy(Kind(kind), failures=unreached)
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -191,6 +197,8 @@ class Gateway:
                     then="done", options="--no-result --by NAME",
                 ) + " (or not_done, or abandon); then call this tool again."
             )  # fmt: skip
+        except UpstreamUnreachable as exc:  # recorded not performed: the next call sends it
+            return _error(f"oncelog: {exc}; call again with the same call id")
         except RunLeased:
             return _error(
                 f"oncelog: run {asked.run_id!r} is held by another call past the gateway's "
@@ -264,7 +272,7 @@ class Gateway:
     async def _forward(self, tool: str, arguments: Any, key: str) -> Any:
         upstream = self.upstreams[self.tools[tool][0]]
         meta = cast(types.RequestParamsMeta, {KEY_META: key})
-        result = await upstream.call_tool(tool, arguments, meta=meta)
+        result = await upstream.call_tool(tool, arguments, meta)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     def _claims(self, caller: Caller, asked: Asked) -> dict[str, Any]:
@@ -325,26 +333,6 @@ def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
 
 
-async def _listed(client: Client) -> AsyncIterator[types.Tool]:
-    cursor: str | None = None
-    while True:
-        listed = await client.list_tools(cursor=cursor)
-        for tool in listed.tools:
-            yield tool
-        cursor = listed.next_cursor
-        if not cursor:
-            return
-
-
-def _client(upstream: Upstream) -> Client:
-    if upstream.url is not None:
-        return Client(upstream.url)
-    command = upstream.command
-    # A stdio upstream gets the gateway's environment, as if it were started directly.
-    return Client(StdioServerParameters(command=command[0], args=list(command[1:]),
-                                        env=dict(os.environ)))  # fmt: skip
-
-
 def app(gateway: Gateway) -> Guard:
     """The ASGI application: the guard in front of the stateless MCP endpoint ``/mcp``."""
     server: Server[Any] = Server(
@@ -371,27 +359,36 @@ def _no_host_check() -> Any:
 
 async def serve(ledger: Ledger, config: GatewayConfig, host: str, port: int) -> None:
     """Connect to the upstreams, learn their tools, and serve until SIGTERM or SIGINT."""
-    async with contextlib.AsyncExitStack() as stack:
-        upstreams = {
-            name: await stack.enter_async_context(_client(upstream))
-            for name, upstream in config.upstreams.items()
-        }
-        gateway = Gateway(ledger, config, upstreams)
-        await gateway.learn_tools()
-        http = uvicorn.Server(
-            uvicorn.Config(
-                app(gateway), host=host, port=port, log_level="warning", timeout_keep_alive=5,
-                h11_max_incomplete_event_size=64 * 1024,
-            )
-        )  # fmt: skip
+    failed: Exception | None = None
+    async with anyio.create_task_group() as links:
+        upstreams = {name: UpstreamLink(u, links) for name, u in config.upstreams.items()}
+        try:
+            await _serve(Gateway(ledger, config, upstreams), host, port)
+        except Exception as exc:  # raised below, not wrapped in the task group's group
+            failed = exc
+        finally:
+            for link in upstreams.values():
+                link.close()
+    if failed is not None:
+        raise failed
 
-        async def announce() -> None:
-            while not http.started:
-                await anyio.sleep(0.02)
-            shown = f"[{host}]" if ":" in host else host
-            print(f"oncelog gateway listening on http://{shown}:{port}/mcp", flush=True)
 
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(announce)
-            await http.serve()
-            tasks.cancel_scope.cancel()
+async def _serve(gateway: Gateway, host: str, port: int) -> None:
+    await gateway.learn_tools()
+    http = uvicorn.Server(
+        uvicorn.Config(
+            app(gateway), host=host, port=port, log_level="warning", timeout_keep_alive=5,
+            h11_max_incomplete_event_size=64 * 1024,
+        )
+    )  # fmt: skip
+
+    async def announce() -> None:
+        while not http.started:
+            await anyio.sleep(0.02)
+        shown = f"[{host}]" if ":" in host else host
+        print(f"oncelog gateway listening on http://{shown}:{port}/mcp", flush=True)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(announce)
+        await http.serve()
+        tasks.cancel_scope.cancel()
