@@ -673,7 +673,10 @@ class Engine:
             attempt = None if found is None else found.attempts
             said = {
                 SubjectDone: f"was done by {where}; its tool says a repeat is an error",
-                SubjectBusy: f"is being acted on by {where}, in a live process; a later start "
+                # The claim's liveness is its run's lease (stores/_sql_subjects.py), which
+                # outlives a killed holder until it lapses: "live" would be a guess.
+                SubjectBusy: f"is being acted on by {where}, whose run's lease is held (by a "
+                "live process, or by one that died, until its lease lapses); a later start "
                 "finds its outcome",
                 SubjectInDoubt: f"is held by {where}, whose outcome is in doubt and whose run "
                 "no live process holds: restart that run (it probes, resends or halts as "
