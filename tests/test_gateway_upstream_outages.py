@@ -1,9 +1,10 @@
 """An upstream that goes away while ``oncelog gateway`` runs: the calls made to it fail,
 never the gateway. A call whose connection could not be made was not sent: recorded not
-performed, it is sent when the client asks again after the upstream is back. A call in
-flight when the upstream died is in doubt, and a person's way out is the usual one. A
-stdio upstream that exited is started again. An upstream down when the gateway starts
-stops the start with a clear error. Counted at the upstream processes.
+performed, it is sent when the client asks again after the upstream is back (its subject
+free meanwhile, no budget spent, an approval asked again: one lets one attempt through).
+A call in flight when the upstream died is in doubt, and a person's way out is the usual
+one. A stdio upstream that exited is started again. An upstream down when the gateway
+starts stops the start with a clear error. Counted at the upstream processes.
 
 (Before the links were kept apart, the first call to an unreachable HTTP upstream ended
 the gateway process, and a stdio upstream that exited failed every later call.)
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+import oncelog
 
 from .support.gateway import (
     Upstream,
@@ -86,6 +89,24 @@ def test_a_subject_whose_call_was_not_sent_is_performed_once_across_runs(
             assert first.content == other.content
             assert back.performed("refund") == 1
             assert len(back.received("refund")) == 1
+
+
+def test_calls_not_sent_spend_no_budget(tmp_path: Path, upstream: Upstream) -> None:
+    """The agent may make two calls a day; one call asked three times while the upstream
+    is down spends one of them (a budget counts steps, not attempts), so two runs' calls
+    are performed once it is back."""
+    config, url = gateway_config(tmp_path, upstream, agent="billing"), str(tmp_path / "l.db")
+    with oncelog.open(url) as ledger:
+        ledger.set_agent_budget("billing", oncelog.AgentBudget(calls=2), by="ops")
+    with running_gateway(config, url) as gw:
+        upstream.kill()
+        for _ in range(3):
+            assert UNSENT in text_of(sync_call(gw.url, "send_email", EMAIL, "ticket-1", "m-1"))
+        with counting_upstream(tmp_path, port=port_of(upstream)) as back:
+            for run in ("ticket-1", "ticket-2"):
+                sent = sync_call(gw.url, "send_email", EMAIL, run, "m-1")
+                assert not sent.is_error, text_of(sent)
+            assert back.performed("send_email") == 2
 
 
 def test_an_approved_call_not_sent_asks_the_person_again_and_is_performed_once(
