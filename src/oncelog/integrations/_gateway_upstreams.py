@@ -7,10 +7,9 @@ cancels whichever task entered it. Entered by the gateway's own serving task, it
 whole gateway down with it, and the call in flight was left in doubt though it was never
 sent. Here a connection lives in a task that only holds it; when it breaks, the calls
 waiting on it end with an error (in doubt), and the next call opens a new one. A stdio
-upstream that exited closes its pipes without an error anyone sees: the first call into
-the closed connection is in doubt (nobody can tell it from a call in flight when the
-child died, without reading the mcp client's private state), and the calls after it
-start the child again.
+upstream that exited closes its output without an error anyone sees: the end of that
+stream lets its connection go, so the next call starts the child again rather than being
+sent into the closed connection (and left in doubt).
 
 A request whose connection to an HTTP upstream could not even be made (refused, timed
 out connecting) was certainly not sent: it ends in ``UpstreamUnreachable``, which the
@@ -21,9 +20,10 @@ a client asks again. Any other failure after a request left leaves its call in d
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -31,6 +31,8 @@ import anyio.abc
 import httpx2
 import mcp.types as types
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client import Transport
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CONNECTION_CLOSED
 
@@ -127,8 +129,22 @@ class UpstreamLink:
 
     def _let_go(self, client: Client) -> None:
         if self._client is client and self._ended is not None:
+            self._forget(self._ended)
+
+    def _forget(self, ended: anyio.Event) -> None:
+        """Let the connection ``ended`` names go, if it is still the link's: the next call
+        opens another."""
+        if self._ended is ended:
             self._client = None
-            self._ended.set()
+        ended.set()
+
+    def _child_gone(self, ended: anyio.Event) -> None:
+        if not ended.is_set():  # not when the link let the connection go itself
+            log.warning(
+                "gateway: stdio upstream %r exited; the next call starts it again",
+                self.upstream.name,
+            )
+        self._forget(ended)
 
     def _unreachable(self, exc: BaseException) -> UpstreamUnreachable:
         return UpstreamUnreachable(
@@ -139,7 +155,9 @@ class UpstreamLink:
         opened: Client | None = None
         try:
             async with contextlib.AsyncExitStack() as stack:
-                opened = await stack.enter_async_context(await _client(self.upstream, stack))
+                gone = functools.partial(self._child_gone, ended)
+                client = await _client(self.upstream, stack, gone)
+                opened = await stack.enter_async_context(client)
                 task_status.started(opened)
                 await ended.wait()
         except Exception as exc:
@@ -155,8 +173,11 @@ class UpstreamLink:
                 self._let_go(opened)
 
 
-async def _client(upstream: Upstream, stack: contextlib.AsyncExitStack) -> Client:
-    """The upstream's client, not yet entered; what it needs closed goes on ``stack``."""
+async def _client(
+    upstream: Upstream, stack: contextlib.AsyncExitStack, gone: Callable[[], None]
+) -> Client:
+    """The upstream's client, not yet entered; what it needs closed goes on ``stack``;
+    ``gone`` is called when a stdio upstream's output ends (the child exited)."""
     if upstream.url is not None:
         # An HTTP client given to the mcp transport is the giver's to close.
         http = httpx2.AsyncClient(timeout=_TIMEOUT, transport=_AnswerUnreached())
@@ -164,8 +185,59 @@ async def _client(upstream: Upstream, stack: contextlib.AsyncExitStack) -> Clien
         return Client(streamable_http_client(upstream.url, http_client=http))
     command = upstream.command
     # A stdio upstream gets the gateway's environment, as if it were started directly.
-    return Client(StdioServerParameters(command=command[0], args=list(command[1:]),
-                                        env=dict(os.environ)))  # fmt: skip
+    child = StdioServerParameters(command=command[0], args=list(command[1:]), env=dict(os.environ))
+    return Client(_watched(stdio_client(child), gone))
+
+
+@contextlib.asynccontextmanager
+async def _watched(
+    transport: Transport, gone: Callable[[], None]
+) -> AsyncIterator[tuple[Any, Any]]:
+    """``transport`` whose read stream calls ``gone`` at its end."""
+    async with transport as (read, write):
+        yield _EndWatched(read, gone), write
+
+
+class _EndWatched:
+    """A read stream (the mcp package's ``ReadStream``) that calls ``gone`` when it ends:
+    a stdio child that exited closes its output, and nothing else says so until a call is
+    sent into the closed connection (and then is in doubt)."""
+
+    def __init__(self, inner: Any, gone: Callable[[], None]) -> None:
+        self._inner = inner
+        self._gone = gone
+
+    @property
+    def last_context(self) -> Any:  # the sender's context, where the inner stream keeps it
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._gone()
+            raise
+
+    def __aiter__(self) -> _EndWatched:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._inner.__anext__()
+        except (StopAsyncIteration, anyio.ClosedResourceError):
+            self._gone()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _EndWatched:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        suppressed: bool | None = await self._inner.__aexit__(*exc)
+        return suppressed
 
 
 def _first_leaf(exc: BaseException) -> BaseException:
