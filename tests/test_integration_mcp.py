@@ -193,6 +193,71 @@ def test_sigterm_drains_the_proxy_instead_of_leaving_a_call_in_doubt(
     assert Counter(e["tool"] for e in log.entries()) == {"send_email": 1}
 
 
+def test_a_server_that_exited_is_not_sent_calls_and_the_next_proxy_sends_them(
+    tmp_path: Path, config: Path
+) -> None:
+    """The server the proxy started is SIGKILLed between two calls. The proxy sees its
+    output end, and the next call is refused, unsent and recorded not performed (before,
+    it went into the closed pipes and was left in doubt, for a person); a recorded call is
+    still answered. A client that starts the proxy again resumes the run: the refused call
+    is performed once."""
+    require_framework("mcp", "mcp")
+    import signal
+    import time
+
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    ledger, log = tmp_path / "ledger.db", EffectLog(tmp_path / "effects.jsonl")
+    stderr = tmp_path / "proxy.log"
+
+    async def server_killed_after_one_call() -> list[Any]:
+        params = proxy_params(tmp_path, config)
+        with stderr.open("w") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as client,
+            ):
+                await client.initialize()
+                sent = await client.call_tool("send_email", {"customer": "cus_ada"})
+                proxy = _proxy_pid(ledger)
+                assert proxy is not None
+                [server] = _children(proxy)
+                os.kill(server, signal.SIGKILL)
+                deadline = time.monotonic() + 60
+                while "the MCP server exited" not in stderr.read_text():
+                    assert time.monotonic() < deadline, stderr.read_text()[-2000:]
+                    await anyio.sleep(0.05)
+                refused = await client.call_tool("send_email", {"customer": "cus_ada"})
+                return [sent, refused]
+
+    sent, refused = anyio.run(server_killed_after_one_call)
+    assert not sent.is_error, sent
+    assert refused.is_error
+    assert "has exited; nothing was sent" in text_of(refused), text_of(refused)
+    with oncelog.open(str(ledger)) as opened:
+        states = [(s.step_id, s.state) for s in opened.steps("ticket-8")]
+    assert states == [("send_email#1", StepState.DONE), ("send_email#2", StepState.NOT_DONE)]
+    again = session(tmp_path, config, ["send_email", "send_email"])
+    assert again[1].content == sent.content  # send_email#1, replayed
+    assert not again[2].is_error, again[2]
+    assert Counter(e["tool"] for e in log.entries()) == {"send_email": 2}
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[1] == str(pid):
+            found.append(int(proc.name))
+    return found
+
+
 def proxy_params(
     tmp_path: Path, config: Path, crash_at: str | None = None, server_options: tuple[str, ...] = ()
 ) -> Any:

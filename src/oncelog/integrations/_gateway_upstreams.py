@@ -13,7 +13,7 @@ sent into the closed connection (and left in doubt).
 
 A request whose connection to an HTTP upstream could not even be made (refused, timed
 out connecting) was certainly not sent: it ends in ``UpstreamUnreachable``, which the
-gateway's tools classify as not performed (``unreached``), so the call is made again when
+gateway's tools classify as not performed (``_mcp_gone``), so the call is made again when
 a client asks again. Any other failure after a request left leaves its call in doubt.
 """
 
@@ -31,14 +31,12 @@ import anyio.abc
 import httpx2
 import mcp.types as types
 from mcp import Client, MCPError, StdioServerParameters
-from mcp.client import Transport
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CONNECTION_CLOSED
 
-from oncelog.failures import Failure
-
 from ._gateway_config import Upstream
+from ._mcp_gone import UpstreamUnreachable, watched
 
 log = logging.getLogger("oncelog")
 
@@ -47,16 +45,6 @@ log = logging.getLogger("oncelog")
 _UNREACHED = -32050
 # The mcp package's own client's: a server may hold a response stream open for minutes.
 _TIMEOUT = httpx2.Timeout(30.0, read=300.0)
-
-
-class UpstreamUnreachable(Exception):
-    """No connection to the upstream could be made: the request was certainly not sent."""
-
-
-def unreached(exc: BaseException) -> Failure | None:
-    """The gateway tools' failure classification: an upstream that could not be reached
-    did not perform the call; of anything else nothing is known (in doubt)."""
-    return Failure.NOT_PERFORMED if isinstance(exc, UpstreamUnreachable) else None
 
 
 class _AnswerUnreached(httpx2.AsyncBaseTransport):
@@ -186,58 +174,7 @@ async def _client(
     command = upstream.command
     # A stdio upstream gets the gateway's environment, as if it were started directly.
     child = StdioServerParameters(command=command[0], args=list(command[1:]), env=dict(os.environ))
-    return Client(_watched(stdio_client(child), gone))
-
-
-@contextlib.asynccontextmanager
-async def _watched(
-    transport: Transport, gone: Callable[[], None]
-) -> AsyncIterator[tuple[Any, Any]]:
-    """``transport`` whose read stream calls ``gone`` at its end."""
-    async with transport as (read, write):
-        yield _EndWatched(read, gone), write
-
-
-class _EndWatched:
-    """A read stream (the mcp package's ``ReadStream``) that calls ``gone`` when it ends:
-    a stdio child that exited closes its output, and nothing else says so until a call is
-    sent into the closed connection (and then is in doubt)."""
-
-    def __init__(self, inner: Any, gone: Callable[[], None]) -> None:
-        self._inner = inner
-        self._gone = gone
-
-    @property
-    def last_context(self) -> Any:  # the sender's context, where the inner stream keeps it
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> Any:
-        try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            self._gone()
-            raise
-
-    def __aiter__(self) -> _EndWatched:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self._inner.__anext__()
-        except (StopAsyncIteration, anyio.ClosedResourceError):
-            self._gone()
-            raise
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _EndWatched:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        suppressed: bool | None = await self._inner.__aexit__(*exc)
-        return suppressed
+    return Client(watched(stdio_client(child), gone))
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

@@ -27,7 +27,6 @@ naming the reason, as the proxy's.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 from collections import defaultdict
@@ -69,7 +68,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise _missing("gateway", "MCP gateway") from exc
 
 from ._gateway_calls import Asked, digest_of, perform, recorded, step_of  # anyio, with mcp
-from ._gateway_upstreams import UpstreamLink, UpstreamUnreachable, unreached  # mcp too
+from ._gateway_upstreams import UpstreamLink  # mcp too
+from ._mcp_gone import UpstreamUnreachable, unreached, unsent_not_performed
 
 __all__ = [
     "CALL_META", "KEY_META", "RUN_META", "Gateway", "GatewayConfig", "UpstreamUnreachable", "app",
@@ -118,9 +118,7 @@ class Gateway:
                 choice = with_probe(
                     typed_subject(tool, choice), probe, self._ask, tool.output_schema
                 )
-                if choice.policy is not None:  # an upstream not reached: the call was not sent
-                    policy = dataclasses.replace(choice.policy, failures=unreached)
-                    choice = dataclasses.replace(choice, policy=policy)
+                choice = unsent_not_performed(choice)
                 self.chosen[tool.name] = choice
                 if choice.policy is not None:
                     declare = functools.partial(

@@ -49,7 +49,7 @@ import contextlib
 import functools
 import logging
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -83,9 +83,11 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise _missing("mcp", "MCP") from exc
 
+from ._mcp_gone import UpstreamUnreachable, unsent_not_performed, watched  # mcp, as above
 from ._proxy_runs import ProxyRun
 
 __all__ = ["KEY_META", "RUN_META", "Choice", "ProxyConfig", "choices", "load_config", "serve"]
+
 
 log = logging.getLogger("oncelog")
 
@@ -110,8 +112,19 @@ async def serve(
 ) -> None:
     """Start ``command`` as an MCP server and serve its tools on this process's stdio,
     until the client closes it."""
-    async with _upstream(command) as upstream:
-        proxy = _Proxy(ledger, upstream, config, run_id)
+    exited = anyio.Event()  # set when the server's output ends: it exited
+    leaving = False  # the proxy stops the server itself: its end is no news
+
+    def gone() -> None:
+        if not (leaving or exited.is_set()):
+            log.warning(
+                "mcp-proxy: the MCP server exited; its calls are refused, unsent, until "
+                "this proxy is started again"
+            )
+        exited.set()
+
+    async with _upstream(command, gone) as upstream:
+        proxy = _Proxy(ledger, upstream, config, run_id, exited)
         await proxy.learn_tools()
         server: Server[Any] = Server(
             "oncelog-mcp-proxy", on_list_tools=proxy.list_tools, on_call_tool=proxy.call_tool
@@ -120,6 +133,7 @@ async def serve(
             async with stdio_server() as (client_read, client_write):
                 await server.run(client_read, client_write, server.create_initialization_options())
         finally:
+            leaving = True
             await proxy.end()
 
 
@@ -131,12 +145,16 @@ async def choices(command: Sequence[str], config: ProxyConfig) -> list[Choice]:
 
 
 @contextlib.asynccontextmanager
-async def _upstream(command: Sequence[str]) -> AsyncIterator[ClientSession]:
+async def _upstream(
+    command: Sequence[str], gone: Callable[[], None] = lambda: None
+) -> AsyncIterator[ClientSession]:
+    """A session with the server ``command`` started; ``gone`` is called if it exits."""
     # The server gets the proxy's whole environment, as if it were started directly.
     server_params = StdioServerParameters(
         command=command[0], args=list(command[1:]), env=dict(os.environ)
     )
-    async with stdio_client(server_params) as (read, write), ClientSession(read, write) as upstream:
+    transport = watched(stdio_client(server_params), gone)
+    async with transport as (read, write), ClientSession(read, write) as upstream:
         await upstream.initialize()
         yield upstream
 
@@ -160,10 +178,12 @@ async def _tools(upstream: ClientSession) -> AsyncIterator[types.Tool]:
 
 class _Proxy:
     def __init__(
-        self, ledger: Ledger, upstream: ClientSession, config: ProxyConfig, run_id: str | None
-    ) -> None:
+        self, ledger: Ledger, upstream: ClientSession, config: ProxyConfig, run_id: str | None,
+        exited: anyio.Event,
+    ) -> None:  # fmt: skip
         self.ledger = ledger
         self.upstream = upstream
+        self.exited = exited  # set: the server exited, and no call is sent into its pipes
         self.config = config
         self.run_id = run_id
         self.runs: dict[str, ProxyRun] = {}
@@ -181,6 +201,7 @@ class _Proxy:
             check_subject(tool, choice.policy)
             probe = self.config.probes.get(tool.name)
             choice = with_probe(typed_subject(tool, choice), probe, self._ask, tool.output_schema)
+            choice = unsent_not_performed(choice)
             self.chosen[tool.name] = choice
             self.schemas[tool.name] = tool.input_schema
             if choice.policy is None:
@@ -202,7 +223,7 @@ class _Proxy:
 
     def policy(self, tool: str) -> Policy | None:
         """A tool listed after the start has the config's policy only."""
-        chosen = self.chosen.get(tool) or self.config.choose(tool)
+        chosen = self.chosen.get(tool) or unsent_not_performed(self.config.choose(tool))
         return chosen.policy
 
     async def list_tools(
@@ -247,6 +268,8 @@ class _Proxy:
         run = self.runs.setdefault(run_id, ProxyRun(self.ledger, run_id, self.config.agent))
         try:
             recorded = await run.call(params.name, arguments, policy, self._forward)
+        except UpstreamUnreachable as exc:  # recorded not performed
+            return _error(f"oncelog: {exc}")
         except ApprovalRequired as exc:
             return _error(
                 f"oncelog: {exc.message}. Wait until a person has approved it, then call "
@@ -284,6 +307,11 @@ class _Proxy:
         return anyio.from_thread.run(self._forward, tool, arguments, key)
 
     async def _forward(self, tool: str, arguments: Any, key: str) -> Any:
+        if self.exited.is_set():
+            raise UpstreamUnreachable(
+                "the MCP server this proxy started has exited; nothing was sent. Restart the "
+                "proxy (its client's MCP server) and call again: the call is sent then"
+            )
         meta = cast(types.RequestParamsMeta, {KEY_META: key})
         result = await self.upstream.call_tool(tool, arguments, meta=meta)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
