@@ -45,13 +45,14 @@ class Policy:
     ``once_per`` is called with the model's arguments by name (``lambda to, subject,
     **_: ("email", to, subject)``; arguments that are not a JSON object come as one value)
     and names the effect's subject, as ``oncelog.tool``'s does, with ``once_for`` and
-    ``repeat``: a model asked again, in another run, gets the first call's result."""
+    ``repeat``: a model asked again, in another run, gets the first call's result.
+    ``failures`` says what an exception the tool raised means (``oncelog.failures``:
+    a call certainly not performed is recorded not done, and made again when asked)."""
 
     kind: Kind | KindName
     probe: Probe | None = None
     key_ttl: timedelta | float | None = None
     refusals: tuple[type[BaseException], ...] = ()
-    failures: Classifier | None = None
     approval: bool | None = None
     cost: float | Callable[..., float] = 0.0
     result_schema: dict[str, Any] | None = None
@@ -59,6 +60,7 @@ class Policy:
     once_per: Callable[..., Any] | None = None
     once_for: timedelta | float | None = None
     repeat: Literal["replay", "error"] = "replay"
+    failures: Classifier | None = None  # last: the fields before it keep their positions
 
     def __post_init__(self) -> None:
         try:
