@@ -95,6 +95,33 @@ def test_killed_resends_never_stretch_the_window_past_the_first_send(
     assert halted.first_sent_at <= first.at
 
 
+def test_a_resend_that_never_left_keeps_the_step_in_doubt_past_the_window(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Killed after the provider charged, the payment is in doubt; its resend inside the
+    window meets a refused connection (certainly not performed). That says nothing of the
+    first send: the step stays in doubt, and once the window has passed the next start
+    halts for a person and sends nothing. (Recorded not done, as it was, the step was sent
+    again as new after the window: a second charge the provider no longer deduplicated.)"""
+    tries, window = tmp_path / "tries", 15.0
+    options = ("--dedupe-window", str(window), "--not-sent-try", "2")
+    code, out = flaky(store_url, tries, *options, crash_at="after_call@charge")
+    assert code == -signal.SIGKILL, out
+    [first] = tries_made(tries)
+    code, out = flaky(store_url, tries, *options)
+    assert len(tries_made(tries)) == 2, out
+    assert time.time() < first.at + window, "the resend came after the window: too slow"
+    assert code == oncelog.EXIT_TRY_LATER, out
+    assert charge_step(store_url).state in (oncelog.StepState.IN_FLIGHT,
+                                            oncelog.StepState.UNKNOWN)  # fmt: skip
+    past_the_window(first.at, window)
+    for _ in range(2):
+        code, out = flaky(store_url, tries, *options)
+        assert code == oncelog.EXIT_HALTED, out
+        assert "AmbiguousOutcome" in out
+    assert [t.key for t in tries_made(tries)] == [first.key, first.key]
+
+
 def behind(seconds: float) -> dict[str, str]:
     """The environment of a process whose clocks (Python's and SQLite's) read ``seconds``
     behind this one's: libfaketime, preloaded."""

@@ -180,6 +180,21 @@ TABLE: list[tuple[str, Situation, Action]] = [
     ("not performed, attempts used up",
      replace(EFFECT, failure=Failure.NOT_PERFORMED, attempts=3, max_attempts=3),
      Action.RECORD_FAILED),
+    # ... a resend of a step in doubt that never left: the first send may have happened
+    ("not performed resend, key young, no policy",
+     replace(DEDUPED, failure=Failure.NOT_PERFORMED, earlier_in_doubt=True),
+     Action.STOP_RESEND_LATER),
+    ("not performed resend, key young, attempts left",
+     replace(DEDUPED, failure=Failure.NOT_PERFORMED, earlier_in_doubt=True, attempts=1,
+             max_attempts=3), Action.RESEND_LATER),
+    ("not performed resend, key too old",
+     replace(DEDUPED, failure=Failure.NOT_PERFORMED, earlier_in_doubt=True, key_age=60),
+     Action.HALT),
+    ("not performed resend, probe declared", replace(PROBED, failure=Failure.NOT_PERFORMED,
+     earlier_in_doubt=True), Action.ASK_PROBE),
+    ("not performed resend, upsert",
+     replace(UPSERT, failure=Failure.NOT_PERFORMED, earlier_in_doubt=True),
+     Action.RECORD_NOT_DONE),
     ("in doubt, effect", replace(EFFECT, failure=Failure.IN_DOUBT), Action.HALT),
     ("in doubt, upsert", replace(UPSERT, failure=Failure.IN_DOUBT), Action.RECORD_NOT_DONE),
     ("in doubt, upsert, attempts left",
@@ -290,6 +305,7 @@ SITUATIONS = st.builds(
     drift_error=st.booleans(),
     failure=st.none() | st.sampled_from(Failure),
     key_refused=st.booleans(),
+    earlier_in_doubt=st.booleans(),
 )
 SENDS = {Action.RUN, Action.RESEND}
 
@@ -355,8 +371,14 @@ def test_settled_steps_replay_and_failures_record(s: Situation) -> None:
     if s.failure is Failure.REFUSED and s.step_type is StepType.EFFECT:
         assert action is Action.RECORD_REFUSED
     if s.failure is Failure.NOT_PERFORMED and s.step_type is StepType.EFFECT:
-        # Never halted: retried, recorded not done, or failed with the last error.
-        assert action in {Action.RETRY_LATER, Action.RECORD_NOT_DONE, Action.RECORD_FAILED}
+        if s.earlier_in_doubt and not s.idempotent:
+            # A resend that never left leaves the step as in doubt as it was: never
+            # recorded not done or failed (it would be sent again as new).
+            assert action not in {Action.RETRY_LATER, Action.RECORD_NOT_DONE,
+                                  Action.RECORD_FAILED}  # fmt: skip
+        else:
+            # Never halted: retried, recorded not done, or failed with the last error.
+            assert action in {Action.RETRY_LATER, Action.RECORD_NOT_DONE, Action.RECORD_FAILED}
     if action in {Action.RETRY_LATER, Action.RESEND_LATER}:
         assert s.max_attempts is not None
         assert s.attempts < s.max_attempts

@@ -3,12 +3,13 @@ file before anything else, so a test reads every attempt that reached the provid
 when, whatever the ledger says.
 
 Usage: flaky.py LEDGER RUN_ID TRIES [--kind K] [--approval] [--fail-first N --backoff S]
-       [--dedupe-window S] [--lose-answer N] [--probe] [--cost C --budget B]
+       [--dedupe-window S] [--lose-answer N] [--not-sent-try N] [--probe] [--cost C --budget B]
        [--store-timeout S] [--hold FILE] [--run-id-from-env]
 
 ``--fail-first N`` makes the first N attempts (counted in the tries file) fail with an
 error classified ``NOT_PERFORMED``, under a retry policy of 3 attempts ``--backoff``
-seconds apart without jitter. ``--lose-answer N`` makes the first N attempts perform
+seconds apart without jitter; ``--not-sent-try N`` makes the Nth attempt alone fail so
+(classified, with no retry policy). ``--lose-answer N`` makes the first N attempts perform
 and then lose their answer (an unclassified error: in doubt); ``--probe`` declares a probe
 that finds a key in the tries file. ``--cost`` is what each attempt costs, ``--budget`` the
 run's limit of cost (``on_exceed="stop"``). ``--hold`` keeps the tool inside the provider,
@@ -50,6 +51,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--backoff", type=float, default=0.0)
     parser.add_argument("--dedupe-window", type=float, default=None)
     parser.add_argument("--lose-answer", type=int, default=0)
+    parser.add_argument("--not-sent-try", type=int, default=0)
     parser.add_argument("--probe", action="store_true")
     parser.add_argument("--cost", type=float, default=None)
     parser.add_argument("--budget", type=float, default=None)
@@ -75,7 +77,7 @@ def charge_tool(ledger: oncelog.Ledger, options: argparse.Namespace) -> oncelog.
 
     @ledger.tool(
         kind=options.kind, name="charge", approval=options.approval,
-        failures=classify if retrying else None,
+        failures=classify if retrying or options.not_sent_try else None,
         retry=oncelog.Retry(3, options.backoff, jitter=0.0) if retrying else None,
         dedupe_window=None if window is None else timedelta(seconds=window),
         cost=options.cost or 0.0, probe=probe_tries(options.tries) if options.probe else None,
@@ -86,7 +88,7 @@ def charge_tool(ledger: oncelog.Ledger, options: argparse.Namespace) -> oncelog.
         while options.hold is not None and not options.hold.exists():
             time.sleep(0.01)
         made = len(options.tries.read_text().splitlines())
-        if made <= options.fail_first:
+        if made <= options.fail_first or made == options.not_sent_try:
             raise NotSent("connection refused")
         if made <= options.lose_answer:
             raise ConnectionResetError("the connection dropped before the answer")

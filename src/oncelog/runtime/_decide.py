@@ -110,6 +110,9 @@ class Situation:
     same_args: bool = True  # the step is asked with the arguments recorded for it
     drift_error: bool = True  # the tool's drift policy is "error"
     failure: Failure | None = None  # the call raised: what that means
+    # The step was in doubt before this attempt (a resend): an earlier attempt may have
+    # been performed, whatever this one's failure says of itself.
+    earlier_in_doubt: bool = False
     key_refused: bool = False  # in doubt since the provider held its key for other parameters
     # Another run's step holds the effect's subject (the intent was refused): its state,
     # whether a live process holds its run, and whether the tool refuses a repeat.
@@ -241,6 +244,10 @@ def _after_failure(s: Situation) -> Action:
         return Action.STOP_RESEND_LATER
     if s.failure is Failure.KEY_MISMATCH:
         return _key_mismatch(s)
+    if s.failure is Failure.NOT_PERFORMED and s.earlier_in_doubt and not s.idempotent:
+        # This resend never left, but the first send may have been performed: recorded
+        # not done, the step would be sent again as new, even past the key's window.
+        return _after_failure(replace(s, failure=Failure.IN_DOUBT))
     if s.failure is Failure.NOT_PERFORMED or s.idempotent:
         if s.max_attempts is None:
             return Action.RECORD_NOT_DONE

@@ -25,7 +25,7 @@ from ..records._serialization import encode_decoded
 from ..signals import _crashpoints as crashpoints
 from ..stores._protocol import Lease, Outcome, new_outcome, timed_step
 from ._calls import Again, Pending, Surroundings, error_json, failure_of, usage
-from ._decide import KEY_REFUSED, Action, Situation, decide, deduplicated, key_age
+from ._decide import IN_DOUBT, KEY_REFUSED, Action, Situation, decide, deduplicated, key_age
 from ._probes import CANNOT_TELL, Conflict, Found
 from ._reconcile import ask
 from ._replay import ReplayCursor
@@ -92,7 +92,11 @@ class Outcomes:
         step, call, spec = pending.step, pending.call, pending.call.spec
         clock = self.surroundings.clock
         failure = failure_of(spec, exc)
-        aged = spec.dedupe_window is not None and failure is Failure.IN_DOUBT
+        earlier_in_doubt = pending.previous in IN_DOUBT
+        doubted = failure is Failure.IN_DOUBT or (
+            failure is Failure.NOT_PERFORMED and earlier_in_doubt
+        )
+        aged = spec.dedupe_window is not None and doubted
         situation = Situation(
             call.step_type, call.idempotent, StepState.IN_FLIGHT,
             attempts=pending.attempt,
@@ -100,6 +104,7 @@ class Outcomes:
             probe_declared=spec.probe is not None,
             key_age=self.key_age(step.seq) if aged else 0.0,
             dedupe_window=spec.dedupe_window, failure=failure,
+            earlier_in_doubt=earlier_in_doubt,
         )  # fmt: skip
         action = decide(situation)
         said = ""
